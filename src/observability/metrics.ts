@@ -1,0 +1,132 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { GATEWAY_ERROR_CODES, METRIC_PREFIX, METRICS, type GatewayErrorCode } from './metric-names.js';
+
+// Buckets from 100 µs to 10 s: an RSA signature is ~0.2 ms, a gateway round trip tens of milliseconds,
+// a stuck upstream seconds. Sub-millisecond resolution is what shows the sidecar's own cost.
+const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+export type TokenGrant = 'password' | 'refresh_token';
+export type TokenCallOutcome = 'success' | 'rejected' | 'error';
+export type RetryReason = 'token_rejected' | 'connect_failed';
+
+export interface BuildInfo {
+  readonly version: string;
+  readonly environment: string;
+  readonly keyFingerprint: string;
+}
+
+/** Every metric of the public contract on the sidecar's own registry (never the global one). */
+export class SidecarMetrics {
+  readonly registry = new Registry();
+  private readonly requests = new Counter({
+    name: METRICS.requests,
+    help: 'Client requests answered, by route, status class and outcome code (ok, sidecar.* or gateway code).',
+    labelNames: ['route', 'status_class', 'code'] as const,
+    registers: [this.registry],
+  });
+  private readonly gatewayErrors = new Counter({
+    name: METRICS.gatewayErrors,
+    help: 'Gateway error answers by gateway code (403 counted as ip.forbidden, unknown codes as other).',
+    labelNames: ['code'] as const,
+    registers: [this.registry],
+  });
+  private readonly tokenRequests = new Counter({
+    name: METRICS.tokenRequests,
+    help: 'Calls to the token endpoint by grant and outcome.',
+    labelNames: ['grant', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  private readonly accessExpiry = this.gauge(METRICS.accessTokenExpiry, 'Unix time when the access token expires.');
+  private readonly refreshExpiry = this.gauge(METRICS.refreshTokenExpiry, 'Unix time when the refresh token expires.');
+  private readonly retries = new Counter({
+    name: METRICS.retries,
+    help: 'Requests sent again, by reason.',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  private readonly signing = new Histogram({
+    name: METRICS.signingDuration,
+    help: 'Time to compute one RSA signature.',
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly gatewayLatency = this.histogram(METRICS.gatewayDuration, 'One gateway round trip (one attempt).');
+  private readonly requestLatency = this.histogram(METRICS.requestDuration, 'Whole client request through the sidecar.');
+  private readonly skew = this.gauge(METRICS.clockSkew, 'Gateway Date header minus local clock, in seconds.');
+  private isReady: () => boolean = () => false;
+  // Computed at scrape time from the live state, so it can never lag behind what /readyz says.
+  private readonly readyGauge: Gauge = new Gauge({
+    name: METRICS.ready,
+    help: '1 when the sidecar is ready to serve (valid token, not draining).',
+    registers: [this.registry],
+    collect: (): void => this.readyGauge.set(this.isReady() ? 1 : 0),
+  });
+  private readonly inFlightGauge = this.gauge(METRICS.inFlight, 'Client requests in flight.');
+
+  constructor(info: BuildInfo) {
+    collectDefaultMetrics({ register: this.registry, prefix: METRIC_PREFIX });
+    const build = new Gauge({
+      name: METRICS.buildInfo,
+      help: 'Build and key identity (the public key fingerprint, never the key).',
+      labelNames: ['version', 'environment', 'key_fingerprint'] as const,
+      registers: [this.registry],
+    });
+    build.set({ version: info.version, environment: info.environment, key_fingerprint: info.keyFingerprint }, 1);
+    // Created at zero so that rate() and alerts work before the first error happens.
+    for (const code of GATEWAY_ERROR_CODES) this.gatewayErrors.inc({ code }, 0);
+    for (const grant of ['password', 'refresh_token'] as const) {
+      for (const outcome of ['success', 'rejected', 'error'] as const) this.tokenRequests.inc({ grant, outcome }, 0);
+    }
+    for (const reason of ['token_rejected', 'connect_failed'] as const) this.retries.inc({ reason }, 0);
+  }
+
+  requestDone(route: string, status: number, code: string, seconds: number): void {
+    this.requests.inc({ route, status_class: `${Math.floor(status / 100)}xx`, code });
+    this.requestLatency.observe({ route }, seconds);
+  }
+
+  gatewayError(code: GatewayErrorCode): void {
+    this.gatewayErrors.inc({ code });
+  }
+
+  tokenCall(grant: TokenGrant, outcome: TokenCallOutcome): void {
+    this.tokenRequests.inc({ grant, outcome });
+  }
+
+  tokenExpiries(accessExpiresAtMs: number, refreshExpiresAtMs: number): void {
+    this.accessExpiry.set(accessExpiresAtMs / 1000);
+    this.refreshExpiry.set(refreshExpiresAtMs / 1000);
+  }
+
+  retry(reason: RetryReason): void {
+    this.retries.inc({ reason });
+  }
+
+  signed(seconds: number): void {
+    this.signing.observe(seconds);
+  }
+
+  gatewayRoundTrip(route: string, seconds: number): void {
+    this.gatewayLatency.observe({ route }, seconds);
+  }
+
+  clockSkew(seconds: number): void {
+    this.skew.set(seconds);
+  }
+
+  trackReadiness(isReady: () => boolean): void {
+    this.isReady = isReady;
+  }
+
+  inFlight(delta: 1 | -1): void {
+    this.inFlightGauge.inc(delta);
+  }
+
+  private gauge(name: string, help: string): Gauge {
+    return new Gauge({ name, help, registers: [this.registry] });
+  }
+
+  private histogram(name: string, help: string): Histogram<'route'> {
+    return new Histogram({ name, help, labelNames: ['route'] as const, buckets: LATENCY_BUCKETS, registers: [this.registry] });
+  }
+}

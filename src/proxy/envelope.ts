@@ -1,0 +1,27 @@
+import { sidecarErrors } from '../errors.js';
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+export interface Envelope {
+  /** Standard base64 (with padding) of the exact bytes received: spec 2.2. */
+  readonly data: string;
+  /** The body sent upstream: `{"data":"..."}` and nothing else. */
+  readonly json: string;
+}
+
+/**
+ * Checks that the body is one JSON object and wraps the bytes as received. The bytes are not re-serialised:
+ * whitespace, key order and number formats reach the gateway exactly as the internal service wrote them.
+ */
+export function wrapEnvelope(body: Buffer): Envelope {
+  let value: unknown;
+  try {
+    value = JSON.parse(utf8.decode(body));
+  } catch {
+    throw sidecarErrors.invalidJson();
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw sidecarErrors.notObject();
+  const data = body.toString('base64');
+  // Base64 needs no JSON escaping, so the envelope is built directly.
+  return { data, json: `{"data":"${data}"}` };
+}

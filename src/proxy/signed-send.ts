@@ -1,0 +1,112 @@
+import type { BaseAddress } from '../config/base-url.js';
+import { sidecarErrors } from '../errors.js';
+import type { SidecarMetrics } from '../observability/metrics.js';
+import { signedUrl, upstreamPath, type RequestTarget } from '../signing/canonical-url.js';
+import { newNonce } from '../signing/nonce.js';
+import type { Signer } from '../signing/signer.js';
+import { signingString, unixTimestamp } from '../signing/signing-string.js';
+import { backoffDelayMs, sleep } from '../token/backoff.js';
+import type { TokenManager } from '../token/token-manager.js';
+import type { UpstreamResponse, Forwarder } from '../upstream/forwarder.js';
+import { errorLabel, gatewayCode, isTokenRejection } from './gateway-answer.js';
+
+export interface SignedSendDeps {
+  readonly base: BaseAddress;
+  readonly signer: Signer;
+  readonly tokens: TokenManager;
+  readonly forwarder: Forwarder;
+  readonly metrics: SidecarMetrics;
+  readonly connectRetryDeadlineMs: number;
+  readonly now?: () => number;
+}
+
+export interface SignedRequest {
+  readonly route: string;
+  readonly target: RequestTarget;
+  readonly envelope: { readonly data: string; readonly json: string };
+  readonly headers: Record<string, string>;
+}
+
+export interface SignedResult {
+  readonly response: UpstreamResponse;
+  readonly gatewayCode: string | undefined;
+  readonly attempts: number;
+  /** Parts of the last signing string, for the diagnostic log on signature.verify.failed. */
+  readonly signed: { readonly fullUrl: string; readonly timestamp: string; readonly nonce: string };
+}
+
+interface Attempt {
+  readonly outcome: Awaited<ReturnType<Forwarder['send']>>;
+  readonly signed: SignedResult['signed'];
+}
+
+/**
+ * Signs and sends one client request, applying DESIGN.md's retry rules and nothing more:
+ * - connection failures before any byte left: re-sign and retry with capped backoff within a deadline;
+ * - 401 FAILED: fresh token, re-sign with a new timestamp and nonce, send once more;
+ * - anything after bytes were sent without an answer: never resent (sidecar.upstream.outcome_unknown).
+ * Every attempt gets its own timestamp and nonce (spec 5.2: "including retries").
+ */
+export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): Promise<SignedResult> {
+  const now = deps.now ?? Date.now;
+  const giveUpAt = performance.now() + deps.connectRetryDeadlineMs;
+  let token = await deps.tokens.token();
+  let tokenRetried = false;
+  let connectFailures = 0;
+  for (let attempts = 1; ; attempts++) {
+    const { outcome, signed } = await attempt(deps, request, token.accessToken.reveal(), now());
+    if (outcome.kind === 'not_sent') {
+      const delay = backoffDelayMs(connectFailures++, 100, 2_000);
+      if (performance.now() + delay >= giveUpAt) throw sidecarErrors.upstreamUnreachable(outcome.error);
+      deps.metrics.retry('connect_failed');
+      await sleep(delay);
+      continue;
+    }
+    if (outcome.kind === 'sent_no_answer') throw sidecarErrors.outcomeUnknown(outcome.timedOut ? 504 : 502, outcome.error);
+    const { response } = outcome;
+    const code = gatewayCode(response);
+    observeAnswer(deps.metrics, response, code, now());
+    if (isTokenRejection(response, code) && !tokenRetried) {
+      tokenRetried = true;
+      deps.metrics.retry('token_rejected');
+      token = await deps.tokens.tokenAfterRejection(token.generation);
+      continue;
+    }
+    return { response, gatewayCode: code, attempts, signed };
+  }
+}
+
+async function attempt(deps: SignedSendDeps, request: SignedRequest, bearer: string, nowMs: number): Promise<Attempt> {
+  const fullUrl = signedUrl(deps.base, request.target);
+  const timestamp = unixTimestamp(nowMs);
+  const nonce = newNonce();
+  const started = performance.now();
+  const signature = await deps.signer.sign(
+    signingString({ method: 'POST', fullUrl, timestamp, nonce, data: request.envelope.data }),
+  );
+  deps.metrics.signed((performance.now() - started) / 1000);
+  const sentAt = performance.now();
+  const outcome = await deps.forwarder.send({
+    path: upstreamPath(deps.base, request.target),
+    headers: {
+      ...request.headers,
+      'content-type': 'application/json',
+      authorization: `Bearer ${bearer}`,
+      'x-timestamp': timestamp,
+      'x-nonce': nonce,
+      'x-signature': signature,
+    },
+    body: request.envelope.json,
+  });
+  if (outcome.kind !== 'not_sent') deps.metrics.gatewayRoundTrip(request.route, (performance.now() - sentAt) / 1000);
+  return { outcome, signed: { fullUrl, timestamp, nonce } };
+}
+
+function observeAnswer(metrics: SidecarMetrics, response: UpstreamResponse, code: string | undefined, nowMs: number): void {
+  const label = errorLabel(response.status, code);
+  if (label) metrics.gatewayError(label);
+  const date = response.headers.date;
+  const gatewayMs = typeof date === 'string' ? Date.parse(date) : Number.NaN;
+  // The Date header has one-second resolution; the gauge is for spotting skews of seconds, which is what breaks.
+  if (!Number.isNaN(gatewayMs)) metrics.clockSkew((gatewayMs - nowMs) / 1000);
+}

@@ -1,0 +1,215 @@
+import type { Logger } from '../observability/log.js';
+import type { SidecarMetrics, TokenGrant } from '../observability/metrics.js';
+import { sidecarErrors } from '../errors.js';
+import { backoffDelayMs } from './backoff.js';
+import type { TokenClient } from './token-client.js';
+import type { GrantResult, GrantedTokens, TokenSet } from './token-set.js';
+
+export interface TokenManagerOptions {
+  readonly refreshAheadMinSeconds: number;
+  readonly refreshAheadMaxSeconds: number;
+  readonly backoffBaseMs?: number;
+  readonly backoffMaxMs: number;
+  /** How long a request may wait for an in-flight login or refresh before it is answered 503. */
+  readonly waitForTokenMs?: number;
+  readonly monotonicNow?: () => number;
+  readonly random?: () => number;
+}
+
+/** Tokens usable by requests: a token this close to expiry is treated as expired (it could die in transit). */
+const EXPIRY_MARGIN_MS = 2_000;
+
+/**
+ * Holds one access token for the sidecar and keeps it valid (spec 4.1, 5.1):
+ * - single flight: every caller that needs a token while one is being fetched shares that one fetch;
+ * - generations: many 401s for the same generation invalidate it once, so exactly one new token is fetched;
+ * - refresh ahead of expiry (jittered), refresh token rotation (the newest is kept, none is sent twice),
+ *   password login when refreshing is impossible, capped backoff with jitter when the gateway is unreachable.
+ */
+export class TokenManager {
+  private current: TokenSet | undefined;
+  private rejectedGeneration = 0;
+  private generation = 0;
+  private inflight: Promise<TokenSet> | undefined;
+  private failures = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private readonly mono: () => number;
+
+  constructor(
+    private readonly client: TokenClient,
+    private readonly options: TokenManagerOptions,
+    private readonly metrics: SidecarMetrics,
+    private readonly log: Logger,
+  ) {
+    this.mono = options.monotonicNow ?? (() => performance.now());
+  }
+
+  /** Starts the first login in the background; readiness reports when a token is held. */
+  start(): void {
+    this.fetchInBackground();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+  }
+
+  /** True while a token that is not expired and not rejected is held. */
+  hasValidToken(): boolean {
+    return this.usable(this.current) !== undefined;
+  }
+
+  /** The current token, or the one being fetched; throws sidecar.token.unavailable when none can be had. */
+  async token(): Promise<TokenSet> {
+    const usable = this.usable(this.current);
+    if (usable) return usable;
+    if (this.inflight) return this.awaitFlight(this.inflight);
+    // While logins are failing, requests are answered at once and the backoff schedule is kept: a burst of
+    // client requests must not turn into a burst of logins against the gateway.
+    if (this.failures > 0) throw sidecarErrors.tokenUnavailable();
+    return this.awaitFlight(this.beginFlight());
+  }
+
+  /**
+   * Called when the gateway answered 401 FAILED to a request made with `generation`. Only the first report of a
+   * generation starts a fetch; the others join it. Resolves with a token of a newer generation.
+   */
+  async tokenAfterRejection(generation: number): Promise<TokenSet> {
+    if (this.current?.generation === generation && this.rejectedGeneration < generation) {
+      this.rejectedGeneration = generation;
+      this.log.warn({ event: 'token.rejected', generation }, 'gateway rejected the access token; fetching a new one');
+      if (!this.inflight) void this.beginFlight().catch(() => undefined);
+    }
+    const fresh = this.usable(this.current);
+    if (fresh && fresh.generation > generation) return fresh;
+    const next = await this.awaitFlight(this.inflight ?? this.beginFlight());
+    if (next.generation <= generation) throw sidecarErrors.tokenUnavailable();
+    return next;
+  }
+
+  private usable(set: TokenSet | undefined): TokenSet | undefined {
+    if (!set || set.generation <= this.rejectedGeneration) return undefined;
+    return this.mono() < set.accessDeadline - EXPIRY_MARGIN_MS ? set : undefined;
+  }
+
+  private async awaitFlight(flight: Promise<TokenSet>): Promise<TokenSet> {
+    const waitMs = this.options.waitForTokenMs ?? 10_000;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(sidecarErrors.tokenUnavailable()), waitMs);
+    });
+    try {
+      return await Promise.race([flight, timeout]);
+    } catch {
+      throw sidecarErrors.tokenUnavailable();
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private fetchInBackground(): void {
+    if (this.stopped) return;
+    // Failures are handled (logged, backoff scheduled) inside the flight; nothing to do with the rejection here.
+    (this.inflight ?? this.beginFlight()).catch(() => undefined);
+  }
+
+  private beginFlight(): Promise<TokenSet> {
+    const flight = this.acquire().then(
+      (set) => this.install(set),
+      (err: unknown) => {
+        this.scheduleRetry();
+        throw err;
+      },
+    );
+    this.inflight = flight;
+    const clear = () => {
+      if (this.inflight === flight) this.inflight = undefined;
+    };
+    flight.then(clear, clear);
+    return flight;
+  }
+
+  /** Refresh when a refresh token is held and alive, else (or when refreshing fails) log in with the password. */
+  private async acquire(): Promise<TokenSet> {
+    const held = this.current;
+    if (held && this.mono() < held.refreshDeadline - EXPIRY_MARGIN_MS) {
+      const refreshed = await this.call('refresh_token', () => this.client.refreshGrant(held.refreshToken));
+      if (refreshed.kind === 'granted') return this.toSet(refreshed.tokens);
+      if (refreshed.kind === 'failed' && !refreshed.sent && this.usable(held)) {
+        // Gateway unreachable but the access token still works: retry the refresh later rather than log in,
+        // because a password login would invalidate the access token in use (spec 4.1 rule 3).
+        throw new Error(`refresh failed before sending: ${refreshed.reason}`);
+      }
+      // Rejected, or sent without an answer (the token may have been consumed): a refresh token is never sent
+      // twice, so the only way on is a password login.
+      this.log.warn({ event: 'token.fallback', reason: refreshed.kind }, 'refresh failed; logging in with the password');
+    }
+    const login = await this.call('password', () => this.client.passwordGrant());
+    if (login.kind === 'granted') return this.toSet(login.tokens);
+    throw new Error(login.kind === 'rejected' ? `login rejected (${login.status} ${login.code ?? ''})` : login.reason);
+  }
+
+  private async call(grant: TokenGrant, send: () => Promise<GrantResult>): Promise<GrantResult> {
+    const result = await send();
+    const outcome = result.kind === 'granted' ? 'success' : result.kind === 'rejected' ? 'rejected' : 'error';
+    this.metrics.tokenCall(grant, outcome);
+    if (result.kind === 'granted') {
+      this.log.info(
+        { event: 'token.granted', grant, accessExpiresAt: new Date(result.tokens.accessExpiresAtMs).toISOString(),
+          refreshExpiresAt: new Date(result.tokens.refreshExpiresAtMs).toISOString() },
+        'token endpoint granted new tokens',
+      );
+    } else if (result.kind === 'rejected') {
+      this.log.warn({ event: 'token.rejected_grant', grant, status: result.status, code: result.code, gatewayMessage: result.message },
+        'token endpoint refused the grant');
+    } else {
+      this.log.warn({ event: 'token.grant_failed', grant, sent: result.sent, reason: result.reason }, 'token endpoint call failed');
+    }
+    return result;
+  }
+
+  private toSet(tokens: GrantedTokens): TokenSet {
+    const now = this.mono();
+    return {
+      generation: ++this.generation,
+      accessToken: tokens.accessToken,
+      refreshToken: tokens.refreshToken,
+      accessExpiresAtMs: tokens.accessExpiresAtMs,
+      refreshExpiresAtMs: tokens.refreshExpiresAtMs,
+      accessDeadline: now + tokens.accessRemainingMs,
+      refreshDeadline: now + tokens.refreshRemainingMs,
+    };
+  }
+
+  private install(set: TokenSet): TokenSet {
+    // One assignment replaces access and refresh token together: the newest refresh token is the only one kept.
+    this.current = set;
+    this.failures = 0;
+    this.metrics.tokenExpiries(set.accessExpiresAtMs, set.refreshExpiresAtMs);
+    this.scheduleRefresh(set);
+    return set;
+  }
+
+  private scheduleRefresh(set: TokenSet): void {
+    const { refreshAheadMinSeconds: min, refreshAheadMaxSeconds: max } = this.options;
+    const random = this.options.random ?? Math.random;
+    const aheadMs = (min + random() * (max - min)) * 1000;
+    const inMs = Math.max(0, set.accessDeadline - aheadMs - this.mono());
+    this.arm(inMs);
+  }
+
+  private scheduleRetry(): void {
+    const delay = backoffDelayMs(this.failures++, this.options.backoffBaseMs ?? 500, this.options.backoffMaxMs, this.options.random);
+    this.log.warn({ event: 'token.retry_scheduled', inMs: delay, failures: this.failures }, 'no new token; retrying with backoff');
+    this.arm(delay);
+  }
+
+  private arm(inMs: number): void {
+    clearTimeout(this.timer);
+    if (this.stopped) return;
+    // setTimeout runs on the monotonic clock: a wall-clock jump neither fires it early nor stalls it.
+    this.timer = setTimeout(() => this.fetchInBackground(), inMs);
+    this.timer.unref();
+  }
+}

@@ -1,0 +1,32 @@
+import type { Secret } from '../config/secret.js';
+
+/** One generation of tokens. Deadlines are on the monotonic clock so a wall-clock jump cannot stall refreshes. */
+export interface TokenSet {
+  readonly generation: number;
+  readonly accessToken: Secret;
+  readonly refreshToken: Secret;
+  /** Wall-clock expiry from the response (RFC 3339), for metrics and logs. */
+  readonly accessExpiresAtMs: number;
+  readonly refreshExpiresAtMs: number;
+  /** Monotonic (performance.now) deadlines derived from the remaining lifetime at receipt. */
+  readonly accessDeadline: number;
+  readonly refreshDeadline: number;
+}
+
+/** What the token endpoint said, already parsed; secrets wrapped so they cannot be logged by accident. */
+export interface GrantedTokens {
+  readonly accessToken: Secret;
+  readonly refreshToken: Secret;
+  readonly accessExpiresAtMs: number;
+  readonly refreshExpiresAtMs: number;
+  /** Remaining lifetimes at receipt in ms, measured against the gateway's clock when it sent a Date header. */
+  readonly accessRemainingMs: number;
+  readonly refreshRemainingMs: number;
+}
+
+export type GrantResult =
+  | { readonly kind: 'granted'; readonly tokens: GrantedTokens }
+  /** The gateway answered and refused (wrong password, rotated or expired refresh token...). */
+  | { readonly kind: 'rejected'; readonly status: number; readonly code: string | undefined; readonly message: string | undefined }
+  /** No usable answer. `sent` tells whether the request may have reached the gateway. */
+  | { readonly kind: 'failed'; readonly sent: boolean; readonly reason: string };

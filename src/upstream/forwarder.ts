@@ -1,0 +1,121 @@
+import { rootCertificates } from 'node:tls';
+import { Pool, type Dispatcher } from 'undici';
+import type { BaseAddress } from '../config/base-url.js';
+
+export interface UpstreamRequest {
+  /** Path and query for the request line (already prefixed with the base path). */
+  readonly path: string;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+}
+
+export interface UpstreamResponse {
+  readonly status: number;
+  readonly headers: Record<string, string | string[]>;
+  readonly body: Buffer;
+}
+
+/**
+ * The one question that decides whether a failure may be retried: did any byte of the request leave?
+ * `not_sent`: the connection never came up (refused, DNS, TLS handshake, connect timeout): safe to retry.
+ * `sent_no_answer`: the request was being written or was written: the gateway may have acted on it.
+ */
+export type SendOutcome =
+  | { readonly kind: 'response'; readonly response: UpstreamResponse }
+  | { readonly kind: 'not_sent'; readonly error: Error }
+  | { readonly kind: 'sent_no_answer'; readonly error: Error; readonly timedOut: boolean };
+
+export interface ForwarderOptions {
+  readonly ca: string | undefined;
+  readonly connectTimeoutMs: number;
+  readonly responseTimeoutMs: number;
+  readonly connections: number;
+  /** Gateway answers are small JSON; a cap keeps a misbehaving upstream from exhausting memory. */
+  readonly maxResponseBytes?: number;
+}
+
+const DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
+
+export class ResponseTimeoutError extends Error {
+  override readonly name = 'ResponseTimeoutError';
+}
+
+export interface Forwarder {
+  send(request: UpstreamRequest): Promise<SendOutcome>;
+  close(): Promise<void>;
+}
+
+/** A keep-alive pool to the one configured origin; nothing else is ever reachable through it. */
+export function createForwarder(base: BaseAddress, options: ForwarderOptions): Forwarder {
+  const pool = new Pool(base.origin, {
+    connections: options.connections,
+    pipelining: 1,
+    connect: {
+      timeout: options.connectTimeoutMs,
+      // Node's `ca` replaces the system roots, so the extra bundle is added to them rather than used alone.
+      ...(options.ca === undefined ? {} : { ca: [...rootCertificates, options.ca] }),
+    },
+    headersTimeout: options.responseTimeoutMs,
+    bodyTimeout: options.responseTimeoutMs,
+  });
+  const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+  return {
+    send: (request) => sendOnce(pool, request, options.responseTimeoutMs, maxBytes),
+    close: () => pool.close(),
+  };
+}
+
+function sendOnce(pool: Pool, request: UpstreamRequest, timeoutMs: number, maxBytes: number): Promise<SendOutcome> {
+  return new Promise<SendOutcome>((resolve) => {
+    let started = false;
+    let status = 0;
+    let headers: Record<string, string | string[]> = {};
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let timer: NodeJS.Timeout | undefined;
+    const settle = (outcome: SendOutcome) => {
+      clearTimeout(timer);
+      resolve(outcome);
+    };
+    const handler: Dispatcher.DispatchHandler = {
+      // Called by undici on a connected socket right before the first byte is written (client-h1 writeH1).
+      onRequestStart(controller) {
+        started = true;
+        timer = setTimeout(() => controller.abort(new ResponseTimeoutError('gateway did not answer in time')), timeoutMs);
+      },
+      onResponseStart(_controller, statusCode, responseHeaders) {
+        status = statusCode;
+        headers = normaliseHeaders(responseHeaders);
+      },
+      onResponseData(controller, chunk) {
+        size += chunk.length;
+        if (size > maxBytes) controller.abort(new Error(`gateway response exceeds ${maxBytes} bytes`));
+        else chunks.push(chunk);
+      },
+      onResponseEnd() {
+        settle({ kind: 'response', response: { status, headers, body: Buffer.concat(chunks, size) } });
+      },
+      onResponseError(_controller, error) {
+        if (!started) settle({ kind: 'not_sent', error });
+        else settle({ kind: 'sent_no_answer', error, timedOut: isTimeout(error) });
+      },
+    };
+    pool.dispatch(
+      { method: 'POST', path: request.path, headers: request.headers, body: request.body, idempotent: false },
+      handler,
+    );
+  });
+}
+
+function isTimeout(error: Error): boolean {
+  const code = (error as { code?: string }).code;
+  return (
+    error instanceof ResponseTimeoutError || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT'
+  );
+}
+
+function normaliseHeaders(raw: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(raw)) if (value !== undefined) out[name] = value;
+  return out;
+}

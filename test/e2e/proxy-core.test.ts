@@ -1,0 +1,238 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
+import { makeKeys, type TestKeys } from '../support/keys.js';
+import { RecordingGateway, TEST_PASSWORD } from '../support/recording-gateway.js';
+import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
+
+const exec = promisify(execFile);
+const DEPOSIT = '{"amount":"100.50","currency":"USD","gateway":"card","user_id":"u1","invoice_no":"inv-1"}';
+
+async function curl(url: string, args: string[]): Promise<{ status: number; body: string; headers: string }> {
+  const { stdout } = await exec('curl', ['-sS', '-D', '-', '-o', '-', '-w', '\n%{http_code}', ...args, url]);
+  const lines = stdout.split('\n');
+  const status = Number(lines.pop());
+  const text = lines.join('\n');
+  const split = text.indexOf('\r\n\r\n');
+  return { status, headers: text.slice(0, split), body: text.slice(split + 4) };
+}
+
+describe('signing proxy core, end to end over real sockets', () => {
+  let keys: TestKeys;
+  let gateway: RecordingGateway;
+  let running: TestSidecar;
+
+  before(async () => {
+    keys = await makeKeys();
+    gateway = await new RecordingGateway().start();
+    running = await startTestSidecar(await sidecarEnv(keys, `${gateway.url}/gw`));
+    await waitUntilReady(running.sidecar);
+  });
+  after(async () => {
+    await running.stop();
+    await gateway.stop();
+  });
+
+  it('a curl of plain JSON reaches the gateway signed, and the signature verifies with openssl', async () => {
+    gateway.script.push({ status: 201, body: { transaction_link: 'https://pay.example/t/42', id: 'tx-42' }, headers: { 'x-trace': 'abc' } });
+    const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, ['-H', 'Content-Type: application/json', '--data-binary', DEPOSIT]);
+    // The gateway's answer comes back unchanged: status, its own headers, body bytes.
+    assert.equal(answer.status, 201);
+    assert.equal(answer.body, '{"transaction_link":"https://pay.example/t/42","id":"tx-42"}');
+    assert.match(answer.headers, /^x-trace: abc$/m);
+    const recorded = gateway.requests.at(-1)!;
+    assert.equal(recorded.url, '/gw/api/v2/transaction/init');
+    const envelope = JSON.parse(recorded.body) as Record<string, string>;
+    assert.deepEqual(Object.keys(envelope), ['data']);
+    assert.equal(Buffer.from(envelope.data!, 'base64').toString('utf8'), DEPOSIT);
+    assert.match(recorded.headers.authorization ?? '', /^Bearer at-/);
+    assert.match(recorded.headers['x-timestamp'] as string, /^\d{10}$/);
+    assert.ok(Math.abs(Number(recorded.headers['x-timestamp']) - Date.now() / 1000) < 5);
+    assert.match(recorded.headers['x-nonce'] as string, /^[A-Za-z0-9_-]{22}$/);
+    // Rebuild the signing string from the spec, independently of the sidecar's code, and verify with openssl.
+    const signing = `POST.${gateway.url}/gw/api/v2/transaction/init.${String(recorded.headers['x-timestamp'])}.${String(recorded.headers['x-nonce'])}.${envelope.data!}`;
+    await writeFile(join(keys.dir, 'signing.txt'), signing);
+    await writeFile(join(keys.dir, 'signature.bin'), Buffer.from(recorded.headers['x-signature'] as string, 'base64'));
+    const { stdout } = await exec('openssl', ['dgst', '-sha256', '-verify', keys.publicKeyFile, '-signature', join(keys.dir, 'signature.bin'), join(keys.dir, 'signing.txt')]);
+    assert.match(stdout, /Verified OK/);
+  });
+
+  it('keeps the query byte for byte in the posted and signed URL', async () => {
+    const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transfer-out/init?b=2&a=%2F+x`, ['-H', 'Content-Type: application/json', '--data-binary', '{"amount":"1.00"}']);
+    assert.equal(answer.status, 201);
+    assert.equal(gateway.requests.at(-1)!.url, '/gw/api/v2/transfer-out/init?b=2&a=%2F+x');
+  });
+
+  it('drops client Authorization, signature headers, Host and hop-by-hop headers, forwards the rest', async () => {
+    const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
+      '-H', 'Content-Type: application/json', '-H', 'Authorization: Bearer stolen', '-H', 'X-Timestamp: 1', '-H', 'X-Nonce: client-nonce-000000',
+      '-H', 'X-Signature: forged', '-H', 'Host: evil.example', '-H', 'Connection: keep-alive, X-Drop-Me', '-H', 'X-Drop-Me: 1',
+      '-H', 'Keep-Alive: timeout=5', '-H', 'Proxy-Authorization: Basic eA==', '-H', 'X-Request-Id: req-123', '-H', 'X-Custom: kept',
+      '--data-binary', DEPOSIT,
+    ]);
+    assert.equal(answer.status, 201);
+    assert.match(answer.headers, /^x-request-id: req-123$/m);
+    const h = gateway.requests.at(-1)!.headers;
+    assert.notEqual(h.authorization, 'Bearer stolen');
+    assert.notEqual(h['x-timestamp'], '1');
+    assert.notEqual(h['x-nonce'], 'client-nonce-000000');
+    assert.notEqual(h['x-signature'], 'forged');
+    assert.equal(h.host, gateway.url.replace('http://', ''));
+    assert.equal(h['x-drop-me'], undefined);
+    assert.equal(h['proxy-authorization'], undefined);
+    assert.equal(h['keep-alive'], undefined);
+    assert.equal(h['x-custom'], 'kept');
+    assert.equal(h['x-request-id'], 'req-123');
+  });
+
+  const refusals: Array<[string, string, string[], number, string]> = [
+    ['unknown path', '/api/v2/other', ['-H', 'Content-Type: application/json', '--data-binary', '{}'], 404, 'sidecar.route.not_found'],
+    ['token endpoint is not proxied', '/api/v2/auth/token', ['-H', 'Content-Type: application/json', '--data-binary', '{}'], 404, 'sidecar.route.not_found'],
+    ['trailing slash is another path', '/api/v2/transaction/init/', ['-H', 'Content-Type: application/json', '--data-binary', '{}'], 404, 'sidecar.route.not_found'],
+    ['GET on a signed route', '/api/v2/transaction/init', [], 405, 'sidecar.method.not_allowed'],
+    ['PUT on a signed route', '/api/v2/transaction/init', ['-X', 'PUT', '-H', 'Content-Type: application/json', '--data-binary', '{}'], 405, 'sidecar.method.not_allowed'],
+    ['invalid JSON', '/api/v2/transaction/init', ['-H', 'Content-Type: application/json', '--data-binary', '{"amount":'], 400, 'sidecar.body.invalid_json'],
+    ['JSON array', '/api/v2/transaction/init', ['-H', 'Content-Type: application/json', '--data-binary', '[1,2]'], 400, 'sidecar.body.not_object'],
+    ['JSON string', '/api/v2/transaction/init', ['-H', 'Content-Type: application/json', '--data-binary', '"x"'], 400, 'sidecar.body.not_object'],
+    ['invalid UTF-8', '/api/v2/transaction/init', ['-H', 'Content-Type: application/json', '--data-binary', '@-'], 400, 'sidecar.body.invalid_json'],
+    ['form content type', '/api/v2/transaction/init', ['--data-binary', '{}'], 415, 'sidecar.body.unsupported_media_type'],
+    ['missing content type', '/api/v2/transaction/init', ['-H', 'Content-Type:', '--data-binary', '{}'], 415, 'sidecar.body.unsupported_media_type'],
+  ];
+  for (const [name, path, args, status, code] of refusals) {
+    it(`refuses ${name} with ${status} ${code}, and the gateway receives nothing`, async () => {
+      const before = gateway.requests.length;
+      const answer = name === 'invalid UTF-8'
+        ? await rawPost(running.sidecar.proxyUrl, path, Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d]))
+        : await curl(`${running.sidecar.proxyUrl}${path}`, args);
+      assert.equal(answer.status, status);
+      const body = JSON.parse(answer.body) as { code: string; retryable: boolean; message: string };
+      assert.equal(body.code, code);
+      assert.equal(body.retryable, true);
+      assert.ok(body.message.length > 0);
+      assert.equal(gateway.requests.length, before);
+    });
+  }
+
+  it('refuses a body over the limit with 413 and forwards nothing', async () => {
+    const before = gateway.requests.length;
+    const big = JSON.stringify({ pad: 'x'.repeat(1_048_576) });
+    const answer = await rawPost(running.sidecar.proxyUrl, '/api/v2/transaction/init', Buffer.from(big));
+    assert.equal(answer.status, 413);
+    assert.equal((JSON.parse(answer.body) as { code: string }).code, 'sidecar.body.too_large');
+    assert.equal(gateway.requests.length, before);
+  });
+
+  it('ignores an absolute-form request line and the Host header: the configured gateway is the only destination', async () => {
+    const decoy = await new RecordingGateway().start();
+    try {
+      const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
+        '--request-target', `${decoy.url}/api/v2/transaction/init`, '-H', 'Content-Type: application/json', '--data-binary', DEPOSIT,
+      ]);
+      assert.equal(answer.status, 201);
+      assert.equal(decoy.requests.length, 0);
+      assert.equal(gateway.requests.at(-1)!.url, '/gw/api/v2/transaction/init');
+    } finally {
+      await decoy.stop();
+    }
+  });
+
+  it('never writes the password, tokens, signature or data to its logs', () => {
+    const text = running.logs.text;
+    assert.ok(text.length > 0);
+    assert.equal(text.includes(TEST_PASSWORD), false);
+    for (const token of gateway.issuedAccessTokens) assert.equal(text.includes(token), false);
+    for (const r of gateway.requests) {
+      assert.equal(text.includes(r.headers['x-signature'] as string), false);
+      assert.equal(text.includes((JSON.parse(r.body) as { data: string }).data), false);
+    }
+    assert.equal(text.includes('PRIVATE KEY'), false);
+  });
+});
+
+describe('upstream failures map to the error contract', () => {
+  it('connection refused: 502 sidecar.upstream.unreachable, retryable, after retrying within the deadline', async () => {
+    const keys = await makeKeys();
+    const gateway = await new RecordingGateway().start();
+    const running = await startTestSidecar(await sidecarEnv(keys, gateway.url, { SIDECAR_UPSTREAM_CONNECT_RETRY_DEADLINE_MS: '600' }));
+    try {
+      await waitUntilReady(running.sidecar);
+      await gateway.stop(); // the token is held; now nothing listens at the gateway's address
+      const started = Date.now();
+      const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, ['-H', 'Content-Type: application/json', '--data-binary', DEPOSIT]);
+      assert.equal(answer.status, 502);
+      assert.deepEqual(JSON.parse(answer.body), {
+        code: 'sidecar.upstream.unreachable',
+        message: 'could not connect to the gateway; nothing was sent',
+        retryable: true,
+      });
+      assert.ok(Date.now() - started >= 100, 'retried with backoff before giving up');
+      const metrics = await (await fetch(`${running.sidecar.adminUrl}/metrics`)).text();
+      assert.match(metrics, /signing_sidecar_retries_total\{reason="connect_failed"\} [1-9]/);
+    } finally {
+      await running.stop();
+    }
+  });
+
+  it('reset after the request was sent: 502 sidecar.upstream.outcome_unknown, not retryable, sent exactly once', async () => {
+    const keys = await makeKeys();
+    const gateway = await new RecordingGateway().start();
+    const running = await startTestSidecar(await sidecarEnv(keys, gateway.url));
+    try {
+      await waitUntilReady(running.sidecar);
+      gateway.script.push({ reset: true });
+      const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, ['-H', 'Content-Type: application/json', '--data-binary', DEPOSIT]);
+      assert.equal(answer.status, 502);
+      const body = JSON.parse(answer.body) as { code: string; retryable: boolean };
+      assert.equal(body.code, 'sidecar.upstream.outcome_unknown');
+      assert.equal(body.retryable, false);
+      assert.equal(gateway.requests.length, 1);
+    } finally {
+      await running.stop();
+      await gateway.stop();
+    }
+  });
+
+  it('no answer within the response timeout: 504 outcome_unknown, sent exactly once', async () => {
+    const keys = await makeKeys();
+    const gateway = await new RecordingGateway().start();
+    const running = await startTestSidecar(await sidecarEnv(keys, gateway.url, { SIDECAR_UPSTREAM_RESPONSE_TIMEOUT_MS: '300' }));
+    try {
+      await waitUntilReady(running.sidecar);
+      gateway.script.push({ hang: true });
+      const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, ['-H', 'Content-Type: application/json', '--data-binary', DEPOSIT]);
+      assert.equal(answer.status, 504);
+      assert.equal((JSON.parse(answer.body) as { code: string }).code, 'sidecar.upstream.outcome_unknown');
+      assert.equal(gateway.requests.length, 1);
+    } finally {
+      await running.stop();
+      await gateway.stop();
+    }
+  });
+
+  it('a 5xx from the gateway is passed through unchanged and not retried', async () => {
+    const keys = await makeKeys();
+    const gateway = await new RecordingGateway().start();
+    const running = await startTestSidecar(await sidecarEnv(keys, gateway.url));
+    try {
+      await waitUntilReady(running.sidecar);
+      gateway.script.push({ status: 503, body: { code: 'busy', message: 'try later' } });
+      const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, ['-H', 'Content-Type: application/json', '--data-binary', DEPOSIT]);
+      assert.equal(answer.status, 503);
+      assert.equal(answer.body, '{"code":"busy","message":"try later"}');
+      assert.equal(gateway.requests.length, 1);
+    } finally {
+      await running.stop();
+      await gateway.stop();
+    }
+  });
+});
+
+/** A POST with exact bytes (curl cannot send invalid UTF-8 portably from an argument). */
+async function rawPost(base: string, path: string, body: Buffer): Promise<{ status: number; body: string }> {
+  const response = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+  return { status: response.status, body: await response.text() };
+}
+
