@@ -70,14 +70,25 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const tracker = new ConnectionTracker(proxy);
   let draining = false;
   let started = false;
-  const isReady = () => !draining && tokens.hasValidToken();
+  // Startup latches at the first valid token: a later token outage makes the pod unready, never "not started"
+  // (which Kubernetes answers with a restart that would not bring the gateway back).
+  const isStarted = () => (started ||= tokens.hasValidToken());
+  const isReady = () => isStarted() && !draining && tokens.hasValidToken();
+  // While draining, every answer asks the client to close its connection, so keep-alive pools move to another
+  // replica instead of finding this listener closed (or their socket cut) after the drain delay.
+  proxy.on('request', (_req, res: { setHeader(name: string, value: string): unknown }) => {
+    if (draining) res.setHeader('connection', 'close');
+  });
   let finish: () => void = () => undefined;
   const stopped = new Promise<void>((resolve) => (finish = resolve));
   let shutdownPromise: Promise<void> | undefined;
   const shutdown = (reason: string): Promise<void> =>
     (shutdownPromise ??= (async () => {
       draining = true;
-      log.info({ event: 'shutdown.begin', reason, drainDelayMs: config.shutdown.drainDelayMs }, 'draining');
+      log.info(
+        { event: 'shutdown.begin', reason, drainDelayMs: config.shutdown.drainDelayMs, maxDelayMs: config.shutdown.maxDelayMs, inFlight: tracker.active },
+        'draining',
+      );
       await sleep(config.shutdown.drainDelayMs);
       const closing = closeServer(proxy);
       const drained = await tracker.waitIdle(config.shutdown.maxDelayMs);
@@ -94,7 +105,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const admin = createAdminServer({
     registry: metrics.registry,
     health: {
-      started: () => (started ||= tokens.hasValidToken()),
+      started: isStarted,
       ready: isReady,
     },
     ...(config.shutdown.quitEndpoint ? { onQuit: () => void shutdown('quitquitquit') } : {}),

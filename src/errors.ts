@@ -10,7 +10,6 @@ export type SidecarErrorCode =
   | 'sidecar.body.unsupported_media_type'
   | 'sidecar.body.incomplete'
   | 'sidecar.token.unavailable'
-  | 'sidecar.shutting_down'
   | 'sidecar.upstream.unreachable'
   | 'sidecar.upstream.outcome_unknown'
   | 'sidecar.internal';
@@ -55,8 +54,6 @@ export const sidecarErrors = {
     new SidecarError('sidecar.body.incomplete', 400, 'the request body was not received completely', true),
   tokenUnavailable: () =>
     new SidecarError('sidecar.token.unavailable', 503, 'no valid access token yet; try again shortly', true),
-  shuttingDown: () =>
-    new SidecarError('sidecar.shutting_down', 503, 'the sidecar is shutting down; nothing was sent', true),
   upstreamUnreachable: (cause: unknown) =>
     new SidecarError(
       'sidecar.upstream.unreachable',

@@ -3,7 +3,7 @@ import convict from 'convict';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError } from '../errors.js';
 import { parseBaseAddress } from './base-url.js';
-import type { Config, Environment, LogLevel } from './config.js';
+import type { Config, LogLevel } from './config.js';
 import { parsePrivateKey } from './private-key.js';
 import { buildSchema, type ConfigSchema } from './schema.js';
 import { Secret } from './secret.js';

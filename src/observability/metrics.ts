@@ -5,6 +5,8 @@ import { GATEWAY_ERROR_CODES, METRIC_PREFIX, METRICS, type GatewayErrorCode } fr
 // a stuck upstream seconds. Sub-millisecond resolution is what shows the sidecar's own cost.
 const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
+const UNLINTABLE_DEFAULT_METRICS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+
 export type TokenGrant = 'password' | 'refresh_token';
 export type TokenCallOutcome = 'success' | 'rejected' | 'error';
 export type RetryReason = 'token_rejected' | 'connect_failed';
@@ -65,6 +67,10 @@ export class SidecarMetrics {
 
   constructor(info: BuildInfo) {
     collectDefaultMetrics({ register: this.registry, prefix: METRIC_PREFIX });
+    // prom-client names these three gauges *_total, which promtool rejects ("non-counter metrics should not
+    // have _total suffix") and which misleads rate(). The same numbers are sum() of the labelled gauges
+    // (nodejs_active_handles{type} etc.), so nothing is lost by dropping them.
+    for (const name of UNLINTABLE_DEFAULT_METRICS) this.registry.removeSingleMetric(METRIC_PREFIX + name);
     const build = new Gauge({
       name: METRICS.buildInfo,
       help: 'Build and key identity (the public key fingerprint, never the key).',

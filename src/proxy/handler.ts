@@ -60,12 +60,14 @@ async function handle(deps: HandlerDeps, req: IncomingMessage, res: ServerRespon
   const body = await readBody(req, deps.maxBodyBytes);
   const envelope = wrapEnvelope(body);
   const payload = { payloadBytes: body.length, payloadSha256: sha256Hex(body) };
+  const progress = { sent: 0 };
   try {
     const result = await sendSigned(deps, {
       route: match.route,
       target: match.target,
       envelope,
       headers: { ...forwardableRequestHeaders(req.headers), 'x-request-id': id },
+      progress,
     });
     if (result.gatewayCode === 'signature.verify.failed') logVerifyFailure(deps.log, id, result, envelope.data);
     const { response } = result;
@@ -77,7 +79,7 @@ async function handle(deps: HandlerDeps, req: IncomingMessage, res: ServerRespon
   } catch (err) {
     const error = asSidecarError(err);
     writeError(res, error);
-    return { status: error.status, code: error.code, attempts: 0, ...payload };
+    return { status: error.status, code: error.code, attempts: progress.sent, ...payload };
   }
 }
 

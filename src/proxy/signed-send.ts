@@ -10,6 +10,8 @@ import type { TokenManager } from '../token/token-manager.js';
 import type { UpstreamResponse, Forwarder } from '../upstream/forwarder.js';
 import { errorLabel, gatewayCode, isTokenRejection } from './gateway-answer.js';
 
+const DATE_RESOLUTION_MS = 1000;
+
 export interface SignedSendDeps {
   readonly base: BaseAddress;
   readonly signer: Signer;
@@ -25,6 +27,11 @@ export interface SignedRequest {
   readonly target: RequestTarget;
   readonly envelope: { readonly data: string; readonly json: string };
   readonly headers: Record<string, string>;
+  /**
+   * Counts sends as they happen, so that when sendSigned throws (outcome unknown, token unavailable after a
+   * FAILED) the request log still says how many copies reached the gateway: 0 means certainly none.
+   */
+  readonly progress?: { sent: number };
 }
 
 export interface SignedResult {
@@ -55,6 +62,7 @@ export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): 
   let connectFailures = 0;
   for (let attempts = 1; ; attempts++) {
     const { outcome, signed } = await attempt(deps, request, token.accessToken.reveal(), now());
+    if (outcome.kind !== 'not_sent' && request.progress) request.progress.sent++;
     if (outcome.kind === 'not_sent') {
       const delay = backoffDelayMs(connectFailures++, 100, 2_000);
       if (performance.now() + delay >= giveUpAt) throw sidecarErrors.upstreamUnreachable(outcome.error);
@@ -107,6 +115,8 @@ function observeAnswer(metrics: SidecarMetrics, response: UpstreamResponse, code
   if (label) metrics.gatewayError(label);
   const date = response.headers.date;
   const gatewayMs = typeof date === 'string' ? Date.parse(date) : Number.NaN;
-  // The Date header has one-second resolution; the gauge is for spotting skews of seconds, which is what breaks.
-  if (!Number.isNaN(gatewayMs)) metrics.clockSkew((gatewayMs - nowMs) / 1000);
+  // The Date header is truncated to the second, so the gateway's clock read somewhere in [date, date + 1 s):
+  // the midpoint makes the estimate unbiased (error +/- 0.5 s, enough to spot the skews of seconds that break
+  // the timestamp window). Without it the gauge would show about -0.5 s against a perfectly synced gateway.
+  if (!Number.isNaN(gatewayMs)) metrics.clockSkew((gatewayMs + DATE_RESOLUTION_MS / 2 - nowMs) / 1000);
 }

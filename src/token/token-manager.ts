@@ -194,8 +194,10 @@ export class TokenManager {
   private scheduleRefresh(set: TokenSet): void {
     const { refreshAheadMinSeconds: min, refreshAheadMaxSeconds: max } = this.options;
     const random = this.options.random ?? Math.random;
-    const aheadMs = (min + random() * (max - min)) * 1000;
-    const inMs = Math.max(0, set.accessDeadline - aheadMs - this.mono());
+    const lifetimeMs = set.accessDeadline - this.mono();
+    // Never more than half the lifetime ahead: a gateway issuing short-lived tokens must not be hammered.
+    const aheadMs = Math.min((min + random() * (max - min)) * 1000, lifetimeMs / 2);
+    const inMs = Math.max(0, lifetimeMs - aheadMs);
     this.arm(inMs);
   }
 

@@ -32,7 +32,15 @@ export class RecordingGateway {
   accessTtlSeconds = 900;
   refreshTtlSeconds = 8 * 3600;
   refusePasswordLogins = false;
-  private validRefresh = new Set<string>();
+  /** When true, every signed request is answered 401 FAILED whatever its token. */
+  rejectAllTokens = false;
+  /** When true, a refresh token expires with the session that the password login started (no extension). */
+  private validRefresh = new Map<string, number>();
+  /** Answers are held until this many signed requests have arrived (makes concurrency tests deterministic). */
+  holdUntil = 0;
+  private readonly held: Array<() => void> = [];
+  private readonly validAccess = new Map<string, number>();
+  private sessionRefreshExpiry = 0;
   private readonly server: Server;
   url = '';
 
@@ -44,7 +52,14 @@ export class RecordingGateway {
         const record = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') };
         if (record.url.endsWith('/api/v2/auth/token')) return this.token(record, res);
         this.requests.push(record);
-        this.answer(res);
+        const respond = () => {
+          if (!this.tokenAccepted(record.headers.authorization)) {
+            return json(res, 401, { code: 'FAILED', message: 'access token invalid, expired or superseded' });
+          }
+          this.answer(res);
+        };
+        this.held.push(respond);
+        if (this.requests.length >= this.holdUntil) this.held.splice(0).forEach((release) => release());
       });
     });
   }
@@ -68,22 +83,56 @@ export class RecordingGateway {
     const grant = body.grant_type ?? '';
     const refreshToken = body.refresh_token;
     this.grants.push({ grant, ...(refreshToken !== undefined ? { refreshToken } : {}) });
+    const now = Date.now();
+    const refreshExpiry = refreshToken === undefined ? undefined : this.validRefresh.get(refreshToken);
     const ok =
       grant === 'password'
         ? !this.refusePasswordLogins && body.username === 'vendor@example.com' && body.password === 'correct horse battery staple'
-        : refreshToken !== undefined && this.validRefresh.delete(refreshToken);
+        : refreshExpiry !== undefined && refreshExpiry > now;
     if (!ok) return json(res, 401, { code: 'FAILED', message: 'invalid grant' });
+    if (grant === 'password') {
+      // Spec 4.1 rule 3: a password login invalidates the access tokens issued before it.
+      this.validAccess.clear();
+      this.sessionRefreshExpiry = now + this.refreshTtlSeconds * 1000;
+    }
     const access = `at-${randomBytes(12).toString('hex')}`;
     const refresh = `rt-${randomBytes(12).toString('hex')}`;
-    this.validRefresh = new Set([refresh]);
+    // Rotation: the new refresh token is the only valid one.
+    this.validRefresh = new Map([[refresh, this.sessionRefreshExpiry]]);
+    this.validAccess.set(access, now + this.accessTtlSeconds * 1000);
     this.issuedAccessTokens.push(access);
-    const now = Date.now();
+    this.issuedRefreshTokens.push(refresh);
     json(res, 200, {
       access_token: access,
       access_token_expires_at: new Date(now + this.accessTtlSeconds * 1000).toISOString(),
       refresh_token: refresh,
-      refresh_token_expires_at: new Date(now + this.refreshTtlSeconds * 1000).toISOString(),
+      refresh_token_expires_at: new Date(this.sessionRefreshExpiry).toISOString(),
     });
+  }
+
+  /** Refresh tokens issued so far, newest last (log-secret checks need every one, used or not). */
+  readonly issuedRefreshTokens: string[] = [];
+
+  /** Answers every held signed request now (with holdUntil set high, a test decides when answers go out). */
+  release(): void {
+    this.held.splice(0).forEach((respond) => respond());
+  }
+
+  /** Makes the gateway refuse this access token from now on, as if superseded. */
+  revokeAccessToken(token: string): void {
+    this.validAccess.delete(token);
+  }
+
+  /** Makes the gateway refuse the current refresh token (the refresh grant then fails). */
+  revokeRefreshTokens(): void {
+    this.validRefresh.clear();
+  }
+
+  private tokenAccepted(authorization: string | undefined): boolean {
+    if (this.rejectAllTokens) return false;
+    const token = authorization?.replace(/^Bearer /, '') ?? '';
+    const expiry = this.validAccess.get(token);
+    return expiry !== undefined && expiry > Date.now();
   }
 
   private answer(res: ServerResponse): void {

@@ -1,0 +1,43 @@
+# syntax=docker/dockerfile:1
+# signing-sidecar image: build with dev dependencies, run with production dependencies only.
+# Pin the base image by digest in your own registry (node:24-bookworm-slim@sha256:...) for repeatable builds.
+ARG NODE_IMAGE=node:24-bookworm-slim
+
+# --- build: compile TypeScript to dist/ --------------------------------------------------------------
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+# --ignore-scripts: `prepare` (the tsc build) needs the sources, copied below; dependencies first keeps
+# this layer cached while only sources change.
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npm run build
+
+# --- prod-deps: runtime dependencies only, no install scripts ------------------------------------------
+FROM ${NODE_IMAGE} AS prod-deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+
+# --- runtime -----------------------------------------------------------------------------------------------
+FROM ${NODE_IMAGE} AS runtime
+# npm and corepack are never used at run time: removing them shrinks the image and its CVE surface.
+RUN rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack \
+      /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack
+ENV NODE_ENV=production
+WORKDIR /app
+# Files stay owned by root and read-only to the process: it writes nothing but its logs (stdout), so the
+# container runs with a read-only root filesystem.
+COPY --from=prod-deps /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY package.json ./
+# Numeric user and group so Kubernetes' runAsNonRoot can verify them without /etc/passwd.
+USER 10001:10001
+# 9464: admin (metrics, health). The proxy listens on 127.0.0.1:8080 inside the pod only.
+EXPOSE 9464
+# node runs as PID 1 and installs its own SIGTERM/SIGINT handlers (graceful drain, then exit 0), so no
+# init (tini, --init) is needed: the sidecar spawns no child processes that could become zombies.
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["node", "dist/src/main.js"]
+CMD ["serve"]

@@ -1,0 +1,83 @@
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { createInterface } from 'node:readline';
+import type { AddressInfo } from 'node:net';
+
+const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+
+export interface Started {
+  readonly child: ChildProcess;
+  /** Resolves with the first stdout line that is JSON and passes `pick`. */
+  readonly line: Promise<Record<string, unknown>>;
+}
+
+/**
+ * Spawns a child whose stdout is JSON lines, keeps draining that stdout (a full pipe would block the child's
+ * synchronous logger and distort every number), and resolves with the first line `pick` accepts.
+ */
+export function spawnJsonLines(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  pick: (line: Record<string, unknown>) => boolean,
+  timeoutMs = 15_000,
+): Started {
+  const child = spawn(process.execPath, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr?.on('data', (c: Buffer) => (stderr = (stderr + c.toString('utf8')).slice(-4000)));
+  const line = new Promise<Record<string, unknown>>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${args.join(' ')}: no start line in ${timeoutMs} ms\n${stderr}`)), timeoutMs);
+    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited early (${code})\n${stderr}`)));
+    const lines = createInterface({ input: child.stdout });
+    let found = false;
+    lines.on('line', (text) => {
+      if (found || !text.startsWith('{')) return;
+      const parsed = JSON.parse(text) as Record<string, unknown>;
+      if (!pick(parsed)) return;
+      found = true;
+      clearTimeout(timer);
+      resolve(parsed);
+    });
+  });
+  return { child, line };
+}
+
+/** Ends a child we started: SIGTERM, then SIGKILL if it has not exited within `graceMs`. */
+export async function stop(child: ChildProcess, graceMs = 5_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.stdin?.end();
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** CPU seconds (user + system, all threads) the process has used so far: /proc/<pid>/stat fields 14 and 15. */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // The command name in field 2 may contain spaces; everything after its closing parenthesis is fixed-format.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+}
+
+/** Resident set size in MB: VmRSS of /proc/<pid>/status. */
+export function rssMb(pid: number): number {
+  const match = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return match ? Number(match[1]) / 1024 : Number.NaN;
+}
+
+/**
+ * A free loopback port. Only used when the sidecar runs at a level that hides its "start" line (warn): the port
+ * is released before the sidecar binds it, a small race that is acceptable on a benchmark machine.
+ */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}

@@ -1,0 +1,132 @@
+// npm run bench: the sidecar's cost per signed request against the RSA signing limit (issue 8).
+// Everything runs on loopback, each phase is bounded in time, and every process and temp file is removed.
+import { rmSync } from 'node:fs';
+import { USAGE, parseBenchArgs, type BenchOptions } from './args.js';
+import { SIGNED_ROUTE } from './gateway.js';
+import { loadedRun, soakGrowthMb, type LoadedRun } from './measure.js';
+import { openLoop } from './open-loop.js';
+import { direct, viaSidecar } from './payload.js';
+import { rssMb } from './processes.js';
+import { fmt, latencyRows, machine, renderTable, targetsMet, verdicts, type Headline, type LatencyPair, type Row } from './report.js';
+import { signLimitPerSecond } from './sign-limit.js';
+import { createWorkspace, removeWorkspace, startGateway, startSidecar, type RunningProcess, type Workspace } from './stack.js';
+
+const running = new Set<RunningProcess>();
+let workspace: Workspace | undefined;
+
+const say = (opts: BenchOptions, text: string): void => {
+  // Progress goes to stderr so that with --json the JSON object stays the last line of stdout.
+  if (!opts.json || process.stderr.isTTY) process.stderr.write(`${text}\n`);
+};
+
+async function cleanup(): Promise<void> {
+  await Promise.allSettled([...running].map((p) => p.stop()));
+  running.clear();
+  if (workspace) await removeWorkspace(workspace);
+  workspace = undefined;
+}
+
+async function track<T extends RunningProcess>(p: Promise<T>): Promise<T> {
+  const proc = await p;
+  running.add(proc);
+  return proc;
+}
+
+async function bench(opts: BenchOptions): Promise<{ headline: Headline; rows: Row[] }> {
+  const ws = (workspace = await createWorkspace());
+  say(opts, `signing limit: ${opts.signSeconds} s tight crypto.sign loop`);
+  const limit = signLimitPerSecond(ws.privateKey, opts.signSeconds);
+  const gateway = await track(startGateway());
+  const nodeFlags = opts.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', opts.cpuProfDir] : [];
+  const sidecar = await track(startSidecar(ws, { gatewayUrl: gateway.url, logLevel: opts.logLevel, nodeFlags }));
+  const sidecarTarget = viaSidecar(sidecar.url);
+  await new Promise((r) => setTimeout(r, 500));
+  const rssRest = rssMb(sidecar.pid);
+  say(opts, 'warm-up');
+  await loadedRun(sidecar.url, SIGNED_ROUTE, sidecar.pid, opts.warmupSeconds, opts.connections);
+  say(opts, `saturation: ${opts.throughputSeconds} s, ${opts.connections} connections`);
+  const peak = await loadedRun(sidecar.url, SIGNED_ROUTE, sidecar.pid, opts.throughputSeconds, opts.connections);
+  const pairs: LatencyPair[] = [];
+  const directTarget = await direct(gateway.url);
+  for (const rate of opts.rates) {
+    say(opts, `fixed rate ${rate}/s: ${opts.latencySeconds} s direct, then through the sidecar`);
+    const direct = await openLoop(directTarget, SIGNED_ROUTE, rate, opts.latencySeconds);
+    const viaSidecar = await openLoop(sidecarTarget, SIGNED_ROUTE, rate, opts.latencySeconds);
+    pairs.push({ direct, sidecar: viaSidecar });
+  }
+  say(opts, `soak: ${opts.soakSeconds} s saturated`);
+  const soak = await loadedRun(sidecar.url, SIGNED_ROUTE, sidecar.pid, opts.soakSeconds, opts.connections);
+  const growth = soakGrowthMb(soak.rssSamples);
+  await sidecar.stop();
+  running.delete(sidecar);
+  let other: LoadedRun | undefined;
+  const otherLevel = opts.logLevel === 'info' ? 'warn' : 'info';
+  if (opts.compareLogLevels) {
+    say(opts, `saturation at log level ${otherLevel}`);
+    const second = await track(startSidecar(ws, { gatewayUrl: gateway.url, logLevel: otherLevel }));
+    await loadedRun(second.url, SIGNED_ROUTE, second.pid, opts.warmupSeconds, opts.connections);
+    other = await loadedRun(second.url, SIGNED_ROUTE, second.pid, opts.throughputSeconds, opts.connections);
+    await second.stop();
+    running.delete(second);
+  }
+  const at200 = pairs.find((p) => p.sidecar.rate === 200);
+  const phases = [peak, soak, ...(other ? [other] : []), ...pairs.flatMap((p) => [p.direct, p.sidecar])];
+  const errors = phases.reduce((n, r) => n + r.errors, 0);
+  const non2xx = phases.reduce((n, r) => n + r.non2xx, 0);
+  const headline: Headline = {
+    sign_limit_per_s: Math.round(limit),
+    throughput_per_s: Math.round(peak.requestsPerSecond),
+    throughput_per_core: Math.round(peak.perCore),
+    ratio_to_limit: round(peak.perCore / limit, 3),
+    added_p99_ms_at_200: at200 ? round(at200.sidecar.p99 - at200.direct.p99, 3) : Number.NaN,
+    rss_mb_load: round(Math.max(peak.rssMaxMb, soak.rssMaxMb), 1),
+    rss_growth_mb_soak: round(growth.growthMb, 1),
+    errors: errors + non2xx,
+  };
+  const rows: Row[] = [
+    ['machine', machine()],
+    ['raw signing limit (1 core, same key)', `${fmt(limit)} sig/s (${fmt(1000 / limit, 3)} ms each)`],
+    [`sidecar log level`, `${opts.logLevel}${opts.logLevel === 'info' ? ' (default)' : ''}`],
+    [`max throughput (${opts.connections} conns)`, `${fmt(peak.requestsPerSecond)} req/s`],
+    ['sidecar CPU at max throughput', `${fmt(peak.cores, 2)} cores`],
+    ['throughput per sidecar core', `${fmt(peak.perCore)} req/s per core`],
+    ['ratio to signing limit', fmt(peak.perCore / limit, 3)],
+    ...(other
+      ? ([[`at log level ${otherLevel}: throughput, per core`, `${fmt(other.requestsPerSecond)} req/s, ${fmt(other.perCore)}/core (${fmt(other.perCore / limit, 3)})`]] as Row[])
+      : []),
+    ...latencyRows(pairs),
+    ['RSS at rest / max under load', `${fmt(rssRest, 1)} / ${fmt(headline.rss_mb_load, 1)} MB`],
+    [`RSS over ${opts.soakSeconds} s soak (s5-10 -> end)`, `${fmt(growth.startMb, 1)} -> ${fmt(growth.endMb, 1)} MB (${fmt(growth.growthMb, 1)}), ${fmt(soak.requestsPerSecond)} req/s`],
+    ['errors / non-2xx (all phases)', `${errors} / ${non2xx}`],
+  ];
+  return { headline, rows: opts.smoke ? rows : [...rows, ...verdicts(headline)] };
+}
+
+function round(n: number, digits: number): number {
+  return Number(n.toFixed(digits));
+}
+
+async function main(): Promise<number> {
+  const opts = parseBenchArgs(process.argv.slice(2));
+  if (opts === 'help') {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => void cleanup().finally(() => process.exit(130)));
+  }
+  try {
+    const { headline, rows } = await bench(opts);
+    process.stdout.write(`${renderTable(rows)}\n`);
+    if (opts.json) process.stdout.write(`${JSON.stringify(headline)}\n`);
+    return opts.assertTargets && !opts.smoke && !targetsMet(headline) ? 1 : 0;
+  } finally {
+    await cleanup();
+  }
+}
+
+process.exitCode = await main().catch((err: unknown) => {
+  process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  if (workspace) rmSync(workspace.dir, { recursive: true, force: true });
+  return 1;
+});

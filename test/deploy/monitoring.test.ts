@@ -1,0 +1,170 @@
+// Alerts and dashboard: promtool accepts the rules, and every query names series that a running sidecar
+// (started against the simulator, one signed deposit sent) really exports.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { stringify } from 'yaml';
+import { scrapeLiveSidecar, type Scrape } from './support/live-sidecar.js';
+import { labelValuesSelector, literalValues, parseExposition, selectors, type Exposition } from './support/promql.js';
+import { DEPLOY_DIR, REPO_ROOT, SIDECAR_CONTAINER, only, render } from './support/render.js';
+
+/** README sections the alerts link to (README.md, "Runbook: ..." headings). */
+export const RUNBOOK_ANCHORS = [
+  'runbook-signature-verification-failures',
+  'runbook-nonce-replays',
+  'runbook-clock-skew',
+  'runbook-ip-forbidden',
+  'runbook-token-failures',
+  'runbook-sidecar-not-ready',
+  'runbook-gateway-latency',
+] as const;
+/** Labels that Prometheus (PodMonitor relabelling) adds to every scraped series. */
+const TARGET_LABELS = new Set(['namespace', 'pod', 'container', 'job', 'instance', 'endpoint']);
+/** Series that Prometheus itself makes for each target. */
+const PROMETHEUS_SERIES = new Set(['up']);
+
+interface Rule {
+  alert?: string;
+  record?: string;
+  expr: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+}
+
+const rules = only(render('base').prometheusRules, 'PrometheusRule').spec?.groups ?? [];
+const alerts: Rule[] = rules.flatMap((g) => (g.rules ?? []) as Rule[]);
+let scrape: Scrape;
+let exposition: Exposition;
+
+before(async () => {
+  scrape = await scrapeLiveSidecar();
+  exposition = parseExposition(scrape.metricsText);
+});
+
+describe('the live sidecar behind the checks', () => {
+  test('answered the signed deposit and its probes', () => {
+    assert.equal(scrape.depositStatus < 300, true, `deposit: ${scrape.depositStatus} ${scrape.depositBody}`);
+    assert.deepEqual(scrape.probes, { '/livez': 200, '/readyz': 200, '/startupz': 200 });
+  });
+});
+
+describe('PrometheusRule', () => {
+  test('promtool check rules accepts the rules', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'deploy-rules-'));
+    after(() => rmSync(dir, { recursive: true, force: true }));
+    const file = join(dir, 'rules.yaml');
+    writeFileSync(file, stringify({ groups: rules }));
+    let out: string;
+    try {
+      out = execFileSync('promtool', ['check', 'rules', file], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException & { stdout?: string; stderr?: string };
+      if (e.code === 'ENOENT') assert.fail('promtool not found: `apt-get install -y prometheus` (.ci/run installs it)');
+      assert.fail(`promtool rejected the rules:\n${e.stdout ?? ''}${e.stderr ?? ''}`);
+    }
+    assert.match(out, new RegExp(`SUCCESS: ${alerts.length} rules found`));
+  });
+
+  test('covers what on-call acts on', () => {
+    const names = alerts.map((a) => a.alert ?? '');
+    for (const alert of ['SigningSidecarSignatureVerifyFailed', 'SigningSidecarNonceReplayed', 'SigningSidecarTimestampRejected',
+      'SigningSidecarClockSkewHigh', 'SigningSidecarTokenRejected', 'SigningSidecarAccessTokenExpiring',
+      'SigningSidecarNotReady', 'SigningSidecarDown', 'SigningSidecarGatewayLatencyHigh']) {
+      assert.ok(names.includes(alert), `${alert} missing`);
+    }
+  });
+
+  test('every alert has a severity, a summary, a description and a runbook section', () => {
+    for (const rule of alerts) {
+      assert.ok(rule.alert, 'alerting rules only');
+      assert.ok(['critical', 'warning'].includes(rule.labels?.severity ?? ''), `${rule.alert}: severity`);
+      assert.ok(rule.annotations?.summary && rule.annotations.description, `${rule.alert}: summary and description`);
+      const anchor = /^README\.md#(.+)$/.exec(rule.annotations.runbook_url ?? '')?.[1];
+      assert.ok(anchor && (RUNBOOK_ANCHORS as readonly string[]).includes(anchor), `${rule.alert}: runbook_url ${rule.annotations.runbook_url}`);
+    }
+  });
+
+  test('the README has every runbook section the alerts link to', () => {
+    const readme = existsSync(`${REPO_ROOT}README.md`) ? readFileSync(`${REPO_ROOT}README.md`, 'utf8') : '';
+    const anchors = new Set([...readme.matchAll(/^#{1,6}\s+(.+)$/gm)].map(([, h = '']) => githubAnchor(h)));
+    for (const anchor of RUNBOOK_ANCHORS) assert.ok(anchors.has(anchor), `README.md has no heading for #${anchor}`);
+  });
+
+  test('every alert expression selects series the sidecar exports', () => {
+    for (const rule of alerts) checkQuery(rule.expr, `alert ${rule.alert}`);
+  });
+});
+
+describe('Grafana dashboard', () => {
+  interface Target { expr?: string }
+  interface Panel { title?: string; type?: string; targets?: Target[]; panels?: Panel[]; datasource?: { uid?: string } }
+  interface Dashboard { uid?: string; title?: string; panels?: Panel[]; templating?: { list?: Array<{ name: string; query?: unknown }> } }
+  const file = `${DEPLOY_DIR}base/dashboards/signing-sidecar.json`;
+  const dashboard = JSON.parse(readFileSync(file, 'utf8')) as Dashboard;
+  const panels = (dashboard.panels ?? []).flatMap((p) => [p, ...(p.panels ?? [])]).filter((p) => p.type !== 'row');
+
+  test('is importable: uid, title, a data source variable, queries on every panel', () => {
+    assert.equal(dashboard.uid, 'signing-sidecar');
+    assert.ok(dashboard.title);
+    assert.ok(dashboard.templating?.list?.some((v) => v.name === 'datasource'));
+    assert.ok(panels.length >= 10);
+    for (const panel of panels) {
+      assert.ok((panel.targets ?? []).length > 0 && panel.targets?.every((t) => t.expr), `${panel.title}: queries`);
+      assert.equal(panel.datasource?.uid, '${datasource}', `${panel.title}: uses the data source variable`);
+    }
+  });
+
+  test('every query selects series the sidecar exports', () => {
+    for (const panel of panels) for (const t of panel.targets ?? []) checkQuery(t.expr ?? '', `panel "${panel.title}"`);
+    for (const v of dashboard.templating?.list ?? []) {
+      const q = v.query as { query?: string } | undefined;
+      if (typeof q?.query === 'string') checkQuery(labelValuesSelector(q.query), `variable $${v.name}`);
+    }
+  });
+
+  test('shows every metric of the contract', () => {
+    const shown = new Set(panels.flatMap((p) => (p.targets ?? []).flatMap((t) => selectors(t.expr ?? '').map((s) => s.metric))));
+    const base = (name: string) => name.replace(/_(bucket|sum|count)$/, '');
+    const shownBase = new Set([...shown].map(base));
+    for (const name of exposition.series.keys()) {
+      if (/_process_|_nodejs_/.test(name)) continue; // default metrics: CPU and memory are shown, the rest is optional
+      assert.ok(shownBase.has(base(name)), `${name} is on no panel`);
+    }
+  });
+});
+
+/** Names, label names and literal label values of every selector must exist in the live scrape. */
+function checkQuery(expr: string, where: string): void {
+  const found = selectors(expr);
+  assert.ok(found.length > 0, `${where}: no metric in ${expr}`);
+  for (const { metric, matchers } of found) {
+    if (PROMETHEUS_SERIES.has(metric)) {
+      assert.ok(matchers.some((m) => m.label === 'container' && m.value === SIDECAR_CONTAINER), `${where}: ${metric} must select container="${SIDECAR_CONTAINER}"`);
+      continue;
+    }
+    const labels = exposition.series.get(metric);
+    assert.ok(labels, `${where}: ${metric} is not exported by the sidecar`);
+    for (const m of matchers) {
+      if (TARGET_LABELS.has(m.label)) continue;
+      const values = labels.get(m.label);
+      assert.ok(values, `${where}: ${metric} has no label ${m.label}`);
+      for (const value of literalValues(m)) assert.ok(knownValue(metric, m.label, value, values), `${where}: ${metric}{${m.label}="${value}"} never appears`);
+    }
+  }
+}
+
+/** Counters created at zero show every value; request codes for errors we did not provoke come from src/errors.ts. */
+function knownValue(metric: string, label: string, value: string, seen: Set<string>): boolean {
+  if (seen.has(value)) return true;
+  if (metric === 'signing_sidecar_requests_total' && label === 'code' && value.startsWith('sidecar.')) {
+    return readFileSync(`${REPO_ROOT}src/errors.ts`, 'utf8').includes(`'${value}'`);
+  }
+  return false;
+}
+
+function githubAnchor(heading: string): string {
+  return heading.trim().toLowerCase().replace(/[^\w\- ]/g, '').replace(/ /g, '-');
+}

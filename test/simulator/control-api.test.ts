@@ -1,0 +1,122 @@
+// The /_sim/ control API over HTTP, and faults injected through it: what a test or a vendor drives by hand.
+import assert from 'node:assert/strict';
+import type { IncomingMessage } from 'node:http';
+import { after, before, describe, it } from 'node:test';
+import { codeOf, login, makeKeys, send, signedPost, startWithAccount } from './support.js';
+import type { RawResponse, TestKeys } from './support.js';
+import type { RunningSimulator } from '../../src/simulator/index.js';
+import { handleControl } from '../../src/simulator/control-api.js';
+import type { SimContext } from '../../src/simulator/context.js';
+
+function control(sim: RunningSimulator, method: string, path: string, body?: unknown): Promise<RawResponse> {
+  return send(sim.listenUrl, {
+    method,
+    path,
+    headers: { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+}
+
+describe('control API', () => {
+  let keys: TestKeys;
+  let sim: RunningSimulator;
+  let token: string;
+  before(async () => {
+    keys = await makeKeys();
+    sim = await startWithAccount(keys);
+    token = (await login(sim)).access_token ?? '';
+  });
+  after(() => sim.close());
+
+  it('lists and completes transactions; a second completion is a 409', async () => {
+    const init = await signedPost(sim, { key: keys.privateKey, token });
+    const id = String(init.json().transaction_id);
+    const list = await control(sim, 'GET', '/_sim/transactions');
+    const found = (list.json().transactions as Record<string, string>[]).find((t) => t.transaction_id === id);
+    assert.equal(found?.status, 'PENDING');
+    const done = await control(sim, 'POST', `/_sim/transactions/${id}/complete`, { status: 'FAILED' });
+    assert.equal(done.status, 200);
+    assert.equal(done.json().status, 'FAILED');
+    assert.match(String(done.json().completed_at), /Z$/);
+    const again = await control(sim, 'POST', `/_sim/transactions/${id}/complete`, { status: 'SUCCESS' });
+    assert.equal(again.status, 409);
+    assert.equal(codeOf(again), 'sim.transaction.already_final');
+    const missing = await control(sim, 'POST', '/_sim/transactions/txn_ffff/complete', { status: 'SUCCESS' });
+    assert.equal(missing.status, 404);
+  });
+
+  it('shifts the clock, which provokes expired and future timestamps for a correct client', async () => {
+    const behind = await control(sim, 'POST', '/_sim/clock', { offset_seconds: 120 });
+    assert.equal(behind.json().offset_seconds, 120);
+    const expired = await signedPost(sim, { key: keys.privateKey, token, timestamp: String(Math.floor(Date.now() / 1000)) });
+    assert.equal(codeOf(expired), 'signature.timestamp.expired');
+    await control(sim, 'POST', '/_sim/clock', { offset_seconds: -30 });
+    const future = await signedPost(sim, { key: keys.privateKey, token, timestamp: String(Math.floor(Date.now() / 1000)) });
+    assert.equal(codeOf(future), 'signature.timestamp.future');
+    const shifted = await control(sim, 'POST', '/_sim/clock', { shift_seconds: 30 });
+    assert.equal(shifted.json().offset_seconds, 0);
+    const bad = await control(sim, 'POST', '/_sim/clock', { offset_seconds: '10' });
+    assert.equal(codeOf(bad), 'sim.clock.invalid');
+  });
+
+  it('sends a Date header from the simulator clock', async () => {
+    await control(sim, 'POST', '/_sim/clock', { offset_seconds: 3600 });
+    const res = await control(sim, 'GET', '/_sim/health');
+    await control(sim, 'POST', '/_sim/clock', { offset_seconds: 0 });
+    const skew = Date.parse(String(res.headers.date)) - Date.now();
+    assert.ok(Math.abs(skew - 3_600_000) < 5000, `skew ${skew}`);
+  });
+
+  it('injects faults for the next N signed requests: 5xx, 401 FAILED, reset, delay', async () => {
+    const arm = await control(sim, 'POST', '/_sim/faults', { kind: '5xx', count: 2, status: 502 });
+    assert.equal(arm.status, 201);
+    const before = sim.transactions().length;
+    for (let i = 0; i < 2; i++) {
+      const res = await signedPost(sim, { key: keys.privateKey, token });
+      assert.equal(res.status, 502);
+      assert.equal(codeOf(res), 'sim.fault.injected');
+    }
+    assert.equal(sim.transactions().length, before, 'a faulted request creates nothing');
+    assert.equal((await signedPost(sim, { key: keys.privateKey, token })).status, 200);
+
+    await control(sim, 'POST', '/_sim/faults', { kind: '401' });
+    const rejected = await signedPost(sim, { key: keys.privateKey, token });
+    assert.equal(rejected.status, 401);
+    assert.equal(codeOf(rejected), 'FAILED');
+
+    await control(sim, 'POST', '/_sim/faults', { kind: 'reset' });
+    await assert.rejects(signedPost(sim, { key: keys.privateKey, token }), /ECONNRESET|socket hang up/);
+
+    await control(sim, 'POST', '/_sim/faults', { kind: 'delay', delay_ms: 300 });
+    const started = Date.now();
+    const slow = await signedPost(sim, { key: keys.privateKey, token });
+    assert.equal(slow.status, 200);
+    assert.ok(Date.now() - started >= 280);
+    assert.deepEqual((await control(sim, 'GET', '/_sim/faults')).json().faults, []);
+  });
+
+  it('applies token-targeted faults to the token endpoint only, and validates fault specs', async () => {
+    await control(sim, 'POST', '/_sim/faults', { kind: '5xx', target: 'token' });
+    assert.equal((await signedPost(sim, { key: keys.privateKey, token })).status, 200);
+    await assert.rejects(login(sim), /503/);
+    const bad = await control(sim, 'POST', '/_sim/faults', { kind: 'explode' });
+    assert.equal(bad.status, 400);
+    assert.equal(codeOf(bad), 'sim.fault.invalid');
+    const badCount = await control(sim, 'POST', '/_sim/faults', { kind: '5xx', count: '3' });
+    assert.equal(codeOf(badCount), 'sim.fault.invalid');
+    token = (await login(sim)).access_token ?? '';
+  });
+
+  it('answers loopback clients only', async () => {
+    // Tests send traffic to loopback addresses only, so a remote client is represented by its socket address:
+    // handleControl is the same guard the server runs for every /_sim/ request.
+    const remote = { socket: { remoteAddress: '203.0.113.9' }, method: 'GET' } as unknown as IncomingMessage;
+    await assert.rejects(handleControl(undefined as unknown as SimContext, remote, '/_sim/transactions'), (err: unknown) => {
+      assert.equal((err as { code?: string }).code, 'sim.control.forbidden');
+      assert.equal((err as { status?: number }).status, 403);
+      return true;
+    });
+    const local = await send(sim.listenUrl, { method: 'GET', path: '/_sim/transactions' });
+    assert.equal(local.status, 200);
+  });
+});

@@ -1,0 +1,174 @@
+import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
+import { chmod, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { check } from '../../src/cli/check.js';
+import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
+import { vectorPrivateKeyPem, vectorPublicKeyPem } from '../support/vectors.js';
+import { runCommand, tempDir } from './run-command.js';
+
+const USERNAME = 'vendor@example.com';
+const PASSWORD = 'correct horse battery staple';
+const KEY_BODY_LINE = vectorPrivateKeyPem.split('\n')[1]!;
+
+/** Output must never carry the password or private key material (the issue's "never prints secrets"). */
+function assertNoSecrets(text: string): void {
+  assert.ok(!text.includes(PASSWORD), 'password printed');
+  assert.ok(!text.includes(KEY_BODY_LINE) && !text.includes('PRIVATE KEY-----'), 'key material printed');
+  assert.ok(!/access_token"|refresh_token"/.test(text), 'token body printed');
+}
+
+describe('check against the simulator', () => {
+  let sim: RunningSimulator;
+  let tlsSim: RunningSimulator;
+  let dir: string;
+  let cleanup: () => Promise<void>;
+  let env: NodeJS.ProcessEnv;
+
+  before(async () => {
+    ({ dir, cleanup } = await tempDir());
+    const accounts = [{ username: USERNAME, password: PASSWORD, publicKeyPem: vectorPublicKeyPem }];
+    [sim, tlsSim] = await Promise.all([startSimulator({ accounts }), startSimulator({ accounts, tls: true })]);
+    await writeFile(join(dir, 'key.pem'), vectorPrivateKeyPem, { mode: 0o600 });
+    await writeFile(join(dir, 'password'), `${PASSWORD}\n`, { mode: 0o600 });
+    await writeFile(join(dir, 'wrong-password'), 'not the password', { mode: 0o600 });
+    await writeFile(join(dir, 'ca.pem'), tlsSim.caPem ?? '');
+    const small = generateKeyPairSync('rsa', { modulusLength: 1024 });
+    await writeFile(join(dir, 'small.pem'), small.privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
+    env = {
+      SIDECAR_BASE_URL: sim.baseUrl,
+      SIDECAR_ENVIRONMENT: 'staging',
+      SIDECAR_USERNAME: USERNAME,
+      SIDECAR_PASSWORD_FILE: join(dir, 'password'),
+      SIDECAR_PRIVATE_KEY_FILE: join(dir, 'key.pem'),
+      SIDECAR_UPSTREAM_CONNECT_TIMEOUT_MS: '2000',
+    };
+  });
+  after(async () => {
+    await Promise.all([sim.close(), tlsSim.close()]);
+    await cleanup();
+  });
+
+  it('passes over http loopback: every line ✔, TLS not applicable, and it says what was not checked', async () => {
+    sim.clock.setOffset(0);
+    const run = await runCommand(check, [], env);
+    assert.equal(run.code, 0, run.stdout);
+    assert.match(run.stdout, /^✔ config: valid \(staging/m);
+    assert.match(run.stdout, /^✔ private key: RSA 2048 bits, public key fingerprint a2c17aeb611726079e4a3b1d781d30327740bbedb7f4fb27dc386af342291cc3$/m);
+    assert.match(run.stdout, /^✔ key file permissions: .* mode 0600/m);
+    assert.match(run.stdout, /^✔ base URL reachable: .*TLS not applicable/m);
+    assert.match(run.stdout, /^✔ password login: as vendor@example\.com: access token issued, valid until \d{4}-/m);
+    assert.match(run.stdout, /^✔ clock skew: this clock is \d+\.\d s/m);
+    assert.match(run.stdout, /^- not checked: a signed request/m);
+    assertNoSecrets(run.stdout + run.stderr);
+  });
+
+  it('passes over TLS when SIDECAR_UPSTREAM_CA_FILE trusts the simulator CA', async () => {
+    const run = await runCommand(check, [], { ...env, SIDECAR_BASE_URL: tlsSim.baseUrl, SIDECAR_UPSTREAM_CA_FILE: join(dir, 'ca.pem') });
+    assert.equal(run.code, 0, run.stdout);
+    assert.match(run.stdout, /^✔ base URL reachable: https:\/\/127\.0\.0\.1:\d+: TCP and TLS ok \(TLSv1\.[23]/m);
+    assert.match(run.stdout, /^✔ password login/m);
+  });
+
+  it('fails over TLS without the CA, and points at SIDECAR_UPSTREAM_CA_FILE', async () => {
+    const run = await runCommand(check, [], { ...env, SIDECAR_BASE_URL: tlsSim.baseUrl });
+    assert.equal(run.code, 1);
+    assert.match(run.stdout, /^✘ base URL reachable: .*TLS handshake failed: \w+ \(trust the gateway CA with SIDECAR_UPSTREAM_CA_FILE\)/m);
+    assert.match(run.stdout, /^- not checked: password login and clock skew/m);
+  });
+
+  it('a wrong password fails the login line with the gateway status and code, never the password', async () => {
+    const run = await runCommand(check, [], { ...env, SIDECAR_PASSWORD_FILE: join(dir, 'wrong-password') });
+    assert.equal(run.code, 1);
+    assert.match(run.stdout, /^✘ password login: as vendor@example\.com: HTTP 401, code FAILED/m);
+    assert.ok(!run.stdout.includes('not the password'));
+    assertNoSecrets(run.stdout);
+  });
+
+  it('fails when this clock is more than 60 s behind the gateway (its timestamps would be expired)', async () => {
+    sim.clock.setOffset(90);
+    try {
+      const run = await runCommand(check, [], env);
+      assert.equal(run.code, 1);
+      const match = /^✘ clock skew: this clock is (\d+\.\d) s .* BEHIND the gateway.*signature\.timestamp\.expired/m.exec(run.stdout);
+      assert.ok(match, run.stdout);
+      assert.ok(Math.abs(Number(match[1]) - 90) <= 1.5, `measured ${match[1]} s for a 90 s shift`);
+    } finally {
+      sim.clock.setOffset(0);
+    }
+  });
+
+  it('fails when this clock is more than 5 s ahead of the gateway (its timestamps would be in the future)', async () => {
+    sim.clock.setOffset(-10);
+    try {
+      const run = await runCommand(check, [], env);
+      assert.equal(run.code, 1);
+      assert.match(run.stdout, /^✘ clock skew: this clock is \d+\.\d s .* AHEAD of the gateway.*signature\.timestamp\.future/m);
+    } finally {
+      sim.clock.setOffset(0);
+    }
+  });
+
+  it('warns, without failing, beyond half the window (40 s behind)', async () => {
+    sim.clock.setOffset(40);
+    try {
+      const run = await runCommand(check, [], env);
+      assert.equal(run.code, 0, run.stdout);
+      assert.match(run.stdout, /^! clock skew: this clock is \d+\.\d s .* behind the gateway \(limit 60 s\)/m);
+    } finally {
+      sim.clock.setOffset(0);
+    }
+  });
+
+  it('warns when the key file is group/world readable', async () => {
+    const loose = join(dir, 'loose.pem');
+    await writeFile(loose, vectorPrivateKeyPem);
+    await chmod(loose, 0o644);
+    const run = await runCommand(check, [], { ...env, SIDECAR_PRIVATE_KEY_FILE: loose });
+    assert.equal(run.code, 0, run.stdout);
+    assert.match(run.stdout, /^! key file permissions: .*loose\.pem has mode 0644: group\/others can access it; run chmod 600/m);
+  });
+
+  it('fails on a 1024-bit key, naming the setting, and checks nothing further', async () => {
+    const run = await runCommand(check, [], { ...env, SIDECAR_PRIVATE_KEY_FILE: join(dir, 'small.pem') });
+    assert.equal(run.code, 1);
+    assert.match(run.stdout, /^✘ config: SIDECAR_PRIVATE_KEY_FILE.*key is 1024 bits; at least 2048 are required/m);
+    assert.doesNotMatch(run.stdout, /password login/);
+    assertNoSecrets(run.stdout);
+  });
+
+  it('fails on a missing setting, naming it', async () => {
+    const run = await runCommand(check, [], { ...env, SIDECAR_BASE_URL: '' });
+    assert.equal(run.code, 1);
+    assert.match(run.stdout, /^✘ config: SIDECAR_BASE_URL.* is required/m);
+  });
+
+  it('fails when nothing listens at the base URL', async () => {
+    const port = await closedPort();
+    const run = await runCommand(check, [], { ...env, SIDECAR_BASE_URL: `http://127.0.0.1:${port}` });
+    assert.equal(run.code, 1);
+    assert.match(run.stdout, /^✘ base URL reachable: .*TCP connect failed: ECONNREFUSED/m);
+  });
+
+  it('bad usage exits 2; --help exits 0 and warns that the login invalidates earlier tokens', async () => {
+    assert.equal((await runCommand(check, ['--verbose'], env)).code, 2);
+    const help = await runCommand(check, ['--help'], env);
+    assert.equal(help.code, 0);
+    assert.match(help.stdout, /invalidates access tokens issued before it/);
+  });
+});
+
+/** A port that was free a moment ago and has nothing listening now. */
+function closedPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
