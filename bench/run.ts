@@ -1,6 +1,7 @@
 // npm run bench: the sidecar's cost per signed request against the RSA signing limit (issue 8).
 // Everything runs on loopback, each phase is bounded in time, and every process and temp file is removed.
 import { rmSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { USAGE, parseBenchArgs, type BenchOptions } from './args.js';
 import { SIGNED_ROUTE } from './gateway.js';
 import { loadedRun, soakGrowthMb, type LoadedRun } from './measure.js';
@@ -8,7 +9,7 @@ import { openLoop } from './open-loop.js';
 import { direct, viaSidecar } from './payload.js';
 import { rssMb } from './processes.js';
 import { fmt, latencyRows, machine, renderTable, targetsMet, verdicts, type Headline, type LatencyPair, type Row } from './report.js';
-import { signLimitPerSecond } from './sign-limit.js';
+import { signLimit } from './sign-limit.js';
 import { createWorkspace, removeWorkspace, startGateway, startSidecar, type RunningProcess, type Workspace } from './stack.js';
 
 const running = new Set<RunningProcess>();
@@ -33,9 +34,11 @@ async function track<T extends RunningProcess>(p: Promise<T>): Promise<T> {
 }
 
 async function bench(opts: BenchOptions): Promise<{ headline: Headline; rows: Row[] }> {
+  const loadBefore = loadavg()[0] ?? 0;
   const ws = (workspace = await createWorkspace());
   say(opts, `signing limit: ${opts.signSeconds} s tight crypto.sign loop`);
-  const limit = signLimitPerSecond(ws.privateKey, opts.signSeconds);
+  const sign = signLimit(ws.privateKey, opts.signSeconds);
+  const limit = sign.perCpuSecond;
   const gateway = await track(startGateway());
   const nodeFlags = opts.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', opts.cpuProfDir] : [];
   const sidecar = await track(startSidecar(ws, { gatewayUrl: gateway.url, logLevel: opts.logLevel, nodeFlags }));
@@ -85,7 +88,8 @@ async function bench(opts: BenchOptions): Promise<{ headline: Headline; rows: Ro
   };
   const rows: Row[] = [
     ['machine', machine()],
-    ['raw signing limit (1 core, same key)', `${fmt(limit)} sig/s (${fmt(1000 / limit, 3)} ms each)`],
+    ['raw signing limit (1 core, same key)', `${fmt(limit)} sig/s per core (${fmt(1000 / limit, 3)} ms each; ${fmt(sign.perWallSecond)}/s wall)`],
+    ['machine load before start (1 min avg)', `${fmt(loadBefore, 2)}${loadBefore > 0.5 ? ' (other work running: latencies are noisy)' : ''}`],
     [`sidecar log level`, `${opts.logLevel}${opts.logLevel === 'info' ? ' (default)' : ''}`],
     [`max throughput (${opts.connections} conns)`, `${fmt(peak.requestsPerSecond)} req/s`],
     ['sidecar CPU at max throughput', `${fmt(peak.cores, 2)} cores`],

@@ -8,7 +8,8 @@ import { BENCH_PASSWORD, BENCH_USERNAME } from './gateway.js';
 import { freePort, spawnJsonLines, stop, type Started } from './processes.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-export const SIDECAR_ENTRY = join(ROOT, 'dist', 'src', 'main.js');
+// BENCH_SIDECAR_ENTRY lets an A/B comparison point at another build of the same tree.
+export const SIDECAR_ENTRY = process.env.BENCH_SIDECAR_ENTRY ?? join(ROOT, 'dist', 'src', 'main.js');
 const GATEWAY_ENTRY = join(ROOT, 'bench', 'gateway-main.ts');
 
 export interface Workspace {

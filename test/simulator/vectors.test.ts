@@ -2,35 +2,19 @@
 // and verifier, first as pure functions and then over HTTP with the simulator's clock set to each vector's time.
 import assert from 'node:assert/strict';
 import { createPublicKey } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { parsePublicBase, signedUrlFor } from '../../src/simulator/canonical-url.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { buildSigningString, verifySignature } from '../../src/simulator/verifier.js';
 import { PASSWORD, USERNAME, codeOf, login, send } from './support.js';
 import type { RunningSimulator } from '../../src/simulator/index.js';
+import { vectorPublicKeyPem, vectors, type SignatureVector } from '../support/vectors.js';
 
-interface Vector {
-  name: string;
-  method: string;
-  base_url: string;
-  request_target: string;
-  full_url: string;
-  timestamp: string;
-  nonce: string;
-  payload: string;
-  data: string;
-  signing_string: string;
-  signature: string;
-}
-
-const dir = new URL('../vectors/', import.meta.url);
-const vectors = JSON.parse(readFileSync(new URL('vectors.json', dir), 'utf8')) as Vector[];
-const publicKeyPem = readFileSync(new URL('vector-pub.pem', dir), 'utf8');
+const publicKeyPem = vectorPublicKeyPem;
 const publicKey = createPublicKey(publicKeyPem);
 
 /** What the simulator receives when a client posts to base_url + request_target. */
-function targetAsReceived(v: Vector): string {
+function targetAsReceived(v: SignatureVector): string {
   return parsePublicBase(v.base_url).pathPrefix + v.request_target;
 }
 

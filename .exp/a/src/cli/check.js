@@ -1,0 +1,77 @@
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../config/load.js';
+import { publicKeyFingerprint } from '../signing/keys.js';
+import { CheckReport } from '../tools/check-report.js';
+import { judgeSkew } from '../tools/clock-skew.js';
+import { keyPermissions } from '../tools/key-permissions.js';
+import { probeConnection } from '../tools/probe-connection.js';
+import { probeLogin } from '../tools/probe-login.js';
+import { parseCommandLine } from '../tools/usage.js';
+import { EXIT } from './command.js';
+const USAGE = 'usage: signing-sidecar check';
+const HELP = `${USAGE}
+
+Loads the same settings as \`serve\` (SIDECAR_* environment variables, SIDECAR_CONFIG_FILE) and checks, one
+line each: the config, the private key (size, fingerprint, file mode), the connection to the base URL
+(TCP and TLS), a password login, and this host's clock against the gateway's Date header.
+Marks: ✔ passed, ✘ failed, ! warning, - not checked. Never prints the password, tokens or key.
+
+The login is a real password login: it invalidates access tokens issued before it (spec 4.1), so a running
+sidecar for the same account fetches a new token on its next request (one 401 and a transparent retry).
+A signed request is not tried: the only signed endpoints create deposits or withdrawals.
+
+Exit codes: 0 nothing failed (warnings allowed), 1 a check failed, 2 bad usage.
+`;
+const NOT_CHECKED = 'a signed request (there is no signed no-op: every signed endpoint creates a deposit or withdrawal), so ' +
+    'whether the gateway holds the public key with the fingerprint above, and the IP allowlist of the signed ' +
+    'endpoints, show on the first real request; compare your signer with `signing-sidecar sign` and `verify`';
+function loadOrReport(env, report) {
+    try {
+        const config = loadConfig(env);
+        report.line('✔', 'config', `valid (${config.environment}, base URL ${config.base.origin}${config.base.pathPrefix}, user ${config.username})`);
+        return config;
+    }
+    catch (err) {
+        // ConfigError messages name the setting and never carry secret values.
+        report.line('✘', 'config', err.message);
+        report.line('-', 'not checked', 'key, connection, login and clock: fix the config first');
+        return undefined;
+    }
+}
+async function checkGateway(config, report) {
+    const connection = await probeConnection(config.base, config.upstream.ca, config.upstream.connectTimeoutMs);
+    report.line(connection.mark, 'base URL reachable', `${config.base.origin}: ${connection.detail}`);
+    if (connection.mark === '✘') {
+        report.line('-', 'not checked', 'password login and clock skew: the gateway is not reachable');
+        return;
+    }
+    const login = await probeLogin(config);
+    report.line(login.mark, 'password login', login.detail);
+    if (login.skew === undefined)
+        report.line('✘', 'clock skew', 'no Date header in the answer; skew unknown');
+    else {
+        const skew = judgeSkew(login.skew);
+        report.line(skew.mark, 'clock skew', skew.detail);
+    }
+}
+export const check = async (argv, io) => {
+    const parsed = parseCommandLine(() => parseArgs({ args: argv, strict: true, allowPositionals: false, options: { help: { type: 'boolean', short: 'h' } } }).values, io, USAGE);
+    if (parsed === undefined)
+        return EXIT.usage;
+    if (parsed.help === true) {
+        io.stdout.write(HELP);
+        return EXIT.ok;
+    }
+    const report = new CheckReport(io.stdout);
+    const config = loadOrReport(io.env, report);
+    if (config === undefined)
+        return EXIT.failed;
+    const bits = config.privateKey.asymmetricKeyDetails?.modulusLength ?? 0;
+    report.line('✔', 'private key', `RSA ${bits} bits, public key fingerprint ${publicKeyFingerprint(config.privateKey)}`);
+    const perms = await keyPermissions(config.privateKeyFile);
+    report.line(perms.mark, 'key file permissions', perms.detail);
+    await checkGateway(config, report);
+    report.line('-', 'not checked', NOT_CHECKED);
+    io.stdout.write(report.failed ? 'result: FAILED\n' : 'result: ok\n');
+    return report.failed ? EXIT.failed : EXIT.ok;
+};

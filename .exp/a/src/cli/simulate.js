@@ -1,0 +1,188 @@
+// `signing-sidecar simulate`: runs the gateway simulator until SIGTERM/SIGINT. Accounts come from a config file
+// or, for a single account, entirely from flags. Everything a vendor must copy into their own setup (listen URL,
+// base URL, CA file, postback key) is printed or written to files.
+import { readFile, writeFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { AccountConfigError, createSimLogger, readAccountsFile, startSimulator } from '../simulator/index.js';
+import { EXIT } from './command.js';
+export const DEFAULT_SIMULATOR_PORT = 8443;
+const HELP = `Usage: signing-sidecar simulate [options]
+
+Runs a strict, stateful stand-in for the Payment Gateway v2 API (tokens, signed requests, postbacks).
+
+Accounts (either a file or one account from flags):
+  --config FILE             accounts file, JSON or YAML: {"accounts": [{username, password | password_file,
+                            public_key_file | public_key_pem, allow_ips, webhook_url, signed_postbacks}]}
+  --username EMAIL          vendor account email
+  --password VALUE          account password (prefer --password-file)
+  --password-file FILE      file holding the password
+  --public-key FILE         vendor RSA public key, PEM, >= 2048 bits
+  --allow-ip ADDR           allowlisted source address or CIDR, repeatable (default 127.0.0.1 and ::1)
+  --webhook-url URL         where postbacks are sent
+  --signed-postbacks        sign postbacks with the simulator's key
+
+Server:
+  --host HOST               listen address (default 127.0.0.1)
+  --port PORT               listen port (default ${DEFAULT_SIMULATOR_PORT}; 0 picks a free one)
+  --public-base-url URL     base address clients sign for (default: the listen URL)
+  --tls                     serve HTTPS with a generated throwaway CA and certificate
+  --tls-cert FILE --tls-key FILE   serve HTTPS with this certificate and key
+  --ca-out FILE             write the PEM clients must trust (SIDECAR_UPSTREAM_CA_FILE)
+  --postback-key-out FILE   write the simulator's postback public key (PEM)
+  --access-ttl SECONDS      access token lifetime (default 900)
+  --refresh-ttl SECONDS     refresh token lifetime (default 28800)
+  --refresh-token-field NAME  field carrying the refresh token in the refresh grant (default refresh_token)
+  --postback-delay MS       complete new transactions with SUCCESS after MS (default: only via /_sim/)
+  --log-level LEVEL         pino level (default info)
+  -h, --help                show this help
+
+Control API (loopback only): GET /_sim/transactions, POST /_sim/transactions/:id/complete {"status"},
+POST /_sim/clock {"offset_seconds"|"shift_seconds"}, POST /_sim/faults {"kind","count","delay_ms","target"},
+GET /_sim/postbacks.
+`;
+const OPTIONS = {
+    config: { type: 'string' },
+    username: { type: 'string' },
+    password: { type: 'string' },
+    'password-file': { type: 'string' },
+    'public-key': { type: 'string' },
+    'allow-ip': { type: 'string', multiple: true },
+    'webhook-url': { type: 'string' },
+    'signed-postbacks': { type: 'boolean' },
+    host: { type: 'string' },
+    port: { type: 'string' },
+    'public-base-url': { type: 'string' },
+    tls: { type: 'boolean' },
+    'tls-cert': { type: 'string' },
+    'tls-key': { type: 'string' },
+    'ca-out': { type: 'string' },
+    'postback-key-out': { type: 'string' },
+    'access-ttl': { type: 'string' },
+    'refresh-ttl': { type: 'string' },
+    'refresh-token-field': { type: 'string' },
+    'postback-delay': { type: 'string' },
+    'log-level': { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+};
+/** Bad usage: exit 2 with a message, as opposed to a runtime failure (exit 1). */
+class UsageError extends Error {
+}
+function parseFlags(argv) {
+    return parseArgs({ args: argv, options: OPTIONS, strict: true, allowPositionals: false });
+}
+export const simulate = async (argv, io) => {
+    let flags;
+    try {
+        flags = parseFlags(argv).values;
+    }
+    catch (err) {
+        return usage(io, err.message);
+    }
+    if (flags.help === true) {
+        io.stdout.write(HELP);
+        return EXIT.ok;
+    }
+    let options;
+    try {
+        options = await buildOptions(flags, io);
+    }
+    catch (err) {
+        if (err instanceof UsageError)
+            return usage(io, err.message);
+        io.stderr.write(`simulate: ${err.message}\n`);
+        return EXIT.failed;
+    }
+    return run(options, flags, io);
+};
+async function run(options, flags, io) {
+    let sim;
+    try {
+        sim = await startSimulator(options);
+        if (flags['ca-out'] !== undefined && sim.caPem !== undefined)
+            await writeFile(flags['ca-out'], sim.caPem);
+        if (flags['postback-key-out'] !== undefined)
+            await writeFile(flags['postback-key-out'], sim.postbackPublicKeyPem);
+    }
+    catch (err) {
+        await sim?.close();
+        const prefix = err instanceof AccountConfigError ? 'invalid account: ' : '';
+        io.stderr.write(`simulate: ${prefix}${err.message}\n`);
+        return EXIT.failed;
+    }
+    io.stdout.write([
+        `gateway simulator listening on ${sim.listenUrl}`,
+        `public base URL (sign for this): ${sim.baseUrl}`,
+        ...(flags['ca-out'] !== undefined && sim.caPem !== undefined ? [`CA written to ${flags['ca-out']}`] : []),
+        ...(flags['postback-key-out'] !== undefined ? [`postback public key written to ${flags['postback-key-out']}`] : []),
+        '',
+    ].join('\n'));
+    const signal = await io.stopSignal;
+    io.stderr.write(`simulate: ${signal} received, closing\n`);
+    await sim.close();
+    return EXIT.ok;
+}
+async function buildOptions(flags, io) {
+    if ((flags['tls-cert'] === undefined) !== (flags['tls-key'] === undefined)) {
+        throw new UsageError('--tls-cert and --tls-key go together');
+    }
+    if (flags['ca-out'] !== undefined && flags.tls !== true && flags['tls-cert'] === undefined) {
+        throw new UsageError('--ca-out needs --tls or --tls-cert/--tls-key');
+    }
+    // Numbers first: a typo in a flag is a usage error even when a file flag is also wrong.
+    const numbers = {
+        port: int(flags.port, '--port') ?? DEFAULT_SIMULATOR_PORT,
+        accessTokenTtlSeconds: int(flags['access-ttl'], '--access-ttl'),
+        refreshTokenTtlSeconds: int(flags['refresh-ttl'], '--refresh-ttl'),
+        postbackDelayMs: int(flags['postback-delay'], '--postback-delay') ?? null,
+    };
+    const accounts = await accountsFrom(flags);
+    const certPem = flags['tls-cert'] === undefined ? undefined : await readFile(flags['tls-cert'], 'utf8');
+    const keyPem = flags['tls-key'] === undefined ? undefined : await readFile(flags['tls-key'], 'utf8');
+    return {
+        accounts,
+        ...numbers,
+        host: flags.host,
+        publicBaseUrl: flags['public-base-url'],
+        // A given certificate is what clients trust directly when no separate CA is involved.
+        tls: certPem !== undefined && keyPem !== undefined ? { certPem, keyPem, caPem: certPem } : flags.tls === true,
+        refreshTokenField: flags['refresh-token-field'],
+        logger: createSimLogger(io.stdout, flags['log-level'] ?? 'info'),
+    };
+}
+async function accountsFrom(flags) {
+    const single = ['username', 'password', 'password-file', 'public-key', 'allow-ip', 'webhook-url', 'signed-postbacks']
+        .filter((name) => flags[name] !== undefined);
+    if (flags.config !== undefined) {
+        if (single.length > 0)
+            throw new UsageError(`--config cannot be combined with --${single.join(', --')}`);
+        return readAccountsFile(flags.config);
+    }
+    if (flags.username === undefined || flags['public-key'] === undefined) {
+        throw new UsageError('give --config FILE, or --username, --password (or --password-file) and --public-key');
+    }
+    if ((flags.password === undefined) === (flags['password-file'] === undefined)) {
+        throw new UsageError('give exactly one of --password and --password-file');
+    }
+    const password = flags.password ?? (await readFile(flags['password-file'] ?? '', 'utf8')).replace(/\r?\n$/, '');
+    return [
+        {
+            username: flags.username,
+            password,
+            publicKeyPem: await readFile(flags['public-key'], 'utf8'),
+            allowIps: flags['allow-ip'],
+            webhookUrl: flags['webhook-url'],
+            signedPostbacks: flags['signed-postbacks'] === true,
+        },
+    ];
+}
+function int(value, flag) {
+    if (value === undefined)
+        return undefined;
+    if (!/^\d{1,9}$/.test(value))
+        throw new UsageError(`${flag} must be a non-negative integer, got "${value}"`);
+    return Number(value);
+}
+function usage(io, message) {
+    io.stderr.write(`simulate: ${message}\nRun "signing-sidecar simulate --help" for usage.\n`);
+    return EXIT.usage;
+}

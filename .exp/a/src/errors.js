@@ -1,0 +1,47 @@
+// One error class for everything the sidecar answers by itself, and one place that turns it into a response.
+// `retryable` is a promise to the client: true only when the gateway certainly did not receive the request.
+export class SidecarError extends Error {
+    code;
+    status;
+    retryable;
+    name = 'SidecarError';
+    constructor(code, status, message, retryable, options) {
+        super(message, options);
+        this.code = code;
+        this.status = status;
+        this.retryable = retryable;
+    }
+    toBody() {
+        return { code: this.code, message: this.message, retryable: this.retryable };
+    }
+}
+/** Factories keep statuses and retryable flags in one table instead of at every throw site. */
+export const sidecarErrors = {
+    routeNotFound: () => new SidecarError('sidecar.route.not_found', 404, 'no signed route at this path', true),
+    methodNotAllowed: (allowed) => new SidecarError('sidecar.method.not_allowed', 405, `only ${allowed} is allowed on this path`, true),
+    unsupportedMediaType: () => new SidecarError('sidecar.body.unsupported_media_type', 415, 'Content-Type must be application/json', true),
+    invalidJson: () => new SidecarError('sidecar.body.invalid_json', 400, 'body is not valid JSON', true),
+    notObject: () => new SidecarError('sidecar.body.not_object', 400, 'body must be a JSON object', true),
+    tooLarge: (limit) => new SidecarError('sidecar.body.too_large', 413, `body exceeds the limit of ${limit} bytes`, true),
+    bodyIncomplete: () => new SidecarError('sidecar.body.incomplete', 400, 'the request body was not received completely', true),
+    tokenUnavailable: () => new SidecarError('sidecar.token.unavailable', 503, 'no valid access token yet; try again shortly', true),
+    shuttingDown: () => new SidecarError('sidecar.shutting_down', 503, 'the sidecar is shutting down; nothing was sent', true),
+    upstreamUnreachable: (cause) => new SidecarError('sidecar.upstream.unreachable', 502, 'could not connect to the gateway; nothing was sent', true, { cause }),
+    outcomeUnknown: (status, cause) => new SidecarError('sidecar.upstream.outcome_unknown', status, 'the request was sent but no answer came back; the transaction may exist: check before sending again', false, { cause }),
+    internal: (cause) => 
+    // Not retryable: an unexpected failure cannot prove the gateway saw nothing.
+    new SidecarError('sidecar.internal', 500, 'internal error in the sidecar', false, { cause }),
+};
+/** Anything unexpected becomes a generic 500: internal text never reaches clients. */
+export function asSidecarError(err) {
+    return err instanceof SidecarError ? err : sidecarErrors.internal(err);
+}
+/** Raised by config loading: `setting` names the env var so the operator knows what to fix. */
+export class ConfigError extends Error {
+    setting;
+    name = 'ConfigError';
+    constructor(setting, reason) {
+        super(`${setting}: ${reason}`);
+        this.setting = setting;
+    }
+}

@@ -1,0 +1,41 @@
+// The public metric contract. Alerts, dashboards and the deploy/ checks depend on these names,
+// so they live in one place and change only on purpose (DESIGN.md: "keep them stable").
+export const METRIC_PREFIX = 'signing_sidecar_';
+export const METRICS = {
+    /** counter{route, status_class, code}: every client request answered; code is "ok", a sidecar.* code or a gateway code. */
+    requests: 'signing_sidecar_requests_total',
+    /** counter{code}: gateway error codes (GATEWAY_ERROR_CODES), created at zero. */
+    gatewayErrors: 'signing_sidecar_gateway_errors_total',
+    /** counter{grant, outcome}: token endpoint calls; grant password|refresh_token, outcome success|rejected|error. */
+    tokenRequests: 'signing_sidecar_token_requests_total',
+    /** gauge: Unix time (s) at which the current access token expires (0 when none). */
+    accessTokenExpiry: 'signing_sidecar_access_token_expiry_timestamp_seconds',
+    /** gauge: Unix time (s) at which the current refresh token expires (0 when none). */
+    refreshTokenExpiry: 'signing_sidecar_refresh_token_expiry_timestamp_seconds',
+    /** counter{reason}: resends; reason token_rejected|connect_failed. */
+    retries: 'signing_sidecar_retries_total',
+    /** histogram: time to compute one RSA signature. */
+    signingDuration: 'signing_sidecar_signing_duration_seconds',
+    /** histogram{route}: one gateway round trip (one attempt). */
+    gatewayDuration: 'signing_sidecar_gateway_request_duration_seconds',
+    /** histogram{route}: whole client request, from first byte in to last byte out. */
+    requestDuration: 'signing_sidecar_request_duration_seconds',
+    /** gauge: gateway Date header minus local clock, seconds (positive: gateway ahead). */
+    clockSkew: 'signing_sidecar_gateway_clock_skew_seconds',
+    /** gauge{version, environment, key_fingerprint} = 1. */
+    buildInfo: 'signing_sidecar_build_info',
+    /** gauge: 1 when ready to serve (key loaded, valid token, not draining). */
+    ready: 'signing_sidecar_ready',
+    /** gauge: client requests in flight. */
+    inFlight: 'signing_sidecar_in_flight_requests',
+};
+/** Bounded label set for gateway error codes: anything else is counted as "other". */
+export const GATEWAY_ERROR_CODES = [
+    'FAILED',
+    'signature.verify.failed',
+    'signature.timestamp.expired',
+    'signature.timestamp.future',
+    'signature.nonce.replayed',
+    'ip.forbidden',
+    'other',
+];

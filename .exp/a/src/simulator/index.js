@@ -1,0 +1,135 @@
+// Public entry of the gateway simulator: startSimulator() wires the stores, the verifier and the HTTP(S)
+// server, and returns handles that tests, the demo and the bench use instead of the HTTP control API.
+import { createPrivateKey, createPublicKey, generateKeyPair } from 'node:crypto';
+import { createServer as createHttpServer } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { promisify } from 'node:util';
+import { loadAccounts } from './accounts.js';
+import { parsePublicBase } from './canonical-url.js';
+import { createClock } from './clock.js';
+import { createFaultInjector } from './faults.js';
+import { createAllowList } from './ip-allow.js';
+import { silentLogger } from './log.js';
+import { createNonceStore } from './nonce-store.js';
+import { DEFAULT_HOST, DEFAULT_REFRESH_TOKEN_FIELD, checkNumericOptions } from './options.js';
+import { createPostbackSender } from './postbacks.js';
+import { createRequestListener } from './server.js';
+import { generateTlsMaterial } from './tls.js';
+import { DEFAULT_ACCESS_TOKEN_TTL_SECONDS, DEFAULT_REFRESH_TOKEN_TTL_SECONDS, createTokenStore } from './token-store.js';
+import { createTransactionStore, transactionJson } from './transactions.js';
+import { MAX_BODY_BYTES } from './http-io.js';
+export { AccountConfigError, DEFAULT_ALLOW_IPS } from './accounts.js';
+export { readAccountsFile } from './accounts-file.js';
+export { createSimLogger } from './log.js';
+export async function startSimulator(options) {
+    checkNumericOptions(options);
+    const accounts = loadAccounts(options.accounts);
+    let base = options.publicBaseUrl === undefined ? undefined : parsePublicBase(options.publicBaseUrl);
+    const [postbackKey, tls] = await Promise.all([postbackPrivateKey(options), tlsMaterial(options, base)]);
+    const ctx = buildContext(options, accounts, postbackKey, () => {
+        if (base === undefined)
+            throw new Error('simulator base address used before listen');
+        return base;
+    });
+    const listener = createRequestListener(ctx);
+    const server = tls === undefined
+        ? createHttpServer(listener)
+        : createHttpsServer({ cert: tls.certPem, key: tls.keyPem }, listener);
+    hardenServer(server, ctx);
+    const listenUrl = await listen(server, options.host ?? DEFAULT_HOST, options.port ?? 0, tls !== undefined);
+    base ??= parsePublicBase(listenUrl);
+    const baseUrl = base.origin + base.pathPrefix;
+    ctx.logger.info({ event: 'sim.started', listenUrl, baseUrl, accounts: [...accounts.keys()] }, 'simulator listening');
+    return {
+        baseUrl,
+        listenUrl,
+        port: server.address().port,
+        caPem: tls?.caPem,
+        postbackPublicKeyPem: createPublicKey(postbackKey).export({ type: 'spki', format: 'pem' }).toString(),
+        clock: ctx.clock,
+        faults: { inject: (spec) => ctx.faults.add(spec), clear: () => ctx.faults.clear(), pending: () => ctx.faults.list() },
+        transactions: () => ctx.transactions.list().map(transactionJson),
+        complete: (id, status) => Promise.resolve().then(() => transactionJson(ctx.transactions.complete(id, status))),
+        postbacks: () => ctx.postbacks.attempts(),
+        close: () => shutdown(server, ctx),
+    };
+}
+function buildContext(options, accounts, postbackKey, base) {
+    const logger = options.logger ?? silentLogger();
+    const clock = createClock();
+    const postbacks = createPostbackSender({ clock, privateKey: postbackKey, logger, retry: options.postbackRetry ?? {} });
+    const transactions = createTransactionStore({
+        clock,
+        autoCompleteMs: options.postbackDelayMs ?? null,
+        autoCompleteStatus: options.autoCompleteStatus ?? 'SUCCESS',
+        onFinal: (tx) => {
+            const account = accounts.get(tx.username);
+            if (account?.webhookUrl === undefined)
+                return;
+            postbacks.send({ url: account.webhookUrl, signed: account.signedPostbacks }, tx);
+        },
+    });
+    return {
+        clock,
+        accounts,
+        anyAccountAllows: createAllowList([...accounts.values()].flatMap((a) => a.allowIps)),
+        tokens: createTokenStore(clock, {
+            accessSeconds: options.accessTokenTtlSeconds ?? DEFAULT_ACCESS_TOKEN_TTL_SECONDS,
+            refreshSeconds: options.refreshTokenTtlSeconds ?? DEFAULT_REFRESH_TOKEN_TTL_SECONDS,
+        }),
+        nonces: createNonceStore(clock, options.nonceWindowSeconds),
+        transactions,
+        postbacks,
+        faults: createFaultInjector(),
+        logger,
+        refreshTokenField: options.refreshTokenField ?? DEFAULT_REFRESH_TOKEN_FIELD,
+        maxBodyBytes: options.maxBodyBytes ?? MAX_BODY_BYTES,
+        base,
+    };
+}
+async function postbackPrivateKey(options) {
+    if (options.postbackPrivateKeyPem !== undefined)
+        return createPrivateKey(options.postbackPrivateKeyPem);
+    const { privateKey } = await promisify(generateKeyPair)('rsa', { modulusLength: 2048 });
+    return privateKey;
+}
+async function tlsMaterial(options, base) {
+    const tls = options.tls;
+    if (tls === undefined || tls === false)
+        return undefined;
+    if (tls === true)
+        return generateTlsMaterial(base === undefined ? options.host : new URL(base.origin).hostname);
+    return { certPem: tls.certPem, keyPem: tls.keyPem, caPem: tls.caPem };
+}
+/** Bounds what a slow or broken client can hold, and answers unparsable HTTP instead of hanging up silently. */
+function hardenServer(server, ctx) {
+    server.headersTimeout = 15_000;
+    server.requestTimeout = 30_000;
+    server.keepAliveTimeout = 5_000;
+    server.on('clientError', (err, socket) => {
+        ctx.logger.warn({ event: 'request.malformed', reason: err.code ?? err.message }, 'unparsable HTTP request');
+        if (socket.writable)
+            socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+        else
+            socket.destroy();
+    });
+}
+function listen(server, host, port, https) {
+    return new Promise((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => {
+            server.off('error', reject);
+            const { address, port: actual } = server.address();
+            // A wildcard bind is reachable on loopback; that is the address a local client should use.
+            const shown = address === '0.0.0.0' ? '127.0.0.1' : address === '::' ? '::1' : address;
+            const hostPart = shown.includes(':') ? `[${shown}]` : shown;
+            resolve(`${https ? 'https' : 'http'}://${hostPart}:${actual}`);
+        });
+    });
+}
+async function shutdown(server, ctx) {
+    ctx.transactions.stop();
+    const closed = new Promise((resolve) => server.close(() => resolve()));
+    server.closeAllConnections();
+    await Promise.all([closed, ctx.postbacks.close()]);
+}

@@ -1,0 +1,23 @@
+// Structured logs. The refusal line is the simulator's most useful output: it says exactly which check failed
+// and why, so a vendor can fix their client. It never carries passwords, tokens, signatures or payload data.
+import { pino } from 'pino';
+/** Belt and braces: field names that must never reach a log line even if a future change passes them in. */
+const REDACT = [
+    'password',
+    '*.password',
+    'access_token',
+    'refresh_token',
+    'authorization',
+    '*.authorization',
+    'signature',
+    'data',
+    '*.data',
+];
+export function createSimLogger(destination, level = 'info') {
+    const options = { name: 'gateway-simulator', level, redact: { paths: REDACT, censor: '[redacted]' } };
+    return destination === undefined ? pino(options) : pino(options, destination);
+}
+/** Tests and library users that pass no logger get silence, not a flood on stdout. */
+export function silentLogger() {
+    return pino({ level: 'silent' });
+}

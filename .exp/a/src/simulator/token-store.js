@@ -1,0 +1,67 @@
+// Access and refresh tokens, with the three rules of spec 4.1: refresh rotates (the old refresh token dies),
+// a password login supersedes every access token issued before it, and both kinds expire.
+// Lifetimes are measured on the simulator's clock, so shifting the clock expires tokens without waiting.
+import { randomBytes } from 'node:crypto';
+export const DEFAULT_ACCESS_TOKEN_TTL_SECONDS = 15 * 60;
+export const DEFAULT_REFRESH_TOKEN_TTL_SECONDS = 8 * 60 * 60;
+export function createTokenStore(clock, ttl) {
+    const access = new Map();
+    const refresh = new Map();
+    const generations = new Map();
+    // Records are kept past expiry so the refusal can say "expired" rather than "unknown"; this grace bounds memory.
+    const graceMs = Math.max(ttl.refreshSeconds, ttl.accessSeconds) * 1000;
+    const prune = () => {
+        const cutoff = clock.nowMs() - graceMs;
+        for (const [token, rec] of access)
+            if (rec.expiresAtMs < cutoff)
+                access.delete(token);
+        for (const [token, rec] of refresh)
+            if (rec.expiresAtMs < cutoff)
+                refresh.delete(token);
+    };
+    const issue = (username) => {
+        prune();
+        // Whole seconds, so the RFC 3339 expiry a client reads is exactly when the token stops working.
+        const nowSec = Math.floor(clock.nowMs() / 1000);
+        const tokens = {
+            accessToken: `sim_at_${randomBytes(24).toString('base64url')}`,
+            accessExpiresAtMs: (nowSec + ttl.accessSeconds) * 1000,
+            refreshToken: `sim_rt_${randomBytes(24).toString('base64url')}`,
+            refreshExpiresAtMs: (nowSec + ttl.refreshSeconds) * 1000,
+        };
+        const generation = generations.get(username) ?? 0;
+        access.set(tokens.accessToken, { username, expiresAtMs: tokens.accessExpiresAtMs, generation });
+        refresh.set(tokens.refreshToken, { username, expiresAtMs: tokens.refreshExpiresAtMs, rotated: false });
+        return tokens;
+    };
+    return {
+        passwordLogin(username) {
+            generations.set(username, (generations.get(username) ?? 0) + 1);
+            return issue(username);
+        },
+        refresh(token) {
+            const rec = refresh.get(token);
+            if (rec === undefined)
+                return { ok: false, reason: 'unknown' };
+            if (rec.rotated)
+                return { ok: false, reason: 'rotated', username: rec.username };
+            if (clock.nowMs() >= rec.expiresAtMs)
+                return { ok: false, reason: 'expired', username: rec.username };
+            rec.rotated = true;
+            return { ok: true, tokens: issue(rec.username) };
+        },
+        checkAccess(token) {
+            const rec = access.get(token);
+            if (rec === undefined)
+                return { ok: false, reason: 'unknown' };
+            if (rec.generation < (generations.get(rec.username) ?? 0)) {
+                return { ok: false, reason: 'superseded', username: rec.username };
+            }
+            if (clock.nowMs() >= rec.expiresAtMs)
+                return { ok: false, reason: 'expired', username: rec.username };
+            return { ok: true, username: rec.username };
+        },
+        ownerOf: (token) => access.get(token)?.username,
+        refreshOwner: (token) => refresh.get(token)?.username,
+    };
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env node
+// Process entry: argv, signals, exit codes. The only file that touches process.exit.
+import { COMMANDS } from './cli/commands.js';
+import { EXIT } from './cli/command.js';
+function usage() {
+    const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`);
+    return `Usage: signing-sidecar <command> [options]\n\nCommands:\n${lines.join('\n')}\n\nRun "signing-sidecar <command> --help" for a command's options.\n`;
+}
+const stopSignal = new Promise((resolve) => {
+    for (const signal of ['SIGTERM', 'SIGINT'])
+        process.once(signal, () => resolve(signal));
+});
+async function main(argv) {
+    const [name, ...rest] = argv;
+    if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+        process.stdout.write(usage());
+        return name === undefined ? EXIT.usage : EXIT.ok;
+    }
+    const command = COMMANDS[name];
+    if (!command) {
+        process.stderr.write(`signing-sidecar: unknown command "${name}"\n${usage()}`);
+        return EXIT.usage;
+    }
+    const io = { stdout: process.stdout, stderr: process.stderr, env: process.env, stopSignal };
+    return command.run(rest, io);
+}
+main(process.argv.slice(2)).then((code) => process.exit(code), (err) => {
+    // Unexpected failures print the error type and message only: stack traces can carry values.
+    const message = err instanceof Error ? `${err.name}: ${err.message}` : 'unknown error';
+    process.stderr.write(`signing-sidecar: fatal: ${message}\n`);
+    process.exit(EXIT.failed);
+});

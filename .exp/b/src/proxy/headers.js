@@ -1,0 +1,33 @@
+// RFC 9110 7.6.1 hop-by-hop headers, plus those whose value the sidecar computes itself.
+const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade'];
+// Never taken from a client: the sidecar alone authenticates and signs, and the destination is fixed.
+const OWNED_BY_SIDECAR = ['authorization', 'x-timestamp', 'x-nonce', 'x-signature', 'host', 'content-length', 'content-type', 'content-encoding', 'expect', 'accept-encoding'];
+const DROP_REQUEST = new Set([...HOP_BY_HOP, ...OWNED_BY_SIDECAR]);
+const DROP_RESPONSE = new Set([...HOP_BY_HOP, 'content-length']);
+/** Headers named in Connection are hop-by-hop too (RFC 9110 7.6.1). */
+function connectionNamed(connection) {
+    const value = Array.isArray(connection) ? connection.join(',') : (connection ?? '');
+    return new Set(value.split(',').map((h) => h.trim().toLowerCase()).filter((h) => h !== ''));
+}
+/** Client headers that may travel to the gateway (e.g. Accept, User-Agent, X-Request-Id). */
+export function forwardableRequestHeaders(headers) {
+    const extra = connectionNamed(headers.connection);
+    const out = {};
+    for (const [name, value] of Object.entries(headers)) {
+        if (value === undefined || DROP_REQUEST.has(name) || extra.has(name))
+            continue;
+        out[name] = Array.isArray(value) ? value.join(', ') : value;
+    }
+    return out;
+}
+/** Gateway headers handed back to the client unchanged, minus hop-by-hop ones. */
+export function forwardableResponseHeaders(headers) {
+    const extra = connectionNamed(headers.connection);
+    const out = {};
+    for (const [name, value] of Object.entries(headers)) {
+        if (DROP_RESPONSE.has(name) || extra.has(name))
+            continue;
+        out[name] = value;
+    }
+    return out;
+}

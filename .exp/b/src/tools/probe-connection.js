@@ -1,0 +1,48 @@
+import { connect as netConnect, isIP } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
+import { dialTarget, trustedCas } from './upstream-tls.js';
+// Certificate errors that a private gateway CA typically causes; the fix is the CA setting, so say so.
+const CA_ERRORS = new Set(['SELF_SIGNED_CERT_IN_CHAIN', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY']);
+function failure(err, what) {
+    const code = err.code ?? err.message;
+    const hint = CA_ERRORS.has(code) ? ' (trust the gateway CA with SIDECAR_UPSTREAM_CA_FILE)' : '';
+    return { mark: '✘', detail: `${what} failed: ${code}${hint}` };
+}
+/** Settles once: on the first of connect, error or timeout, and always destroys the socket. */
+function settle(socket, timeoutMs, onConnect, what) {
+    return new Promise((resolve) => {
+        const done = (result) => {
+            socket.destroy();
+            resolve(result);
+        };
+        socket.setTimeout(timeoutMs, () => done({ mark: '✘', detail: `${what} timed out after ${timeoutMs} ms` }));
+        socket.once('error', (err) => done(failure(err, what)));
+        socket.once(what === 'TLS handshake' ? 'secureConnect' : 'connect', () => done(onConnect(socket)));
+    });
+}
+function describeTls(socket) {
+    const cert = socket.getPeerCertificate();
+    const subject = typeof cert.subject?.CN === 'string' ? cert.subject.CN : 'unknown subject';
+    const issuer = typeof cert.issuer?.CN === 'string' ? cert.issuer.CN : 'unknown issuer';
+    return {
+        mark: '✔',
+        detail: `TCP and TLS ok (${socket.getProtocol() ?? 'TLS'}, certificate "${subject}" issued by "${issuer}", valid until ${cert.valid_to})`,
+    };
+}
+/** Opens one connection to the gateway: TCP, and the TLS handshake with certificate and host name checks. */
+export function probeConnection(base, ca, timeoutMs) {
+    const { host, port } = dialTarget(base.origin);
+    if (base.protocol === 'http:') {
+        const socket = netConnect({ host, port });
+        return settle(socket, timeoutMs, () => ({ mark: '✔', detail: 'TCP ok; TLS not applicable (http:// loopback address, simulator or tests only)' }), 'TCP connect');
+    }
+    const socket = tlsConnect({
+        host,
+        port,
+        // SNI must be a host name; for an IP literal Node checks the certificate's IP SAN instead.
+        servername: isIP(host) === 0 ? host : undefined,
+        ca: trustedCas(ca),
+        rejectUnauthorized: true,
+    });
+    return settle(socket, timeoutMs, describeTls, 'TLS handshake');
+}

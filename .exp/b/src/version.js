@@ -1,0 +1,15 @@
+import { readFileSync } from 'node:fs';
+/** The package version, found by walking up from this file (src/ under tsx, dist/src/ when built). */
+export function packageVersion() {
+    for (const up of ['../package.json', '../../package.json']) {
+        try {
+            const pkg = JSON.parse(readFileSync(new URL(up, import.meta.url), 'utf8'));
+            if (pkg.name === 'signing-sidecar' && pkg.version)
+                return pkg.version;
+        }
+        catch {
+            // not at this level; try the next one up
+        }
+    }
+    return 'unknown';
+}
