@@ -59,6 +59,7 @@ function send(res: ServerResponse, status: number, contentType: string, body: st
   res.end(body);
 }
 
-function isLoopback(address: string | undefined): boolean {
+/** Loopback peers only: /quitquitquit must not be reachable from other pods even when the admin port is. */
+export function isLoopback(address: string | undefined): boolean {
   return address === '::1' || address?.startsWith('127.') === true || address?.startsWith('::ffff:127.') === true;
 }

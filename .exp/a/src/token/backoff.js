@@ -1,8 +1,0 @@
-/** Capped exponential backoff with full jitter (AWS architecture blog): spreads replicas that fail together. */
-export function backoffDelayMs(attempt, baseMs, capMs, random = Math.random) {
-    const ceiling = Math.min(capMs, baseMs * 2 ** Math.max(0, attempt));
-    return Math.max(baseMs / 2, Math.floor(random() * ceiling));
-}
-export function sleep(ms) {
-    return new Promise((resolve) => setTimeout(resolve, ms));
-}
