@@ -31,6 +31,11 @@ export const USAGE = `Usage: npm run bench -- [options]
   --log-level LEVEL      sidecar log level (default info, the product's default)
   --no-compare           skip the throughput run at the other log level
   --cpu-prof DIR         run the sidecar with --cpu-prof, profiles written to DIR
+
+Environment (for A/B comparisons and profiling):
+  BENCH_SIDECAR_ENTRY         another build's main.js instead of dist/src/main.js
+  BENCH_SIDECAR_NODE_OPTIONS  NODE_OPTIONS for the sidecar only (e.g. --perf-basic-prof for perf)
+  UV_THREADPOOL_SIZE          passed through to the sidecar (libuv's pool runs the signatures)
 `;
 
 export function parseBenchArgs(argv: readonly string[]): BenchOptions | 'help' {

@@ -71,6 +71,10 @@ export async function startSidecar(ws: Workspace, options: SidecarOptions): Prom
     SIDECAR_SHUTDOWN_DRAIN_DELAY_MS: '0',
     SIDECAR_SHUTDOWN_MAX_DELAY_MS: '2000',
     SIDECAR_LOG_LEVEL: options.logLevel,
+    // libuv's pool runs the signatures; its size is a deployment knob worth comparing, so it is passed through.
+    ...(process.env.UV_THREADPOOL_SIZE ? { UV_THREADPOOL_SIZE: process.env.UV_THREADPOOL_SIZE } : {}),
+    // For profiling with perf (e.g. "--perf-basic-prof"); unset in normal runs.
+    ...(process.env.BENCH_SIDECAR_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SIDECAR_NODE_OPTIONS } : {}),
   };
   const args = [...(options.nodeFlags ?? []), SIDECAR_ENTRY, 'serve'];
   let started: Started;

@@ -3,9 +3,10 @@ import type { DestinationStream } from 'pino';
 import type { Config } from './config/config.js';
 import { closeServer, ConnectionTracker, listen, sleep } from './lifecycle.js';
 import { createAdminServer } from './observability/health.js';
-import { createLogger, type Logger } from './observability/log.js';
+import { createLogger, createRequestLogger, type Logger } from './observability/log.js';
 import { SidecarMetrics } from './observability/metrics.js';
-import { createProxyHandler } from './proxy/handler.js';
+import { sidecarErrors } from './errors.js';
+import { createProxyHandler, writeSidecarError } from './proxy/handler.js';
 import { createRouter } from './proxy/routes.js';
 import { publicKeyFingerprint } from './signing/keys.js';
 import { createSigner } from './signing/signer.js';
@@ -61,6 +62,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
       forwarder,
       metrics,
       log,
+      requestLog: createRequestLogger(log),
       route: createRouter(config.signedRoutes),
       maxBodyBytes: config.maxBodyBytes,
       connectRetryDeadlineMs: config.upstream.connectRetryDeadlineMs,
@@ -92,13 +94,17 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
       await sleep(config.shutdown.drainDelayMs);
       const closing = closeServer(proxy);
       const drained = await tracker.waitIdle(config.shutdown.maxDelayMs);
+      // Out of time: every client still waiting gets one definitive answer before its connection goes. The
+      // request may be at the gateway, so that answer is outcome_unknown (never retryable), not silence.
+      const abandoned = tracker.unanswered();
+      for (const res of abandoned) writeSidecarError(res, sidecarErrors.outcomeUnknown(504, 'shutdown'));
       proxy.closeAllConnections();
       await closing;
       tokens.stop();
-      await forwarder.close();
+      await (drained ? forwarder.close() : forwarder.destroy());
       await closeServer(admin);
       admin.closeAllConnections();
-      log.info({ event: 'shutdown.done', drained, abandoned: tracker.active }, 'stopped');
+      log.info({ event: 'shutdown.done', drained, answeredOutcomeUnknown: abandoned.length }, 'stopped');
       finish();
     })());
   metrics.trackReadiness(isReady);

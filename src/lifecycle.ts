@@ -1,28 +1,32 @@
-import type { Server } from 'node:http';
-import type { Socket } from 'node:net';
+import type { Server, ServerResponse } from 'node:http';
 
-/** Tracks a server's connections and in-flight requests so shutdown can wait for the work, not guess. */
+/** Tracks a server's in-flight requests so shutdown can wait for the work, not guess. */
 export class ConnectionTracker {
-  private inFlight = 0;
+  private readonly open = new Set<ServerResponse>();
   private readonly idleWaiters: Array<() => void> = [];
 
-  constructor(private readonly server: Server) {
-    server.on('request', (_req, res: { once(event: 'close', cb: () => void): void }) => {
-      this.inFlight++;
+  constructor(server: Server) {
+    server.on('request', (_req, res: ServerResponse) => {
+      this.open.add(res);
       res.once('close', () => {
-        this.inFlight--;
-        if (this.inFlight === 0) this.idleWaiters.splice(0).forEach((wake) => wake());
+        this.open.delete(res);
+        if (this.open.size === 0) this.idleWaiters.splice(0).forEach((wake) => wake());
       });
     });
   }
 
   get active(): number {
-    return this.inFlight;
+    return this.open.size;
+  }
+
+  /** Responses not yet finished (their request is still being handled). */
+  unanswered(): ServerResponse[] {
+    return [...this.open].filter((res) => !res.headersSent);
   }
 
   /** Resolves when no request is in flight, or after `maxMs`, whichever comes first; true when drained. */
   waitIdle(maxMs: number): Promise<boolean> {
-    if (this.inFlight === 0) return Promise.resolve(true);
+    if (this.open.size === 0) return Promise.resolve(true);
     return new Promise((resolve) => {
       const timer = setTimeout(() => resolve(false), maxMs);
       this.idleWaiters.push(() => {
@@ -58,4 +62,3 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-export type { Socket };

@@ -21,6 +21,7 @@ export interface Config {
     readonly connectTimeoutMs: number;
     readonly responseTimeoutMs: number;
     readonly connectRetryDeadlineMs: number;
+    readonly keepAliveTimeoutMs: number;
     readonly connections: number;
   };
   readonly signedRoutes: readonly string[];

@@ -23,6 +23,21 @@ function settingName(schema: ConfigSchema, key: string): string {
   return env ? `${env} (${key})` : key;
 }
 
+/**
+ * Parser messages quote the text around a syntax error, and a config file may hold the password: only the
+ * error kind and its position are reported, never the parser's own message.
+ */
+function describeFileError(err: unknown): string {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (typeof code === 'string' && code.startsWith('E')) return `cannot read it (${code})`;
+  const message = err instanceof Error ? err.message : '';
+  const line = /line (\d+)/i.exec(message)?.[1];
+  const column = /column (\d+)/i.exec(message)?.[1];
+  const position = /position (\d+)/i.exec(message)?.[1];
+  const where = line ? ` at line ${line}${column ? `, column ${column}` : ''}` : position ? ` at character ${position}` : '';
+  return `syntax error${where} (not valid JSON or YAML)`;
+}
+
 function readSecretFile(setting: string, path: string): string {
   try {
     return readFileSync(path, 'utf8');
@@ -45,7 +60,7 @@ function loadSchema(env: NodeJS.ProcessEnv): ConfigSchema {
     try {
       schema.loadFile(file);
     } catch (err) {
-      throw new ConfigError('SIDECAR_CONFIG_FILE', `cannot load ${file}: ${(err as Error).message}`);
+      throw new ConfigError('SIDECAR_CONFIG_FILE', `cannot load ${file}: ${describeFileError(err)}`);
     }
   }
   try {

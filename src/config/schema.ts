@@ -9,6 +9,12 @@ const positiveInt = (name: string) => (value: unknown) => {
   }
 };
 
+const nonNegativeInt = (name: string) => (value: unknown) => {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
+    throw new Error(`${name} must be a whole number >= 0`);
+  }
+};
+
 export function buildSchema(env: NodeJS.ProcessEnv) {
   return convict(
     {
@@ -82,6 +88,12 @@ export function buildSchema(env: NodeJS.ProcessEnv) {
         default: 10_000,
         env: 'SIDECAR_UPSTREAM_CONNECT_RETRY_DEADLINE_MS',
       },
+      keepAliveTimeoutMs: {
+        doc: 'Close an idle gateway connection after this long (kept below the gateway idle timeout, so a request is never written to a socket the gateway is closing).',
+        format: positiveInt('upstream.keepAliveTimeoutMs'),
+        default: 4_000,
+        env: 'SIDECAR_UPSTREAM_KEEPALIVE_TIMEOUT_MS',
+      },
       connections: {
         doc: 'Maximum keep-alive connections to the gateway.',
         format: positiveInt('upstream.connections'),
@@ -130,13 +142,13 @@ export function buildSchema(env: NodeJS.ProcessEnv) {
     shutdown: {
       drainDelayMs: {
         doc: 'After SIGTERM, keep serving new requests this long while readiness is false, so endpoints drain.',
-        format: Number,
+        format: nonNegativeInt('shutdown.drainDelayMs'),
         default: 5_000,
         env: 'SIDECAR_SHUTDOWN_DRAIN_DELAY_MS',
       },
       maxDelayMs: {
         doc: 'After the drain delay, wait at most this long for in-flight requests before exiting.',
-        format: Number,
+        format: positiveInt('shutdown.maxDelayMs'),
         default: 30_000,
         env: 'SIDECAR_SHUTDOWN_MAX_DELAY_MS',
       },

@@ -37,3 +37,12 @@ export function createLogger(level: LogLevel, destination?: DestinationStream): 
   };
   return destination ? pino(options, destination) : pino(options);
 }
+
+/**
+ * The per-request line is built only from values the sidecar computes itself (route, status, codes, counts,
+ * durations, payload length and SHA-256, a sanitised request id), so it skips the redaction pass, which is the
+ * costliest part of a log call on the hot path. Everything else keeps going through the redacting logger.
+ */
+export function createRequestLogger(log: Logger): Logger {
+  return log.child({}, { redact: [] });
+}

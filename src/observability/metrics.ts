@@ -55,6 +55,9 @@ export class SidecarMetrics {
   private readonly gatewayLatency = this.histogram(METRICS.gatewayDuration, 'One gateway round trip (one attempt).');
   private readonly requestLatency = this.histogram(METRICS.requestDuration, 'Whole client request through the sidecar.');
   private readonly skew = this.gauge(METRICS.clockSkew, 'Gateway Date header minus local clock, in seconds.');
+  private readonly requestChildren = new Map<string, Counter.Internal>();
+  private readonly requestLatencyChildren = new Map<string, Histogram.Internal<'route'>>();
+  private readonly gatewayLatencyChildren = new Map<string, Histogram.Internal<'route'>>();
   private isReady: () => boolean = () => false;
   // Computed at scrape time from the live state, so it can never lag behind what /readyz says.
   private readonly readyGauge: Gauge = new Gauge({
@@ -87,8 +90,10 @@ export class SidecarMetrics {
   }
 
   requestDone(route: string, status: number, code: string, seconds: number): void {
-    this.requests.inc({ route, status_class: `${Math.floor(status / 100)}xx`, code });
-    this.requestLatency.observe({ route }, seconds);
+    const statusClass = `${Math.floor(status / 100)}xx`;
+    // Bound children are cached: prom-client otherwise hashes the label object on every call (hot path).
+    this.bound(this.requestChildren, `${route}\n${statusClass}\n${code}`, () => this.requests.labels(route, statusClass, code)).inc();
+    this.bound(this.requestLatencyChildren, route, () => this.requestLatency.labels(route)).observe(seconds);
   }
 
   gatewayError(code: GatewayErrorCode): void {
@@ -113,7 +118,16 @@ export class SidecarMetrics {
   }
 
   gatewayRoundTrip(route: string, seconds: number): void {
-    this.gatewayLatency.observe({ route }, seconds);
+    this.bound(this.gatewayLatencyChildren, route, () => this.gatewayLatency.labels(route)).observe(seconds);
+  }
+
+  private bound<T>(cache: Map<string, T>, key: string, make: () => T): T {
+    let child = cache.get(key);
+    if (child === undefined) {
+      child = make();
+      cache.set(key, child);
+    }
+    return child;
   }
 
   clockSkew(seconds: number): void {

@@ -1,9 +1,12 @@
 import { GATEWAY_ERROR_CODES, type GatewayErrorCode } from '../observability/metric-names.js';
 import type { UpstreamResponse } from '../upstream/forwarder.js';
 
-/** The gateway's own `code` field, if its body is a JSON object that has one. */
+/**
+ * The gateway's own `code` field of an error answer, if its body is a JSON object that has one. Successes are
+ * not parsed: nothing reads their code, and they are the hot path.
+ */
 export function gatewayCode(response: UpstreamResponse): string | undefined {
-  if (response.body.length === 0 || response.body.length > 64 * 1024) return undefined;
+  if (response.status < 400 || response.body.length === 0 || response.body.length > 64 * 1024) return undefined;
   try {
     const value: unknown = JSON.parse(response.body.toString('utf8'));
     if (typeof value !== 'object' || value === null) return undefined;

@@ -4,6 +4,7 @@ import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
 import { isJsonContentType, readBody } from './body.js';
 import { wrapEnvelope } from './envelope.js';
+import { errorCode } from '../upstream/forwarder.js';
 import { errorLabel } from './gateway-answer.js';
 import { forwardableRequestHeaders, forwardableResponseHeaders } from './headers.js';
 import { requestId } from './request-id.js';
@@ -15,6 +16,8 @@ export interface HandlerDeps extends SignedSendDeps {
   readonly route: (method: string, requestTarget: string) => RouteMatch;
   readonly maxBodyBytes: number;
   readonly log: Logger;
+  /** Logger for the one line per request; see createRequestLogger. */
+  readonly requestLog: Logger;
   readonly metrics: SidecarMetrics;
 }
 
@@ -24,7 +27,10 @@ interface Outcome {
   code: string;
   /** The gateway's own code, for the log line only (unbounded, so never a label). */
   gatewayCode?: string;
+  /** Copies of the request that reached (or may have reached) the gateway: 0 means certainly none. */
   attempts: number;
+  /** The network error code behind unreachable / outcome_unknown (never the error's message). */
+  causeCode?: string;
   payloadBytes?: number;
   payloadSha256?: string;
 }
@@ -43,9 +49,9 @@ export function createProxyHandler(deps: HandlerDeps) {
       .then((outcome) => {
         const durationMs = performance.now() - started;
         deps.metrics.requestDone(route, outcome.status, outcome.code, durationMs / 1000);
-        logRequest(deps.log, { requestId: id, route, durationMs: Math.round(durationMs * 1000) / 1000, ...outcome });
+        logRequest(deps.requestLog, { requestId: id, route, durationMs: Math.round(durationMs * 1000) / 1000, ...outcome });
       })
-      .catch((err: unknown) => deps.log.error({ event: 'handler.bug', err }, 'request accounting failed'))
+      .catch((err: unknown) => deps.log.error({ event: 'handler.bug', ...describeBug(err) }, 'request accounting failed'))
       .finally(() => deps.metrics.inFlight(-1));
   };
 }
@@ -71,29 +77,43 @@ async function handle(deps: HandlerDeps, req: IncomingMessage, res: ServerRespon
     });
     if (result.gatewayCode === 'signature.verify.failed') logVerifyFailure(deps.log, id, result, envelope.data);
     const { response } = result;
-    res.writeHead(response.status, { ...forwardableResponseHeaders(response.headers), 'x-request-id': id });
-    res.end(response.body);
+    if (!res.headersSent) {
+      res.writeHead(response.status, { ...forwardableResponseHeaders(response.headers), 'x-request-id': id });
+      res.end(response.body);
+    }
     const code = errorLabel(response.status, result.gatewayCode) ?? 'ok';
     const gatewayCode = result.gatewayCode?.slice(0, 100);
     return { status: response.status, code, ...(gatewayCode ? { gatewayCode } : {}), attempts: result.attempts, ...payload };
   } catch (err) {
     const error = asSidecarError(err);
-    writeError(res, error);
-    return { status: error.status, code: error.code, attempts: progress.sent, ...payload };
+    writeSidecarError(res, error);
+    const causeCode = errorCode(error.cause);
+    return { status: error.status, code: error.code, attempts: progress.sent, ...(causeCode ? { causeCode } : {}), ...payload };
   }
 }
 
 function fail(deps: HandlerDeps, req: IncomingMessage, res: ServerResponse, error: SidecarError): Outcome {
-  if (error.code === 'sidecar.internal') deps.log.error({ event: 'handler.error', err: error.cause }, 'unexpected error');
+  if (error.code === 'sidecar.internal') deps.log.error({ event: 'handler.error', ...describeBug(error.cause) }, 'unexpected error');
   // A refused body may still be arriving: close the connection after answering rather than read it all.
-  if (!req.complete) res.setHeader('connection', 'close');
-  writeError(res, error);
+  if (!req.complete && !res.headersSent) res.setHeader('connection', 'close');
+  writeSidecarError(res, error);
   return { status: error.status, code: error.code, attempts: 0 };
 }
 
-function writeError(res: ServerResponse, error: SidecarError): void {
+/**
+ * A bug report without the error's message: messages of parsers and libraries can quote the values they
+ * choked on, which may be payload or secrets. The name, code and call stack locate the bug well enough.
+ */
+function describeBug(cause: unknown): Record<string, string | undefined> {
+  if (!(cause instanceof Error)) return { errorType: typeof cause };
+  const frames = cause.stack?.split('\n').filter((line) => line.trimStart().startsWith('at ')).slice(0, 8).join('\n');
+  return { errorName: cause.name, errorCode: errorCode(cause), stack: frames };
+}
+
+/** Writes a sidecar error, unless an answer was already given (by shutdown) to this client. */
+export function writeSidecarError(res: ServerResponse, error: SidecarError): void {
   if (res.headersSent) {
-    res.destroy();
+    if (!res.writableEnded) res.destroy();
     return;
   }
   const body = JSON.stringify(error.toBody());

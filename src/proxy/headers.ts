@@ -6,7 +6,10 @@ const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'proxy-authe
 // Never taken from a client: the sidecar alone authenticates and signs, and the destination is fixed.
 const OWNED_BY_SIDECAR = ['authorization', 'x-timestamp', 'x-nonce', 'x-signature', 'host', 'content-length', 'content-type', 'content-encoding', 'expect', 'accept-encoding'];
 
-const DROP_REQUEST = new Set([...HOP_BY_HOP, ...OWNED_BY_SIDECAR]);
+// Internal context that has no business at a third party: session cookies and the cluster's addresses.
+const INTERNAL_ONLY = ['cookie', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'x-real-ip', 'via'];
+
+const DROP_REQUEST = new Set([...HOP_BY_HOP, ...OWNED_BY_SIDECAR, ...INTERNAL_ONLY]);
 const DROP_RESPONSE = new Set([...HOP_BY_HOP, 'content-length']);
 
 /** Headers named in Connection are hop-by-hop too (RFC 9110 7.6.1). */

@@ -57,30 +57,37 @@ interface Attempt {
 export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): Promise<SignedResult> {
   const now = deps.now ?? Date.now;
   const giveUpAt = performance.now() + deps.connectRetryDeadlineMs;
+  const progress = request.progress ?? { sent: 0 };
   let token = await deps.tokens.token();
   let tokenRetried = false;
   let connectFailures = 0;
-  for (let attempts = 1; ; attempts++) {
+  for (;;) {
     const { outcome, signed } = await attempt(deps, request, token.accessToken.reveal(), now());
-    if (outcome.kind !== 'not_sent' && request.progress) request.progress.sent++;
     if (outcome.kind === 'not_sent') {
       const delay = backoffDelayMs(connectFailures++, 100, 2_000);
-      if (performance.now() + delay >= giveUpAt) throw sidecarErrors.upstreamUnreachable(outcome.error);
+      // A refused, unresolvable or timed-out connection may heal; a certificate the sidecar does not trust
+      // will not, so it is answered at once (still retryable: nothing was sent).
+      if (!outcome.transient || performance.now() + delay >= giveUpAt) throw sidecarErrors.upstreamUnreachable(outcome.error);
       deps.metrics.retry('connect_failed');
       await sleep(delay);
       continue;
     }
+    progress.sent++;
     if (outcome.kind === 'sent_no_answer') throw sidecarErrors.outcomeUnknown(outcome.timedOut ? 504 : 502, outcome.error);
     const { response } = outcome;
     const code = gatewayCode(response);
     observeAnswer(deps.metrics, response, code, now());
-    if (isTokenRejection(response, code) && !tokenRetried) {
-      tokenRetried = true;
-      deps.metrics.retry('token_rejected');
+    const result = { response, gatewayCode: code, attempts: progress.sent, signed };
+    if (!isTokenRejection(response, code) || tokenRetried) return result;
+    tokenRetried = true;
+    try {
       token = await deps.tokens.tokenAfterRejection(token.generation);
-      continue;
+    } catch {
+      // No fresh token to be had: the gateway's own 401 FAILED goes back. It is the true answer (the gateway
+      // refused the token and did nothing), whereas a sidecar error would hide that the request did reach it.
+      return result;
     }
-    return { response, gatewayCode: code, attempts, signed };
+    deps.metrics.retry('token_rejected');
   }
 }
 

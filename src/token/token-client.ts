@@ -86,6 +86,9 @@ function parseTokens(body: Record<string, unknown>, nowMs: number): GrantedToken
   const accessAt = typeof access_token_expires_at === 'string' ? Date.parse(access_token_expires_at) : Number.NaN;
   const refreshAt = typeof refresh_token_expires_at === 'string' ? Date.parse(refresh_token_expires_at) : Number.NaN;
   if (Number.isNaN(accessAt) || Number.isNaN(refreshAt)) return undefined;
+  // A token that is already expired on arrival (bad fields, or a clock far off) is no grant: treating it as one
+  // would refresh in a loop; as a failure it goes through the backoff.
+  if (accessAt <= nowMs || refreshAt <= nowMs) return undefined;
   return {
     accessToken: new Secret(access_token),
     refreshToken: new Secret(refresh_token),

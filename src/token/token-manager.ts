@@ -18,6 +18,8 @@ export interface TokenManagerOptions {
 
 /** Tokens usable by requests: a token this close to expiry is treated as expired (it could die in transit). */
 const EXPIRY_MARGIN_MS = 2_000;
+/** The soonest a refresh is scheduled after a token was installed. */
+const MIN_REFRESH_INTERVAL_MS = 1_000;
 
 /**
  * Holds one access token for the sidecar and keeps it valid (spec 4.1, 5.1):
@@ -29,6 +31,8 @@ const EXPIRY_MARGIN_MS = 2_000;
 export class TokenManager {
   private current: TokenSet | undefined;
   private rejectedGeneration = 0;
+  /** Generation whose refresh token was sent (and so may be consumed): it is never sent again. */
+  private spentRefreshGeneration = 0;
   private generation = 0;
   private inflight: Promise<TokenSet> | undefined;
   private failures = 0;
@@ -83,6 +87,8 @@ export class TokenManager {
     }
     const fresh = this.usable(this.current);
     if (fresh && fresh.generation > generation) return fresh;
+    // The shared fetch already failed: keep to the backoff schedule instead of starting another one per 401.
+    if (!this.inflight && this.failures > 0) throw sidecarErrors.tokenUnavailable();
     const next = await this.awaitFlight(this.inflight ?? this.beginFlight());
     if (next.generation <= generation) throw sidecarErrors.tokenUnavailable();
     return next;
@@ -133,9 +139,14 @@ export class TokenManager {
   /** Refresh when a refresh token is held and alive, else (or when refreshing fails) log in with the password. */
   private async acquire(): Promise<TokenSet> {
     const held = this.current;
-    if (held && this.mono() < held.refreshDeadline - EXPIRY_MARGIN_MS) {
+    const refreshable = held !== undefined && held.generation !== this.spentRefreshGeneration;
+    if (refreshable && this.mono() < held.refreshDeadline - EXPIRY_MARGIN_MS) {
+      // Spent from the moment it is handed to the network: whatever happens next, it is never sent again
+      // (rotation, spec 4.1 rule 1) unless it provably never left.
+      this.spentRefreshGeneration = held.generation;
       const refreshed = await this.call('refresh_token', () => this.client.refreshGrant(held.refreshToken));
       if (refreshed.kind === 'granted') return this.toSet(refreshed.tokens);
+      if (refreshed.kind === 'failed' && !refreshed.sent) this.spentRefreshGeneration = 0;
       if (refreshed.kind === 'failed' && !refreshed.sent && this.usable(held)) {
         // Gateway unreachable but the access token still works: retry the refresh later rather than log in,
         // because a password login would invalidate the access token in use (spec 4.1 rule 3).
@@ -195,9 +206,10 @@ export class TokenManager {
     const { refreshAheadMinSeconds: min, refreshAheadMaxSeconds: max } = this.options;
     const random = this.options.random ?? Math.random;
     const lifetimeMs = set.accessDeadline - this.mono();
-    // Never more than half the lifetime ahead: a gateway issuing short-lived tokens must not be hammered.
+    // Never more than half the lifetime ahead, and never sooner than a floor: a gateway issuing short-lived
+    // (or already expired, by a skewed clock) tokens must not be hammered in a tight loop.
     const aheadMs = Math.min((min + random() * (max - min)) * 1000, lifetimeMs / 2);
-    const inMs = Math.max(0, lifetimeMs - aheadMs);
+    const inMs = Math.max(MIN_REFRESH_INTERVAL_MS, lifetimeMs - aheadMs);
     this.arm(inMs);
   }
 

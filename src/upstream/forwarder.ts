@@ -22,7 +22,8 @@ export interface UpstreamResponse {
  */
 export type SendOutcome =
   | { readonly kind: 'response'; readonly response: UpstreamResponse }
-  | { readonly kind: 'not_sent'; readonly error: Error }
+  /** `transient`: a network failure that may heal (refused, DNS, timeout); false for e.g. an untrusted certificate. */
+  | { readonly kind: 'not_sent'; readonly error: Error; readonly transient: boolean }
   | { readonly kind: 'sent_no_answer'; readonly error: Error; readonly timedOut: boolean };
 
 export interface ForwarderOptions {
@@ -30,6 +31,7 @@ export interface ForwarderOptions {
   readonly connectTimeoutMs: number;
   readonly responseTimeoutMs: number;
   readonly connections: number;
+  readonly keepAliveTimeoutMs?: number;
   /** Gateway answers are small JSON; a cap keeps a misbehaving upstream from exhausting memory. */
   readonly maxResponseBytes?: number;
 }
@@ -42,7 +44,10 @@ export class ResponseTimeoutError extends Error {
 
 export interface Forwarder {
   send(request: UpstreamRequest): Promise<SendOutcome>;
+  /** Waits for requests in flight, then closes. */
   close(): Promise<void>;
+  /** Aborts requests in flight (their senders get sent_no_answer) and closes. */
+  destroy(): Promise<void>;
 }
 
 /** A keep-alive pool to the one configured origin; nothing else is ever reachable through it. */
@@ -55,6 +60,9 @@ export function createForwarder(base: BaseAddress, options: ForwarderOptions): F
       // Node's `ca` replaces the system roots, so the extra bundle is added to them rather than used alone.
       ...(options.ca === undefined ? {} : { ca: [...rootCertificates, options.ca] }),
     },
+    // A request written to a socket that the gateway is closing for idleness ends as outcome_unknown: keeping
+    // idle sockets for less time than the gateway does makes that race rare (undici also honours Keep-Alive hints).
+    ...(options.keepAliveTimeoutMs === undefined ? {} : { keepAliveTimeout: options.keepAliveTimeoutMs }),
     headersTimeout: options.responseTimeoutMs,
     bodyTimeout: options.responseTimeoutMs,
   });
@@ -62,6 +70,7 @@ export function createForwarder(base: BaseAddress, options: ForwarderOptions): F
   return {
     send: (request) => sendOnce(pool, request, options.responseTimeoutMs, maxBytes),
     close: () => pool.close(),
+    destroy: () => pool.destroy(),
   };
 }
 
@@ -96,7 +105,7 @@ function sendOnce(pool: Pool, request: UpstreamRequest, timeoutMs: number, maxBy
         settle({ kind: 'response', response: { status, headers, body: Buffer.concat(chunks, size) } });
       },
       onResponseError(_controller, error) {
-        if (!started) settle({ kind: 'not_sent', error });
+        if (!started) settle({ kind: 'not_sent', error, transient: isTransientConnectError(error) });
         else settle({ kind: 'sent_no_answer', error, timedOut: isTimeout(error) });
       },
     };
@@ -105,6 +114,24 @@ function sendOnce(pool: Pool, request: UpstreamRequest, timeoutMs: number, maxBy
       handler,
     );
   });
+}
+
+// Connection failures worth retrying within the deadline. TLS verification failures (wrong CA, name mismatch,
+// expired certificate) and undici argument errors are not: retrying only delays the answer.
+const TRANSIENT_CONNECT_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'ENETDOWN',
+  'EAI_AGAIN', 'ENOTFOUND', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED',
+]);
+
+function isTransientConnectError(error: Error): boolean {
+  const code = (error as { code?: string }).code;
+  return code !== undefined && TRANSIENT_CONNECT_CODES.has(code);
+}
+
+/** Only the error's code (never its message, which may quote values) is fit for logs. */
+export function errorCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' ? code.slice(0, 64) : undefined;
 }
 
 function isTimeout(error: Error): boolean {

@@ -83,6 +83,24 @@ describe('config: refuses to start with one line naming the setting', () => {
     assert.equal(config.listen.port, 9100);
     assert.equal(config.maxBodyBytes, 2048);
   });
+  for (const [name, text] of [
+    ['JSON', '{"username": "u@example.com", "password": hunter2-secret}'],
+    ['YAML', 'username: u@example.com\npassword: "hunter2-secret\nlisten: [\n'],
+  ] as const) {
+    it(`a ${name} syntax error names the file and position but never quotes its content`, async () => {
+      const file = join(keys.dir, `broken.${name === 'JSON' ? 'json' : 'yaml'}`);
+      await writeFile(file, text);
+      assert.throws(
+        () => loadConfig({ ...env, SIDECAR_CONFIG_FILE: file }),
+        (err: unknown) => {
+          assert.ok(err instanceof ConfigError);
+          assert.match(err.message, /^SIDECAR_CONFIG_FILE: cannot load .*: syntax error/);
+          assert.equal(err.message.includes('hunter2'), false, err.message);
+          return true;
+        },
+      );
+    });
+  }
   it('refuses unknown keys in the config file', async () => {
     const file = join(keys.dir, 'typo.json');
     await writeFile(file, JSON.stringify({ baseURL: 'https://x' }));

@@ -74,10 +74,12 @@ describe('logs of a run through every path', () => {
     faults.inject({ kind: '401', target: 'signed' });
     faults.inject({ kind: '401', target: 'token' });
     assert.equal((await postJson(proxyUrl, deposit())).status, 200);
-    // Refresh and login both rejected: the client is told at once that no token is available; the backoff
-    // retry then gets one.
+    // Refresh and login both rejected: the gateway's own 401 FAILED goes back; during the backoff that follows,
+    // the next client is told at once that no token is available; the backoff retry then gets one.
     faults.inject({ kind: '401', target: 'signed' });
     faults.inject({ kind: '401', target: 'token', count: 2 });
+    const noFreshToken = await postJson(proxyUrl, deposit());
+    assert.deepEqual([noFreshToken.status, noFreshToken.code], [401, 'FAILED']);
     assert.equal((await postJson(proxyUrl, deposit())).code, 'sidecar.token.unavailable');
     await waitUntilReady(world.running.sidecar);
     faults.inject({ kind: 'reset' });

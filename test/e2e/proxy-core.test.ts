@@ -212,6 +212,29 @@ describe('upstream failures map to the error contract', () => {
     }
   });
 
+  it('shutdown with a request still waiting for the gateway: the client gets 504 outcome_unknown, never silence', async () => {
+    const keys = await makeKeys();
+    const gateway = await new RecordingGateway().start();
+    const running = await startTestSidecar(await sidecarEnv(keys, gateway.url, { SIDECAR_SHUTDOWN_MAX_DELAY_MS: '300' }));
+    try {
+      await waitUntilReady(running.sidecar);
+      gateway.script.push({ hang: true });
+      const pending = curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, ['-H', 'Content-Type: application/json', '--data-binary', DEPOSIT]);
+      while (gateway.requests.length === 0) await new Promise((r) => setTimeout(r, 10));
+      await running.stop();
+      const answer = await pending;
+      assert.equal(answer.status, 504);
+      assert.deepEqual(JSON.parse(answer.body), {
+        code: 'sidecar.upstream.outcome_unknown',
+        message: 'the request was sent but no answer came back; the transaction may exist: check before sending again',
+        retryable: false,
+      });
+      assert.ok(running.logs.lines().some((l) => l.event === 'shutdown.done' && l.answeredOutcomeUnknown === 1));
+    } finally {
+      await gateway.stop();
+    }
+  });
+
   it('a 5xx from the gateway is passed through unchanged and not retried', async () => {
     const keys = await makeKeys();
     const gateway = await new RecordingGateway().start();

@@ -62,6 +62,26 @@ describe('token lifecycle through the proxy', () => {
     }
   });
 
+  it('401 FAILED and no fresh token to be had: the gateway\'s own 401 goes back (it did reach the gateway), sent once', async () => {
+    const keys = await makeKeys();
+    const gateway = await new RecordingGateway().start();
+    const running = await startTestSidecar(await sidecarEnv(keys, gateway.url));
+    try {
+      await waitUntilReady(running.sidecar);
+      gateway.rejectAllTokens = true;
+      gateway.revokeRefreshTokens();
+      gateway.refusePasswordLogins = true;
+      const answer = await post(running.sidecar.proxyUrl);
+      assert.equal(answer.status, 401);
+      assert.deepEqual(JSON.parse(answer.body), { code: 'FAILED', message: 'access token invalid, expired or superseded' });
+      assert.equal(gateway.requests.length, 1);
+      assert.deepEqual(gateway.grants.map((g) => g.grant), ['password', 'refresh_token', 'password']);
+    } finally {
+      await running.stop();
+      await gateway.stop();
+    }
+  });
+
   it('over several access-token lifetimes and one refresh-token lifetime, no client request sees a token error', async () => {
     const keys = await makeKeys();
     const gateway = await new RecordingGateway().start();

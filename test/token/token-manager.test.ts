@@ -11,7 +11,7 @@ import { CapturedOutput } from '../support/sidecar.js';
 /** A token endpoint stand-in with a controllable monotonic clock and a count of every call. */
 class FakeTokenClient implements TokenClient {
   calls: Array<{ grant: 'password' | 'refresh_token'; refreshToken?: string }> = [];
-  next: Array<GrantResult['kind'] | 'granted'> = [];
+  next: Array<GrantResult['kind'] | 'failed-sent'> = [];
   private serial = 0;
   latencyMs = 20;
   accessTtlMs = 10_000;
@@ -29,6 +29,7 @@ class FakeTokenClient implements TokenClient {
     const kind = this.next.shift() ?? 'granted';
     if (kind === 'rejected') return { kind, status: 401, code: 'FAILED', message: 'no' };
     if (kind === 'failed') return { kind, sent: false, reason: 'ECONNREFUSED' };
+    if (kind === 'failed-sent') return { kind: 'failed', sent: true, reason: 'ECONNRESET after send' };
     const n = ++this.serial;
     return {
       kind: 'granted',
@@ -41,6 +42,15 @@ class FakeTokenClient implements TokenClient {
         refreshRemainingMs: 8 * 3600_000,
       },
     };
+  }
+}
+
+/** Polls a condition instead of sleeping a fixed time: fast when things go right, patient on a slow CI box. */
+async function waitFor(what: string, condition: () => boolean, ms = 5_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
   }
 }
 
@@ -112,6 +122,22 @@ describe('token manager: single flight and generations', () => {
     tokens.stop();
   });
 
+  it('a refresh sent without an answer is never sent again, even when the fallback login fails too', async () => {
+    const client = new FakeTokenClient();
+    const clock = { t: 0 };
+    const { tokens } = manager(client, clock);
+    const held = await tokens.token();
+    clock.t += 10_000;
+    client.next.push('failed-sent', 'failed', 'granted');
+    await assert.rejects(tokens.token(), { code: 'sidecar.token.unavailable' });
+    await waitFor('the retry after backoff', () => client.calls.length === 4);
+    const refreshes = client.calls.filter((c) => c.refreshToken === held.refreshToken.reveal());
+    assert.equal(refreshes.length, 1, 'the possibly consumed refresh token went out once');
+    assert.deepEqual(client.calls.map((c) => c.grant), ['password', 'refresh_token', 'password', 'password']);
+    await waitFor('a token again', () => tokens.hasValidToken());
+    tokens.stop();
+  });
+
   it('a network error while the token is still valid retries the refresh with backoff, without a login', async () => {
     const client = new FakeTokenClient();
     const clock = { t: 0 };
@@ -120,7 +146,8 @@ describe('token manager: single flight and generations', () => {
     client.next.push('failed', 'failed');
     clock.t += 5_000; // inside the refresh-ahead window, token still valid
     (tokens as unknown as { fetchInBackground(): void }).fetchInBackground();
-    await new Promise((r) => setTimeout(r, 600));
+    const generation = () => (tokens as unknown as { current?: { generation: number } }).current?.generation;
+    await waitFor('the third refresh attempt to succeed', () => generation() === held.generation + 1);
     assert.equal(tokens.hasValidToken(), true);
     assert.equal((await tokens.token()).generation, held.generation + 1);
     assert.deepEqual(client.calls.map((c) => c.grant), ['password', 'refresh_token', 'refresh_token', 'refresh_token']);
@@ -132,14 +159,15 @@ describe('token manager: single flight and generations', () => {
     client.next.push('rejected', 'rejected', 'rejected', 'rejected', 'rejected', 'rejected');
     const clock = { t: 0 };
     const { tokens, logs } = manager(client, clock);
+    const started = Date.now();
     tokens.start();
-    await new Promise((r) => setTimeout(r, 50));
+    await waitFor('the first refused login', () => client.calls.length >= 1 && !(tokens as unknown as { inflight?: unknown }).inflight);
     assert.equal(tokens.hasValidToken(), false);
     await assert.rejects(tokens.token(), { code: 'sidecar.token.unavailable', status: 503, retryable: true });
-    await new Promise((r) => setTimeout(r, 400));
     // Kept retrying with backoff (not a tight loop, not given up), and logged why.
-    const calls = client.calls.length;
-    assert.ok(calls >= 2 && calls <= 8, `${calls} logins in 450 ms`);
+    await waitFor('three logins', () => client.calls.length >= 3);
+    const perSecond = client.calls.length / ((Date.now() - started) / 1000);
+    assert.ok(perSecond < 60, `${perSecond.toFixed(0)} logins per second is a tight loop`);
     assert.match(logs.text, /"status":401,"code":"FAILED"/);
     tokens.stop();
   });

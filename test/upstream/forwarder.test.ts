@@ -1,0 +1,73 @@
+import assert from 'node:assert/strict';
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { parseBaseAddress } from '../../src/config/base-url.js';
+import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
+import { createForwarder } from '../../src/upstream/forwarder.js';
+import { makeKeys } from '../support/keys.js';
+
+const OPTIONS = { ca: undefined, connectTimeoutMs: 2_000, responseTimeoutMs: 2_000, connections: 2 };
+const REQUEST = { path: '/api/v2/auth/token', headers: { 'content-type': 'application/json' }, body: '{}' };
+
+/** A raw TCP server, for misbehaviour an HTTP server would not produce. */
+async function tcpServer(onSocket: (socket: Socket) => void): Promise<{ server: Server; url: string }> {
+  const server = createServer(onSocket);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return { server, url: `http://127.0.0.1:${port}` };
+}
+
+describe('forwarder: did any byte leave?', () => {
+  let sim: RunningSimulator;
+  before(async () => {
+    const keys = await makeKeys();
+    sim = await startSimulator({ tls: true, accounts: [{ username: 'u@example.com', password: 'pw', publicKeyPem: keys.publicKeyPem }] });
+  });
+  after(() => sim.close());
+
+  it('refused connection: not sent, transient (worth retrying)', async () => {
+    const { server, url } = await tcpServer(() => undefined);
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const forwarder = createForwarder(parseBaseAddress(url), OPTIONS);
+    const outcome = await forwarder.send(REQUEST);
+    assert.equal(outcome.kind, 'not_sent');
+    assert.equal(outcome.kind === 'not_sent' && outcome.transient, true);
+    await forwarder.close();
+  });
+
+  it('untrusted TLS certificate: not sent, and not transient (retrying cannot heal it)', async () => {
+    const forwarder = createForwarder(parseBaseAddress(sim.baseUrl), OPTIONS);
+    const outcome = await forwarder.send(REQUEST);
+    assert.equal(outcome.kind, 'not_sent');
+    assert.equal(outcome.kind === 'not_sent' && outcome.transient, false);
+    await forwarder.close();
+  });
+
+  it('trusted through the extra CA: the gateway answers', async () => {
+    const forwarder = createForwarder(parseBaseAddress(sim.baseUrl), { ...OPTIONS, ca: sim.caPem });
+    const outcome = await forwarder.send(REQUEST);
+    assert.equal(outcome.kind, 'response');
+    assert.equal(outcome.kind === 'response' && outcome.response.status, 400);
+    await forwarder.close();
+  });
+
+  it('connection reset after the request was read: sent, no answer', async () => {
+    const { server, url } = await tcpServer((socket) => socket.once('data', () => socket.resetAndDestroy()));
+    const forwarder = createForwarder(parseBaseAddress(url), OPTIONS);
+    const outcome = await forwarder.send(REQUEST);
+    assert.equal(outcome.kind, 'sent_no_answer');
+    assert.equal(outcome.kind === 'sent_no_answer' && outcome.timedOut, false);
+    await forwarder.close();
+    server.close();
+  });
+
+  it('no answer within the response timeout: sent, no answer, timed out', async () => {
+    const { server, url } = await tcpServer(() => undefined);
+    const forwarder = createForwarder(parseBaseAddress(url), { ...OPTIONS, responseTimeoutMs: 200 });
+    const outcome = await forwarder.send(REQUEST);
+    assert.equal(outcome.kind, 'sent_no_answer');
+    assert.equal(outcome.kind === 'sent_no_answer' && outcome.timedOut, true);
+    await forwarder.destroy();
+    server.close();
+  });
+});
