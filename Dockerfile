@@ -39,5 +39,7 @@ EXPOSE 9464
 # node runs as PID 1 and installs its own SIGTERM/SIGINT handlers (graceful drain, then exit 0), so no
 # init (tini, --init) is needed: the sidecar spawns no child processes that could become zombies.
 STOPSIGNAL SIGTERM
-ENTRYPOINT ["node", "dist/src/main.js"]
+# A young generation of 8 MB semi-spaces keeps RSS under load about 15 MB lower than V8's default at no
+# measurable CPU cost (README "Performance").
+ENTRYPOINT ["node", "--max-semi-space-size=8", "dist/src/main.js"]
 CMD ["serve"]

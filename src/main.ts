@@ -24,7 +24,8 @@ async function main(argv: string[]): Promise<number> {
     return EXIT.usage;
   }
   const io: CommandIo = { stdout: process.stdout, stderr: process.stderr, env: process.env, stopSignal };
-  return command.run(rest, io);
+  const run = await command.load();
+  return run(rest, io);
 }
 
 main(process.argv.slice(2)).then(

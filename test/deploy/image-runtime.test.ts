@@ -33,7 +33,7 @@ describe('Dockerfile and .dockerignore', () => {
   test('runtime: numeric non-root user, exec-form entrypoint, SIGTERM, no secrets', () => {
     const user = /^USER (\d+)(?::(\d+))?$/m.exec(runtime);
     assert.ok(user && Number(user[1]) > 0, 'USER must be a numeric non-root uid');
-    assert.match(runtime, /^ENTRYPOINT \["node", "dist\/src\/main\.js"\]$/m);
+    assert.match(runtime, /^ENTRYPOINT \["node", "--max-semi-space-size=8", "dist\/src\/main\.js"\]$/m);
     assert.match(runtime, /^CMD \["serve"\]$/m);
     assert.match(runtime, /^STOPSIGNAL SIGTERM$/m);
     assert.doesNotMatch(dockerfile, /^(ENV|ARG) \S*(PASSWORD|SECRET|TOKEN|PRIVATE_KEY)/im, 'no secrets in layers');
@@ -89,7 +89,8 @@ describe('runtime stage reproduced in a clean folder', () => {
     });
     const env = { ...placeholder.env, SIDECAR_BASE_URL: simulator.baseUrl, SIDECAR_LOG_LEVEL: 'info', PATH: process.env.PATH ?? '' };
     // Exactly the image's ENTRYPOINT and CMD, with NODE_ENV as the image sets it.
-    const child = spawn(process.execPath, ['dist/src/main.js', 'serve'], { cwd: app, env: { ...env, NODE_ENV: 'production' } });
+    const [, ...entrypointArgs] = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(`${REPO_ROOT}Dockerfile`, 'utf8'))![1]!) as string[];
+    const child = spawn(process.execPath, [...entrypointArgs, 'serve'], { cwd: app, env: { ...env, NODE_ENV: 'production' } });
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     t.after(() => child.kill('SIGKILL'));
     let stderr = '';
