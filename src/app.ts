@@ -40,6 +40,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const log = createLogger(config.logLevel, deps.logDestination);
   const fingerprint = publicKeyFingerprint(config.privateKey);
   const metrics = new SidecarMetrics({ version: packageVersion(), environment: config.environment, keyFingerprint: fingerprint });
+  metrics.initRoutes(config.signedRoutes);
   const forwarder = createForwarder(config.base, config.upstream);
   const tokenClient = createTokenClient(forwarder, {
     base: config.base,

@@ -132,20 +132,28 @@ async function postJson(sidecar: RunningSidecar, path: string, payload: Record<s
 
 /** A vendor's webhook: answers 200 and checks the postback signature with the simulator's public key. */
 async function startWebhook() {
-  const waiting: Array<(req: { headers: IncomingMessage['headers']; body: string }) => void> = [];
+  type Delivery = { headers: IncomingMessage['headers']; body: string };
+  // Deliveries that arrive before anyone waits are kept, so a fast postback is never lost.
+  const received: Delivery[] = [];
+  const waiting: Array<(delivery: Delivery) => void> = [];
   const server = createServer((req, res) => {
     let body = '';
     req.setEncoding('utf8');
     req.on('data', (chunk: string) => (body += chunk));
     req.on('end', () => {
       res.writeHead(200).end();
-      waiting.shift()?.({ headers: req.headers, body });
+      const delivery = { headers: req.headers, body };
+      const waiter = waiting.shift();
+      if (waiter) waiter(delivery);
+      else received.push(delivery);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/postbacks`;
   const next = (timeoutMs: number, publicKeyPem: string) =>
     new Promise<Postback>((resolve, reject) => {
+      const early = received.shift();
+      if (early) return resolve(readPostback(url, early.headers, early.body, publicKeyPem));
       const timer = setTimeout(() => reject(new Error('no postback arrived in time')), timeoutMs);
       waiting.push(({ headers, body }) => {
         clearTimeout(timer);

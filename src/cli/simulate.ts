@@ -9,6 +9,8 @@ import type { Command, CommandIo } from './command.js';
 import type { SimulatorAccountInput, SimulatorOptions } from '../simulator/index.js';
 
 export const DEFAULT_SIMULATOR_PORT = 8443;
+/** pino's levels; anything else makes pino throw at start-up, which would be a runtime failure (exit 1). */
+const LOG_LEVELS: readonly string[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 const HELP = `Usage: signing-sidecar simulate [options]
 
@@ -42,7 +44,7 @@ Server:
 
 Control API (loopback only): GET /_sim/transactions, POST /_sim/transactions/:id/complete {"status"},
 POST /_sim/clock {"offset_seconds"|"shift_seconds"}, POST /_sim/faults {"kind","count","delay_ms","target"},
-GET /_sim/postbacks.
+GET /_sim/postbacks. POST and DELETE calls need Content-Type: application/json.
 `;
 
 const OPTIONS = {
@@ -136,12 +138,17 @@ async function buildOptions(flags: Flags, io: CommandIo): Promise<SimulatorOptio
     throw new UsageError('--ca-out needs --tls or --tls-cert/--tls-key');
   }
   // Numbers first: a typo in a flag is a usage error even when a file flag is also wrong.
+  // Ranges are checked here too (not only by startSimulator) so a bad value is a usage error (exit 2).
   const numbers = {
-    port: int(flags.port, '--port') ?? DEFAULT_SIMULATOR_PORT,
-    accessTokenTtlSeconds: int(flags['access-ttl'], '--access-ttl'),
-    refreshTokenTtlSeconds: int(flags['refresh-ttl'], '--refresh-ttl'),
-    postbackDelayMs: int(flags['postback-delay'], '--postback-delay') ?? null,
+    port: int(flags.port, '--port', 0, 65_535) ?? DEFAULT_SIMULATOR_PORT,
+    accessTokenTtlSeconds: int(flags['access-ttl'], '--access-ttl', 1),
+    refreshTokenTtlSeconds: int(flags['refresh-ttl'], '--refresh-ttl', 1),
+    postbackDelayMs: int(flags['postback-delay'], '--postback-delay', 0) ?? null,
   };
+  const logLevel = flags['log-level'] ?? 'info';
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
+  }
   const accounts = await accountsFrom(flags);
   const certPem = flags['tls-cert'] === undefined ? undefined : await readFile(flags['tls-cert'], 'utf8');
   const keyPem = flags['tls-key'] === undefined ? undefined : await readFile(flags['tls-key'], 'utf8');
@@ -153,7 +160,7 @@ async function buildOptions(flags: Flags, io: CommandIo): Promise<SimulatorOptio
     // A given certificate is what clients trust directly when no separate CA is involved.
     tls: certPem !== undefined && keyPem !== undefined ? { certPem, keyPem, caPem: certPem } : flags.tls === true,
     refreshTokenField: flags['refresh-token-field'],
-    logger: createSimLogger(io.stdout, flags['log-level'] ?? 'info'),
+    logger: createSimLogger(io.stdout, logLevel),
   };
 }
 
@@ -183,10 +190,13 @@ async function accountsFrom(flags: Flags): Promise<SimulatorAccountInput[]> {
   ];
 }
 
-function int(value: string | undefined, flag: string): number | undefined {
+function int(value: string | undefined, flag: string, min: number, max = 999_999_999): number | undefined {
   if (value === undefined) return undefined;
-  if (!/^\d{1,9}$/.test(value)) throw new UsageError(`${flag} must be a non-negative integer, got "${value}"`);
-  return Number(value);
+  const n = Number(value);
+  if (!/^\d{1,9}$/.test(value) || n < min || n > max) {
+    throw new UsageError(`${flag} must be an integer from ${min} to ${max}, got "${value}"`);
+  }
+  return n;
 }
 
 function usage(io: CommandIo, message: string): typeof EXIT.usage {

@@ -88,9 +88,15 @@ function report(io: CommandIo, loaded: Loaded, nowSeconds: number): ExitCode {
   const result = diagnose(request, key.key, nowSeconds);
   out.push('signing string (rebuilt by spec 5.2):', result.signingString);
   out.push(...result.findings.map((f) => `${f.mark} ${f.text}`));
-  out.push(result.verified ? 'result: signature VERIFIES' : 'result: signature does NOT verify');
+  out.push(
+    result.accepted
+      ? 'result: signature VERIFIES'
+      : result.verified
+        ? 'result: the signature math verifies, but the gateway would REJECT this request (see ✘ above)'
+        : 'result: signature does NOT verify',
+  );
   io.stdout.write(`${out.join('\n')}\n`);
-  return result.verified ? EXIT.ok : EXIT.failed;
+  return result.accepted ? EXIT.ok : EXIT.failed;
 }
 
 /** Built with the stdin to read, so tests can feed a capture without touching process.stdin. */

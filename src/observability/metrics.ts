@@ -89,6 +89,15 @@ export class SidecarMetrics {
     for (const reason of ['token_rejected', 'connect_failed'] as const) this.retries.inc({ reason }, 0);
   }
 
+  /**
+   * The failures that alerts fire on from their first occurrence are created at zero per route: increase()
+   * over a series that appears at 1 is 0, so a single outcome_unknown would otherwise never alert.
+   */
+  initRoutes(routes: readonly string[]): void {
+    const alerted = ['sidecar.upstream.outcome_unknown', 'sidecar.upstream.unreachable', 'sidecar.token.unavailable', 'sidecar.internal'];
+    for (const route of routes) for (const code of alerted) this.requests.inc({ route, status_class: '5xx', code }, 0);
+  }
+
   requestDone(route: string, status: number, code: string, seconds: number): void {
     const statusClass = `${Math.floor(status / 100)}xx`;
     // Bound children are cached: prom-client otherwise hashes the label object on every call (hot path).

@@ -13,21 +13,28 @@ export interface SimClock {
   offsetSeconds(): number;
 }
 
+/**
+ * Ten years either way covers every token lifetime and timestamp window worth testing. Beyond it, dates leave the
+ * range `Date` can format (1e300 s), and every route would answer 500 instead of the one bad request a 400.
+ */
+export const MAX_CLOCK_OFFSET_SECONDS = 10 * 366 * 24 * 3600;
+
 export function createClock(realNowMs: () => number = Date.now): SimClock {
   let offsetMs = 0;
-  const assertFinite = (seconds: number): void => {
-    if (!Number.isFinite(seconds)) throw new RangeError('clock offset must be a finite number of seconds');
+  const checked = (ms: number): number => {
+    if (!Number.isFinite(ms) || Math.abs(ms) > MAX_CLOCK_OFFSET_SECONDS * 1000) {
+      throw new RangeError(`clock offset must be a number of seconds within ±${MAX_CLOCK_OFFSET_SECONDS} (10 years)`);
+    }
+    return ms;
   };
   return {
     nowMs: () => realNowMs() + offsetMs,
     nowSeconds: () => Math.floor((realNowMs() + offsetMs) / 1000),
     shift(seconds) {
-      assertFinite(seconds);
-      offsetMs += Math.round(seconds * 1000);
+      offsetMs = checked(offsetMs + Math.round(seconds * 1000));
     },
     setOffset(seconds) {
-      assertFinite(seconds);
-      offsetMs = Math.round(seconds * 1000);
+      offsetMs = checked(Math.round(seconds * 1000));
     },
     offsetSeconds: () => offsetMs / 1000,
   };

@@ -24,6 +24,8 @@ export interface SimContext {
   readonly logger: SimLogger;
   readonly refreshTokenField: string;
   readonly maxBodyBytes: number;
+  /** Aborted by close(): anything still waiting (a delay fault) must stop instead of touching a closed simulator. */
+  readonly closing: AbortSignal;
   /** Resolved after listen when no public base URL was configured (it defaults to the listen address). */
   base(): PublicBase;
 }

@@ -3,7 +3,7 @@
 import type { IncomingMessage } from 'node:http';
 import { rfc3339 } from './clock.js';
 import { SimError, badRequest } from './errors.js';
-import { parseJsonObject, readBody } from './http-io.js';
+import { parseJsonObject, readBody, requireJsonContentType } from './http-io.js';
 import { isLoopbackAddress } from './ip-allow.js';
 import { TransactionStateError, transactionJson } from './transactions.js';
 import type { SimContext } from './context.js';
@@ -52,6 +52,9 @@ export async function handleControl(ctx: SimContext, req: IncomingMessage, path:
     const allow = matching.map((r) => r.method).join(', ');
     throw new SimError(405, 'request.method.not_allowed', `use ${allow} on ${path}`, {}, { allow });
   }
+  // A web page can POST text/plain cross-origin without a preflight; insisting on JSON makes the browser ask
+  // first (CORS preflight, which we never approve), so a page the developer visits can't pull these levers.
+  if (route.method !== 'GET') requireJsonContentType(req);
   return route.handler(ctx, req, route.pattern.exec(rest)?.[1] ?? '');
 }
 
@@ -95,9 +98,15 @@ function clockJson(ctx: SimContext): Record<string, unknown> {
 async function setClock(ctx: SimContext, req: IncomingMessage): Promise<ControlResult> {
   const body = await jsonBody(ctx, req);
   const { offset_seconds: offset, shift_seconds: shift } = body;
-  if (typeof offset === 'number' && Number.isFinite(offset) && shift === undefined) ctx.clock.setOffset(offset);
-  else if (typeof shift === 'number' && Number.isFinite(shift) && offset === undefined) ctx.clock.shift(shift);
-  else throw badRequest('sim.clock.invalid', 'send {"offset_seconds": n} (absolute) or {"shift_seconds": n}');
+  try {
+    if (typeof offset === 'number' && shift === undefined) ctx.clock.setOffset(offset);
+    else if (typeof shift === 'number' && offset === undefined) ctx.clock.shift(shift);
+    else throw badRequest('sim.clock.invalid', 'send {"offset_seconds": n} (absolute) or {"shift_seconds": n}');
+  } catch (err) {
+    // The clock refuses non-finite and out-of-range offsets and keeps its old value.
+    if (err instanceof RangeError) throw badRequest('sim.clock.invalid', err.message);
+    throw err;
+  }
   ctx.logger.info({ event: 'sim.clock', offsetSeconds: ctx.clock.offsetSeconds() }, 'clock shifted');
   return ok(clockJson(ctx));
 }

@@ -77,7 +77,9 @@ export function parseJsonObject(
 ): Record<string, unknown> {
   let value: unknown;
   try {
-    value = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(body));
+    // ignoreBOM keeps a leading U+FEFF in the text, so JSON.parse refuses it: JSON over HTTP has no BOM (RFC
+    // 8259 8.1), and a gateway that tolerated one would hide a client bug until production.
+    value = JSON.parse(new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(body));
   } catch {
     throw new SimError(400, code, `${what} is not valid UTF-8 JSON`);
   }

@@ -70,7 +70,8 @@ export async function startSimulator(options: SimulatorOptions): Promise<Running
   let base: PublicBase | undefined =
     options.publicBaseUrl === undefined ? undefined : parsePublicBase(options.publicBaseUrl);
   const [postbackKey, tls] = await Promise.all([postbackPrivateKey(options), tlsMaterial(options, base)]);
-  const ctx = buildContext(options, accounts, postbackKey, () => {
+  const closing = new AbortController();
+  const ctx = buildContext(options, accounts, postbackKey, closing.signal, () => {
     if (base === undefined) throw new Error('simulator base address used before listen');
     return base;
   });
@@ -94,7 +95,7 @@ export async function startSimulator(options: SimulatorOptions): Promise<Running
     transactions: () => ctx.transactions.list().map(transactionJson),
     complete: (id, status) => Promise.resolve().then(() => transactionJson(ctx.transactions.complete(id, status))),
     postbacks: () => ctx.postbacks.attempts(),
-    close: () => shutdown(server, ctx),
+    close: () => shutdown(server, ctx, closing),
   };
 }
 
@@ -102,6 +103,7 @@ function buildContext(
   options: SimulatorOptions,
   accounts: Map<string, Account>,
   postbackKey: KeyObject,
+  closing: AbortSignal,
   base: () => PublicBase,
 ): SimContext {
   const logger = options.logger ?? silentLogger();
@@ -132,6 +134,7 @@ function buildContext(
     logger,
     refreshTokenField: options.refreshTokenField ?? DEFAULT_REFRESH_TOKEN_FIELD,
     maxBodyBytes: options.maxBodyBytes ?? MAX_BODY_BYTES,
+    closing,
     base,
   };
 }
@@ -156,7 +159,9 @@ function hardenServer(server: Server, ctx: SimContext): void {
   server.keepAliveTimeout = 5_000;
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
     ctx.logger.warn({ event: 'request.malformed', reason: err.code ?? err.message }, 'unparsable HTTP request');
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    // Oversized headers are a size problem, not a syntax one: 431 tells the client which of its habits to fix.
+    const status = err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : '400 Bad Request';
+    if (socket.writable) socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
     else socket.destroy();
   });
 }
@@ -175,7 +180,9 @@ function listen(server: Server, host: string, port: number, https: boolean): Pro
   });
 }
 
-async function shutdown(server: Server, ctx: SimContext): Promise<void> {
+async function shutdown(server: Server, ctx: SimContext, closing: AbortController): Promise<void> {
+  // First, so requests parked in a delay fault clear their timers and drop their sockets instead of resuming.
+  closing.abort();
   ctx.transactions.stop();
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeAllConnections();

@@ -21,7 +21,8 @@ export async function handlePaymentInit(
   const fields = kind === 'deposit' ? validateDeposit(payload) : validateWithdrawal(payload);
   const tx = ctx.transactions.create(kind, account.username, fields);
   ctx.logger.info(
-    { event: 'request.accepted', ...info, transactionId: tx.id, type: kind, invoiceNo: fields.invoiceNo },
+    // No payload fields (invoice, amount): logs never carry payload data; the transaction id is the handle.
+    { event: 'request.accepted', ...info, transactionId: tx.id, type: kind },
     `accepted ${kind} ${tx.id}`,
   );
   const body: Record<string, string> = {

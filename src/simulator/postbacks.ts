@@ -5,6 +5,7 @@ import { constants, randomBytes, sign } from 'node:crypto';
 import type { KeyObject } from 'node:crypto';
 import { request } from 'undici';
 import { signedUrlFor, parsePublicBase } from './canonical-url.js';
+import { sleepUnlessAborted } from './sleep.js';
 import { buildSigningString } from './verifier.js';
 import type { SimClock } from './clock.js';
 import type { SimLogger } from './log.js';
@@ -50,14 +51,29 @@ interface Deps {
   readonly privateKey: KeyObject;
   readonly logger: SimLogger;
   readonly retry: PostbackRetryOptions;
+  /** Test hook; default MAX_POSTBACK_LOG_ENTRIES. */
+  readonly maxLogEntries?: number;
 }
+
+/** The attempt log keeps the newest entries only, so a simulator left running for weeks stays bounded. */
+export const MAX_POSTBACK_LOG_ENTRIES = 10_000;
 
 export function createPostbackSender(deps: Deps): PostbackSender {
   const log: PostbackAttempt[] = [];
+  const maxLog = deps.maxLogEntries ?? MAX_POSTBACK_LOG_ENTRIES;
   const abort = new AbortController();
   const running = new Set<Promise<void>>();
+  const record = (a: PostbackAttempt): void => {
+    log.push(a);
+    if (log.length > maxLog) log.splice(0, log.length - maxLog);
+  };
   const run = (target: PostbackTarget, tx: Transaction): void => {
-    const job = deliver(deps, target, tx, abort.signal, (a) => log.push(a));
+    const job = deliver(deps, target, tx, abort.signal, record).catch((err: unknown) => {
+      // A failure outside the HTTP call (e.g. signing) ends this delivery; it must not crash the process.
+      // The message only: an error object may carry the webhook URL (e.g. ERR_INVALID_URL's `input`).
+      const reason = err instanceof Error ? err.message : 'unknown error';
+      deps.logger.error({ event: 'postback.error', transactionId: tx.id, reason }, 'postback delivery failed');
+    });
     running.add(job);
     void job.finally(() => running.delete(job));
   };
@@ -97,14 +113,24 @@ async function deliver(
   for (let attempt = 1; maxAttempts === 0 || attempt <= maxAttempts; attempt++) {
     if (signal.aborted) return;
     const result = await attemptOnce(deps, target, data, signal);
-    const entry = { transactionId: tx.id, url: target.url, attempt, signed: target.signed, ...result };
+    const entry = { transactionId: tx.id, url: displayUrl(target.url), attempt, signed: target.signed, ...result };
     record({ ...entry, at: new Date().toISOString(), delivered: isSuccess(result.status) });
     deps.logger.info({ event: 'postback.attempt', ...entry }, 'postback attempt');
     if (isSuccess(result.status)) return;
     const delay = Math.min(initialDelayMs * 2 ** (attempt - 1), maxDelayMs);
-    if (!(await sleep(delay, signal))) return;
+    if (!(await sleepUnlessAborted(delay, signal))) return;
   }
-  deps.logger.warn({ event: 'postback.abandoned', transactionId: tx.id, url: target.url }, 'postback abandoned');
+  deps.logger.warn({ event: 'postback.abandoned', transactionId: tx.id, url: displayUrl(target.url) }, 'abandoned');
+}
+
+/** Origin and path only: webhook URLs often carry a secret in the query or userinfo, and logs get shared. */
+export function displayUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return parsed.origin + parsed.pathname;
+  } catch {
+    return '[unparsable URL]';
+  }
 }
 
 function isSuccess(status: number | undefined): boolean {
@@ -152,20 +178,4 @@ async function signatureHeaders(deps: Deps, url: string, data: string): Promise<
     );
   });
   return { 'x-timestamp': timestamp, 'x-nonce': nonce, 'x-signature': signature.toString('base64') };
-}
-
-/** Resolves true after `ms`, or false as soon as the simulator closes. */
-function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve(false);
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve(true);
-    }, ms);
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      resolve(false);
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
 }

@@ -6,6 +6,8 @@ import { CONTROL_PREFIX, handleControl } from './control-api.js';
 import { SimError, tokenRejected } from './errors.js';
 import { readBody, sendError, sendJson } from './http-io.js';
 import { handlePaymentInit, paymentPageHtml } from './payment-routes.js';
+import { checkSourceIp } from './signed-request.js';
+import { sleepUnlessAborted } from './sleep.js';
 import { handleTokenRequest } from './token-endpoint.js';
 import type { RequestInfo, SimContext } from './context.js';
 import type { ArmedFault } from './faults.js';
@@ -45,6 +47,9 @@ async function handle(ctx: SimContext, req: IncomingMessage, res: ServerResponse
     sendPaymentPage(ctx, res, pay[1]);
     return;
   }
+  // The gateway's firewall sits in front of everything under /api/: a blocked source learns nothing, not even
+  // which routes exist or that a fault is armed. Per-account allowlists follow once the account is known.
+  if (local?.startsWith('/api/') === true) checkSourceIp(ctx, info, undefined);
   const kind = local === undefined ? undefined : API_ROUTES[local];
   if (kind === undefined) throw new SimError(404, 'request.route.not_found', `no route ${info.path}`);
   if (req.method !== 'POST') {
@@ -78,8 +83,10 @@ async function applyFault(
   if (fault === undefined) return false;
   ctx.logger.info({ event: 'sim.fault.applied', kind: fault.kind, method: info.method, path: info.path }, 'fault');
   if (fault.kind === 'delay') {
-    await new Promise((resolve) => setTimeout(resolve, fault.delayMs));
-    return false;
+    if (await sleepUnlessAborted(fault.delayMs, ctx.closing)) return false;
+    // Closed while waiting: the stores are stopped and nobody should get an answer from a closed simulator.
+    req.socket.destroy();
+    return true;
   }
   // Read the whole request first: these faults model a gateway that received it and then failed.
   await readBody(req, ctx.maxBodyBytes).catch(() => Buffer.alloc(0));

@@ -6,6 +6,7 @@ import type { IncomingMessage } from 'node:http';
 import { decodeStrictBase64, describeBase64Problem } from './base64.js';
 import { signedUrlFor } from './canonical-url.js';
 import { SimError, badRequest, signatureError } from './errors.js';
+import { duplicateTopLevelKey } from './json-keys.js';
 import { parseJsonObject, readBody, requireJsonContentType } from './http-io.js';
 import { buildSigningString, signingStringDigest, verifySignature } from './verifier.js';
 import { normalizeAddress } from './ip-allow.js';
@@ -15,7 +16,8 @@ import type { RequestInfo, SimContext } from './context.js';
 export const TIMESTAMP_MAX_BEHIND_SECONDS = 60;
 export const TIMESTAMP_MAX_AHEAD_SECONDS = 5;
 const NONCE_FORMAT = /^[A-Za-z0-9_-]{16,64}$/;
-const TIMESTAMP_FORMAT = /^\d{1,20}$/;
+/** Decimal digits without leading zeros: "0170..." is not how any clock prints Unix time, so it is malformed. */
+const TIMESTAMP_FORMAT = /^(?:0|[1-9]\d{0,19})$/;
 
 export interface VerifiedRequest {
   readonly account: Account;
@@ -46,7 +48,12 @@ export async function verifySignedRequest(
     });
   }
   requireJsonContentType(req);
-  const envelope = parseJsonObject(await readBody(req, ctx.maxBodyBytes));
+  const raw = await readBody(req, ctx.maxBodyBytes);
+  const envelope = parseJsonObject(raw);
+  // JSON.parse keeps the last of two "data" keys; another parser may keep the first. Refusing the ambiguity
+  // means the payload we act on is certainly the one that was signed.
+  const duplicate = duplicateTopLevelKey(raw);
+  if (duplicate !== undefined) throw badRequest('envelope.invalid', `envelope has the key "${duplicate}" twice`);
   const data = envelope.data;
   if (typeof data !== 'string') throw badRequest('envelope.invalid', 'body must be {"data": "<base64 string>"}');
   await checkSignature(ctx, req, account, headers, data);
@@ -112,7 +119,8 @@ function readSignatureHeaders(req: IncomingMessage): SignatureHeaders {
   if (!TIMESTAMP_FORMAT.test(timestamp)) {
     throw signatureError(
       'signature.header.invalid',
-      'X-Timestamp must be Unix time in seconds as decimal ASCII digits (not milliseconds, not ISO 8601)',
+      'X-Timestamp must be Unix time in seconds as decimal ASCII digits without leading zeros ' +
+        '(not milliseconds, not ISO 8601)',
     );
   }
   const bytes = decodeStrictBase64(signature);

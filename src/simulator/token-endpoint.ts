@@ -28,10 +28,9 @@ export async function handleTokenRequest(
   const grant = body.grant_type;
   if (grant === 'password') return toResponse(passwordGrant(ctx, body, info));
   if (grant === 'refresh_token') return toResponse(refreshGrant(ctx, body, info));
-  throw badRequest(
-    'token.grant_type.unsupported',
-    `grant_type must be "password" or "refresh_token", got ${JSON.stringify(grant) ?? 'nothing'}`,
-  );
+  // Only the type is echoed: a confused client may put anything (even the password) in this field.
+  const got = grant === undefined ? 'nothing' : grant === null ? 'null' : `a ${typeof grant}`;
+  throw badRequest('token.grant_type.unsupported', `unsupported grant_type (${got}); use "password" or "refresh_token"`);
 }
 
 function passwordGrant(ctx: SimContext, body: Record<string, unknown>, info: RequestInfo): IssuedTokens {
@@ -40,14 +39,18 @@ function passwordGrant(ctx: SimContext, body: Record<string, unknown>, info: Req
     throw badRequest('token.request.invalid', 'password grant needs "username" and "password" as JSON strings');
   }
   const account = ctx.accounts.get(username);
+  // The account's allowlist before its password: otherwise a source allowed for another account could tell a
+  // right password (403) from a wrong one (401) and guess passwords of accounts it may not use.
+  if (account !== undefined) {
+    info.account = username;
+    checkSourceIp(ctx, info, username);
+  }
   // One message for unknown user and wrong password, like a real login, so the endpoint does not list accounts.
   if (account === undefined || !account.passwordMatches(password)) {
     throw tokenRejected('invalid username or password', {
       credentialProblem: account === undefined ? 'unknown username' : 'wrong password',
     });
   }
-  info.account = username;
-  checkSourceIp(ctx, info, username);
   return ctx.tokens.passwordLogin(username);
 }
 

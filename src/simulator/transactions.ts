@@ -36,7 +36,15 @@ export interface TransactionStoreOptions {
   readonly autoCompleteMs: number | null;
   readonly autoCompleteStatus: FinalStatus;
   readonly onFinal: (tx: Transaction) => void;
+  /** Test hook; default MAX_TRANSACTIONS. */
+  readonly maxTransactions?: number;
 }
+
+/**
+ * Only the newest transactions are kept (the oldest is forgotten first, whatever its state), so a long-running
+ * simulator stays bounded; 10 000 is far more than any test or manual session looks back on.
+ */
+export const MAX_TRANSACTIONS = 10_000;
 
 export interface TransactionStore {
   create(type: TransactionType, username: string, fields: PaymentFields): Transaction;
@@ -86,6 +94,12 @@ export function createTransactionStore(options: TransactionStoreOptions): Transa
         completedAt: undefined,
       };
       byId.set(tx.id, tx);
+      // Map keeps insertion order (completion re-sets an existing key, which keeps its place): first = oldest.
+      const max = options.maxTransactions ?? MAX_TRANSACTIONS;
+      for (const oldest of byId.keys()) {
+        if (byId.size <= max) break;
+        byId.delete(oldest);
+      }
       scheduleAutoComplete(tx.id);
       return tx;
     },

@@ -8,14 +8,21 @@ import type { CheckMark } from './check-report.js';
 export async function keyPermissions(path: string, platform: NodeJS.Platform = process.platform): Promise<{ mark: CheckMark; detail: string }> {
   if (platform === 'win32') return { mark: '-', detail: 'not checked on Windows (POSIX modes do not apply)' };
   let mode: number;
+  let gid: number;
   try {
-    mode = (await stat(path)).mode & 0o777;
+    const info = await stat(path);
+    mode = info.mode & 0o777;
+    gid = info.gid;
   } catch (err) {
     return { mark: '✘', detail: `cannot stat ${path}: ${(err as NodeJS.ErrnoException).code ?? 'error'}` };
   }
   const octal = mode.toString(8).padStart(4, '0');
+  if ((mode & 0o007) === 0 && (mode & 0o070) !== 0 && gid === process.getgid?.()) {
+    // Kubernetes Secret volumes with fsGroup: root-owned, group = this process's own group, mode 0440.
+    return { mark: '✔', detail: `${path} has mode ${octal}, readable only by its owner and this process's own group ${gid} (Kubernetes fsGroup)` };
+  }
   if ((mode & 0o077) !== 0) {
-    return { mark: '!', detail: `${path} has mode ${octal}: group/others can access it; run chmod 600 (Kubernetes: defaultMode 0400)` };
+    return { mark: '!', detail: `${path} has mode ${octal}: group/others can access it; run chmod 600 (Kubernetes: defaultMode 0440 with fsGroup set to the sidecar's group)` };
   }
   return { mark: '✔', detail: `${path} has mode ${octal} (owner only)` };
 }

@@ -25,7 +25,10 @@ export interface SignedRequest {
 }
 
 export interface Diagnosis {
+  /** The RSA signature verifies over the rebuilt signing string. */
   readonly verified: boolean;
+  /** Verified, and nothing else the gateway checks (header formats, envelope) is wrong. */
+  readonly accepted: boolean;
   readonly signingString: string;
   readonly findings: Finding[];
 }
@@ -101,7 +104,10 @@ export function diagnose(req: SignedRequest, key: KeyObject, nowSeconds: number)
   const verified = signature.length > 0 && rsaVerify(key, text, signature);
   const window = windowFinding(req.timestamp, nowSeconds);
   if (window !== undefined) findings.push(window);
+  // Format faults (base64url signature, millisecond timestamp, bad nonce, non-canonical data) are signed as
+  // sent, so the RSA check can pass on a request the gateway still refuses: the verdict must include them.
+  const formatFault = findings.some((f) => f.mark === '✘');
   if (verified) findings.push({ mark: '✔', text: 'signature verifies (RSA PKCS#1 v1.5, SHA-256)' });
   else explainFailure(req, data, key, signature, findings);
-  return { verified, signingString: text, findings };
+  return { verified, accepted: verified && !formatFault, signingString: text, findings };
 }

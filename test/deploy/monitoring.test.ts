@@ -68,6 +68,67 @@ describe('PrometheusRule', () => {
     assert.match(out, new RegExp(`SUCCESS: ${alerts.length} rules found`));
   });
 
+  test('promtool test rules: alerts fire on a single event from a series created at zero, and stay quiet when idle', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'deploy-rules-test-'));
+    after(() => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(join(dir, 'rules.yaml'), stringify({ groups: rules }));
+    const pod = 'namespace="payments", pod="p-1"';
+    const requests = (code: string) => `signing_sidecar_requests_total{${pod}, route="/api/v2/transaction/init", status_class="5xx", code="${code}"}`;
+    // promtool compares annotations too: render the rule's templates for the values this test feeds in.
+    const annotations = (alertname: string, value: string) =>
+      Object.fromEntries(
+        Object.entries(alerts.find((a) => a.alert === alertname)?.annotations ?? {}).map(([k, v]) => [
+          k,
+          v.replaceAll('{{ $labels.namespace }}', 'payments').replaceAll('{{ $labels.pod }}', 'p-1').replaceAll('{{ $value | humanize }}', value),
+        ]),
+      );
+    const firing = (alertname: string, value: string, evalTime = '10m') => ({
+      eval_time: evalTime,
+      alertname,
+      exp_alerts: [{ exp_labels: { severity: 'warning', namespace: 'payments', pod: 'p-1' }, exp_annotations: annotations(alertname, value) }],
+    });
+    const quiet = (alertname: string) => ({ eval_time: '10m', alertname, exp_alerts: [] });
+    const tests = [
+      {
+        // One outcome_unknown after a quiet start: the zero-created series makes increase() see it.
+        interval: '1m',
+        input_series: [{ series: requests('sidecar.upstream.outcome_unknown'), values: '0x5 1x10' }],
+        alert_rule_test: [firing('SigningSidecarOutcomeUnknown', '1')],
+      },
+      {
+        interval: '1m',
+        input_series: [{ series: requests('sidecar.upstream.outcome_unknown'), values: '0x15' }],
+        alert_rule_test: [quiet('SigningSidecarOutcomeUnknown')],
+      },
+      {
+        // Gateway 3 s behind the local clock (our timestamps look 3 s ahead; the gateway refuses at 5 s).
+        interval: '1m',
+        input_series: [{ series: `signing_sidecar_gateway_clock_skew_seconds{${pod}}`, values: '-3x15' }],
+        alert_rule_test: [firing('SigningSidecarClockSkewHigh', '-3', '15m')],
+      },
+      {
+        // Gateway 10 s ahead: our timestamps look 10 s old, well inside the 60 s tolerance.
+        interval: '1m',
+        input_series: [{ series: `signing_sidecar_gateway_clock_skew_seconds{${pod}}`, values: '10x15' }],
+        alert_rule_test: [{ eval_time: '15m', alertname: 'SigningSidecarClockSkewHigh', exp_alerts: [] }],
+      },
+    ];
+    writeFileSync(join(dir, 'tests.yaml'), stringify({ rule_files: ['rules.yaml'], evaluation_interval: '1m', tests }));
+    try {
+      execFileSync('promtool', ['test', 'rules', join(dir, 'tests.yaml')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException & { stdout?: string; stderr?: string };
+      if (e.code === 'ENOENT') assert.fail('promtool not found: `apt-get install -y prometheus` (.ci/run installs it)');
+      assert.fail(`promtool test rules failed:\n${e.stdout ?? ''}${e.stderr ?? ''}`);
+    }
+  });
+
+  test('the series those alerts watch exist at zero in a live scrape, before any failure', () => {
+    for (const code of ['sidecar.upstream.outcome_unknown', 'sidecar.upstream.unreachable']) {
+      assert.match(scrape.metricsText, new RegExp(`signing_sidecar_requests_total\\{route="/api/v2/transaction/init",status_class="5xx",code="${code.replace(/\./g, '\\.')}"\\} 0`));
+    }
+  });
+
   test('covers what on-call acts on', () => {
     const names = alerts.map((a) => a.alert ?? '');
     for (const alert of ['SigningSidecarSignatureVerifyFailed', 'SigningSidecarNonceReplayed', 'SigningSidecarTimestampRejected',

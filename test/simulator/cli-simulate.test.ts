@@ -65,11 +65,17 @@ describe('simulate command', () => {
       [['--config', 'x.yaml', '--username', 'u'], /cannot be combined/],
       [['--username', 'u', '--password', 'p', '--public-key', 'k', '--port', 'abc'], /--port/],
       [['--tls-cert', 'c.pem'], /go together/],
+      // Values in range are checked before anything starts, so they are usage errors too (not exit 1).
+      [['--username', 'u', '--password', 'p', '--public-key', 'k', '--port', '70000'], /--port .*0 to 65535.*70000/],
+      [['--username', 'u', '--password', 'p', '--public-key', 'k', '--access-ttl', '0'], /--access-ttl/],
+      [['--username', 'u', '--password', 'p', '--public-key', 'k', '--refresh-ttl', '0'], /--refresh-ttl/],
+      [['--username', 'u', '--password', 'p', '--public-key', 'k', '--log-level', 'bogus'], /--log-level .*bogus/],
     ];
     for (const [argv, message] of cases) {
       const h = harness();
       assert.equal(await simulate(argv, h.io), 2, argv.join(' '));
       assert.match(h.stderr(), message);
+      assert.match(h.stderr(), /^simulate: [^\n]+\n[^\n]*--help[^\n]*\n$/, 'one line, then the help hint');
     }
   });
 

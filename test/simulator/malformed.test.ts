@@ -56,7 +56,7 @@ describe('malformed requests', () => {
       ['signed: signature unpadded', { path: '/api/v2/transaction/init', headers: { ...signedHeaders(), ...json, 'x-signature': 'abc' }, body: '{"data":"e30="}' }, 401, 'signature.header.invalid'],
       ['signed: garbage signature', { path: '/api/v2/transaction/init', headers: { ...signedHeaders(), ...json }, body: '{"data":"e30="}' }, 401, 'signature.verify.failed'],
       ['control: unknown route', { method: 'GET', path: '/_sim/nothing' }, 404, 'request.route.not_found'],
-      ['control: bad status', { path: '/_sim/transactions/txn_00/complete', body: '{"status":"DONE"}' }, 400, 'sim.status.invalid'],
+      ['control: bad status', { path: '/_sim/transactions/txn_00/complete', headers: json, body: '{"status":"DONE"}' }, 400, 'sim.status.invalid'],
     ];
     for (const [name, request, status, code] of cases) {
       const res = await send(sim.listenUrl, request);

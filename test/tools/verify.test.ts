@@ -142,6 +142,25 @@ describe('verify', () => {
     assert.match(run.stdout, /decoded payload signed instead of the base64 data string/);
   });
 
+  it('a signature that verifies over a malformed request is still a rejection: base64url X-Signature, bad nonce', async () => {
+    const target = '/api/v2/transaction/init';
+    const badNonce = 'short+nonce';
+    const signature = signRaw(`POST.https://gateway.example.com${target}.${v0.timestamp}.${badNonce}.${v0.data}`);
+    const urlSafe = Buffer.from(signature, 'base64').toString('base64url');
+    for (const [nonce, sig, complaint] of [
+      [v0.nonce, Buffer.from(v0.signature, 'base64').toString('base64url'), /✘ X-Signature uses "-" or "_"/],
+      [badNonce, signature, /✘ X-Nonce is 11 characters/],
+      [badNonce, urlSafe, /✘ X-Nonce/],
+    ] as const) {
+      const capture = rawCapture({ target, host: 'gateway.example.com', ts: v0.timestamp, nonce, signature: sig, body: JSON.stringify({ data: v0.data }) });
+      const run = await verifyWith(capture, ['--public-key', pubFile, '--now', v0.timestamp]);
+      assert.match(run.stdout, complaint);
+      assert.match(run.stdout, /✔ signature verifies/);
+      assert.match(run.stdout, /result: the signature math verifies, but the gateway would REJECT this request/);
+      assert.equal(run.code, 1);
+    }
+  });
+
   it('reports a future timestamp and a malformed nonce', async () => {
     const capture = rawCapture({ target: '/api/v2/transaction/init', host: 'gateway.example.com', ts: v0.timestamp, nonce: 'not+a/nonce=', signature: v0.signature, body: JSON.stringify({ data: v0.data }) });
     const run = await verifyWith(capture, ['--public-key', pubFile, '--now', String(Number(v0.timestamp) - 30)]);
