@@ -1,10 +1,9 @@
 // Review fixes over HTTP: check order (firewall before faults and routes, allowlist before password), strict
 // parsing (timestamps, duplicate keys, BOM, header size), the timestamp window's exact edges, control API guards.
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { startSimulator } from '../../src/simulator/index.js';
-import { PASSWORD, USERNAME, b64, codeOf, login, makeKeys, send, signedPost } from './support.js';
+import { PASSWORD, USERNAME, b64, codeOf, rawExchange, login, makeKeys, send, signedPost } from './support.js';
 import type { RawResponse, TestKeys } from './support.js';
 import type { RunningSimulator } from '../../src/simulator/index.js';
 
@@ -20,19 +19,6 @@ function alignToSecondStart(sim: RunningSimulator): void {
   sim.clock.setOffset(((1050 - (Date.now() % 1000)) % 1000) / 1000);
 }
 
-/** Writes raw bytes and returns whatever comes back before the server closes or 2 s pass. */
-function rawExchange(listenUrl: string, bytes: string): Promise<string> {
-  const url = new URL(listenUrl);
-  return new Promise((resolve, reject) => {
-    const socket = connect(Number(url.port), url.hostname, () => socket.end(bytes));
-    let out = '';
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk: string) => (out += chunk));
-    socket.on('close', () => resolve(out));
-    socket.on('error', (err: NodeJS.ErrnoException) => (err.code === 'ECONNRESET' ? resolve(out) : reject(err)));
-    socket.setTimeout(2000, () => socket.destroy());
-  });
-}
 
 describe('hardening', () => {
   let keys: TestKeys;

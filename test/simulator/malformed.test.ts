@@ -1,24 +1,10 @@
 // Hand-built malformed requests: each refused with the right status and code, and the simulator keeps serving.
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { codeOf, login, makeKeys, send, signedPost, startWithAccount } from './support.js';
+import { codeOf, rawExchange, login, makeKeys, send, signedPost, startWithAccount } from './support.js';
 import type { RawRequest, TestKeys } from './support.js';
 import type { RunningSimulator } from '../../src/simulator/index.js';
 
-/** Writes raw bytes on a socket and returns whatever comes back before the server closes or 1 s passes. */
-function rawExchange(listenUrl: string, bytes: string): Promise<string> {
-  const url = new URL(listenUrl);
-  return new Promise((resolve, reject) => {
-    const socket = connect(Number(url.port), url.hostname, () => socket.end(bytes));
-    let out = '';
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk: string) => (out += chunk));
-    socket.on('close', () => resolve(out));
-    socket.on('error', reject);
-    socket.setTimeout(1000, () => socket.destroy());
-  });
-}
 
 describe('malformed requests', () => {
   let keys: TestKeys;

@@ -2,6 +2,7 @@
 // directly (never src/signing), so these tests check the simulator against the spec, not against the sidecar.
 import { constants, generateKeyPair, randomBytes, sign } from 'node:crypto';
 import type { KeyObject } from 'node:crypto';
+import { connect } from 'node:net';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { IncomingHttpHeaders } from 'node:http';
@@ -156,4 +157,18 @@ export function signedPost(sim: RunningSimulator, o: SignedOptions): Promise<Raw
 
 export function codeOf(res: RawResponse): string {
   return String(res.json().code);
+}
+
+/** Writes raw bytes on a socket and returns whatever comes back before the server closes (or resets) or 2 s pass. */
+export function rawExchange(listenUrl: string, bytes: string): Promise<string> {
+  const url = new URL(listenUrl);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(url.port), url.hostname, () => socket.end(bytes));
+    let out = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (out += chunk));
+    socket.on('close', () => resolve(out));
+    socket.on('error', (err: NodeJS.ErrnoException) => (err.code === 'ECONNRESET' ? resolve(out) : reject(err)));
+    socket.setTimeout(2000, () => socket.destroy());
+  });
 }
