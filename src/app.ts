@@ -1,18 +1,18 @@
 import { createServer } from 'node:http';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config/config.js';
-import { closeServer, ConnectionTracker, listen, sleep } from './lifecycle.js';
+import { ConnectionTracker, listen } from './lifecycle.js';
 import { createAdminServer } from './observability/health.js';
 import { createLogger, createRequestLogger, type Logger } from './observability/log.js';
 import { SidecarMetrics } from './observability/metrics.js';
-import { sidecarErrors } from './errors.js';
-import { createProxyHandler, writeSidecarError } from './proxy/handler.js';
+import { createProxyHandler } from './proxy/handler.js';
 import { createRouter } from './proxy/routes.js';
 import { publicKeyFingerprint } from './signing/keys.js';
 import { createSigner } from './signing/signer.js';
 import { createTokenClient } from './token/token-client.js';
 import { TokenManager } from './token/token-manager.js';
-import { createForwarder } from './upstream/forwarder.js';
+import { createForwarder, type Forwarder } from './upstream/forwarder.js';
+import { createShutdown } from './shutdown.js';
 import { packageVersion } from './version.js';
 
 export interface SidecarDeps {
@@ -42,19 +42,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const metrics = new SidecarMetrics({ version: packageVersion(), environment: config.environment, keyFingerprint: fingerprint });
   metrics.initRoutes(config.signedRoutes);
   const forwarder = createForwarder(config.base, config.upstream);
-  const tokenClient = createTokenClient(forwarder, {
-    base: config.base,
-    username: config.username,
-    password: config.password,
-    refreshTokenField: config.token.refreshTokenField,
-    now: deps.now ?? Date.now,
-  });
-  const tokens = new TokenManager(
-    tokenClient,
-    { ...config.token, backoffMaxMs: config.token.loginBackoffMaxMs },
-    metrics,
-    log,
-  );
+  const tokens = createTokenManager(config, forwarder, metrics, log, deps.now ?? Date.now);
   const proxy = createServer(
     createProxyHandler({
       base: config.base,
@@ -82,32 +70,17 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   proxy.on('request', (_req, res: { setHeader(name: string, value: string): unknown }) => {
     if (draining) res.setHeader('connection', 'close');
   });
-  let finish: () => void = () => undefined;
-  const stopped = new Promise<void>((resolve) => (finish = resolve));
-  let shutdownPromise: Promise<void> | undefined;
-  const shutdown = (reason: string): Promise<void> =>
-    (shutdownPromise ??= (async () => {
-      draining = true;
-      log.info(
-        { event: 'shutdown.begin', reason, drainDelayMs: config.shutdown.drainDelayMs, maxDelayMs: config.shutdown.maxDelayMs, inFlight: tracker.active },
-        'draining',
-      );
-      await sleep(config.shutdown.drainDelayMs);
-      const closing = closeServer(proxy);
-      const drained = await tracker.waitIdle(config.shutdown.maxDelayMs);
-      // Out of time: every client still waiting gets one definitive answer before its connection goes. The
-      // request may be at the gateway, so that answer is outcome_unknown (never retryable), not silence.
-      const abandoned = tracker.unanswered();
-      for (const res of abandoned) writeSidecarError(res, sidecarErrors.outcomeUnknown(504, 'shutdown'));
-      proxy.closeAllConnections();
-      await closing;
-      tokens.stop();
-      await (drained ? forwarder.close() : forwarder.destroy());
-      await closeServer(admin);
-      admin.closeAllConnections();
-      log.info({ event: 'shutdown.done', drained, answeredOutcomeUnknown: abandoned.length }, 'stopped');
-      finish();
-    })());
+  const { shutdown, stopped } = createShutdown({
+    proxy,
+    admin: () => admin,
+    tracker,
+    tokens,
+    forwarder,
+    log,
+    drainDelayMs: config.shutdown.drainDelayMs,
+    maxDelayMs: config.shutdown.maxDelayMs,
+    beginDraining: () => (draining = true),
+  });
   metrics.trackReadiness(isReady);
   const admin = createAdminServer({
     registry: metrics.registry,
@@ -122,4 +95,15 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   tokens.start();
   log.info({ event: 'start', proxyUrl, adminUrl, baseUrl: `${config.base.origin}${config.base.pathPrefix}`, environment: config.environment, keyFingerprint: fingerprint }, 'signing-sidecar started');
   return { proxyUrl, adminUrl, metrics, tokens, log, isReady, shutdown, stopped };
+}
+
+function createTokenManager(config: Config, forwarder: Forwarder, metrics: SidecarMetrics, log: Logger, now: () => number): TokenManager {
+  const client = createTokenClient(forwarder, {
+    base: config.base,
+    username: config.username,
+    password: config.password,
+    refreshTokenField: config.token.refreshTokenField,
+    now,
+  });
+  return new TokenManager(client, { ...config.token, backoffMaxMs: config.token.loginBackoffMaxMs }, metrics, log);
 }

@@ -58,7 +58,3 @@ export function closeServer(server: Server): Promise<void> {
   });
 }
 
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-

@@ -1,0 +1,59 @@
+import type { Server } from 'node:http';
+import { sidecarErrors } from './errors.js';
+import { closeServer, type ConnectionTracker } from './lifecycle.js';
+import type { Logger } from './observability/log.js';
+import { writeSidecarError } from './proxy/handler.js';
+import { sleep } from './token/backoff.js';
+import type { TokenManager } from './token/token-manager.js';
+import type { Forwarder } from './upstream/forwarder.js';
+
+export interface ShutdownParts {
+  readonly proxy: Server;
+  readonly admin: () => Server;
+  readonly tracker: ConnectionTracker;
+  readonly tokens: TokenManager;
+  readonly forwarder: Forwarder;
+  readonly log: Logger;
+  readonly drainDelayMs: number;
+  readonly maxDelayMs: number;
+  /** Called first: readiness turns false and answers ask clients to close their connections. */
+  readonly beginDraining: () => void;
+}
+
+/**
+ * The graceful stop, once, whoever asks (SIGTERM, SIGINT, /quitquitquit): unready at once, keep serving for the
+ * drain delay so endpoints and load balancers move away, stop accepting, let in-flight requests finish up to the
+ * maximum delay, then answer whoever is still waiting and close everything.
+ */
+export function createShutdown(parts: ShutdownParts): { shutdown: (reason: string) => Promise<void>; stopped: Promise<void> } {
+  let finish: () => void = () => undefined;
+  const stopped = new Promise<void>((resolve) => (finish = resolve));
+  let running: Promise<void> | undefined;
+  const shutdown = (reason: string): Promise<void> =>
+    (running ??= (async () => {
+      await stop(parts, reason);
+      finish();
+    })());
+  return { shutdown, stopped };
+}
+
+async function stop(parts: ShutdownParts, reason: string): Promise<void> {
+  const { proxy, tracker, log } = parts;
+  parts.beginDraining();
+  log.info({ event: 'shutdown.begin', reason, drainDelayMs: parts.drainDelayMs, maxDelayMs: parts.maxDelayMs, inFlight: tracker.active }, 'draining');
+  await sleep(parts.drainDelayMs);
+  const closing = closeServer(proxy);
+  const drained = await tracker.waitIdle(parts.maxDelayMs);
+  // Out of time: every client still waiting gets one definitive answer before its connection goes. The request
+  // may be at the gateway, so that answer is outcome_unknown (never retryable), not silence.
+  const abandoned = tracker.unanswered();
+  for (const res of abandoned) writeSidecarError(res, sidecarErrors.outcomeUnknown(504, 'shutdown'));
+  proxy.closeAllConnections();
+  await closing;
+  parts.tokens.stop();
+  await (drained ? parts.forwarder.close() : parts.forwarder.destroy());
+  const admin = parts.admin();
+  await closeServer(admin);
+  admin.closeAllConnections();
+  log.info({ event: 'shutdown.done', drained, answeredOutcomeUnknown: abandoned.length }, 'stopped');
+}
