@@ -81,7 +81,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     maxDelayMs: config.shutdown.maxDelayMs,
     beginDraining: () => (draining = true),
   });
-  metrics.trackReadiness(isReady);
+  metrics.trackLiveState({ isReady, inFlight: () => tracker.active });
   const admin = createAdminServer({
     registry: metrics.registry,
     health: {

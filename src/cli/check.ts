@@ -1,4 +1,3 @@
-import { parseArgs } from 'node:util';
 import type { Config } from '../config/config.js';
 import { loadConfig } from '../config/load.js';
 import { publicKeyFingerprint } from '../signing/keys.js';
@@ -61,16 +60,8 @@ async function checkGateway(config: Config, report: CheckReport): Promise<void> 
 }
 
 export const check: Command = async (argv, io) => {
-  const parsed = parseCommandLine(
-    () => parseArgs({ args: argv, strict: true, allowPositionals: false, options: { help: { type: 'boolean', short: 'h' } } }).values,
-    io,
-    USAGE,
-  );
-  if (parsed === undefined) return EXIT.usage;
-  if (parsed.help === true) {
-    io.stdout.write(HELP);
-    return EXIT.ok;
-  }
+  const parsed = parseCommandLine(argv, {}, io, { usage: USAGE, help: HELP });
+  if (typeof parsed === 'number') return parsed;
   const report = new CheckReport(io.stdout);
   const config = loadOrReport(io.env, report);
   if (config === undefined) return EXIT.failed;

@@ -9,6 +9,7 @@ import { startSidecar, type RunningSidecar } from '../app.js';
 import { loadConfig } from '../config/load.js';
 import { signingString } from '../signing/signing-string.js';
 import { startSimulator, type RunningSimulator } from '../simulator/index.js';
+import { parseCommandLine } from '../tools/usage.js';
 import { EXIT, type Command, type ExitCode } from './command.js';
 
 const USAGE = `Usage: signing-sidecar demo
@@ -27,14 +28,8 @@ interface Postback {
 }
 
 export const demo: Command = async (argv, io) => {
-  if (argv.includes('--help') || argv.includes('-h')) {
-    io.stdout.write(USAGE);
-    return EXIT.ok;
-  }
-  if (argv.length > 0) {
-    io.stderr.write(`signing-sidecar demo: unexpected argument ${argv[0]}\n${USAGE}`);
-    return EXIT.usage;
-  }
+  const flags = parseCommandLine(argv, {}, io, { usage: USAGE, help: USAGE });
+  if (typeof flags === 'number') return flags;
   const say = (line: string) => io.stdout.write(`${line}\n`);
   const dir = await mkdtemp(join(tmpdir(), 'signing-sidecar-demo-'));
   const cleanup: Array<() => Promise<void>> = [() => rm(dir, { recursive: true, force: true })];

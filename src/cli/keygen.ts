@@ -1,4 +1,3 @@
-import { parseArgs } from 'node:util';
 import { publicKeyFingerprint } from '../signing/keys.js';
 import { MIN_RSA_BITS } from '../config/private-key.js';
 import { generateRsaKeyPair, keyPairPaths, outputProblem, writeKeyPair } from '../tools/key-pair-files.js';
@@ -42,27 +41,8 @@ function nextSteps(publicKeyPath: string, privateKeyPath: string): string {
 }
 
 export const keygen: Command = async (argv, io) => {
-  const parsed = parseCommandLine(
-    () =>
-      parseArgs({
-        args: argv,
-        strict: true,
-        allowPositionals: false,
-        options: {
-          bits: { type: 'string' },
-          out: { type: 'string' },
-          name: { type: 'string' },
-          help: { type: 'boolean', short: 'h' },
-        },
-      }).values,
-    io,
-    USAGE,
-  );
-  if (parsed === undefined) return EXIT.usage;
-  if (parsed.help === true) {
-    io.stdout.write(HELP);
-    return EXIT.ok;
-  }
+  const parsed = parseCommandLine(argv, { bits: { type: 'string' }, out: { type: 'string' }, name: { type: 'string' } }, io, { usage: USAGE, help: HELP });
+  if (typeof parsed === 'number') return parsed;
   const bits = parseBits(parsed.bits);
   if (typeof bits === 'string') return usageFailure(io, USAGE, bits);
   if (parsed.name !== undefined && !/^[A-Za-z0-9._-]+$/.test(parsed.name)) {

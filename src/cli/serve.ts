@@ -1,6 +1,7 @@
 import { startSidecar } from '../app.js';
 import { loadConfig } from '../config/load.js';
 import { ConfigError } from '../errors.js';
+import { parseCommandLine } from '../tools/usage.js';
 import { EXIT, type Command } from './command.js';
 
 const USAGE = `Usage: signing-sidecar serve
@@ -10,14 +11,8 @@ SIDECAR_CONFIG_FILE (see README "Configuration"). Stops gracefully on SIGTERM/SI
 `;
 
 export const serve: Command = async (argv, io) => {
-  if (argv.includes('--help') || argv.includes('-h')) {
-    io.stdout.write(USAGE);
-    return EXIT.ok;
-  }
-  if (argv.length > 0) {
-    io.stderr.write(`signing-sidecar serve: unexpected argument ${argv[0]}\n${USAGE}`);
-    return EXIT.usage;
-  }
+  const flags = parseCommandLine(argv, {}, io, { usage: USAGE, help: USAGE });
+  if (typeof flags === 'number') return flags;
   let config;
   try {
     config = loadConfig(io.env);

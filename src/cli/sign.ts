@@ -1,12 +1,11 @@
-import { parseArgs } from 'node:util';
 import { createSigner } from '../signing/signer.js';
 import { signingString, unixTimestamp } from '../signing/signing-string.js';
 import { newNonce } from '../signing/nonce.js';
 import { canonicalFullUrl } from '../tools/full-url.js';
 import { loadPrivateKeyFile } from '../tools/key-files.js';
 import { dataProblem, methodProblem, nonceProblem, timestampProblem } from '../tools/sign-inputs.js';
-import { parseCommandLine, runtimeFailure, usageFailure } from '../tools/usage.js';
-import { EXIT, type Command, type CommandIo } from './command.js';
+import { parseCommandLine, runtimeFailure, usageFailure, type Flags } from '../tools/usage.js';
+import { EXIT, type Command } from './command.js';
 
 const USAGE =
   'usage: signing-sidecar sign --url URL (--data B64 | --payload JSON) [--key FILE] [--method POST] [--timestamp T] [--nonce N] [--json]';
@@ -27,41 +26,17 @@ body, so you can compare byte for byte with your own implementation. Sends nothi
 Exit codes: 0 signed, 1 the key cannot be used, 2 bad usage.
 `;
 
-interface SignOptions {
-  url?: string | undefined;
-  data?: string | undefined;
-  payload?: string | undefined;
-  key?: string | undefined;
-  method?: string | undefined;
-  timestamp?: string | undefined;
-  nonce?: string | undefined;
-  json?: boolean | undefined;
-  help?: boolean | undefined;
-}
-
-function parse(argv: string[], io: CommandIo): SignOptions | undefined {
-  return parseCommandLine(
-    () =>
-      parseArgs({
-        args: argv,
-        strict: true,
-        allowPositionals: false,
-        options: {
-          url: { type: 'string' },
-          data: { type: 'string' },
-          payload: { type: 'string' },
-          key: { type: 'string' },
-          method: { type: 'string' },
-          timestamp: { type: 'string' },
-          nonce: { type: 'string' },
-          json: { type: 'boolean' },
-          help: { type: 'boolean', short: 'h' },
-        },
-      }).values,
-    io,
-    USAGE,
-  );
-}
+const SIGN_FLAGS = {
+  url: { type: 'string' },
+  data: { type: 'string' },
+  payload: { type: 'string' },
+  key: { type: 'string' },
+  method: { type: 'string' },
+  timestamp: { type: 'string' },
+  nonce: { type: 'string' },
+  json: { type: 'boolean' },
+} as const;
+type SignOptions = Flags<typeof SIGN_FLAGS>;
 
 interface Request {
   method: string;
@@ -72,7 +47,6 @@ interface Request {
   keyFile: string;
 }
 
-/** Turns options into a request to sign, or a usage problem (string). */
 function resolve(opts: SignOptions, env: NodeJS.ProcessEnv): Request | string {
   if (opts.url === undefined) return '--url is required';
   if ((opts.data === undefined) === (opts.payload === undefined)) return 'give exactly one of --data or --payload';
@@ -125,12 +99,8 @@ function render(req: Request, text: string, signature: string, fingerprint: stri
 }
 
 export const sign: Command = async (argv, io) => {
-  const opts = parse(argv, io);
-  if (opts === undefined) return EXIT.usage;
-  if (opts.help === true) {
-    io.stdout.write(HELP);
-    return EXIT.ok;
-  }
+  const opts = parseCommandLine(argv, SIGN_FLAGS, io, { usage: USAGE, help: HELP });
+  if (typeof opts === 'number') return opts;
   const req = resolve(opts, io.env);
   if (typeof req === 'string') return usageFailure(io, USAGE, req);
   let key;

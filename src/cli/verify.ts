@@ -1,12 +1,11 @@
 import type { Readable } from 'node:stream';
-import { parseArgs } from 'node:util';
 import { MIN_RSA_BITS } from '../config/private-key.js';
 import { canonicalFullUrl, type CanonicalUrl } from '../tools/full-url.js';
 import { captureUrl, parseCapture, type CapturedRequest } from '../tools/http-capture.js';
 import { loadPublicKeyFile, type LoadedKey } from '../tools/key-files.js';
 import { readInput } from '../tools/read-input.js';
 import { diagnose } from '../tools/signature-diagnosis.js';
-import { parseCommandLine, runtimeFailure, usageFailure } from '../tools/usage.js';
+import { parseCommandLine, runtimeFailure, usageFailure, type Flags } from '../tools/usage.js';
 import { EXIT, type Command, type CommandIo, type ExitCode } from './command.js';
 
 const USAGE =
@@ -31,26 +30,14 @@ when it does not verify, names the checks that could explain why. Prints the sig
 Exit codes: 0 the signature verifies, 1 it does not (or inputs unreadable), 2 bad usage.
 `;
 
-interface VerifyOptions {
-  'public-key'?: string | undefined;
-  request?: string | undefined;
-  url?: string | undefined;
-  scheme?: string | undefined;
-  now?: string | undefined;
-  help?: boolean | undefined;
-}
-
-function parse(argv: string[], io: CommandIo): VerifyOptions | undefined {
-  const options = {
-    'public-key': { type: 'string' },
-    request: { type: 'string' },
-    url: { type: 'string' },
-    scheme: { type: 'string' },
-    now: { type: 'string' },
-    help: { type: 'boolean', short: 'h' },
-  } as const;
-  return parseCommandLine(() => parseArgs({ args: argv, strict: true, allowPositionals: false, options }).values, io, USAGE);
-}
+const VERIFY_FLAGS = {
+  'public-key': { type: 'string' },
+  request: { type: 'string' },
+  url: { type: 'string' },
+  scheme: { type: 'string' },
+  now: { type: 'string' },
+} as const;
+type VerifyOptions = Flags<typeof VERIFY_FLAGS>;
 
 function usageProblem(opts: VerifyOptions): string | undefined {
   if (opts['public-key'] === undefined) return '--public-key is required';
@@ -102,12 +89,8 @@ function report(io: CommandIo, loaded: Loaded, nowSeconds: number): ExitCode {
 /** Built with the stdin to read, so tests can feed a capture without touching process.stdin. */
 export function createVerify(stdin: () => Readable): Command {
   return async (argv, io) => {
-    const opts = parse(argv, io);
-    if (opts === undefined) return EXIT.usage;
-    if (opts.help === true) {
-      io.stdout.write(HELP);
-      return EXIT.ok;
-    }
+    const opts = parseCommandLine(argv, VERIFY_FLAGS, io, { usage: USAGE, help: HELP });
+    if (typeof opts === 'number') return opts;
     const problem = usageProblem(opts);
     if (problem !== undefined) return usageFailure(io, USAGE, problem);
     let loaded: Loaded;

@@ -172,5 +172,4 @@ export function buildSchema(env: NodeJS.ProcessEnv) {
 }
 
 export type ConfigSchema = ReturnType<typeof buildSchema>;
-export type RawConfig = ReturnType<ConfigSchema['getProperties']>;
 

@@ -11,6 +11,12 @@ export type TokenGrant = 'password' | 'refresh_token';
 export type TokenCallOutcome = 'success' | 'rejected' | 'error';
 export type RetryReason = 'token_rejected' | 'connect_failed';
 
+/** State the sidecar already keeps, exported as gauges at scrape time. */
+export interface LiveState {
+  readonly isReady: () => boolean;
+  readonly inFlight: () => number;
+}
+
 export interface BuildInfo {
   readonly version: string;
   readonly environment: string;
@@ -58,15 +64,21 @@ export class SidecarMetrics {
   private readonly requestChildren = new Map<string, Counter.Internal>();
   private readonly requestLatencyChildren = new Map<string, Histogram.Internal<'route'>>();
   private readonly gatewayLatencyChildren = new Map<string, Histogram.Internal<'route'>>();
-  private isReady: () => boolean = () => false;
-  // Computed at scrape time from the live state, so it can never lag behind what /readyz says.
+  private live: LiveState = { isReady: () => false, inFlight: () => 0 };
+  // Both are read from the live state at scrape time: they can never lag behind what /readyz and the server
+  // see, and the hot path pays nothing to keep them.
   private readonly readyGauge: Gauge = new Gauge({
     name: METRICS.ready,
     help: '1 when the sidecar is ready to serve (valid token, not draining).',
     registers: [this.registry],
-    collect: (): void => this.readyGauge.set(this.isReady() ? 1 : 0),
+    collect: (): void => this.readyGauge.set(this.live.isReady() ? 1 : 0),
   });
-  private readonly inFlightGauge = this.gauge(METRICS.inFlight, 'Client requests in flight.');
+  private readonly inFlightGauge: Gauge = new Gauge({
+    name: METRICS.inFlight,
+    help: 'Client requests in flight.',
+    registers: [this.registry],
+    collect: (): void => this.inFlightGauge.set(this.live.inFlight()),
+  });
 
   constructor(info: BuildInfo) {
     collectDefaultMetrics({ register: this.registry, prefix: METRIC_PREFIX });
@@ -143,12 +155,8 @@ export class SidecarMetrics {
     this.skew.set(seconds);
   }
 
-  trackReadiness(isReady: () => boolean): void {
-    this.isReady = isReady;
-  }
-
-  inFlight(delta: 1 | -1): void {
-    this.inFlightGauge.inc(delta);
+  trackLiveState(live: LiveState): void {
+    this.live = live;
   }
 
   private gauge(name: string, help: string): Gauge {

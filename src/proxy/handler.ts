@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { asSidecarError, sidecarErrors, type SidecarError } from '../errors.js';
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
@@ -8,7 +8,7 @@ import { errorCode } from '../upstream/forwarder.js';
 import { errorLabel } from './gateway-answer.js';
 import { forwardableRequestHeaders, forwardableResponseHeaders } from './headers.js';
 import { requestId } from './request-id.js';
-import { logRequest, logVerifyFailure, sha256Hex } from './request-log.js';
+import { logRequest, logVerifyFailure } from './request-log.js';
 import { UNMATCHED_ROUTE, type RouteMatch } from './routes.js';
 import { sendSigned, type SignedSendDeps } from './signed-send.js';
 
@@ -31,8 +31,7 @@ interface Outcome {
   attempts: number;
   /** The network error code behind unreachable / outcome_unknown (never the error's message). */
   causeCode?: string;
-  payloadBytes?: number;
-  payloadSha256?: string;
+  payload?: Buffer;
 }
 
 /** Turns one client request into exactly one definitive answer: the gateway's, or a sidecar.* error. */
@@ -43,7 +42,6 @@ export function createProxyHandler(deps: HandlerDeps) {
     res.setHeader('x-request-id', id);
     const match = deps.route(req.method ?? '', req.url ?? '/');
     const route = match.kind === 'not_found' ? UNMATCHED_ROUTE : match.route;
-    deps.metrics.inFlight(1);
     handle(deps, req, res, match, id)
       .catch((err: unknown) => fail(deps, req, res, asSidecarError(err)))
       .then((outcome) => {
@@ -51,8 +49,7 @@ export function createProxyHandler(deps: HandlerDeps) {
         deps.metrics.requestDone(route, outcome.status, outcome.code, durationMs / 1000);
         logRequest(deps.requestLog, { requestId: id, route, durationMs: Math.round(durationMs * 1000) / 1000, ...outcome });
       })
-      .catch((err: unknown) => deps.log.error({ event: 'handler.bug', ...describeBug(err) }, 'request accounting failed'))
-      .finally(() => deps.metrics.inFlight(-1));
+      .catch((err: unknown) => deps.log.error({ event: 'handler.bug', ...describeBug(err) }, 'request accounting failed'));
   };
 }
 
@@ -65,7 +62,7 @@ async function handle(deps: HandlerDeps, req: IncomingMessage, res: ServerRespon
   if (!isJsonContentType(req.headers['content-type'])) throw sidecarErrors.unsupportedMediaType();
   const body = await readBody(req, deps.maxBodyBytes);
   const envelope = wrapEnvelope(body);
-  const payload = { payloadBytes: body.length, payloadSha256: sha256Hex(body) };
+  const payload = { payload: body };
   const progress = { sent: 0 };
   try {
     const result = await sendSigned(deps, {
@@ -77,10 +74,7 @@ async function handle(deps: HandlerDeps, req: IncomingMessage, res: ServerRespon
     });
     if (result.gatewayCode === 'signature.verify.failed') logVerifyFailure(deps.log, id, result, envelope.data);
     const { response } = result;
-    if (!res.headersSent) {
-      res.writeHead(response.status, { ...forwardableResponseHeaders(response.headers), 'x-request-id': id });
-      res.end(response.body);
-    }
+    answerOnce(res, response.status, { ...forwardableResponseHeaders(response.headers), 'x-request-id': id }, response.body);
     const code = errorLabel(response.status, result.gatewayCode) ?? 'ok';
     const gatewayCode = result.gatewayCode?.slice(0, 100);
     return { status: response.status, code, ...(gatewayCode ? { gatewayCode } : {}), attempts: result.attempts, ...payload };
@@ -110,13 +104,20 @@ function describeBug(cause: unknown): Record<string, string | undefined> {
   return { errorName: cause.name, errorCode: errorCode(cause), stack: frames };
 }
 
-/** Writes a sidecar error, unless an answer was already given (by shutdown) to this client. */
-export function writeSidecarError(res: ServerResponse, error: SidecarError): void {
+/**
+ * The one place that answers a client. A client gets exactly one answer: if shutdown already answered it
+ * (outcome_unknown), the late gateway answer is dropped; a half-written answer is cut rather than corrupted.
+ */
+function answerOnce(res: ServerResponse, status: number, headers: OutgoingHttpHeaders, body: Buffer | string): void {
   if (res.headersSent) {
     if (!res.writableEnded) res.destroy();
     return;
   }
-  const body = JSON.stringify(error.toBody());
-  res.writeHead(error.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.writeHead(status, headers);
   res.end(body);
+}
+
+export function writeSidecarError(res: ServerResponse, error: SidecarError): void {
+  const body = JSON.stringify(error.toBody());
+  answerOnce(res, error.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }, body);
 }

@@ -10,11 +10,11 @@ export interface RequestLogEntry {
   readonly code: string;
   readonly attempts: number;
   readonly durationMs: number;
-  readonly payloadBytes?: number;
-  readonly payloadSha256?: string;
+  /** The client's body; only its length and SHA-256 are logged. */
+  readonly payload?: Buffer;
 }
 
-export function sha256Hex(value: string | Buffer): string {
+function sha256Hex(value: string | Buffer): string {
   return createHash('sha256').update(value).digest('hex');
 }
 
@@ -24,7 +24,11 @@ export function sha256Hex(value: string | Buffer): string {
  */
 export function logRequest(log: Logger, entry: RequestLogEntry): void {
   const level = entry.status >= 500 ? 'error' : entry.status >= 400 ? 'warn' : 'info';
-  log[level]({ event: 'request', ...entry }, 'request answered');
+  // The digest is computed only for a line that is written: at level warn, successes cost nothing here.
+  if (!log.isLevelEnabled(level)) return;
+  const { payload, ...fields } = entry;
+  const digest = payload ? { payloadBytes: payload.length, payloadSha256: sha256Hex(payload) } : {};
+  log[level]({ event: 'request', ...fields, ...digest }, 'request answered');
 }
 
 /**

@@ -5,6 +5,11 @@ import type { GrantResult, GrantedTokens } from './token-set.js';
 
 export const TOKEN_PATH = '/api/v2/auth/token';
 
+/** The password grant's body (spec 4.1); `check` sends the very same one. */
+export function passwordGrant(username: string, password: Secret): Record<string, string> {
+  return { grant_type: 'password', username, password: password.reveal() };
+}
+
 export interface TokenClient {
   passwordGrant(): Promise<GrantResult>;
   refreshGrant(refreshToken: Secret): Promise<GrantResult>;
@@ -32,8 +37,7 @@ export function createTokenClient(forwarder: Forwarder, options: TokenClientOpti
     return interpret(outcome.response, options.now());
   };
   return {
-    passwordGrant: () =>
-      post({ grant_type: 'password', username: options.username, password: options.password.reveal() }),
+    passwordGrant: () => post(passwordGrant(options.username, options.password)),
     refreshGrant: (refreshToken) =>
       post({ grant_type: 'refresh_token', [options.refreshTokenField]: refreshToken.reveal() }),
   };

@@ -1,8 +1,8 @@
-import { Agent, request } from 'undici';
 import type { Config } from '../config/config.js';
+import { passwordGrant, TOKEN_PATH } from '../token/token-client.js';
+import { createForwarder, errorCode } from '../upstream/forwarder.js';
 import type { CheckMark } from './check-report.js';
 import type { SkewSample } from './clock-skew.js';
-import { trustedCas } from './upstream-tls.js';
 
 export interface LoginResult {
   readonly mark: CheckMark;
@@ -44,35 +44,38 @@ function verdict(status: number, body: unknown, config: Config): Omit<LoginResul
 }
 
 /**
- * POSTs the password grant (spec 4.1) once. Also records the Date header and local timing for the skew check,
- * which works even when the login is refused. The tokens in the answer are discarded unprinted.
+ * POSTs the password grant (spec 4.1) once, through the same forwarder, path and body as `serve`. Also records
+ * the Date header and local timing for the skew check, which works even when the login is refused. The tokens
+ * in the answer are discarded unprinted.
  */
 export async function probeLogin(config: Config): Promise<LoginResult> {
-  const agent = new Agent({
-    connect: { ca: trustedCas(config.upstream.ca), timeout: config.upstream.connectTimeoutMs },
-    headersTimeout: config.upstream.responseTimeoutMs,
-    bodyTimeout: config.upstream.responseTimeoutMs,
-  });
-  const url = `${config.base.origin}${config.base.pathPrefix}/api/v2/auth/token`;
-  const payload = JSON.stringify({ grant_type: 'password', username: config.username, password: config.password.reveal() });
+  const forwarder = createForwarder(config.base, { ...config.upstream, connections: 1 });
+  const path = `${config.base.pathPrefix}${TOKEN_PATH}`;
   try {
     const sentMs = Date.now();
-    const res = await request(url, { method: 'POST', dispatcher: agent, headers: { 'content-type': 'application/json' }, body: payload });
+    const outcome = await forwarder.send({
+      path,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(passwordGrant(config.username, config.password)),
+    });
     const receivedMs = Date.now();
-    const text = await res.body.text();
-    let body: unknown;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      body = null;
+    if (outcome.kind !== 'response') {
+      const code = errorCode(outcome.error) ?? outcome.error.message;
+      return { mark: '✘', detail: `as ${config.username}: no answer from ${config.base.origin}${path} (${code})`, skew: undefined };
     }
-    const date = res.headers.date;
+    const { status, headers, body } = outcome.response;
+    const date = headers.date;
     const skew = typeof date === 'string' ? { dateHeader: date, sentMs, receivedMs } : undefined;
-    return { ...verdict(res.statusCode, body, config), skew };
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-    return { mark: '✘', detail: `as ${config.username}: no answer from ${url} (${code})`, skew: undefined };
+    return { ...verdict(status, parseBody(body), config), skew };
   } finally {
-    await agent.close();
+    await forwarder.close();
+  }
+}
+
+function parseBody(bytes: Buffer): unknown {
+  try {
+    return JSON.parse(bytes.toString('utf8'));
+  } catch {
+    return null;
   }
 }

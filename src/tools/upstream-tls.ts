@@ -1,13 +1,3 @@
-import { rootCertificates } from 'node:tls';
-
-/**
- * The CA list `check` trusts: the system roots plus SIDECAR_UPSTREAM_CA_FILE, the same "added to" rule the
- * setting documents, so a private CA works without silently dropping the public roots.
- */
-export function trustedCas(extraCa: string | undefined): string[] | undefined {
-  return extraCa === undefined ? undefined : [...rootCertificates, extraCa];
-}
-
 /** Host and port to dial for a canonical origin (brackets of an IPv6 literal removed, default ports filled). */
 export function dialTarget(origin: string): { host: string; port: number } {
   const url = new URL(origin);

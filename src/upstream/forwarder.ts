@@ -1,6 +1,6 @@
-import { rootCertificates } from 'node:tls';
 import { Pool, type Dispatcher } from 'undici';
 import type { BaseAddress } from '../config/base-url.js';
+import { trustedCas } from './trusted-cas.js';
 
 export interface UpstreamRequest {
   /** Path and query for the request line (already prefixed with the base path). */
@@ -55,11 +55,7 @@ export function createForwarder(base: BaseAddress, options: ForwarderOptions): F
   const pool = new Pool(base.origin, {
     connections: options.connections,
     pipelining: 1,
-    connect: {
-      timeout: options.connectTimeoutMs,
-      // Node's `ca` replaces the system roots, so the extra bundle is added to them rather than used alone.
-      ...(options.ca === undefined ? {} : { ca: [...rootCertificates, options.ca] }),
-    },
+    connect: { timeout: options.connectTimeoutMs, ...(options.ca === undefined ? {} : { ca: trustedCas(options.ca) }) },
     // A request written to a socket that the gateway is closing for idleness ends as outcome_unknown: keeping
     // idle sockets for less time than the gateway does makes that race rare (undici also honours Keep-Alive hints).
     ...(options.keepAliveTimeoutMs === undefined ? {} : { keepAliveTimeout: options.keepAliveTimeoutMs }),

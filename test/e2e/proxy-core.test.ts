@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { RecordingGateway, TEST_PASSWORD } from '../support/recording-gateway.js';
-import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
+import { sidecarEnv, startTestSidecar, waitUntilReady, withReadySidecar, type TestSidecar } from '../support/sidecar.js';
 
 const exec = promisify(execFile);
 const DEPOSIT = '{"amount":"100.50","currency":"USD","gateway":"card","user_id":"u1","invoice_no":"inv-1"}';
@@ -154,11 +154,7 @@ describe('signing proxy core, end to end over real sockets', () => {
 
 describe('upstream failures map to the error contract', () => {
   it('connection refused: 502 sidecar.upstream.unreachable, retryable, after retrying within the deadline', async () => {
-    const keys = await makeKeys();
-    const gateway = await new RecordingGateway().start();
-    const running = await startTestSidecar(await sidecarEnv(keys, gateway.url, { SIDECAR_UPSTREAM_CONNECT_RETRY_DEADLINE_MS: '600' }));
-    try {
-      await waitUntilReady(running.sidecar);
+    await withReadySidecar({ SIDECAR_UPSTREAM_CONNECT_RETRY_DEADLINE_MS: '600' }, async ({ gateway, running }) => {
       await gateway.stop(); // the token is held; now nothing listens at the gateway's address
       const started = Date.now();
       const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, ['-H', 'Content-Type: application/json', '--data-binary', DEPOSIT]);
@@ -171,17 +167,11 @@ describe('upstream failures map to the error contract', () => {
       assert.ok(Date.now() - started >= 100, 'retried with backoff before giving up');
       const metrics = await (await fetch(`${running.sidecar.adminUrl}/metrics`)).text();
       assert.match(metrics, /signing_sidecar_retries_total\{reason="connect_failed"\} [1-9]/);
-    } finally {
-      await running.stop();
-    }
+    });
   });
 
   it('reset after the request was sent: 502 sidecar.upstream.outcome_unknown, not retryable, sent exactly once', async () => {
-    const keys = await makeKeys();
-    const gateway = await new RecordingGateway().start();
-    const running = await startTestSidecar(await sidecarEnv(keys, gateway.url));
-    try {
-      await waitUntilReady(running.sidecar);
+    await withReadySidecar({}, async ({ gateway, running }) => {
       gateway.script.push({ reset: true });
       const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, ['-H', 'Content-Type: application/json', '--data-binary', DEPOSIT]);
       assert.equal(answer.status, 502);
@@ -189,35 +179,21 @@ describe('upstream failures map to the error contract', () => {
       assert.equal(body.code, 'sidecar.upstream.outcome_unknown');
       assert.equal(body.retryable, false);
       assert.equal(gateway.requests.length, 1);
-    } finally {
-      await running.stop();
-      await gateway.stop();
-    }
+    });
   });
 
   it('no answer within the response timeout: 504 outcome_unknown, sent exactly once', async () => {
-    const keys = await makeKeys();
-    const gateway = await new RecordingGateway().start();
-    const running = await startTestSidecar(await sidecarEnv(keys, gateway.url, { SIDECAR_UPSTREAM_RESPONSE_TIMEOUT_MS: '300' }));
-    try {
-      await waitUntilReady(running.sidecar);
+    await withReadySidecar({ SIDECAR_UPSTREAM_RESPONSE_TIMEOUT_MS: '300' }, async ({ gateway, running }) => {
       gateway.script.push({ hang: true });
       const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, ['-H', 'Content-Type: application/json', '--data-binary', DEPOSIT]);
       assert.equal(answer.status, 504);
       assert.equal((JSON.parse(answer.body) as { code: string }).code, 'sidecar.upstream.outcome_unknown');
       assert.equal(gateway.requests.length, 1);
-    } finally {
-      await running.stop();
-      await gateway.stop();
-    }
+    });
   });
 
   it('shutdown with a request still waiting for the gateway: the client gets 504 outcome_unknown, never silence', async () => {
-    const keys = await makeKeys();
-    const gateway = await new RecordingGateway().start();
-    const running = await startTestSidecar(await sidecarEnv(keys, gateway.url, { SIDECAR_SHUTDOWN_MAX_DELAY_MS: '300' }));
-    try {
-      await waitUntilReady(running.sidecar);
+    await withReadySidecar({ SIDECAR_SHUTDOWN_MAX_DELAY_MS: '300' }, async ({ gateway, running }) => {
       gateway.script.push({ hang: true });
       const pending = curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, ['-H', 'Content-Type: application/json', '--data-binary', DEPOSIT]);
       while (gateway.requests.length === 0) await new Promise((r) => setTimeout(r, 10));
@@ -230,26 +206,17 @@ describe('upstream failures map to the error contract', () => {
         retryable: false,
       });
       assert.ok(running.logs.lines().some((l) => l.event === 'shutdown.done' && l.answeredOutcomeUnknown === 1));
-    } finally {
-      await gateway.stop();
-    }
+    });
   });
 
   it('a 5xx from the gateway is passed through unchanged and not retried', async () => {
-    const keys = await makeKeys();
-    const gateway = await new RecordingGateway().start();
-    const running = await startTestSidecar(await sidecarEnv(keys, gateway.url));
-    try {
-      await waitUntilReady(running.sidecar);
+    await withReadySidecar({}, async ({ gateway, running }) => {
       gateway.script.push({ status: 503, body: { code: 'busy', message: 'try later' } });
       const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, ['-H', 'Content-Type: application/json', '--data-binary', DEPOSIT]);
       assert.equal(answer.status, 503);
       assert.equal(answer.body, '{"code":"busy","message":"try later"}');
       assert.equal(gateway.requests.length, 1);
-    } finally {
-      await running.stop();
-      await gateway.stop();
-    }
+    });
   });
 });
 

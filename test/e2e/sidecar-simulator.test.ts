@@ -4,7 +4,7 @@ import { request } from 'node:https';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { startSimulator, type RunningSimulator, type SimulatorOptions } from '../../src/simulator/index.js';
-import { CaptureRelay, send } from '../support/capture-relay.js';
+import { GatewayRelay, sendCaptured } from '../support/gateway-relay.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
 import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
@@ -89,16 +89,16 @@ describe('sidecar + simulator, end to end', () => {
   it('a captured request resent within 95 s -> signature.nonce.replayed (401), and the payment exists once', async () => {
     const keys = await makeKeys();
     // The simulator's public address is the relay's, so the signature made for the relay URL verifies there.
-    const relay = await new CaptureRelay().start();
+    const relay = await new GatewayRelay().start();
     const real = await startSimulator({ accounts: [{ username: TEST_USERNAME, password: TEST_PASSWORD, publicKeyPem: keys.publicKeyPem }], publicBaseUrl: relay.url });
-    relay.target = real.listenUrl;
+    relay.pointAt(real.listenUrl);
     const sidecar = await startTestSidecar(await sidecarEnv(keys, relay.url));
     try {
       await waitUntilReady(sidecar.sidecar);
       const first = await deposit(sidecar.sidecar.proxyUrl);
       assert.equal(first.status, 200);
-      const captured = relay.captured.find((c) => c.path === '/api/v2/transaction/init')!;
-      const replay = await send(real.listenUrl, captured);
+      const captured = relay.captured.find((c) => c.url === '/api/v2/transaction/init')!;
+      const replay = await sendCaptured(real.listenUrl, captured);
       assert.equal(replay.status, 401);
       assert.equal((JSON.parse(replay.body.toString()) as { code: string }).code, 'signature.nonce.replayed');
       assert.equal(real.transactions().length, 1);
@@ -130,14 +130,14 @@ describe('sidecar + simulator, end to end', () => {
     const keys = await makeKeys();
     const account = { username: TEST_USERNAME, password: TEST_PASSWORD, publicKeyPem: keys.publicKeyPem };
     const production = await startSimulator({ accounts: [account] });
-    const stagingRelay = await new CaptureRelay().start();
+    const stagingRelay = await new GatewayRelay().start();
     const staging = await startSimulator({ accounts: [account], publicBaseUrl: stagingRelay.url });
-    stagingRelay.target = staging.listenUrl;
+    stagingRelay.pointAt(staging.listenUrl);
     const sidecar = await startTestSidecar(await sidecarEnv(keys, stagingRelay.url));
     try {
       await waitUntilReady(sidecar.sidecar);
       assert.equal((await deposit(sidecar.sidecar.proxyUrl)).status, 200);
-      const captured = stagingRelay.captured.find((c) => c.path === '/api/v2/transaction/init')!;
+      const captured = stagingRelay.captured.find((c) => c.url === '/api/v2/transaction/init')!;
       // Same account, same key, a valid production token: only the signed base address differs.
       const login = await fetch(`${production.baseUrl}/api/v2/auth/token`, {
         method: 'POST',
@@ -145,7 +145,7 @@ describe('sidecar + simulator, end to end', () => {
         body: JSON.stringify({ grant_type: 'password', username: TEST_USERNAME, password: TEST_PASSWORD }),
       });
       const token = ((await login.json()) as { access_token: string }).access_token;
-      const answer = await send(production.listenUrl, { ...captured, headers: { ...captured.headers, authorization: `Bearer ${token}` } });
+      const answer = await sendCaptured(production.listenUrl, { ...captured, headers: { ...captured.headers, authorization: `Bearer ${token}` } });
       assert.equal(answer.status, 401);
       assert.equal((JSON.parse(answer.body.toString()) as { code: string }).code, 'signature.verify.failed');
       assert.equal(production.transactions().length, 0);

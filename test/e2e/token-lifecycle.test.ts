@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { makeKeys } from '../support/keys.js';
-import { RecordingGateway, TEST_PASSWORD } from '../support/recording-gateway.js';
-import { sidecarEnv, startTestSidecar, waitUntilReady } from '../support/sidecar.js';
+import { TEST_PASSWORD } from '../support/recording-gateway.js';
+import { withReadySidecar } from '../support/sidecar.js';
 
 const DEPOSIT = '{"amount":"10.00","currency":"USD","gateway":"card","user_id":"u1","invoice_no":"inv-1"}';
 
@@ -17,11 +16,7 @@ async function post(proxyUrl: string): Promise<{ status: number; body: string }>
 
 describe('token lifecycle through the proxy', () => {
   it('50 concurrent 401 FAILED of one generation: one new token, each request retried exactly once with a new nonce', async () => {
-    const keys = await makeKeys();
-    const gateway = await new RecordingGateway().start();
-    const running = await startTestSidecar(await sidecarEnv(keys, gateway.url));
-    try {
-      await waitUntilReady(running.sidecar);
+    await withReadySidecar({}, async ({ gateway, running }) => {
       const superseded = gateway.issuedAccessTokens.at(-1)!;
       gateway.revokeAccessToken(superseded);
       const grantsBefore = gateway.grants.length;
@@ -39,35 +34,21 @@ describe('token lifecycle through the proxy', () => {
       const metrics = await (await fetch(`${running.sidecar.adminUrl}/metrics`)).text();
       assert.match(metrics, /signing_sidecar_retries_total\{reason="token_rejected"\} 50/);
       assert.match(metrics, /signing_sidecar_gateway_errors_total\{code="FAILED"\} 50/);
-    } finally {
-      await running.stop();
-      await gateway.stop();
-    }
+    });
   });
 
   it('a second 401 FAILED goes back to the client unchanged, after exactly two sends', async () => {
-    const keys = await makeKeys();
-    const gateway = await new RecordingGateway().start();
-    const running = await startTestSidecar(await sidecarEnv(keys, gateway.url));
-    try {
-      await waitUntilReady(running.sidecar);
+    await withReadySidecar({}, async ({ gateway, running }) => {
       gateway.rejectAllTokens = true;
       const answer = await post(running.sidecar.proxyUrl);
       assert.equal(answer.status, 401);
       assert.deepEqual(JSON.parse(answer.body), { code: 'FAILED', message: 'access token invalid, expired or superseded' });
       assert.equal(gateway.requests.length, 2);
-    } finally {
-      await running.stop();
-      await gateway.stop();
-    }
+    });
   });
 
   it('401 FAILED and no fresh token to be had: the gateway\'s own 401 goes back (it did reach the gateway), sent once', async () => {
-    const keys = await makeKeys();
-    const gateway = await new RecordingGateway().start();
-    const running = await startTestSidecar(await sidecarEnv(keys, gateway.url));
-    try {
-      await waitUntilReady(running.sidecar);
+    await withReadySidecar({}, async ({ gateway, running }) => {
       gateway.rejectAllTokens = true;
       gateway.revokeRefreshTokens();
       gateway.refusePasswordLogins = true;
@@ -76,46 +57,39 @@ describe('token lifecycle through the proxy', () => {
       assert.deepEqual(JSON.parse(answer.body), { code: 'FAILED', message: 'access token invalid, expired or superseded' });
       assert.equal(gateway.requests.length, 1);
       assert.deepEqual(gateway.grants.map((g) => g.grant), ['password', 'refresh_token', 'password']);
-    } finally {
-      await running.stop();
-      await gateway.stop();
-    }
+    });
   });
 
   it('over several access-token lifetimes and one refresh-token lifetime, no client request sees a token error', async () => {
-    const keys = await makeKeys();
-    const gateway = await new RecordingGateway().start();
-    gateway.accessTtlSeconds = 3;
-    gateway.refreshTtlSeconds = 8;
-    const running = await startTestSidecar(
-      await sidecarEnv(keys, gateway.url, { SIDECAR_TOKEN_REFRESH_AHEAD_MIN_SECONDS: '1', SIDECAR_TOKEN_REFRESH_AHEAD_MAX_SECONDS: '1' }),
+    await withReadySidecar(
+      { SIDECAR_TOKEN_REFRESH_AHEAD_MIN_SECONDS: '1', SIDECAR_TOKEN_REFRESH_AHEAD_MAX_SECONDS: '1' },
+      async ({ gateway, running }) => {
+        const statuses: number[] = [];
+        const until = Date.now() + 11_000;
+        // Four clients in a loop, bounded in time.
+        await Promise.all(
+          Array.from({ length: 4 }, async () => {
+            while (Date.now() < until) {
+              statuses.push((await post(running.sidecar.proxyUrl)).status);
+              await new Promise((r) => setTimeout(r, 20));
+            }
+          }),
+        );
+        assert.ok(statuses.length > 200, `${statuses.length} requests`);
+        assert.deepEqual(statuses.filter((s) => s !== 201), [], 'no request saw anything but success');
+        const grants = gateway.grants.map((g) => g.grant);
+        assert.ok(grants.filter((g) => g === 'refresh_token').length >= 3, `refreshed ahead: ${grants.join(',')}`);
+        assert.ok(grants.filter((g) => g === 'password').length >= 2, `logged in again at refresh expiry: ${grants.join(',')}`);
+        const logs = running.logs.text;
+        assert.equal(logs.includes(TEST_PASSWORD), false);
+        for (const token of gateway.issuedAccessTokens) assert.equal(logs.includes(token), false);
+        for (const g of gateway.grants) if (g.refreshToken) assert.equal(logs.includes(g.refreshToken), false);
+        assert.match(logs, /"event":"token.granted","grant":"refresh_token"/);
+      },
+      (g) => {
+        g.accessTtlSeconds = 3;
+        g.refreshTtlSeconds = 8;
+      },
     );
-    try {
-      await waitUntilReady(running.sidecar);
-      const statuses: number[] = [];
-      const until = Date.now() + 11_000;
-      // Four clients in a loop, bounded in time.
-      await Promise.all(
-        Array.from({ length: 4 }, async () => {
-          while (Date.now() < until) {
-            statuses.push((await post(running.sidecar.proxyUrl)).status);
-            await new Promise((r) => setTimeout(r, 20));
-          }
-        }),
-      );
-      assert.ok(statuses.length > 200, `${statuses.length} requests`);
-      assert.deepEqual(statuses.filter((s) => s !== 201), [], 'no request saw anything but success');
-      const grants = gateway.grants.map((g) => g.grant);
-      assert.ok(grants.filter((g) => g === 'refresh_token').length >= 3, `refreshed ahead: ${grants.join(',')}`);
-      assert.ok(grants.filter((g) => g === 'password').length >= 2, `logged in again at refresh expiry: ${grants.join(',')}`);
-      const logs = running.logs.text;
-      assert.equal(logs.includes(TEST_PASSWORD), false);
-      for (const token of gateway.issuedAccessTokens) assert.equal(logs.includes(token), false);
-      for (const g of gateway.grants) if (g.refreshToken) assert.equal(logs.includes(g.refreshToken), false);
-      assert.match(logs, /"event":"token.granted","grant":"refresh_token"/);
-    } finally {
-      await running.stop();
-      await gateway.stop();
-    }
   });
 });

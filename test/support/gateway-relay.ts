@@ -9,10 +9,35 @@ import type { AddressInfo } from 'node:net';
  */
 export type RelayMode = 'pass' | 'replay' | 'tamper' | 'foreign-ip';
 
-interface Captured {
+/** A signed request as it crossed the relay, byte for byte: what a vendor gets from a packet capture. */
+export interface Captured {
   readonly url: string;
   readonly headers: IncomingHttpHeaders;
   readonly body: string;
+}
+
+export interface RelayedAnswer {
+  readonly status: number;
+  readonly headers: IncomingHttpHeaders;
+  readonly body: Buffer;
+}
+
+/** Sends a captured request to `origin` with its own headers and body (from `localAddress` if given). */
+export function sendCaptured(origin: string, out: Captured, localAddress?: string): Promise<RelayedAnswer> {
+  const headers: IncomingHttpHeaders = { ...out.headers, 'content-length': String(Buffer.byteLength(out.body)) };
+  delete headers.connection;
+  delete headers['keep-alive'];
+  delete headers['transfer-encoding'];
+  return new Promise((resolve, reject) => {
+    const upstream = request(`${origin}${out.url}`, { method: 'POST', headers, agent: false, ...(localAddress ? { localAddress } : {}) });
+    upstream.on('response', (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 502, headers: res.headers, body: Buffer.concat(chunks) }));
+    });
+    upstream.on('error', reject);
+    upstream.end(out.body);
+  });
 }
 
 /** Every secret value that crossed the relay: what a log must never contain. */
@@ -32,6 +57,8 @@ export interface SeenSecrets {
 export class GatewayRelay {
   mode: RelayMode = 'pass';
   readonly seen: SeenSecrets = { accessTokens: [], refreshTokens: [], signatures: [], data: [] };
+  /** Every signed request that arrived from the sidecar, in order. */
+  readonly captured: Captured[] = [];
   url = '';
   private last: Captured | undefined;
   private readonly server: Server;
@@ -83,6 +110,7 @@ export class GatewayRelay {
   }
 
   private record(incoming: Captured): void {
+    this.captured.push(incoming);
     const signature = incoming.headers['x-signature'];
     if (typeof signature === 'string') this.seen.signatures.push(signature);
     try {
@@ -98,32 +126,14 @@ export class GatewayRelay {
     answer: (status: number, headers: IncomingHttpHeaders, body: Buffer) => void,
     fail: () => void,
   ): void {
-    const headers: IncomingHttpHeaders = { ...out.headers, 'content-length': String(Buffer.byteLength(out.body)) };
-    delete headers.connection;
-    delete headers['keep-alive'];
-    delete headers['transfer-encoding'];
-    const upstream = request(`${this.target}${out.url}`, {
-      method: 'POST',
-      headers,
-      agent: false,
-      ...(out.localAddress ? { localAddress: out.localAddress } : {}),
-    });
-    upstream.on('response', (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const body = Buffer.concat(chunks);
-        if (out.url.endsWith('/auth/token')) this.recordTokens(body);
-        const back = { ...res.headers };
-        delete back.connection;
-        delete back['keep-alive'];
-        delete back['transfer-encoding'];
-        answer(res.statusCode ?? 502, back, body);
-      });
-    });
-    // The simulator reset the connection (an injected fault): pass the reset on, as a real path would.
-    upstream.on('error', fail);
-    upstream.end(out.body);
+    sendCaptured(this.target, out, out.localAddress).then(({ status, headers, body }) => {
+      if (out.url.endsWith('/auth/token')) this.recordTokens(body);
+      const back = { ...headers };
+      delete back.connection;
+      delete back['keep-alive'];
+      delete back['transfer-encoding'];
+      answer(status, back, body);
+    }, fail); // the simulator reset the connection (an injected fault): pass the reset on, as a real path would
   }
 
   private recordTokens(body: Buffer): void {

@@ -3,8 +3,8 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { startSidecar, type RunningSidecar, type SidecarDeps } from '../../src/app.js';
 import { loadConfig } from '../../src/config/load.js';
-import type { TestKeys } from './keys.js';
-import { TEST_PASSWORD, TEST_USERNAME } from './recording-gateway.js';
+import { makeKeys, type TestKeys } from './keys.js';
+import { RecordingGateway, TEST_PASSWORD, TEST_USERNAME } from './recording-gateway.js';
 
 /** Collects every log byte so tests can grep for secrets that must never appear. */
 export class CapturedOutput extends Writable {
@@ -56,5 +56,32 @@ export async function waitUntilReady(sidecar: RunningSidecar, ms = 5_000): Promi
   while (!sidecar.isReady()) {
     if (Date.now() > until) throw new Error('sidecar did not become ready');
     await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+export interface ReadySidecar {
+  readonly gateway: RecordingGateway;
+  readonly running: TestSidecar;
+}
+
+/**
+ * A RecordingGateway and a sidecar in front of it that already holds a token; both are stopped after `body`,
+ * whatever happens (stopping twice is harmless, so a test may stop either itself).
+ */
+export async function withReadySidecar(
+  extraEnv: NodeJS.ProcessEnv,
+  body: (ready: ReadySidecar) => Promise<void>,
+  configure: (gateway: RecordingGateway) => void = () => undefined,
+): Promise<void> {
+  const keys = await makeKeys();
+  const gateway = await new RecordingGateway().start();
+  configure(gateway);
+  const running = await startTestSidecar(await sidecarEnv(keys, gateway.url, extraEnv));
+  try {
+    await waitUntilReady(running.sidecar);
+    await body({ gateway, running });
+  } finally {
+    await running.stop();
+    await gateway.stop();
   }
 }
