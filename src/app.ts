@@ -43,33 +43,35 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   metrics.initRoutes(config.signedRoutes);
   const forwarder = createForwarder(config.base, config.upstream);
   const tokens = createTokenManager(config, forwarder, metrics, log, deps.now ?? Date.now);
-  const proxy = createServer(
-    createProxyHandler({
-      base: config.base,
-      signer: createSigner(config.privateKey),
-      tokens,
-      forwarder,
-      metrics,
-      log,
-      requestLog: createRequestLogger(log),
-      route: createRouter(config.signedRoutes),
-      maxBodyBytes: config.maxBodyBytes,
-      connectRetryDeadlineMs: config.upstream.connectRetryDeadlineMs,
-      ...(deps.now ? { now: deps.now } : {}),
-    }),
-  );
-  const tracker = new ConnectionTracker(proxy);
+  const handleRequest = createProxyHandler({
+    base: config.base,
+    signer: createSigner(config.privateKey),
+    tokens,
+    forwarder,
+    metrics,
+    log,
+    requestLog: createRequestLogger(log),
+    route: createRouter(config.signedRoutes),
+    maxBodyBytes: config.maxBodyBytes,
+    connectRetryDeadlineMs: config.upstream.connectRetryDeadlineMs,
+    ...(deps.now ? { now: deps.now } : {}),
+  });
+  const tracker = new ConnectionTracker();
   let draining = false;
+  // One request listener for tracking, draining and handling: a server 'request' event with several listeners
+  // copies the listener array on every request.
+  const proxy = createServer((req, res) => {
+    tracker.track(res);
+    // While draining, every answer asks the client to close its connection, so keep-alive pools move to another
+    // replica instead of finding this listener closed (or their socket cut) after the drain delay.
+    if (draining) res.setHeader('connection', 'close');
+    handleRequest(req, res);
+  });
   let started = false;
   // Startup latches at the first valid token: a later token outage makes the pod unready, never "not started"
   // (which Kubernetes answers with a restart that would not bring the gateway back).
   const isStarted = () => (started ||= tokens.hasValidToken());
   const isReady = () => isStarted() && !draining && tokens.hasValidToken();
-  // While draining, every answer asks the client to close its connection, so keep-alive pools move to another
-  // replica instead of finding this listener closed (or their socket cut) after the drain delay.
-  proxy.on('request', (_req, res: { setHeader(name: string, value: string): unknown }) => {
-    if (draining) res.setHeader('connection', 'close');
-  });
   const { shutdown, stopped } = createShutdown({
     proxy,
     admin: () => admin,

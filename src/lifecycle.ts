@@ -4,15 +4,22 @@ import type { Server, ServerResponse } from 'node:http';
 export class ConnectionTracker {
   private readonly open = new Set<ServerResponse>();
   private readonly idleWaiters: Array<() => void> = [];
+  // One listener shared by every response (`this` is the response that closed): nothing allocated per request.
+  private readonly onClose = ((tracker: ConnectionTracker) =>
+    function (this: ServerResponse): void {
+      tracker.finished(this);
+    })(this);
 
-  constructor(server: Server) {
-    server.on('request', (_req, res: ServerResponse) => {
-      this.open.add(res);
-      res.once('close', () => {
-        this.open.delete(res);
-        if (this.open.size === 0) this.idleWaiters.splice(0).forEach((wake) => wake());
-      });
-    });
+  /** Called once per request, from the server's request listener. */
+  track(res: ServerResponse): void {
+    this.open.add(res);
+    // 'close' comes once per response; `on` avoids the wrapper that `once` allocates.
+    res.on('close', this.onClose);
+  }
+
+  private finished(res: ServerResponse): void {
+    this.open.delete(res);
+    if (this.open.size === 0) this.idleWaiters.splice(0).forEach((wake) => wake());
   }
 
   get active(): number {

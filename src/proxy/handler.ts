@@ -8,7 +8,7 @@ import { errorCode } from '../upstream/forwarder.js';
 import { errorLabel } from './gateway-answer.js';
 import { forwardableRequestHeaders, forwardableResponseHeaders } from './headers.js';
 import { requestId } from './request-id.js';
-import { logRequest, logVerifyFailure } from './request-log.js';
+import { logRequest, logVerifyFailure, type RequestOutcome } from './request-log.js';
 import { UNMATCHED_ROUTE, type RouteMatch } from './routes.js';
 import { sendSigned, type SignedSendDeps } from './signed-send.js';
 
@@ -21,39 +21,31 @@ export interface HandlerDeps extends SignedSendDeps {
   readonly metrics: SidecarMetrics;
 }
 
-interface Outcome {
-  status: number;
-  /** Metric label: ok, a sidecar.* code, or a bounded gateway error label. */
-  code: string;
-  /** The gateway's own code, for the log line only (unbounded, so never a label). */
-  gatewayCode?: string;
-  /** Copies of the request that reached (or may have reached) the gateway: 0 means certainly none. */
-  attempts: number;
-  /** The network error code behind unreachable / outcome_unknown (never the error's message). */
-  causeCode?: string;
-  payload?: Buffer;
-}
-
 /** Turns one client request into exactly one definitive answer: the gateway's, or a sidecar.* error. */
 export function createProxyHandler(deps: HandlerDeps) {
   return (req: IncomingMessage, res: ServerResponse): void => {
-    const started = performance.now();
-    const id = requestId(req.headers['x-request-id']);
-    res.setHeader('x-request-id', id);
-    const match = deps.route(req.method ?? '', req.url ?? '/');
-    const route = match.kind === 'not_found' ? UNMATCHED_ROUTE : match.route;
-    handle(deps, req, res, match, id)
-      .catch((err: unknown) => fail(deps, req, res, asSidecarError(err)))
-      .then((outcome) => {
-        const durationMs = performance.now() - started;
-        deps.metrics.requestDone(route, outcome.status, outcome.code, durationMs / 1000);
-        logRequest(deps.requestLog, { requestId: id, route, durationMs: Math.round(durationMs * 1000) / 1000, ...outcome });
-      })
-      .catch((err: unknown) => deps.log.error({ event: 'handler.bug', ...describeBug(err) }, 'request accounting failed'));
+    serve(deps, req, res).catch((err: unknown) => deps.log.error({ event: 'handler.bug', ...describeBug(err) }, 'request accounting failed'));
   };
 }
 
-async function handle(deps: HandlerDeps, req: IncomingMessage, res: ServerResponse, match: RouteMatch, id: string): Promise<Outcome> {
+async function serve(deps: HandlerDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const started = performance.now();
+  const id = requestId(req.headers['x-request-id']);
+  tagWithRequestId(res, id);
+  const match = deps.route(req.method ?? '', req.url ?? '/');
+  let outcome: RequestOutcome;
+  try {
+    outcome = await handle(deps, req, res, match, id);
+  } catch (err) {
+    outcome = fail(deps, req, res, asSidecarError(err));
+  }
+  const durationMs = performance.now() - started;
+  const route = match.kind === 'not_found' ? UNMATCHED_ROUTE : match.route;
+  deps.metrics.requestDone(route, outcome.status, outcome.code, durationMs / 1000);
+  logRequest(deps.requestLog, id, route, durationMs, outcome);
+}
+
+async function handle(deps: HandlerDeps, req: IncomingMessage, res: ServerResponse, match: RouteMatch, id: string): Promise<RequestOutcome> {
   if (match.kind === 'not_found') throw sidecarErrors.routeNotFound();
   if (match.kind === 'method_not_allowed') {
     res.setHeader('allow', 'POST');
@@ -62,31 +54,24 @@ async function handle(deps: HandlerDeps, req: IncomingMessage, res: ServerRespon
   if (!isJsonContentType(req.headers['content-type'])) throw sidecarErrors.unsupportedMediaType();
   const body = await readBody(req, deps.maxBodyBytes);
   const envelope = wrapEnvelope(body);
-  const payload = { payload: body };
   const progress = { sent: 0 };
+  const headers = forwardableRequestHeaders(req.headers);
+  headers['x-request-id'] = id;
   try {
-    const result = await sendSigned(deps, {
-      route: match.route,
-      target: match.target,
-      envelope,
-      headers: { ...forwardableRequestHeaders(req.headers), 'x-request-id': id },
-      progress,
-    });
+    const result = await sendSigned(deps, { route: match.route, target: match.target, envelope, headers, progress });
     if (result.gatewayCode === 'signature.verify.failed') logVerifyFailure(deps.log, id, result, envelope.data);
     const { response } = result;
-    answerOnce(res, response.status, { ...forwardableResponseHeaders(response.headers), 'x-request-id': id }, response.body);
+    answerOnce(res, response.status, forwardableResponseHeaders(response.headers), response.body);
     const code = errorLabel(response.status, result.gatewayCode) ?? 'ok';
-    const gatewayCode = result.gatewayCode?.slice(0, 100);
-    return { status: response.status, code, ...(gatewayCode ? { gatewayCode } : {}), attempts: result.attempts, ...payload };
+    return { status: response.status, code, gatewayCode: result.gatewayCode?.slice(0, 100), attempts: result.attempts, payload: body };
   } catch (err) {
     const error = asSidecarError(err);
     writeSidecarError(res, error);
-    const causeCode = errorCode(error.cause);
-    return { status: error.status, code: error.code, attempts: progress.sent, ...(causeCode ? { causeCode } : {}), ...payload };
+    return { status: error.status, code: error.code, attempts: progress.sent, causeCode: errorCode(error.cause), payload: body };
   }
 }
 
-function fail(deps: HandlerDeps, req: IncomingMessage, res: ServerResponse, error: SidecarError): Outcome {
+function fail(deps: HandlerDeps, req: IncomingMessage, res: ServerResponse, error: SidecarError): RequestOutcome {
   if (error.code === 'sidecar.internal') deps.log.error({ event: 'handler.error', ...describeBug(error.cause) }, 'unexpected error');
   // A refused body may still be arriving: close the connection after answering rather than read it all.
   if (!req.complete && !res.headersSent) res.setHeader('connection', 'close');
@@ -104,6 +89,17 @@ function describeBug(cause: unknown): Record<string, string | undefined> {
   return { errorName: cause.name, errorCode: errorCode(cause), stack: frames };
 }
 
+const REQUEST_ID = Symbol('x-request-id');
+type TaggedResponse = ServerResponse & { [REQUEST_ID]?: string };
+
+/**
+ * The id goes on every answer, including the one shutdown writes for a request it cuts short. It is kept on the
+ * response rather than set with setHeader, which would send every writeHead down Node's slower merging path.
+ */
+function tagWithRequestId(res: ServerResponse, id: string): void {
+  (res as TaggedResponse)[REQUEST_ID] = id;
+}
+
 /**
  * The one place that answers a client. A client gets exactly one answer: if shutdown already answered it
  * (outcome_unknown), the late gateway answer is dropped; a half-written answer is cut rather than corrupted.
@@ -113,6 +109,8 @@ function answerOnce(res: ServerResponse, status: number, headers: OutgoingHttpHe
     if (!res.writableEnded) res.destroy();
     return;
   }
+  const id = (res as TaggedResponse)[REQUEST_ID];
+  if (id !== undefined) headers['x-request-id'] = id; // the sidecar's id wins over any the gateway sent
   res.writeHead(status, headers);
   res.end(body);
 }

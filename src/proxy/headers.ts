@@ -12,9 +12,13 @@ const INTERNAL_ONLY = ['cookie', 'forwarded', 'x-forwarded-for', 'x-forwarded-ho
 const DROP_REQUEST = new Set([...HOP_BY_HOP, ...OWNED_BY_SIDECAR, ...INTERNAL_ONLY]);
 const DROP_RESPONSE = new Set([...HOP_BY_HOP, 'content-length']);
 
+const NO_NAMED_HEADERS: ReadonlySet<string> = new Set();
+
 /** Headers named in Connection are hop-by-hop too (RFC 9110 7.6.1). */
-function connectionNamed(connection: string | string[] | undefined): Set<string> {
-  const value = Array.isArray(connection) ? connection.join(',') : (connection ?? '');
+function connectionNamed(connection: string | string[] | undefined): ReadonlySet<string> {
+  // The usual values name no other header; skipping the split keeps the hot path free of garbage.
+  if (connection === undefined || connection === 'keep-alive' || connection === 'close') return NO_NAMED_HEADERS;
+  const value = Array.isArray(connection) ? connection.join(',') : connection;
   return new Set(value.split(',').map((h) => h.trim().toLowerCase()).filter((h) => h !== ''));
 }
 
@@ -22,7 +26,8 @@ function connectionNamed(connection: string | string[] | undefined): Set<string>
 export function forwardableRequestHeaders(headers: IncomingHttpHeaders): Record<string, string> {
   const extra = connectionNamed(headers.connection);
   const out: Record<string, string> = {};
-  for (const [name, value] of Object.entries(headers)) {
+  for (const name in headers) {
+    const value = headers[name];
     if (value === undefined || DROP_REQUEST.has(name) || extra.has(name)) continue;
     out[name] = Array.isArray(value) ? value.join(', ') : value;
   }
@@ -33,9 +38,9 @@ export function forwardableRequestHeaders(headers: IncomingHttpHeaders): Record<
 export function forwardableResponseHeaders(headers: Record<string, string | string[]>): Record<string, string | string[]> {
   const extra = connectionNamed(headers.connection);
   const out: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(headers)) {
+  for (const name in headers) {
     if (DROP_RESPONSE.has(name) || extra.has(name)) continue;
-    out[name] = value;
+    out[name] = headers[name] as string | string[];
   }
   return out;
 }

@@ -1,34 +1,52 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Logger } from '../observability/log.js';
 import { signingString } from '../signing/signing-string.js';
 import type { SignedResult } from './signed-send.js';
 
-export interface RequestLogEntry {
-  readonly requestId: string;
-  readonly route: string;
-  readonly status: number;
-  readonly code: string;
-  readonly attempts: number;
-  readonly durationMs: number;
-  /** The client's body; only its length and SHA-256 are logged. */
-  readonly payload?: Buffer;
+function sha256Hex(value: string | Buffer): string {
+  // The one-shot form: no Hash object per call.
+  return hash('sha256', value, 'hex');
 }
 
-function sha256Hex(value: string | Buffer): string {
-  return createHash('sha256').update(value).digest('hex');
+/** How one client request ended: the metric labels and the request log line are made from it. */
+export interface RequestOutcome {
+  readonly status: number;
+  /** Metric label: ok, a sidecar.* code, or a bounded gateway error label. */
+  readonly code: string;
+  /** The gateway's own code, for the log line only (unbounded, so never a label). */
+  readonly gatewayCode?: string | undefined;
+  /** Copies of the request that reached (or may have reached) the gateway: 0 means certainly none. */
+  readonly attempts: number;
+  /** The network error code behind unreachable / outcome_unknown (never the error's message). */
+  readonly causeCode?: string | undefined;
+  /** The client's body; only its length and SHA-256 are logged. */
+  readonly payload?: Buffer | undefined;
 }
 
 /**
  * One line per request. The payload appears only as its length and SHA-256: enough to match it against the
- * internal service's own log, never enough to read it.
+ * internal service's own log, never enough to read it. The line object has one fixed shape (undefined fields
+ * are left out of the JSON by pino): it is built for every request, so it avoids rest and spread copies.
  */
-export function logRequest(log: Logger, entry: RequestLogEntry): void {
-  const level = entry.status >= 500 ? 'error' : entry.status >= 400 ? 'warn' : 'info';
+export function logRequest(log: Logger, requestId: string, route: string, durationMs: number, outcome: RequestOutcome): void {
+  const level = outcome.status >= 500 ? 'error' : outcome.status >= 400 ? 'warn' : 'info';
   // The digest is computed only for a line that is written: at level warn, successes cost nothing here.
   if (!log.isLevelEnabled(level)) return;
-  const { payload, ...fields } = entry;
-  const digest = payload ? { payloadBytes: payload.length, payloadSha256: sha256Hex(payload) } : {};
-  log[level]({ event: 'request', ...fields, ...digest }, 'request answered');
+  const { payload } = outcome;
+  const line = {
+    event: 'request',
+    requestId,
+    route,
+    status: outcome.status,
+    code: outcome.code,
+    gatewayCode: outcome.gatewayCode,
+    attempts: outcome.attempts,
+    causeCode: outcome.causeCode,
+    durationMs: Math.round(durationMs * 1000) / 1000,
+    payloadBytes: payload?.length,
+    payloadSha256: payload ? sha256Hex(payload) : undefined,
+  };
+  log[level](line, 'request answered');
 }
 
 /**

@@ -58,7 +58,7 @@ export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): 
   const now = deps.now ?? Date.now;
   const giveUpAt = performance.now() + deps.connectRetryDeadlineMs;
   const progress = request.progress ?? { sent: 0 };
-  let token = await deps.tokens.token();
+  let token = deps.tokens.usableToken() ?? (await deps.tokens.token());
   let tokenRetried = false;
   let connectFailures = 0;
   for (;;) {

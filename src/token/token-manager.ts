@@ -64,6 +64,11 @@ export class TokenManager {
     return this.usable(this.current) !== undefined;
   }
 
+  /** The current token when it can be used right away: the hot path, with no promise to wait on. */
+  usableToken(): TokenSet | undefined {
+    return this.usable(this.current);
+  }
+
   /** The current token, or the one being fetched; throws sidecar.token.unavailable when none can be had. */
   async token(): Promise<TokenSet> {
     const usable = this.usable(this.current);

@@ -72,44 +72,61 @@ export function createForwarder(base: BaseAddress, options: ForwarderOptions): F
 
 function sendOnce(pool: Pool, request: UpstreamRequest, timeoutMs: number, maxBytes: number): Promise<SendOutcome> {
   return new Promise<SendOutcome>((resolve) => {
-    let started = false;
-    let status = 0;
-    let headers: Record<string, string | string[]> = {};
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let timer: NodeJS.Timeout | undefined;
-    const settle = (outcome: SendOutcome) => {
-      clearTimeout(timer);
-      resolve(outcome);
-    };
-    const handler: Dispatcher.DispatchHandler = {
-      // Called by undici on a connected socket right before the first byte is written (client-h1 writeH1).
-      onRequestStart(controller) {
-        started = true;
-        timer = setTimeout(() => controller.abort(new ResponseTimeoutError('gateway did not answer in time')), timeoutMs);
-      },
-      onResponseStart(_controller, statusCode, responseHeaders) {
-        status = statusCode;
-        headers = normaliseHeaders(responseHeaders);
-      },
-      onResponseData(controller, chunk) {
-        size += chunk.length;
-        if (size > maxBytes) controller.abort(new Error(`gateway response exceeds ${maxBytes} bytes`));
-        else chunks.push(chunk);
-      },
-      onResponseEnd() {
-        settle({ kind: 'response', response: { status, headers, body: Buffer.concat(chunks, size) } });
-      },
-      onResponseError(_controller, error) {
-        if (!started) settle({ kind: 'not_sent', error, transient: isTransientConnectError(error) });
-        else settle({ kind: 'sent_no_answer', error, timedOut: isTimeout(error) });
-      },
-    };
     pool.dispatch(
       { method: 'POST', path: request.path, headers: request.headers, body: request.body, idempotent: false },
-      handler,
+      new Exchange(resolve, timeoutMs, maxBytes),
     );
   });
+}
+
+/**
+ * One request's life in undici, as a class rather than five closures: it is created for every request.
+ * It settles exactly once, with the answer or with whether the failure came before any byte was written.
+ */
+class Exchange implements Dispatcher.DispatchHandler {
+  private started = false;
+  private status = 0;
+  private headers: Record<string, string | string[]> = {};
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly resolve: (outcome: SendOutcome) => void,
+    private readonly timeoutMs: number,
+    private readonly maxBytes: number,
+  ) {}
+
+  // Called by undici on a connected socket right before the first byte is written (client-h1 writeH1).
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.started = true;
+    this.timer = setTimeout(() => controller.abort(new ResponseTimeoutError('gateway did not answer in time')), this.timeoutMs);
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+    this.status = statusCode;
+    this.headers = normaliseHeaders(headers);
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.size += chunk.length;
+    if (this.size > this.maxBytes) controller.abort(new Error(`gateway response exceeds ${this.maxBytes} bytes`));
+    else this.chunks.push(chunk);
+  }
+
+  onResponseEnd(): void {
+    this.settle({ kind: 'response', response: { status: this.status, headers: this.headers, body: Buffer.concat(this.chunks, this.size) } });
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    if (!this.started) this.settle({ kind: 'not_sent', error, transient: isTransientConnectError(error) });
+    else this.settle({ kind: 'sent_no_answer', error, timedOut: isTimeout(error) });
+  }
+
+  private settle(outcome: SendOutcome): void {
+    clearTimeout(this.timer);
+    this.resolve(outcome);
+  }
 }
 
 // Connection failures worth retrying within the deadline. TLS verification failures (wrong CA, name mismatch,
@@ -139,6 +156,9 @@ function isTimeout(error: Error): boolean {
 
 function normaliseHeaders(raw: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(raw)) if (value !== undefined) out[name] = value;
+  for (const name in raw) {
+    const value = raw[name];
+    if (value !== undefined) out[name] = value;
+  }
   return out;
 }
