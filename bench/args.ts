@@ -25,7 +25,7 @@ export const USAGE = `Usage: npm run bench -- [options]
   --soak-seconds N       soak duration (default 60; smoke 2)
   --throughput-seconds N saturation run (default 10; smoke 1)
   --latency-seconds N    each fixed-rate run (default 15; smoke 1)
-  --sign-seconds N       raw signing loop (default 3; smoke 0.5)
+  --sign-seconds N       raw signing loop, half before and half after saturation (default 3; smoke 0.5)
   --connections N        autocannon connections for saturation (default 64)
   --rates A,B            fixed offered rates in req/s (default 200,1000)
   --log-level LEVEL      sidecar log level (default info, the product's default)

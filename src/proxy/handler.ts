@@ -111,11 +111,14 @@ function answerOnce(res: ServerResponse, status: number, headers: OutgoingHttpHe
   }
   const id = (res as TaggedResponse)[REQUEST_ID];
   if (id !== undefined) headers['x-request-id'] = id; // the sidecar's id wins over any the gateway sent
+  // The whole body is in hand: without a length, writeHead (called before end) would make Node send it chunked.
+  // 204 and 304 answers carry no body and must not carry a length either (RFC 9110 8.6).
+  if (status !== 204 && status !== 304) headers['content-length'] = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
   res.writeHead(status, headers);
   res.end(body);
 }
 
 export function writeSidecarError(res: ServerResponse, error: SidecarError): void {
   const body = JSON.stringify(error.toBody());
-  answerOnce(res, error.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }, body);
+  answerOnce(res, error.status, { 'content-type': 'application/json' }, body);
 }

@@ -43,6 +43,9 @@ describe('signing proxy core, end to end over real sockets', () => {
     assert.equal(answer.status, 201);
     assert.equal(answer.body, '{"transaction_link":"https://pay.example/t/42","id":"tx-42"}');
     assert.match(answer.headers, /^x-trace: abc$/m);
+    // Framed by its length like the gateway's answer, not re-chunked: clients that read Content-Length get one.
+    assert.match(answer.headers, new RegExp(`^content-length: ${Buffer.byteLength(answer.body)}\r?$`, 'im'));
+    assert.doesNotMatch(answer.headers, /^transfer-encoding:/im);
     const recorded = gateway.requests.at(-1)!;
     assert.equal(recorded.url, '/gw/api/v2/transaction/init');
     const envelope = JSON.parse(recorded.body) as Record<string, string>;
