@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { HotHistogram, type HotSeries } from './hot-histogram.js';
 import { GATEWAY_ERROR_CODES, METRIC_PREFIX, METRICS, type GatewayErrorCode } from './metric-names.js';
 
 // Buckets from 100 µs to 10 s: an RSA signature is ~0.2 ms, a gateway round trip tens of milliseconds,
@@ -26,12 +27,16 @@ export interface BuildInfo {
 /** Every metric of the public contract on the sidecar's own registry (never the global one). */
 export class SidecarMetrics {
   readonly registry = new Registry();
-  private readonly requests = new Counter({
+  private readonly requests: Counter<'route' | 'status_class' | 'code'> = new Counter({
     name: METRICS.requests,
     help: 'Client requests answered, by route, status class and outcome code (ok, sidecar.* or gateway code).',
     labelNames: ['route', 'status_class', 'code'] as const,
     registers: [this.registry],
+    // Counted on the request path in plain numbers, added to the counter when it is read.
+    collect: (): void => this.flushRequestCounts(),
   });
+  /** route -> status -> code -> answers not yet added to the counter. */
+  private readonly pendingRequests = new Map<string, Map<number, Map<string, PendingCount>>>();
   private readonly gatewayErrors = new Counter({
     name: METRICS.gatewayErrors,
     help: 'Gateway error answers by gateway code (403 counted as ip.forbidden, unknown codes as other).',
@@ -52,18 +57,18 @@ export class SidecarMetrics {
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
-  private readonly signing = new Histogram({
+  private readonly signing = new HotHistogram<never>({
     name: METRICS.signingDuration,
     help: 'Time to compute one RSA signature.',
+    labelNames: [],
     buckets: LATENCY_BUCKETS,
-    registers: [this.registry],
-  });
+    registry: this.registry,
+  }).series({});
   private readonly gatewayLatency = this.histogram(METRICS.gatewayDuration, 'One gateway round trip (one attempt).');
   private readonly requestLatency = this.histogram(METRICS.requestDuration, 'Whole client request through the sidecar.');
   private readonly skew = this.gauge(METRICS.clockSkew, 'Gateway Date header minus local clock, in seconds.');
-  private readonly requestChildren = new Map<string, Counter.Internal>();
-  private readonly requestLatencyChildren = new Map<string, Histogram.Internal<'route'>>();
-  private readonly gatewayLatencyChildren = new Map<string, Histogram.Internal<'route'>>();
+  private readonly requestLatencySeries = new Map<string, HotSeries>();
+  private readonly gatewayLatencySeries = new Map<string, HotSeries>();
   private live: LiveState = { isReady: () => false, inFlight: () => 0 };
   // Both are read from the live state at scrape time: they can never lag behind what /readyz and the server
   // see, and the hot path pays nothing to keep them.
@@ -111,10 +116,8 @@ export class SidecarMetrics {
   }
 
   requestDone(route: string, status: number, code: string, seconds: number): void {
-    const statusClass = `${Math.floor(status / 100)}xx`;
-    // Bound children are cached: prom-client otherwise hashes the label object on every call (hot path).
-    this.bound(this.requestChildren, `${route}\n${statusClass}\n${code}`, () => this.requests.labels(route, statusClass, code)).inc();
-    this.bound(this.requestLatencyChildren, route, () => this.requestLatency.labels(route)).observe(seconds);
+    this.pendingCount(route, status, code).count++;
+    this.routeSeries(this.requestLatencySeries, this.requestLatency, route).observe(seconds);
   }
 
   gatewayError(code: GatewayErrorCode): void {
@@ -139,16 +142,43 @@ export class SidecarMetrics {
   }
 
   gatewayRoundTrip(route: string, seconds: number): void {
-    this.bound(this.gatewayLatencyChildren, route, () => this.gatewayLatency.labels(route)).observe(seconds);
+    this.routeSeries(this.gatewayLatencySeries, this.gatewayLatency, route).observe(seconds);
   }
 
-  private bound<T>(cache: Map<string, T>, key: string, make: () => T): T {
-    let child = cache.get(key);
-    if (child === undefined) {
-      child = make();
-      cache.set(key, child);
+  // Routes and codes come from small fixed sets (the configured routes, the error catalogue), so these maps
+  // stay small; the lookups reuse the caller's strings and allocate nothing once a series exists.
+  private routeSeries(cache: Map<string, HotSeries>, histogram: HotHistogram<'route'>, route: string): HotSeries {
+    let series = cache.get(route);
+    if (series === undefined) {
+      series = histogram.series({ route });
+      cache.set(route, series);
     }
-    return child;
+    return series;
+  }
+
+  private pendingCount(route: string, status: number, code: string): PendingCount {
+    let byStatus = this.pendingRequests.get(route);
+    if (byStatus === undefined) this.pendingRequests.set(route, (byStatus = new Map<number, Map<string, PendingCount>>()));
+    let byCode = byStatus.get(status);
+    if (byCode === undefined) byStatus.set(status, (byCode = new Map<string, PendingCount>()));
+    let pending = byCode.get(code);
+    if (pending === undefined) {
+      pending = { labels: { route, status_class: `${Math.floor(status / 100)}xx`, code }, count: 0 };
+      byCode.set(code, pending);
+    }
+    return pending;
+  }
+
+  private flushRequestCounts(): void {
+    for (const byStatus of this.pendingRequests.values()) {
+      for (const byCode of byStatus.values()) {
+        for (const pending of byCode.values()) {
+          if (pending.count === 0) continue;
+          this.requests.inc(pending.labels, pending.count);
+          pending.count = 0;
+        }
+      }
+    }
   }
 
   clockSkew(seconds: number): void {
@@ -163,7 +193,12 @@ export class SidecarMetrics {
     return new Gauge({ name, help, registers: [this.registry] });
   }
 
-  private histogram(name: string, help: string): Histogram<'route'> {
-    return new Histogram({ name, help, labelNames: ['route'] as const, buckets: LATENCY_BUCKETS, registers: [this.registry] });
+  private histogram(name: string, help: string): HotHistogram<'route'> {
+    return new HotHistogram({ name, help, labelNames: ['route'] as const, buckets: LATENCY_BUCKETS, registry: this.registry });
   }
+}
+
+interface PendingCount {
+  readonly labels: { readonly route: string; readonly status_class: string; readonly code: string };
+  count: number;
 }
