@@ -4,12 +4,12 @@ import { rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { USAGE, parseBenchArgs, type BenchOptions } from './args.js';
 import { SIGNED_ROUTE } from './gateway.js';
-import { loadedRun, soakGrowthMb, type LoadedRun } from './measure.js';
+import { loadedRun, soakGrowthMb } from './measure.js';
 import { openLoop } from './open-loop.js';
 import { direct, viaSidecar } from './payload.js';
 import { rssMb } from './processes.js';
 import { fmt, latencyRows, machine, renderTable, targetsMet, verdicts, type Headline, type LatencyPair, type Row } from './report.js';
-import { signLimit } from './sign-limit.js';
+import { slicedSaturation, type Saturation } from './saturation.js';
 import { createWorkspace, removeWorkspace, startGateway, startSidecar, type RunningProcess, type Workspace } from './stack.js';
 
 const running = new Set<RunningProcess>();
@@ -46,15 +46,10 @@ async function bench(opts: BenchOptions): Promise<{ headline: Headline; rows: Ro
   const rssRest = rssMb(sidecar.pid);
   say(opts, 'warm-up');
   await loadedRun(sidecar.url, SIGNED_ROUTE, sidecar.pid, opts.warmupSeconds, opts.connections);
-  // The limit is measured right before and right after the saturation run (the sidecar idle meanwhile): this
-  // host's speed drifts by up to 20% over minutes, and the ratio must compare the two at the same moment.
-  say(opts, `signing limit: ${opts.signSeconds / 2} s tight crypto.sign loop`);
-  const signBefore = signLimit(ws.privateKey, opts.signSeconds / 2);
-  say(opts, `saturation: ${opts.throughputSeconds} s, ${opts.connections} connections`);
-  const peak = await loadedRun(sidecar.url, SIGNED_ROUTE, sidecar.pid, opts.throughputSeconds, opts.connections);
-  say(opts, `signing limit again: ${opts.signSeconds / 2} s`);
-  const signAfter = signLimit(ws.privateKey, opts.signSeconds / 2);
-  const limit = (signBefore.perCpuSecond + signAfter.perCpuSecond) / 2;
+  say(opts, `saturation: ${opts.throughputSeconds} s in slices between signing-limit loops, ${opts.connections} connections`);
+  const target = { url: sidecar.url, path: SIGNED_ROUTE, pid: sidecar.pid, connections: opts.connections };
+  const saturation = await slicedSaturation(ws.privateKey, target, opts.throughputSeconds, opts.signSeconds);
+  const { run: peak, limit } = saturation.median;
   const pairs: LatencyPair[] = [];
   const directTarget = await direct(gateway.url);
   for (const rate of opts.rates) {
@@ -68,42 +63,45 @@ async function bench(opts: BenchOptions): Promise<{ headline: Headline; rows: Ro
   const growth = soakGrowthMb(soak.rssSamples);
   await sidecar.stop();
   running.delete(sidecar);
-  let other: LoadedRun | undefined;
+  let other: Saturation | undefined;
   const otherLevel = opts.logLevel === 'info' ? 'warn' : 'info';
   if (opts.compareLogLevels) {
     say(opts, `saturation at log level ${otherLevel}`);
     const second = await track(startSidecar(ws, { gatewayUrl: gateway.url, logLevel: otherLevel, nodeFlags: shippedFlags }));
     await loadedRun(second.url, SIGNED_ROUTE, second.pid, opts.warmupSeconds, opts.connections);
-    other = await loadedRun(second.url, SIGNED_ROUTE, second.pid, opts.throughputSeconds, opts.connections);
+    const secondTarget = { url: second.url, path: SIGNED_ROUTE, pid: second.pid, connections: opts.connections };
+    other = await slicedSaturation(ws.privateKey, secondTarget, opts.throughputSeconds, opts.signSeconds);
     await second.stop();
     running.delete(second);
   }
   const at200 = pairs.find((p) => p.sidecar.rate === 200);
-  const phases = [peak, soak, ...(other ? [other] : []), ...pairs.flatMap((p) => [p.direct, p.sidecar])];
+  const saturated = [...saturation.slices, ...(other?.slices ?? [])].map((slice) => slice.run);
+  const phases = [...saturated, soak, ...pairs.flatMap((p) => [p.direct, p.sidecar])];
   const errors = phases.reduce((n, r) => n + r.errors, 0);
   const non2xx = phases.reduce((n, r) => n + r.non2xx, 0);
   const headline: Headline = {
     sign_limit_per_s: Math.round(limit),
     throughput_per_s: Math.round(peak.requestsPerSecond),
     throughput_per_core: Math.round(peak.perCore),
-    ratio_to_limit: round(peak.perCore / limit, 3),
+    ratio_to_limit: round(saturation.median.ratio, 3),
     added_p99_ms_at_200: at200 ? round(at200.sidecar.p99 - at200.direct.p99, 3) : Number.NaN,
-    rss_mb_load: round(Math.max(peak.rssMaxMb, soak.rssMaxMb), 1),
+    rss_mb_load: round(Math.max(...saturated.map((run) => run.rssMaxMb), soak.rssMaxMb), 1),
     rss_growth_mb_soak: round(growth.growthMb, 1),
     errors: errors + non2xx,
   };
   const rows: Row[] = [
     ['machine', machine()],
     ['raw signing limit (1 core, same key)', `${fmt(limit)} sig/s per core (${fmt(1000 / limit, 3)} ms each)`],
-    ['  measured before / after saturation', `${fmt(signBefore.perCpuSecond)} / ${fmt(signAfter.perCpuSecond)} sig/s per core`],
+    ['  all limit measurements (min / max)', `${fmt(Math.min(...saturation.limits))} / ${fmt(Math.max(...saturation.limits))} sig/s per core`],
     ['machine load before start (1 min avg)', `${fmt(loadBefore, 2)}${loadBefore > 0.5 ? ' (other work running: latencies are noisy)' : ''}`],
     [`sidecar log level`, `${opts.logLevel}${opts.logLevel === 'info' ? ' (default)' : ''}`],
     [`max throughput (${opts.connections} conns)`, `${fmt(peak.requestsPerSecond)} req/s`],
     ['sidecar CPU at max throughput', `${fmt(peak.cores, 2)} cores`],
     ['throughput per sidecar core', `${fmt(peak.perCore)} req/s per core`],
-    ['ratio to signing limit', fmt(peak.perCore / limit, 3)],
+    ['ratio to signing limit', fmt(saturation.median.ratio, 3)],
+    [`  ratio in each slice (${saturation.slices.length})`, saturation.slices.map((slice) => fmt(slice.ratio, 3)).join(' ')],
     ...(other
-      ? ([[`at log level ${otherLevel}: throughput, per core`, `${fmt(other.requestsPerSecond)} req/s, ${fmt(other.perCore)}/core (${fmt(other.perCore / limit, 3)})`]] as Row[])
+      ? ([[`at log level ${otherLevel}: throughput, per core`, `${fmt(other.median.run.requestsPerSecond)} req/s, ${fmt(other.median.run.perCore)}/core (${fmt(other.median.ratio, 3)})`]] as Row[])
       : []),
     ...latencyRows(pairs),
     ['RSS at rest / max under load', `${fmt(rssRest, 1)} / ${fmt(headline.rss_mb_load, 1)} MB`],
