@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import type { Logger } from '../observability/log.js';
+import { writeLine, type Logger } from '../observability/log.js';
 import { signingString } from '../signing/signing-string.js';
 import type { SignedResult } from './signed-send.js';
 
@@ -25,15 +25,15 @@ export interface RequestOutcome {
 
 /**
  * One line per request. The payload appears only as its length and SHA-256: enough to match it against the
- * internal service's own log, never enough to read it. The line object has one fixed shape (undefined fields
- * are left out of the JSON by pino): it is built for every request, so it avoids rest and spread copies.
+ * internal service's own log, never enough to read it. The fields have one fixed shape (undefined ones are left
+ * out of the line) and go through writeLine: this line is written for every request.
  */
 export function logRequest(log: Logger, requestId: string, route: string, durationMs: number, outcome: RequestOutcome): void {
   const level = outcome.status >= 500 ? 'error' : outcome.status >= 400 ? 'warn' : 'info';
   // The digest is computed only for a line that is written: at level warn, successes cost nothing here.
   if (!log.isLevelEnabled(level)) return;
   const { payload } = outcome;
-  const line = {
+  const fields = {
     event: 'request',
     requestId,
     route,
@@ -46,7 +46,7 @@ export function logRequest(log: Logger, requestId: string, route: string, durati
     payloadBytes: payload?.length,
     payloadSha256: payload ? sha256Hex(payload) : undefined,
   };
-  log[level](line, 'request answered');
+  writeLine(log, level, fields, 'request answered');
 }
 
 /**

@@ -212,6 +212,21 @@ describe('upstream failures map to the error contract', () => {
     });
   });
 
+  it('passes the bytes of the gateway answer through exactly, multi-byte UTF-8 and invalid bytes included', async () => {
+    await withReadySidecar({}, async ({ gateway, running }) => {
+      const raw = Buffer.concat([Buffer.from('{"note":"paiement reçu ✓","bytes":"'), Buffer.from([0xff, 0x00, 0x80]), Buffer.from('"}')]);
+      gateway.script.push({ status: 201, raw });
+      const response = await fetch(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: DEPOSIT,
+      });
+      assert.equal(response.status, 201);
+      assert.equal(response.headers.get('content-length'), String(raw.length));
+      assert.deepEqual(Buffer.from(await response.arrayBuffer()), raw);
+    });
+  });
+
   it('a 5xx from the gateway is passed through unchanged and not retried', async () => {
     await withReadySidecar({}, async ({ gateway, running }) => {
       gateway.script.push({ status: 503, body: { code: 'busy', message: 'try later' } });

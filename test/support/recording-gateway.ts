@@ -17,6 +17,8 @@ export interface TokenGrantRecord {
 /** What the stand-in does with one signed request: answer, or misbehave after reading it. */
 export type Scripted =
   | { readonly status: number; readonly body: unknown; readonly headers?: Record<string, string> }
+  /** Exact bytes, for answers that are not (valid) JSON text. */
+  | { readonly status: number; readonly raw: Buffer }
   | { readonly reset: true }
   | { readonly hang: true };
 
@@ -139,6 +141,10 @@ export class RecordingGateway {
     const next = this.script.shift() ?? { status: 201, body: { transaction_link: 'https://pay.example/t/1', status: 'PENDING' } };
     if ('reset' in next) return void res.socket?.resetAndDestroy();
     if ('hang' in next) return;
+    if ('raw' in next) {
+      res.writeHead(next.status, { 'content-type': 'application/json', 'content-length': next.raw.length });
+      return void res.end(next.raw);
+    }
     json(res, next.status, next.body, next.headers);
   }
 }
