@@ -115,10 +115,7 @@ function answerOnce(res: ServerResponse, status: number, headers: OutgoingHttpHe
   // 204 and 304 answers carry no body and must not carry a length either (RFC 9110 8.6).
   if (status !== 204 && status !== 304) headers['content-length'] = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
   res.writeHead(status, headers);
-  // A string goes out in one write together with the head; a Buffer would be a second chunk (a writev and its
-  // bookkeeping) on every answer. latin1 maps each byte to one character and back: the bytes pass unchanged.
-  if (typeof body === 'string') res.end(body);
-  else res.end(body.toString('latin1'), 'latin1');
+  res.end(body);
 }
 
 export function writeSidecarError(res: ServerResponse, error: SidecarError): void {
