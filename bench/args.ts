@@ -14,6 +14,8 @@ export interface BenchOptions {
   readonly logLevel: string;
   /** Also measure throughput at the other log level (info vs warn). */
   readonly compareLogLevels: boolean;
+  /** Also measure the floor proxy (bench/floor-proxy.ts) under the same load. */
+  readonly measureFloor: boolean;
   readonly cpuProfDir: string | undefined;
 }
 
@@ -30,6 +32,7 @@ export const USAGE = `Usage: npm run bench -- [options]
   --rates A,B            fixed offered rates in req/s (default 200,1000)
   --log-level LEVEL      sidecar log level (default info, the product's default)
   --no-compare           skip the throughput run at the other log level
+  --no-floor             skip the floor proxy (node:http + undici + crypto.sign and nothing else)
   --cpu-prof DIR         run the sidecar with --cpu-prof, profiles written to DIR
 
 Environment (for A/B comparisons and profiling):
@@ -54,6 +57,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchOptions | 'help' {
       rates: { type: 'string' },
       'log-level': { type: 'string', default: 'info' },
       'no-compare': { type: 'boolean', default: false },
+      'no-floor': { type: 'boolean', default: false },
       'cpu-prof': { type: 'string' },
     },
     strict: true,
@@ -80,6 +84,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchOptions | 'help' {
     rates,
     logLevel: values['log-level'],
     compareLogLevels: !smoke && !values['no-compare'],
+    measureFloor: !values['no-floor'],
     cpuProfDir: values['cpu-prof'],
   };
 }

@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 export const BENCH_USERNAME = 'bench@example.com';
 export const BENCH_PASSWORD = 'bench password, loopback only';
 export const SIGNED_ROUTE = '/api/v2/transaction/init';
-const TOKEN_PATH = '/api/v2/auth/token';
+export const TOKEN_PATH = '/api/v2/auth/token';
 const ACCESS_TTL_MS = 15 * 60_000;
 const REFRESH_TTL_MS = 8 * 3600_000;
 

@@ -10,7 +10,7 @@ import { direct, viaSidecar } from './payload.js';
 import { rssMb } from './processes.js';
 import { fmt, latencyRows, machine, renderTable, targetsMet, verdicts, type Headline, type LatencyPair, type Row } from './report.js';
 import { slicedSaturation, type Saturation } from './saturation.js';
-import { createWorkspace, removeWorkspace, startGateway, startSidecar, type RunningProcess, type Workspace } from './stack.js';
+import { createWorkspace, removeWorkspace, startFloorProxy, startGateway, startSidecar, type RunningProcess, type Workspace } from './stack.js';
 
 const running = new Set<RunningProcess>();
 let workspace: Workspace | undefined;
@@ -74,8 +74,18 @@ async function bench(opts: BenchOptions): Promise<{ headline: Headline; rows: Ro
     await second.stop();
     running.delete(second);
   }
+  let floor: Saturation | undefined;
+  if (opts.measureFloor) {
+    say(opts, 'saturation of the floor proxy (node:http + undici + crypto.sign, nothing else)');
+    const proxy = await track(startFloorProxy(ws, gateway.url, shippedFlags));
+    await loadedRun(proxy.url, SIGNED_ROUTE, proxy.pid, opts.warmupSeconds, opts.connections);
+    floor = await slicedSaturation(ws.privateKey, { url: proxy.url, path: SIGNED_ROUTE, pid: proxy.pid, connections: opts.connections }, opts.throughputSeconds, opts.signSeconds);
+    await proxy.stop();
+    running.delete(proxy);
+  }
   const at200 = pairs.find((p) => p.sidecar.rate === 200);
   const saturated = [...saturation.slices, ...(other?.slices ?? [])].map((slice) => slice.run);
+  const floorErrors = (floor?.slices ?? []).reduce((n, slice) => n + slice.run.errors + slice.run.non2xx, 0);
   const phases = [...saturated, soak, ...pairs.flatMap((p) => [p.direct, p.sidecar])];
   const errors = phases.reduce((n, r) => n + r.errors, 0);
   const non2xx = phases.reduce((n, r) => n + r.non2xx, 0);
@@ -102,6 +112,9 @@ async function bench(opts: BenchOptions): Promise<{ headline: Headline; rows: Ro
     [`  ratio in each slice (${saturation.slices.length})`, saturation.slices.map((slice) => fmt(slice.ratio, 3)).join(' ')],
     ...(other
       ? ([[`at log level ${otherLevel}: throughput, per core`, `${fmt(other.median.run.requestsPerSecond)} req/s, ${fmt(other.median.run.perCore)}/core (${fmt(other.median.ratio, 3)})`]] as Row[])
+      : []),
+    ...(floor
+      ? ([[`floor proxy: throughput, per core`, `${fmt(floor.median.run.requestsPerSecond)} req/s, ${fmt(floor.median.run.perCore)}/core (${fmt(floor.median.ratio, 3)})${floorErrors ? `, ${floorErrors} errors` : ''}`]] as Row[])
       : []),
     ...latencyRows(pairs),
     ['RSS at rest / max under load', `${fmt(rssRest, 1)} / ${fmt(headline.rss_mb_load, 1)} MB`],

@@ -11,6 +11,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 // BENCH_SIDECAR_ENTRY lets an A/B comparison point at another build of the same tree.
 export const SIDECAR_ENTRY = process.env.BENCH_SIDECAR_ENTRY ?? join(ROOT, 'dist', 'src', 'main.js');
 const GATEWAY_ENTRY = join(ROOT, 'bench', 'gateway-main.ts');
+const FLOOR_ENTRY = join(ROOT, 'bench', 'floor-proxy.ts');
 
 export interface Workspace {
   readonly dir: string;
@@ -49,11 +50,14 @@ export interface SidecarOptions {
   readonly logLevel: string;
   /** Extra node flags, e.g. --cpu-prof (profiles are written on a clean SIGTERM exit). */
   readonly nodeFlags?: readonly string[];
+  /** Another program that speaks the sidecar's start protocol (the floor proxy); default: the sidecar. */
+  readonly entry?: string;
 }
 
 /** `node dist/src/main.js serve` as its own process, so its CPU time and RSS can be read from /proc. */
 export async function startSidecar(ws: Workspace, options: SidecarOptions): Promise<RunningProcess & { adminUrl: string }> {
-  if (!existsSync(SIDECAR_ENTRY)) throw new Error(`${SIDECAR_ENTRY} is missing: run "npx tsc -p tsconfig.build.json" first`);
+  const entry = options.entry ?? SIDECAR_ENTRY;
+  if (!existsSync(entry)) throw new Error(`${entry} is missing: run "npx tsc -p tsconfig.build.json" first`);
   // At warn and above the "start" line (info) is not printed, so the ports are chosen here instead.
   const quiet = ['warn', 'error', 'fatal', 'silent'].includes(options.logLevel);
   const [listenPort, adminPort] = quiet ? [await freePort(), await freePort()] : [0, 0];
@@ -76,7 +80,7 @@ export async function startSidecar(ws: Workspace, options: SidecarOptions): Prom
     // For profiling with perf (e.g. "--perf-basic-prof"); unset in normal runs.
     ...(process.env.BENCH_SIDECAR_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SIDECAR_NODE_OPTIONS } : {}),
   };
-  const args = [...(options.nodeFlags ?? []), SIDECAR_ENTRY, 'serve'];
+  const args = [...(options.nodeFlags ?? []), entry, 'serve'];
   let started: Started;
   if (quiet) {
     started = spawnJsonLines(args, env, () => false);
@@ -94,6 +98,11 @@ export async function startSidecar(ws: Workspace, options: SidecarOptions): Prom
   const proc = { pid: started.child.pid ?? 0, url: String(line.proxyUrl), adminUrl: String(line.adminUrl), stop: () => stop(started.child) };
   await waitReady(proc.adminUrl, started);
   return proc;
+}
+
+/** The floor proxy (bench/floor-proxy.ts), started like the sidecar with the same node flags. */
+export function startFloorProxy(ws: Workspace, gatewayUrl: string, nodeFlags: readonly string[]): Promise<RunningProcess & { adminUrl: string }> {
+  return startSidecar(ws, { gatewayUrl, logLevel: 'info', nodeFlags: [...process.execArgv, ...nodeFlags], entry: FLOOR_ENTRY });
 }
 
 /** Waits for /readyz (a token is held), so no measured request pays for the first login. */
