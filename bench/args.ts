@@ -25,9 +25,9 @@ export const USAGE = `Usage: npm run bench -- [options]
   --smoke                a few seconds in all, for CI (no targets asserted)
   --assert               exit 1 if a target of issue 8 is missed
   --soak-seconds N       soak duration (default 60; smoke 2)
-  --throughput-seconds N saturation run (default 10; smoke 1)
+  --throughput-seconds N saturation run, in 2 s slices (default 10; smoke 1)
   --latency-seconds N    each fixed-rate run (default 15; smoke 1)
-  --sign-seconds N       raw signing loop, half before and half after saturation (default 3; smoke 0.5)
+  --sign-seconds N       raw signing loops, shared out before, between and after the slices (default 3; smoke 0.5)
   --connections N        autocannon connections for saturation (default 64)
   --rates A,B            fixed offered rates in req/s (default 200,1000)
   --log-level LEVEL      sidecar log level (default info, the product's default)
