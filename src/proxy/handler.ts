@@ -39,6 +39,11 @@ async function serve(deps: HandlerDeps, req: IncomingMessage, res: ServerRespons
   } catch (err) {
     outcome = fail(deps, req, res, asSidecarError(err));
   }
+  // Shutdown may have answered first (504 outcome_unknown): the log line and the metrics say what the client got.
+  const answered = (res as TaggedResponse)[ERROR_ANSWER];
+  if (answered && (answered.status !== outcome.status || answered.code !== outcome.code)) {
+    outcome = { ...outcome, status: answered.status, code: answered.code, gatewayCode: undefined };
+  }
   const durationMs = performance.now() - started;
   const route = match.kind === 'not_found' ? UNMATCHED_ROUTE : match.route;
   deps.metrics.requestDone(route, outcome.status, outcome.code, durationMs / 1000);
@@ -90,7 +95,8 @@ function describeBug(cause: unknown): Record<string, string | undefined> {
 }
 
 const REQUEST_ID = Symbol('x-request-id');
-type TaggedResponse = ServerResponse & { [REQUEST_ID]?: string };
+const ERROR_ANSWER = Symbol('sidecar error answer');
+type TaggedResponse = ServerResponse & { [REQUEST_ID]?: string; [ERROR_ANSWER]?: { status: number; code: string } };
 
 /**
  * The id goes on every answer, including the one shutdown writes for a request it cuts short. It is kept on the
@@ -120,5 +126,6 @@ function answerOnce(res: ServerResponse, status: number, headers: OutgoingHttpHe
 
 export function writeSidecarError(res: ServerResponse, error: SidecarError): void {
   const body = JSON.stringify(error.toBody());
+  if (!res.headersSent) (res as TaggedResponse)[ERROR_ANSWER] = { status: error.status, code: error.code };
   answerOnce(res, error.status, { 'content-type': 'application/json' }, body);
 }

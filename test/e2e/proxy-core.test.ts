@@ -107,7 +107,7 @@ describe('signing proxy core, end to end over real sockets', () => {
   for (const [name, path, args, status, code] of refusals) {
     it(`refuses ${name} with ${status} ${code}, and the gateway receives nothing`, async () => {
       const before = gateway.requests.length;
-      const answer = name === 'invalid UTF-8'
+      const answer: { status: number; body: string; headers?: string } = name === 'invalid UTF-8'
         ? await rawPost(running.sidecar.proxyUrl, path, Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d]))
         : await curl(`${running.sidecar.proxyUrl}${path}`, args);
       assert.equal(answer.status, status);
@@ -116,6 +116,12 @@ describe('signing proxy core, end to end over real sockets', () => {
       assert.equal(body.retryable, true);
       assert.ok(body.message.length > 0);
       assert.equal(gateway.requests.length, before);
+      if (answer.headers !== undefined) {
+        // Every answer, errors included, can be traced and is framed by its length.
+        assert.match(answer.headers, /^x-request-id: [0-9a-f-]{36}\r?$/m);
+        assert.match(answer.headers, new RegExp(`^content-length: ${Buffer.byteLength(answer.body)}\\r?$`, 'im'));
+        if (status === 405) assert.match(answer.headers, /^allow: POST\r?$/im);
+      }
     });
   }
 
@@ -203,6 +209,10 @@ describe('upstream failures map to the error contract', () => {
       await running.stop();
       const answer = await pending;
       assert.equal(answer.status, 504);
+      // Shutdown answers on the handler's behalf, with the same request id the log line carries.
+      const id = /^x-request-id: (\S+)\r?$/m.exec(answer.headers)?.[1];
+      assert.ok(id !== undefined, 'the 504 carries the request id');
+      assert.ok(running.logs.lines().some((l) => l.event === 'request' && l.requestId === id && l.status === 504));
       assert.deepEqual(JSON.parse(answer.body), {
         code: 'sidecar.upstream.outcome_unknown',
         message: 'the request was sent but no answer came back; the transaction may exist: check before sending again',
