@@ -17,6 +17,12 @@ export class HotSeries {
     this.counts = new Float64Array(bounds.length + 1);
   }
 
+  clear(): void {
+    this.counts.fill(0);
+    this.sum = 0;
+    this.count = 0;
+  }
+
   observe(value: number): void {
     let i = 0;
     while (i < this.bounds.length && value > (this.bounds[i] as number)) i++;
@@ -51,6 +57,14 @@ export class HotHistogram<L extends string> extends Histogram<L> {
       this.bySeries.set(key, series);
     }
     return series;
+  }
+
+  /** Registry.resetMetrics() lands here: every bound series goes back to zero and stays exported. */
+  override reset(): void {
+    super.reset();
+    // prom-client's constructor calls reset() before this class's own fields exist.
+    const bound = this.bySeries as Map<string, HotSeries> | undefined;
+    if (bound) for (const series of bound.values()) series.clear();
   }
 
   override get(): Promise<Exported<L>> {

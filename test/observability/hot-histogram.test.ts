@@ -45,5 +45,9 @@ describe('HotHistogram', () => {
     assert.match(text, /^plain_seconds_bucket\{le="0\.00025"\} 1$/m);
     assert.match(text, /^plain_seconds_sum 0\.0002$/m);
     assert.match(text, /^# TYPE plain_seconds histogram$/m);
+    registry.resetMetrics();
+    const reset = await registry.metrics();
+    assert.match(reset, /^plain_seconds_bucket\{le="\+Inf"\} 0$/m);
+    assert.match(reset, /^plain_seconds_sum 0$/m);
   });
 });
