@@ -56,9 +56,14 @@ export function createLogger(level: LogLevel, destination?: DestinationStream): 
 function batchedStdout(): DestinationStream {
   const stdout = pino.destination({ dest: 1, sync: false, minLength: 4096, contentMode: 'buffer' });
   setInterval(() => stdout.flush(), FLUSH_INTERVAL_MS).unref();
-  // sonic-boom's types only describe utf8 mode; in buffer mode its write takes a Buffer.
-  const writeBuffer = stdout.write.bind(stdout) as unknown as (chunk: Buffer) => boolean;
-  return { write: (line: string) => writeBuffer(Buffer.from(line, 'utf8')) };
+  // sonic-boom's types only describe utf8 mode; in buffer mode its write takes a Buffer. The method is looked up
+  // on every line: on EPIPE (the log reader went away) pino replaces it with a no-op, and a bound copy would
+  // keep queueing every line in memory instead.
+  const stream = stdout as unknown as { write(chunk: Buffer): boolean; flush(cb?: (err?: Error) => unknown): void };
+  return {
+    write: (line: string) => stream.write(Buffer.from(line, 'utf8')),
+    flush: (cb?: (err?: Error) => unknown) => stream.flush(cb),
+  } as DestinationStream;
 }
 
 /**

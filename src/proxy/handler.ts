@@ -39,10 +39,11 @@ async function serve(deps: HandlerDeps, req: IncomingMessage, res: ServerRespons
   } catch (err) {
     outcome = fail(deps, req, res, asSidecarError(err));
   }
-  // Shutdown may have answered first (504 outcome_unknown): the log line and the metrics say what the client got.
+  // Shutdown may have answered first (504 outcome_unknown): the log line and the metrics say what the client got,
+  // and the line keeps what the handler saw afterwards, for reconciliation.
   const answered = (res as TaggedResponse)[ERROR_ANSWER];
   if (answered && (answered.status !== outcome.status || answered.code !== outcome.code)) {
-    outcome = { ...outcome, status: answered.status, code: answered.code, gatewayCode: undefined };
+    outcome = { ...outcome, status: answered.status, code: answered.code, late: { status: outcome.status, code: outcome.code } };
   }
   const durationMs = performance.now() - started;
   const route = match.kind === 'not_found' ? UNMATCHED_ROUTE : match.route;

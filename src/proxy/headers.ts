@@ -26,7 +26,8 @@ function connectionNamed(connection: string | string[] | undefined): ReadonlySet
 export function forwardableRequestHeaders(headers: IncomingHttpHeaders): Record<string, string> {
   const extra = connectionNamed(headers.connection);
   const out: Record<string, string> = {};
-  for (const name in headers) {
+  // Own keys only: nothing inherited (a polluted prototype) is ever forwarded.
+  for (const name of Object.keys(headers)) {
     const value = headers[name];
     if (value === undefined || DROP_REQUEST.has(name) || extra.has(name)) continue;
     out[name] = Array.isArray(value) ? value.join(', ') : value;
@@ -38,7 +39,7 @@ export function forwardableRequestHeaders(headers: IncomingHttpHeaders): Record<
 export function forwardableResponseHeaders(headers: Record<string, string | string[]>): Record<string, string | string[]> {
   const extra = connectionNamed(headers.connection);
   const out: Record<string, string | string[]> = {};
-  for (const name in headers) {
+  for (const name of Object.keys(headers)) {
     if (DROP_RESPONSE.has(name) || extra.has(name)) continue;
     out[name] = headers[name] as string | string[];
   }

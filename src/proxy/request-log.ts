@@ -21,6 +21,11 @@ export interface RequestOutcome {
   readonly causeCode?: string | undefined;
   /** The client's body; only its length and SHA-256 are logged. */
   readonly payload?: Buffer | undefined;
+  /**
+   * When shutdown answered the client first: the handler's own outcome that came afterwards (the gateway's late
+   * answer, or the error that ended the exchange). Kept for reconciliation; status and code are what the client got.
+   */
+  readonly late?: { readonly status: number; readonly code: string } | undefined;
 }
 
 /**
@@ -45,6 +50,8 @@ export function logRequest(log: Logger, requestId: string, route: string, durati
     durationMs: Math.round(durationMs * 1000) / 1000,
     payloadBytes: payload?.length,
     payloadSha256: payload ? sha256Hex(payload) : undefined,
+    lateStatus: outcome.late?.status,
+    lateCode: outcome.late?.code,
   };
   writeLine(log, level, fields, 'request answered');
 }

@@ -156,7 +156,7 @@ function isTimeout(error: Error): boolean {
 
 function normaliseHeaders(raw: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
-  for (const name in raw) {
+  for (const name of Object.keys(raw)) {
     const value = raw[name];
     if (value !== undefined) out[name] = value;
   }

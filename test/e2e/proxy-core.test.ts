@@ -212,7 +212,11 @@ describe('upstream failures map to the error contract', () => {
       // Shutdown answers on the handler's behalf, with the same request id the log line carries.
       const id = /^x-request-id: (\S+)\r?$/m.exec(answer.headers)?.[1];
       assert.ok(id !== undefined, 'the 504 carries the request id');
-      assert.ok(running.logs.lines().some((l) => l.event === 'request' && l.requestId === id && l.status === 504));
+      const line = running.logs.lines().find((l) => l.event === 'request' && l.requestId === id);
+      assert.equal(line?.status, 504);
+      // What the handler saw once the pool was torn down is kept beside it.
+      assert.equal(line?.lateCode, 'sidecar.upstream.outcome_unknown');
+      assert.equal(typeof line?.lateStatus, 'number');
       assert.deepEqual(JSON.parse(answer.body), {
         code: 'sidecar.upstream.outcome_unknown',
         message: 'the request was sent but no answer came back; the transaction may exist: check before sending again',

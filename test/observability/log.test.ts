@@ -1,4 +1,9 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, it } from 'node:test';
 import { createLogger, createRequestLogger, writeLine } from '../../src/observability/log.js';
 
@@ -41,5 +46,47 @@ describe('writeLine', () => {
     assert.equal(parsed.msg, 'request answered');
     assert.equal('causeCode' in parsed, false);
     assert.match(out.lines[1]!, /\n$/);
+  });
+});
+
+describe('stdout logging', () => {
+  it('keeps memory flat when the log reader goes away (EPIPE): lines are dropped, not queued', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'sidecar-epipe-'));
+    const child = join(dir, 'child.mts');
+    const logModule = pathToFileURL(fileURLToPath(new URL('../../src/observability/log.ts', import.meta.url))).href;
+    await writeFile(
+      child,
+      `import { createLogger } from ${JSON.stringify(logModule)};
+const log = createLogger('info');
+const used = () => { const m = process.memoryUsage(); return m.arrayBuffers + m.heapUsed; };
+await new Promise((r) => setTimeout(r, 200)); // the parent has closed the reading end by now
+const before = used();
+let n = 0;
+await new Promise((resolve) => {
+  const step = () => {
+    for (let i = 0; i < 1000; i++) log.info({ event: 'request', n: n++, pad: 'x'.repeat(300) }, 'request answered');
+    if (n < 200000) setImmediate(step); else resolve(undefined);
+  };
+  step();
+});
+await new Promise((r) => setTimeout(r, 300));
+process.stderr.write(JSON.stringify({ lines: n, grownMb: (used() - before) / 1e6 }) + '\\n');
+process.exit(0);
+`,
+    );
+    try {
+      const proc = spawn(process.execPath, ['--import', 'tsx', child], { stdio: ['ignore', 'pipe', 'pipe'] });
+      proc.stdout.destroy(); // the reader goes away: every write to stdout now fails with EPIPE
+      let stderr = '';
+      proc.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+      const code = await new Promise<number | null>((resolve) => proc.on('exit', resolve));
+      assert.equal(code, 0, stderr);
+      const report = JSON.parse(stderr.trim().split('\n').at(-1) ?? '{}') as { lines: number; grownMb: number };
+      assert.equal(report.lines, 200_000);
+      // 200,000 lines of about 400 bytes: about 80 MB if they were kept.
+      assert.ok(report.grownMb < 20, `memory grew by ${report.grownMb.toFixed(1)} MB`);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -25,6 +25,20 @@ describe('SidecarMetrics', () => {
     }
   });
 
+  it('counts every answered request once across scrapes, by route, status class and code', async () => {
+    const metrics = new SidecarMetrics(info);
+    const series = `${METRICS.requests}{route="/r",status_class="2xx",code="ok"}`;
+    metrics.requestDone('/r', 201, 'ok', 0.001);
+    metrics.requestDone('/r', 200, 'ok', 0.001);
+    metrics.requestDone('/r', 502, 'sidecar.upstream.outcome_unknown', 0.001);
+    assert.ok((await metrics.registry.metrics()).includes(`${series} 2`));
+    metrics.requestDone('/r', 201, 'ok', 0.001);
+    const text = await metrics.registry.metrics();
+    assert.ok(text.includes(`${series} 3`), 'the second scrape adds only what came since the first');
+    assert.ok(text.includes(`${METRICS.requests}{route="/r",status_class="5xx",code="sidecar.upstream.outcome_unknown"} 1`));
+    assert.ok(text.includes(`${METRICS.requestDuration}_count{route="/r"} 4`));
+  });
+
   it('buckets latencies from sub-millisecond to seconds', async () => {
     const metrics = new SidecarMetrics(info);
     metrics.signed(0.0002);
