@@ -3,7 +3,7 @@ import type { DestinationStream } from 'pino';
 import type { Config } from './config/config.js';
 import { ConnectionTracker, listen } from './lifecycle.js';
 import { createAdminServer } from './observability/health.js';
-import { createLogger, createRequestLogger, type Logger } from './observability/log.js';
+import { createLogger, type Logger } from './observability/log.js';
 import { SidecarMetrics } from './observability/metrics.js';
 import { createProxyHandler } from './proxy/handler.js';
 import { createRouter } from './proxy/routes.js';
@@ -50,7 +50,6 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     forwarder,
     metrics,
     log,
-    requestLog: createRequestLogger(log),
     route: createRouter(config.signedRoutes),
     maxBodyBytes: config.maxBodyBytes,
     connectRetryDeadlineMs: config.upstream.connectRetryDeadlineMs,

@@ -5,10 +5,14 @@ export class ConnectionTracker {
   private readonly open = new Set<ServerResponse>();
   private readonly idleWaiters: Array<() => void> = [];
   // One listener shared by every response (`this` is the response that closed): nothing allocated per request.
-  private readonly onClose = ((tracker: ConnectionTracker) =>
-    function (this: ServerResponse): void {
-      tracker.finished(this);
-    })(this);
+  private readonly onClose: (this: ServerResponse) => void;
+
+  constructor() {
+    const finished = (res: ServerResponse): void => this.finished(res);
+    this.onClose = function (this: ServerResponse): void {
+      finished(this);
+    };
+  }
 
   /** Called once per request, from the server's request listener. */
   track(res: ServerResponse): void {

@@ -66,15 +66,6 @@ function batchedStdout(): DestinationStream {
   } as DestinationStream;
 }
 
-/**
- * The per-request line is built only from values the sidecar computes itself (route, status, codes, counts,
- * durations, payload length and SHA-256, a sanitised request id), so it skips the redaction pass, which is the
- * costliest part of a log call on the hot path. Everything else keeps going through the redacting logger.
- */
-export function createRequestLogger(log: Logger): Logger {
-  return log.child({}, { redact: [] });
-}
-
 // pino documents its symbols for integrations that need speed; these hold the framing of every line.
 const { lsCacheSym, timeSym, chindingsSym, endSym, streamSym } = pino.symbols;
 
@@ -90,7 +81,9 @@ function framing<T>(log: Logger, symbol: symbol): T {
  * come from the logger itself, and the fields are serialised by one JSON.stringify call. pino's general path
  * quotes and concatenates every key and value separately (about 30 short-lived strings for the request line);
  * this is for a line written on every request whose fields are plain strings and numbers (undefined ones are
- * left out, as pino does) and that needs no redaction. The caller checks isLevelEnabled first.
+ * left out, as pino does). It skips the redaction pass, so it is only for fields the sidecar computes itself
+ * (route, status, codes, counts, durations, payload length and SHA-256, a sanitised request id): every other log
+ * call keeps going through the redacting logger. The caller checks isLevelEnabled first.
  */
 export function writeLine(log: Logger, level: Level, fields: object, message: string): void {
   const levelPrefix = framing<Record<number, string>>(log, lsCacheSym)[log.levels.values[level] as number] as string;

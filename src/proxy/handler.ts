@@ -16,8 +16,6 @@ export interface HandlerDeps extends SignedSendDeps {
   readonly route: (method: string, requestTarget: string) => RouteMatch;
   readonly maxBodyBytes: number;
   readonly log: Logger;
-  /** Logger for the one line per request; see createRequestLogger. */
-  readonly requestLog: Logger;
   readonly metrics: SidecarMetrics;
 }
 
@@ -48,7 +46,7 @@ async function serve(deps: HandlerDeps, req: IncomingMessage, res: ServerRespons
   const durationMs = performance.now() - started;
   const route = match.kind === 'not_found' ? UNMATCHED_ROUTE : match.route;
   deps.metrics.requestDone(route, outcome.status, outcome.code, durationMs / 1000);
-  logRequest(deps.requestLog, id, route, durationMs, outcome);
+  logRequest(deps.log, id, route, durationMs, outcome);
 }
 
 async function handle(deps: HandlerDeps, req: IncomingMessage, res: ServerResponse, match: RouteMatch, id: string): Promise<RequestOutcome> {

@@ -61,7 +61,7 @@ export class TokenManager {
 
   /** True while a token that is not expired and not rejected is held. */
   hasValidToken(): boolean {
-    return this.usable(this.current) !== undefined;
+    return this.usableToken() !== undefined;
   }
 
   /** The current token when it can be used right away: the hot path, with no promise to wait on. */
@@ -71,7 +71,7 @@ export class TokenManager {
 
   /** The current token, or the one being fetched; throws sidecar.token.unavailable when none can be had. */
   async token(): Promise<TokenSet> {
-    const usable = this.usable(this.current);
+    const usable = this.usableToken();
     if (usable) return usable;
     if (this.inflight) return this.awaitFlight(this.inflight);
     // While logins are failing, requests are answered at once and the backoff schedule is kept: a burst of

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, it } from 'node:test';
-import { createLogger, createRequestLogger, writeLine } from '../../src/observability/log.js';
+import { createLogger, writeLine } from '../../src/observability/log.js';
 
 function capture(): { lines: string[]; write(line: string): void } {
   const lines: string[] = [];
@@ -17,7 +17,7 @@ const sameTime = (line: string): string => line.replace(/"time":"[^"]*"/, '"time
 describe('writeLine', () => {
   it('writes byte for byte the line pino writes for the same fields, at every level', () => {
     const out = capture();
-    const log = createRequestLogger(createLogger('info', out));
+    const log = createLogger('info', out);
     const fields = {
       event: 'request',
       requestId: 'id-1',
