@@ -1,5 +1,5 @@
 // The floor of this stack: the least a Node signing proxy can do per request with the same parts as the sidecar
-// (node:http server, undici Pool, crypto.sign on libuv's pool) and nothing else: no validation, no token
+// (node:http server, the sidecar's gateway client, crypto.sign on libuv's pool) and nothing else: no validation, no token
 // lifecycle, no retry rules, no logs, no metrics, no request tracking. It is a yardstick, never a product: the
 // bench runs it under the same load to show how much of the gap to the signing limit the stack itself takes.
 // It speaks the sidecar's start protocol (a JSON "start" line, an admin /readyz), so the bench drives it alike.
@@ -7,7 +7,8 @@ import { constants, createPrivateKey, sign } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Pool, type Dispatcher } from 'undici';
+import { parseBaseAddress } from '../src/config/base-url.js';
+import { createForwarder } from '../src/upstream/forwarder.js';
 import { TOKEN_PATH } from './gateway.js';
 
 const env = (name: string): string => {
@@ -18,7 +19,7 @@ const env = (name: string): string => {
 
 const base = env('SIDECAR_BASE_URL');
 const key = createPrivateKey(readFileSync(env('SIDECAR_PRIVATE_KEY_FILE')));
-const pool = new Pool(base, { connections: 64, pipelining: 1 });
+const forwarder = createForwarder(parseBaseAddress(base), { ca: undefined, connectTimeoutMs: 5_000, responseTimeoutMs: 30_000, connections: 64 });
 const login = await fetch(`${base}${TOKEN_PATH}`, {
   method: 'POST',
   headers: { 'content-type': 'application/json' },
@@ -39,25 +40,15 @@ async function forward(req: IncomingMessage, res: ServerResponse, body: Buffer):
   const requestNonce = `floor-nonce-${(nonce++).toString(36).padStart(10, '0')}`;
   const path = req.url ?? '/';
   const signature = await signAsync(`POST.${base}${path}.${timestamp}.${requestNonce}.${data}`);
-  const chunks: Buffer[] = [];
-  let status = 502;
-  const handler: Dispatcher.DispatchHandler = {
-    // Its presence is what tells undici this handler uses the current (controller) interface.
-    onRequestStart: () => undefined,
-    onResponseStart: (_controller, statusCode) => void (status = statusCode),
-    onResponseData: (_controller, chunk: Buffer) => void chunks.push(chunk),
-    onResponseEnd: () => {
-      const answer = Buffer.concat(chunks);
-      res.writeHead(status, { 'content-type': 'application/json', 'content-length': answer.length });
-      res.end(answer);
-    },
-    onResponseError: () => {
-      res.writeHead(502);
-      res.end();
-    },
-  };
   const headers = { 'content-type': 'application/json', authorization: `Bearer ${token}`, 'x-timestamp': timestamp, 'x-nonce': requestNonce, 'x-signature': signature };
-  pool.dispatch({ method: 'POST', path, headers, body: `{"data":"${data}"}` }, handler);
+  const outcome = await forwarder.send({ path, headers, body: `{"data":"${data}"}` });
+  if (outcome.kind !== 'response') {
+    res.writeHead(502);
+    res.end();
+    return;
+  }
+  res.writeHead(outcome.response.status, { 'content-type': 'application/json', 'content-length': outcome.response.body.length });
+  res.end(outcome.response.body);
 }
 
 const proxy = createServer((req, res) => {

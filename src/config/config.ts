@@ -23,6 +23,7 @@ export interface Config {
     readonly connectRetryDeadlineMs: number;
     readonly keepAliveTimeoutMs: number;
     readonly connections: number;
+    readonly client: 'native' | 'undici';
   };
   readonly signedRoutes: readonly string[];
   readonly maxBodyBytes: number;

@@ -139,7 +139,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     privateKeyFile,
     listen: schema.get('listen'),
     admin: schema.get('admin'),
-    upstream: { ...schema.get('upstream'), ca },
+    // convict has checked the value against the enum; its type is only string.
+    upstream: { ...schema.get('upstream'), ca, client: schema.get('upstream.client') as Config['upstream']['client'] },
     signedRoutes: routes,
     maxBodyBytes: schema.get('maxBodyBytes'),
     token,

@@ -94,6 +94,12 @@ export function buildSchema(env: NodeJS.ProcessEnv) {
         default: 4_000,
         env: 'SIDECAR_UPSTREAM_KEEPALIVE_TIMEOUT_MS',
       },
+      client: {
+        doc: "HTTP client to the gateway: native (the sidecar's own HTTP/1.1 client) or undici (the library it replaced, as a fallback).",
+        format: ['native', 'undici'],
+        default: 'native',
+        env: 'SIDECAR_UPSTREAM_CLIENT',
+      },
       connections: {
         doc: 'Maximum keep-alive connections to the gateway.',
         format: positiveInt('upstream.connections'),

@@ -30,7 +30,13 @@ interface Pair {
 }
 
 /** A simulator with one account for `accountKeys`, and a sidecar signing with `sidecarKeys`, trusting its CA. */
-async function pair(accountKeys: TestKeys, sidecarKeys = accountKeys, simOptions: Partial<SimulatorOptions> = {}, allowIps?: string[]): Promise<Pair> {
+async function pair(
+  accountKeys: TestKeys,
+  sidecarKeys = accountKeys,
+  simOptions: Partial<SimulatorOptions> = {},
+  allowIps?: string[],
+  extraEnv: NodeJS.ProcessEnv = {},
+): Promise<Pair> {
   const sim = await startSimulator({
     tls: true,
     accounts: [{ username: TEST_USERNAME, password: TEST_PASSWORD, publicKeyPem: accountKeys.publicKeyPem, ...(allowIps ? { allowIps } : {}) }],
@@ -38,7 +44,7 @@ async function pair(accountKeys: TestKeys, sidecarKeys = accountKeys, simOptions
   });
   const caFile = join(sidecarKeys.dir, `ca-${sim.port}.pem`);
   await writeFile(caFile, sim.caPem ?? '');
-  const sidecar = await startTestSidecar(await sidecarEnv(sidecarKeys, sim.baseUrl, { SIDECAR_UPSTREAM_CA_FILE: caFile }));
+  const sidecar = await startTestSidecar(await sidecarEnv(sidecarKeys, sim.baseUrl, { SIDECAR_UPSTREAM_CA_FILE: caFile, ...extraEnv }));
   return { sim, sidecar, stop: async () => { await sidecar.stop(); await sim.close(); } };
 }
 
@@ -49,9 +55,9 @@ async function metric(sidecar: TestSidecar, series: string): Promise<number> {
 }
 
 describe('sidecar + simulator, end to end', () => {
-  it('over HTTPS with the simulator CA: a deposit returns a transaction_link, PENDING', async () => {
+  for (const client of ['native', 'undici']) it(`over HTTPS with the simulator CA (${client} client): a deposit returns a transaction_link, PENDING`, async () => {
     const keys = await makeKeys();
-    const { sim, sidecar, stop } = await pair(keys);
+    const { sim, sidecar, stop } = await pair(keys, keys, {}, undefined, { SIDECAR_UPSTREAM_CLIENT: client });
     try {
       await waitUntilReady(sidecar.sidecar);
       const answer = await deposit(sidecar.sidecar.proxyUrl);

@@ -6,7 +6,7 @@ import { startSimulator, type RunningSimulator } from '../../src/simulator/index
 import { createForwarder } from '../../src/upstream/forwarder.js';
 import { makeKeys } from '../support/keys.js';
 
-const OPTIONS = { ca: undefined, connectTimeoutMs: 2_000, responseTimeoutMs: 2_000, connections: 2 };
+const BASE_OPTIONS = { ca: undefined, connectTimeoutMs: 2_000, responseTimeoutMs: 2_000, connections: 2 };
 const REQUEST = { path: '/api/v2/auth/token', headers: { 'content-type': 'application/json' }, body: '{}' };
 
 /** A raw TCP server, for misbehaviour an HTTP server would not produce. */
@@ -17,7 +17,9 @@ async function tcpServer(onSocket: (socket: Socket) => void): Promise<{ server: 
   return { server, url: `http://127.0.0.1:${port}` };
 }
 
-describe('forwarder: did any byte leave?', () => {
+// The same contract for both clients: the native one (the default) and undici (the fallback setting).
+for (const client of ['native', 'undici'] as const) describe(`forwarder (${client}): did any byte leave?`, () => {
+  const OPTIONS = { ...BASE_OPTIONS, client };
   let sim: RunningSimulator;
   before(async () => {
     const keys = await makeKeys();
@@ -59,6 +61,51 @@ describe('forwarder: did any byte leave?', () => {
     assert.equal(outcome.kind === 'sent_no_answer' && outcome.timedOut, false);
     await forwarder.close();
     server.close();
+  });
+
+  it('answer cut short (10 bytes promised, 3 sent, then closed): sent, no answer', async () => {
+    const { server, url } = await tcpServer((socket) =>
+      socket.once('data', () => socket.end('HTTP/1.1 201 Created\r\ncontent-length: 10\r\n\r\nabc')),
+    );
+    const forwarder = createForwarder(parseBaseAddress(url), OPTIONS);
+    const outcome = await forwarder.send(REQUEST);
+    assert.equal(outcome.kind, 'sent_no_answer');
+    await forwarder.close();
+    server.close();
+  });
+
+  it('header bytes 0x80-0xFF leave as the same bytes (latin1), the body as UTF-8', async (t) => {
+    const received: Buffer[] = [];
+    const { server, url } = await tcpServer((socket) =>
+      socket.on('data', (chunk: Buffer) => {
+        received.push(chunk);
+        if (Buffer.concat(received).includes('}')) socket.end('HTTP/1.1 204 No Content\r\n\r\n');
+      }),
+    );
+    const forwarder = createForwarder(parseBaseAddress(url), OPTIONS);
+    t.after(async () => {
+      await forwarder.destroy();
+      server.close();
+    });
+    const outcome = await forwarder.send({ ...REQUEST, headers: { 'x-note': 'caf\u00e9' }, body: '{"name":"caf\u00e9"}' });
+    assert.equal(outcome.kind, 'response');
+    const bytes = Buffer.concat(received);
+    assert.ok(bytes.includes(Buffer.from('x-note: caf\xe9\r\n', 'latin1')), 'header value as latin1');
+    assert.ok(bytes.includes(Buffer.from('{"name":"caf\u00e9"}', 'utf8')), 'body as UTF-8');
+    assert.match(bytes.toString('latin1'), /content-length: 16\r\n/i);
+  });
+
+  it('a header value that would start a header of its own: not sent, not transient, no byte written', async () => {
+    let received = 0;
+    const { server, url } = await tcpServer((socket) => socket.on('data', (chunk: Buffer) => (received += chunk.length)));
+    const forwarder = createForwarder(parseBaseAddress(url), OPTIONS);
+    const outcome = await forwarder.send({ ...REQUEST, headers: { authorization: 'Bearer tok\r\nx-evil: 1' } });
+    assert.equal(outcome.kind, 'not_sent');
+    assert.equal(outcome.kind === 'not_sent' && outcome.transient, false);
+    assert.doesNotMatch(outcome.kind === 'not_sent' ? outcome.error.message : '', /tok|evil/);
+    await forwarder.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    assert.equal(received, 0);
   });
 
   it('no answer within the response timeout: sent, no answer, timed out', async () => {

@@ -1,0 +1,167 @@
+import { connect as connectTcp, type Socket } from 'node:net';
+import { connect as connectTls } from 'node:tls';
+import { isTimeout, isTransientConnectError, ResponseTimeoutError, UpstreamError, type SendOutcome } from './outcome.js';
+import { ResponseParser, type ParserLimits } from './response-parser.js';
+
+/** Where the one gateway origin lives, resolved once from the base address. */
+export interface GatewayTarget {
+  readonly host: string;
+  readonly port: number;
+  /** The Host header: the URL's host, with the port when it is not the scheme's default. */
+  readonly hostHeader: string;
+  readonly tls: boolean;
+  /** SNI and certificate name; undefined for an IP address. */
+  readonly servername: string | undefined;
+  readonly ca: string[] | undefined;
+  readonly connectTimeoutMs: number;
+  readonly responseTimeoutMs: number;
+  readonly limits: ParserLimits;
+}
+
+/** What the pool hears from a connection. */
+export interface ConnectionOwner {
+  /** The response is complete and the socket may carry another request. */
+  reusable(connection: GatewayConnection, keepAliveHintSeconds: number | undefined): void;
+  /** The socket is gone (for any reason); the pool forgets it. */
+  closed(connection: GatewayConnection): void;
+}
+
+/** One request waiting for, or travelling on, a connection. It settles exactly once. */
+export class Exchange {
+  connection: GatewayConnection | undefined;
+  timer: NodeJS.Timeout | undefined;
+  private settled = false;
+
+  constructor(
+    readonly text: string | Buffer,
+    private readonly resolve: (outcome: SendOutcome) => void,
+  ) {}
+
+  settle(outcome: SendOutcome): void {
+    if (this.settled) return;
+    this.settled = true;
+    clearTimeout(this.timer);
+    this.resolve(outcome);
+  }
+}
+
+function onResponseTimeout(exchange: Exchange): void {
+  exchange.connection?.abort(new ResponseTimeoutError('gateway did not answer in time'));
+}
+
+/**
+ * One keep-alive socket to the gateway, carrying one request at a time (no pipelining: an answer must be matched
+ * to its request beyond doubt). It decides the one question retries depend on: a request that failed before
+ * `write` was called never left; from `write` on, the gateway may have acted on it.
+ */
+export class GatewayConnection {
+  /** performance.now() after which an idle connection must not be reused. */
+  idleUntil = 0;
+  private readonly socket: Socket;
+  private connected = false;
+  private exchange: Exchange | undefined;
+  private written = false;
+  private parser: ResponseParser | undefined;
+  private failure: Error | undefined;
+  private connectTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly target: GatewayTarget,
+    private readonly owner: ConnectionOwner,
+    first: Exchange,
+  ) {
+    this.exchange = first;
+    first.connection = this;
+    this.socket = target.tls
+      ? connectTls({ host: target.host, port: target.port, servername: target.servername, ca: target.ca, ALPNProtocols: ['http/1.1'] })
+      : connectTcp({ host: target.host, port: target.port });
+    this.socket.setNoDelay(true);
+    this.connectTimer = setTimeout(() => this.abort(new UpstreamError('ERR_GATEWAY_CONNECT_TIMEOUT', 'could not connect to the gateway in time')), target.connectTimeoutMs);
+    this.socket.once(target.tls ? 'secureConnect' : 'connect', () => this.onConnected());
+    this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    this.socket.on('end', () => this.onEnd());
+    this.socket.on('error', (error: Error) => (this.failure ??= error));
+    this.socket.once('close', () => this.onClose());
+  }
+
+  get busy(): boolean {
+    return this.exchange !== undefined;
+  }
+
+  get usable(): boolean {
+    return this.connected && !this.socket.destroyed && this.socket.writable;
+  }
+
+  /** Writes the exchange's request on this (connected, idle) socket. */
+  start(exchange: Exchange): void {
+    this.exchange = exchange;
+    exchange.connection = this;
+    this.write(exchange);
+  }
+
+  /** Ends the socket; a request on it is answered sent_no_answer (or not_sent if it was never written). */
+  abort(reason: Error): void {
+    this.failure ??= reason;
+    this.socket.destroy();
+  }
+
+  private write(exchange: Exchange): void {
+    this.parser = new ResponseParser(this.target.limits);
+    this.written = true;
+    exchange.timer = setTimeout(onResponseTimeout, this.target.responseTimeoutMs, exchange);
+    this.socket.write(exchange.text);
+  }
+
+  private onConnected(): void {
+    clearTimeout(this.connectTimer);
+    this.connected = true;
+    if (this.exchange !== undefined) this.write(this.exchange);
+  }
+
+  private onData(chunk: Buffer): void {
+    const exchange = this.exchange;
+    const parser = this.parser;
+    if (exchange === undefined || parser === undefined) return this.abort(new UpstreamError('ERR_GATEWAY_UNSOLICITED_DATA', 'gateway sent bytes no request asked for'));
+    let complete: boolean;
+    try {
+      complete = parser.push(chunk);
+    } catch (error) {
+      return this.abort(error as Error);
+    }
+    if (complete) this.finish(exchange, parser);
+  }
+
+  private onEnd(): void {
+    const exchange = this.exchange;
+    const parser = this.parser;
+    // A body without a length ends with the connection; anything else cut short is left to onClose.
+    if (exchange !== undefined && parser !== undefined && parser.endsWithClose && parser.end()) this.finish(exchange, parser);
+  }
+
+  private finish(exchange: Exchange, parser: ResponseParser): void {
+    this.exchange = undefined;
+    this.parser = undefined;
+    this.written = false;
+    exchange.connection = undefined;
+    // Bytes after the answer mean the two sides disagree about framing: the socket is not trusted again.
+    if (parser.keepAlive && parser.trailing === 0 && this.usable) this.owner.reusable(this, parser.keepAliveHintSeconds);
+    else this.socket.destroy();
+    exchange.settle({ kind: 'response', response: { status: parser.status, headers: parser.headers, body: parser.body() } });
+  }
+
+  private onClose(): void {
+    clearTimeout(this.connectTimer);
+    const exchange = this.exchange;
+    this.exchange = undefined;
+    this.owner.closed(this);
+    if (exchange === undefined) return;
+    exchange.connection = undefined;
+    if (!this.written) {
+      const error = this.failure ?? new UpstreamError('ERR_GATEWAY_CLOSED_CONNECTING', 'connection closed before the request was written');
+      exchange.settle({ kind: 'not_sent', error, transient: isTransientConnectError(error) });
+    } else {
+      const error = this.failure ?? new UpstreamError('ERR_GATEWAY_CLOSED', 'gateway closed the connection before answering');
+      exchange.settle({ kind: 'sent_no_answer', error, timedOut: isTimeout(error) });
+    }
+  }
+}

@@ -1,0 +1,104 @@
+import { Pool, type Dispatcher } from 'undici';
+import type { BaseAddress } from '../config/base-url.js';
+import {
+  DEFAULT_MAX_RESPONSE_BYTES,
+  isTimeout,
+  isTransientConnectError,
+  ResponseTimeoutError,
+  type Forwarder,
+  type ForwarderOptions,
+  type SendOutcome,
+  type UpstreamRequest,
+} from './outcome.js';
+import { trustedCas } from './trusted-cas.js';
+
+/**
+ * The same forwarder on undici's Pool (SIDECAR_UPSTREAM_CLIENT=undici): the fallback if a gateway ever answers in a
+ * way the native client refuses. Both pass the same contract tests.
+ */
+export function createUndiciForwarder(base: BaseAddress, options: ForwarderOptions): Forwarder {
+  const pool = new Pool(base.origin, {
+    connections: options.connections,
+    pipelining: 1,
+    connect: { timeout: options.connectTimeoutMs, ...(options.ca === undefined ? {} : { ca: trustedCas(options.ca) }) },
+    // A request written to a socket that the gateway is closing for idleness ends as outcome_unknown: keeping
+    // idle sockets for less time than the gateway does makes that race rare (undici also honours Keep-Alive hints).
+    ...(options.keepAliveTimeoutMs === undefined ? {} : { keepAliveTimeout: options.keepAliveTimeoutMs }),
+    headersTimeout: options.responseTimeoutMs,
+    bodyTimeout: options.responseTimeoutMs,
+  });
+  const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+  return {
+    send: (request) => sendOnce(pool, request, options.responseTimeoutMs, maxBytes),
+    close: () => pool.close(),
+    destroy: () => pool.destroy(),
+  };
+}
+
+function sendOnce(pool: Pool, request: UpstreamRequest, timeoutMs: number, maxBytes: number): Promise<SendOutcome> {
+  return new Promise<SendOutcome>((resolve) => {
+    pool.dispatch(
+      { method: 'POST', path: request.path, headers: request.headers, body: request.body, idempotent: false },
+      new UndiciExchange(resolve, timeoutMs, maxBytes),
+    );
+  });
+}
+
+/**
+ * One request's life in undici, as a class rather than five closures: it is created for every request.
+ * It settles exactly once, with the answer or with whether the failure came before any byte was written.
+ */
+class UndiciExchange implements Dispatcher.DispatchHandler {
+  private started = false;
+  private status = 0;
+  private headers: Record<string, string | string[]> = {};
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly resolve: (outcome: SendOutcome) => void,
+    private readonly timeoutMs: number,
+    private readonly maxBytes: number,
+  ) {}
+
+  // Called by undici on a connected socket right before the first byte is written (client-h1 writeH1).
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.started = true;
+    this.timer = setTimeout(() => controller.abort(new ResponseTimeoutError('gateway did not answer in time')), this.timeoutMs);
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+    this.status = statusCode;
+    this.headers = normaliseHeaders(headers);
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.size += chunk.length;
+    if (this.size > this.maxBytes) controller.abort(new Error(`gateway response exceeds ${this.maxBytes} bytes`));
+    else this.chunks.push(chunk);
+  }
+
+  onResponseEnd(): void {
+    this.settle({ kind: 'response', response: { status: this.status, headers: this.headers, body: Buffer.concat(this.chunks, this.size) } });
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    if (!this.started) this.settle({ kind: 'not_sent', error, transient: isTransientConnectError(error) });
+    else this.settle({ kind: 'sent_no_answer', error, timedOut: isTimeout(error) });
+  }
+
+  private settle(outcome: SendOutcome): void {
+    clearTimeout(this.timer);
+    this.resolve(outcome);
+  }
+}
+
+function normaliseHeaders(raw: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const name of Object.keys(raw)) {
+    const value = raw[name];
+    if (value !== undefined) out[name] = value;
+  }
+  return out;
+}
