@@ -121,9 +121,21 @@ function observeAnswer(metrics: SidecarMetrics, response: UpstreamResponse, code
   const label = errorLabel(response.status, code);
   if (label) metrics.gatewayError(label);
   const date = response.headers.date;
-  const gatewayMs = typeof date === 'string' ? Date.parse(date) : Number.NaN;
+  const gatewayMs = typeof date === 'string' ? parseHttpDate(date) : Number.NaN;
   // The Date header is truncated to the second, so the gateway's clock read somewhere in [date, date + 1 s):
   // the midpoint makes the estimate unbiased (error +/- 0.5 s, enough to spot the skews of seconds that break
   // the timestamp window). Without it the gauge would show about -0.5 s against a perfectly synced gateway.
   if (!Number.isNaN(gatewayMs)) metrics.clockSkew((gatewayMs + DATE_RESOLUTION_MS / 2 - nowMs) / 1000);
+}
+
+// The gateway's Date header changes once a second: parsing each new value once saves a microsecond per answer.
+let lastDate = '';
+let lastDateMs = Number.NaN;
+
+function parseHttpDate(date: string): number {
+  if (date !== lastDate) {
+    lastDate = date;
+    lastDateMs = Date.parse(date);
+  }
+  return lastDateMs;
 }

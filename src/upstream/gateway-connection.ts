@@ -1,5 +1,5 @@
 import { connect as connectTcp, type Socket } from 'node:net';
-import { connect as connectTls } from 'node:tls';
+import { connect as connectTls, type SecureContext } from 'node:tls';
 import { isTimeout, isTransientConnectError, ResponseTimeoutError, UpstreamError, type SendOutcome } from './outcome.js';
 import { ResponseParser, type ParserLimits } from './response-parser.js';
 
@@ -12,7 +12,10 @@ export interface GatewayTarget {
   readonly tls: boolean;
   /** SNI and certificate name; undefined for an IP address. */
   readonly servername: string | undefined;
-  readonly ca: string[] | undefined;
+  /** Built once: the system roots (plus the extra CA) are not parsed again for every connection. */
+  readonly secureContext: SecureContext | undefined;
+  /** The newest TLS session ticket, so a new connection resumes instead of a full handshake. */
+  readonly tlsSession: { ticket: Buffer | undefined };
   readonly connectTimeoutMs: number;
   readonly responseTimeoutMs: number;
   readonly limits: ParserLimits;
@@ -20,7 +23,10 @@ export interface GatewayTarget {
 
 /** What the pool hears from a connection. */
 export interface ConnectionOwner {
-  /** The response is complete and the socket may carry another request. */
+  /** A response is complete; the socket will be offered again shortly (or close). */
+  coolingStarted(): void;
+  coolingEnded(): void;
+  /** The socket may carry another request. */
   reusable(connection: GatewayConnection, keepAliveHintSeconds: number | undefined): void;
   /** The socket is gone (for any reason); the pool forgets it. */
   closed(connection: GatewayConnection): void;
@@ -49,6 +55,14 @@ function onResponseTimeout(exchange: Exchange): void {
   exchange.connection?.abort(new ResponseTimeoutError('gateway did not answer in time'));
 }
 
+function afterOneLook(connection: GatewayConnection): void {
+  setImmediate(offerAgain, connection);
+}
+
+function offerAgain(connection: GatewayConnection): void {
+  connection.offer();
+}
+
 /**
  * One keep-alive socket to the gateway, carrying one request at a time (no pipelining: an answer must be matched
  * to its request beyond doubt). It decides the one question retries depend on: a request that failed before
@@ -64,6 +78,8 @@ export class GatewayConnection {
   private parser: ResponseParser | undefined;
   private failure: Error | undefined;
   private connectTimer: NodeJS.Timeout | undefined;
+  private keepAliveHintSeconds: number | undefined;
+  private cooling = false;
 
   constructor(
     private readonly target: GatewayTarget,
@@ -73,7 +89,14 @@ export class GatewayConnection {
     this.exchange = first;
     first.connection = this;
     this.socket = target.tls
-      ? connectTls({ host: target.host, port: target.port, servername: target.servername, ca: target.ca, ALPNProtocols: ['http/1.1'] })
+      ? connectTls({
+          host: target.host,
+          port: target.port,
+          servername: target.servername,
+          secureContext: target.secureContext,
+          session: target.tlsSession.ticket,
+          ALPNProtocols: ['http/1.1'],
+        }).on('session', (ticket: Buffer) => (target.tlsSession.ticket = ticket))
       : connectTcp({ host: target.host, port: target.port });
     this.socket.setNoDelay(true);
     this.connectTimer = setTimeout(() => this.abort(new UpstreamError('ERR_GATEWAY_CONNECT_TIMEOUT', 'could not connect to the gateway in time')), target.connectTimeoutMs);
@@ -97,6 +120,16 @@ export class GatewayConnection {
     this.exchange = exchange;
     exchange.connection = this;
     this.write(exchange);
+  }
+
+  /** Hands the connection back to the pool if it is still sound and nothing is left to write on it. */
+  offer(): void {
+    if (!this.cooling) return;
+    this.cooling = false;
+    this.owner.coolingEnded();
+    // An early answer (a 413 before the body was read) can leave request bytes unsent: such a socket is not reused.
+    if (this.usable && this.socket.writableLength === 0) this.owner.reusable(this, this.keepAliveHintSeconds);
+    else this.socket.destroy();
   }
 
   /** Ends the socket; a request on it is answered sent_no_answer (or not_sent if it was never written). */
@@ -144,13 +177,24 @@ export class GatewayConnection {
     this.written = false;
     exchange.connection = undefined;
     // Bytes after the answer mean the two sides disagree about framing: the socket is not trusted again.
-    if (parser.keepAlive && parser.trailing === 0 && this.usable) this.owner.reusable(this, parser.keepAliveHintSeconds);
-    else this.socket.destroy();
+    if (parser.keepAlive && parser.trailing === 0 && this.usable) {
+      // Not reused at once: a FIN, a reset or a stray answer already sent by the gateway may not have been read
+      // yet. Two turns of the event loop give the socket one more poll; any byte arriving meanwhile finds no
+      // request on it and closes it (undici waits likewise). HTTP/1.1 cannot close this race, only narrow it.
+      this.keepAliveHintSeconds = parser.keepAliveHintSeconds;
+      this.cooling = true;
+      this.owner.coolingStarted();
+      setImmediate(afterOneLook, this);
+    } else this.socket.destroy();
     exchange.settle({ kind: 'response', response: { status: parser.status, headers: parser.headers, body: parser.body() } });
   }
 
   private onClose(): void {
     clearTimeout(this.connectTimer);
+    if (this.cooling) {
+      this.cooling = false;
+      this.owner.coolingEnded();
+    }
     const exchange = this.exchange;
     this.exchange = undefined;
     this.owner.closed(this);

@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { createSecureContext } from 'node:tls';
 import type { BaseAddress } from '../config/base-url.js';
 import { Exchange, GatewayConnection, type ConnectionOwner, type GatewayTarget } from './gateway-connection.js';
 import { DEFAULT_MAX_RESPONSE_BYTES, UpstreamError, type Forwarder, type ForwarderOptions, type SendOutcome, type UpstreamRequest } from './outcome.js';
@@ -27,6 +28,8 @@ export class GatewayPool implements Forwarder, ConnectionOwner {
   private readonly keepAliveMs: number;
   private readonly sweeper: NodeJS.Timeout;
   private closing = false;
+  /** Connections that answered and are about to be offered again (see GatewayConnection.finish). */
+  private cooling = 0;
   /** Callers of close() and destroy() waiting for the last connection to go (either may be called twice). */
   private readonly drained: (() => void)[] = [];
 
@@ -43,7 +46,9 @@ export class GatewayPool implements Forwarder, ConnectionOwner {
       hostHeader: url.host,
       tls,
       servername: isIP(host) === 0 ? host : undefined,
-      ca: trustedCas(options.ca),
+      // Without `ca`, Node's default roots (and NODE_EXTRA_CA_CERTS) are trusted, as for any TLS client.
+      secureContext: tls ? createSecureContext(options.ca === undefined ? {} : { ca: trustedCas(options.ca) }) : undefined,
+      tlsSession: { ticket: undefined },
       connectTimeoutMs: options.connectTimeoutMs,
       responseTimeoutMs: options.responseTimeoutMs,
       limits: { maxHeadBytes: MAX_HEAD_BYTES, maxBodyBytes: options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES },
@@ -86,6 +91,14 @@ export class GatewayPool implements Forwarder, ConnectionOwner {
     });
   }
 
+  coolingStarted(): void {
+    this.cooling++;
+  }
+
+  coolingEnded(): void {
+    this.cooling--;
+  }
+
   reusable(connection: GatewayConnection, keepAliveHintSeconds: number | undefined): void {
     const next = this.dequeue();
     if (next !== undefined) return connection.start(next);
@@ -116,7 +129,9 @@ export class GatewayPool implements Forwarder, ConnectionOwner {
       if (connection.idleUntil > now && connection.usable) return connection.start(exchange);
       connection.abort(closedError('idle connection expired'));
     }
-    if (this.all.size < this.options.connections) return this.open(exchange);
+    // A connection that has just answered is free again in two turns of the event loop: waiting for it beats a
+    // new handshake, and a caller sending one request after another keeps one connection.
+    if (this.all.size < this.options.connections && this.waiting.length >= this.cooling) return this.open(exchange);
     // Waiting for a connection counts as connecting. A request that waited past connectTimeoutMs was never
     // written, so it fails as not_sent and the retry loop signs it afresh, rather than leaving with an old
     // X-Timestamp that the gateway's clock window may already have closed on.

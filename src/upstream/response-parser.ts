@@ -135,6 +135,11 @@ export class ResponseParser {
   }
 
   private readHead(data: Buffer, at: number): number {
+    // Empty lines before a status line are skipped, as llhttp does (RFC 9112 2.2 robustness).
+    if (data[at] === 0x0d || data[at] === 0x0a) {
+      while (at < data.length && (data[at] === 0x0d || data[at] === 0x0a)) at++;
+      return at;
+    }
     const end = data.indexOf('\r\n\r\n', at, 'latin1');
     if (end < 0) {
       // Up to three bytes of the terminator may already be here; they do not count against the limit.

@@ -5,6 +5,7 @@ import {
   isTimeout,
   isTransientConnectError,
   ResponseTimeoutError,
+  UpstreamError,
   type Forwarder,
   type ForwarderOptions,
   type SendOutcome,
@@ -75,7 +76,7 @@ class UndiciExchange implements Dispatcher.DispatchHandler {
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     this.size += chunk.length;
-    if (this.size > this.maxBytes) controller.abort(new Error(`gateway response exceeds ${this.maxBytes} bytes`));
+    if (this.size > this.maxBytes) controller.abort(new UpstreamError('ERR_GATEWAY_RESPONSE_TOO_LARGE', `gateway response exceeds ${this.maxBytes} bytes`));
     else this.chunks.push(chunk);
   }
 

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, it } from 'node:test';
-import { createLogger, writeLine } from '../../src/observability/log.js';
+import { createLogger, isoTimeAt, writeLine } from '../../src/observability/log.js';
 
 function capture(): { lines: string[]; write(line: string): void } {
   const lines: string[] = [];
@@ -46,6 +46,14 @@ describe('writeLine', () => {
     assert.equal(parsed.msg, 'request answered');
     assert.equal('causeCode' in parsed, false);
     assert.match(out.lines[1]!, /\n$/);
+  });
+});
+
+describe('isoTimeAt', () => {
+  it("writes pino's isoTime text for every millisecond, across second boundaries and clock steps back", () => {
+    const start = Date.UTC(2026, 10, 21, 23, 59, 58, 990);
+    const instants = [...Array.from({ length: 2_100 }, (_, i) => start + i), start + 5, start - 86_400_000, start + 1_000, 0, 999, 1_000];
+    for (const ms of instants) assert.equal(isoTimeAt(ms), `,"time":"${new Date(ms).toISOString()}"`, String(ms));
   });
 });
 

@@ -320,6 +320,28 @@ describe('GatewayPool: the connection limit', () => {
   });
 });
 
+describe('GatewayPool: a socket closed right after its answer', () => {
+  for (const [how, close] of [
+    ['ends (FIN)', (socket: Socket) => socket.end()],
+    ['resets (RST)', (socket: Socket) => socket.resetAndDestroy()],
+    ['sends a stray second answer', (socket: Socket) => reply(socket, 'stray')],
+  ] as const) {
+    it(`the gateway ${how} just after answering: the waiting request goes on a new connection, not onto that socket`, T, async (t) => {
+      const gateway = await ScriptedGateway.start(t, (req, socket) => {
+        reply(socket, req.path);
+        // A separate segment, a moment later: it reaches the client's socket after the answer has been read.
+        if (req.path === '/a') setImmediate(() => close(socket));
+      });
+      const forwarder = forwarderFor(t, gateway.url, { connections: 1 });
+      const [a, b] = await Promise.all([forwarder.send(request('/a')), forwarder.send(request('/b'))]);
+      assert.equal(bodyOf(a), '/a');
+      assert.equal(bodyOf(b), '/b', 'a payment the gateway never saw must not end as outcome_unknown');
+      assert.equal(gateway.connections.length, 2);
+      await forwarder.close();
+    });
+  }
+});
+
 describe('GatewayPool: waiting for a connection', () => {
   it('a request that waits longer than connectTimeoutMs for a free connection is not_sent, transient, and never written', T, async (t) => {
     // The gateway holds the one connection's request; the second request can only wait.

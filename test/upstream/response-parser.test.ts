@@ -746,3 +746,14 @@ describe('response parser: regressions', () => {
     assert.equal(feed(bytes).body().toString(), 'abc');
   });
 });
+
+describe('response parser: robustness', () => {
+  it('empty lines before the status line are skipped, as llhttp skips them (whole or byte by byte)', () => {
+    for (const bytewise of [false, true]) {
+      const parser = feed('\r\n\r\nHTTP/1.1 201 Created\r\ncontent-length: 2\r\n\r\nok', LIMITS, bytewise);
+      assert.equal(parser.complete, true);
+      assert.equal(parser.status, 201);
+      assert.equal(parser.body().toString(), 'ok');
+    }
+  });
+});
