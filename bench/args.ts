@@ -32,7 +32,7 @@ export const USAGE = `Usage: npm run bench -- [options]
   --rates A,B            fixed offered rates in req/s (default 200,1000)
   --log-level LEVEL      sidecar log level (default info, the product's default)
   --no-compare           skip the throughput run at the other log level
-  --no-floor             skip the floor proxy (node:http + undici + crypto.sign and nothing else)
+  --no-floor             skip the floor proxy (node:http + the gateway client + crypto.sign and nothing else)
   --cpu-prof DIR         run the sidecar with --cpu-prof, profiles written to DIR
 
 Environment (for A/B comparisons and profiling):

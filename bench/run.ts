@@ -76,7 +76,7 @@ async function bench(opts: BenchOptions): Promise<{ headline: Headline; rows: Ro
   }
   let floor: Saturation | undefined;
   if (opts.measureFloor) {
-    say(opts, 'saturation of the floor proxy (node:http + undici + crypto.sign, nothing else)');
+    say(opts, 'saturation of the floor proxy (node:http + the gateway client + crypto.sign, nothing else)');
     const proxy = await track(startFloorProxy(ws, gateway.url, shippedFlags));
     await loadedRun(proxy.url, SIGNED_ROUTE, proxy.pid, opts.warmupSeconds, opts.connections);
     floor = await slicedSaturation(ws.privateKey, { url: proxy.url, path: SIGNED_ROUTE, pid: proxy.pid, connections: opts.connections }, opts.throughputSeconds, opts.signSeconds);

@@ -55,17 +55,18 @@ function onResponseTimeout(exchange: Exchange): void {
   exchange.connection?.abort(new ResponseTimeoutError('gateway did not answer in time'));
 }
 
-function afterOneLook(connection: GatewayConnection): void {
-  setImmediate(offerAgain, connection);
+// Two setImmediate turns, so the event loop polls the socket once more before it is offered again.
+function afterFirstTurn(connection: GatewayConnection): void {
+  setImmediate(afterSecondTurn, connection);
 }
 
-function offerAgain(connection: GatewayConnection): void {
+function afterSecondTurn(connection: GatewayConnection): void {
   connection.offer();
 }
 
 /**
- * One keep-alive socket to the gateway, carrying one request at a time (no pipelining: an answer must be matched
- * to its request beyond doubt). It decides the one question retries depend on: a request that failed before
+ * One keep-alive socket to the gateway, carrying one request at a time (no pipelining, so each answer belongs to
+ * the one request on the socket). It decides the one question retries depend on: a request that failed before
  * `write` was called never left; from `write` on, the gateway may have acted on it.
  */
 export class GatewayConnection {
@@ -105,10 +106,6 @@ export class GatewayConnection {
     this.socket.on('end', () => this.onEnd());
     this.socket.on('error', (error: Error) => (this.failure ??= error));
     this.socket.once('close', () => this.onClose());
-  }
-
-  get busy(): boolean {
-    return this.exchange !== undefined;
   }
 
   get usable(): boolean {
@@ -184,7 +181,7 @@ export class GatewayConnection {
       this.keepAliveHintSeconds = parser.keepAliveHintSeconds;
       this.cooling = true;
       this.owner.coolingStarted();
-      setImmediate(afterOneLook, this);
+      setImmediate(afterFirstTurn, this);
     } else this.socket.destroy();
     exchange.settle({ kind: 'response', response: { status: parser.status, headers: parser.headers, body: parser.body() } });
   }
