@@ -15,7 +15,9 @@ import { trustedCas } from './trusted-cas.js';
 
 /**
  * The same forwarder on undici's Pool (SIDECAR_UPSTREAM_CLIENT=undici): the fallback if a gateway ever answers in a
- * way the native client refuses. Both pass the same contract tests.
+ * way the native client refuses. Both pass the same contract tests. undici would queue requests beyond its
+ * connections without a deadline, so at most `connections` are handed to it and the rest wait here, under the
+ * native client's rule: past connectTimeoutMs a waiting request is not_sent, to be signed afresh.
  */
 export function createUndiciForwarder(base: BaseAddress, options: ForwarderOptions): Forwarder {
   const pool = new Pool(base.origin, {
@@ -29,11 +31,96 @@ export function createUndiciForwarder(base: BaseAddress, options: ForwarderOptio
     bodyTimeout: options.responseTimeoutMs,
   });
   const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+  const admission = new Admission(options.connections, options.connectTimeoutMs);
+  const dispatch = (request: UpstreamRequest): Promise<SendOutcome> => sendOnce(pool, request, options.responseTimeoutMs, maxBytes);
   return {
-    send: (request) => sendOnce(pool, request, options.responseTimeoutMs, maxBytes),
-    close: () => pool.close(),
-    destroy: () => pool.destroy(),
+    send: (request) => admission.run(() => dispatch(request)),
+    close: async () => {
+      await admission.drain();
+      await pool.close();
+    },
+    destroy: () => {
+      admission.refuseWaiting();
+      return pool.destroy();
+    },
   };
+}
+
+interface Waiter {
+  readonly start: () => void;
+  readonly refuse: (error: UpstreamError, transient: boolean) => void;
+  readonly timer: NodeJS.Timeout;
+}
+
+/** At most `limit` sends at once; the others wait in order, each for at most `deadlineMs`. */
+class Admission {
+  private running = 0;
+  private readonly waiting: Waiter[] = [];
+  private readonly drained: (() => void)[] = [];
+  private closing = false;
+
+  constructor(
+    private readonly limit: number,
+    private readonly deadlineMs: number,
+  ) {}
+
+  run(send: () => Promise<SendOutcome>): Promise<SendOutcome> {
+    if (this.closing) return Promise.resolve(notSent(new UpstreamError('ERR_FORWARDER_CLOSED', 'the forwarder is closing'), false));
+    if (this.running < this.limit) return this.start(send);
+    return new Promise<SendOutcome>((resolve) => {
+      const waiter: Waiter = {
+        start: () => void this.start(send).then(resolve),
+        refuse: (error, transient) => resolve(notSent(error, transient)),
+        timer: setTimeout(() => {
+          this.waiting.splice(this.waiting.indexOf(waiter), 1);
+          waiter.refuse(new UpstreamError('ERR_GATEWAY_POOL_TIMEOUT', 'no gateway connection free in time'), true);
+          this.settleDrain();
+        }, this.deadlineMs),
+      };
+      this.waiting.push(waiter);
+    });
+  }
+
+  drain(): Promise<void> {
+    this.closing = true;
+    return new Promise<void>((resolve) => {
+      this.drained.push(resolve);
+      this.settleDrain();
+    });
+  }
+
+  refuseWaiting(): void {
+    this.closing = true;
+    for (const waiter of this.waiting.splice(0)) {
+      clearTimeout(waiter.timer);
+      waiter.refuse(new UpstreamError('ERR_FORWARDER_CLOSED', 'the forwarder was destroyed'), false);
+    }
+    this.settleDrain();
+  }
+
+  private async start(send: () => Promise<SendOutcome>): Promise<SendOutcome> {
+    this.running++;
+    try {
+      return await send();
+    } finally {
+      this.running--;
+      const next = this.waiting.shift();
+      if (next !== undefined) {
+        clearTimeout(next.timer);
+        next.start();
+      }
+      this.settleDrain();
+    }
+  }
+
+  private settleDrain(): void {
+    if (this.running > 0 || this.waiting.length > 0) return;
+    for (const resolve of this.drained.splice(0)) resolve();
+  }
+}
+
+function notSent(error: UpstreamError, transient: boolean): SendOutcome {
+  return { kind: 'not_sent', error, transient };
 }
 
 function sendOnce(pool: Pool, request: UpstreamRequest, timeoutMs: number, maxBytes: number): Promise<SendOutcome> {

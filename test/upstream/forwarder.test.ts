@@ -95,6 +95,53 @@ for (const client of ['native', 'undici'] as const) describe(`forwarder (${clien
     assert.match(bytes.toString('latin1'), /content-length: 16\r\n/i);
   });
 
+  it('a request waiting longer than connectTimeoutMs for a free connection: not sent, transient, never written', async (t) => {
+    const paths: string[] = [];
+    const { server, url } = await tcpServer((socket) =>
+      socket.on('data', (chunk: Buffer) => {
+        paths.push(chunk.toString('latin1').split(' ')[1] ?? '');
+        setTimeout(() => socket.write('HTTP/1.1 204 No Content\r\n\r\n'), 400);
+      }),
+    );
+    const forwarder = createForwarder(parseBaseAddress(url), { ...OPTIONS, connections: 1, connectTimeoutMs: 100 });
+    t.after(async () => {
+      await forwarder.destroy();
+      server.close();
+    });
+    const first = forwarder.send({ ...REQUEST, path: '/first' });
+    const second = await forwarder.send({ ...REQUEST, path: '/second' });
+    assert.equal(second.kind, 'not_sent');
+    assert.equal(second.kind === 'not_sent' && second.transient, true);
+    assert.equal(second.kind === 'not_sent' && (second.error as { code?: string }).code, 'ERR_GATEWAY_POOL_TIMEOUT');
+    assert.equal((await first).kind, 'response');
+    assert.deepEqual(paths, ['/first']);
+  });
+
+  it('close() answers the request in flight and the one waiting for a connection, then resolves', async (t) => {
+    const { server, url } = await tcpServer((socket) =>
+      socket.on('data', () => setTimeout(() => socket.write('HTTP/1.1 204 No Content\r\n\r\n'), 50)),
+    );
+    const forwarder = createForwarder(parseBaseAddress(url), { ...OPTIONS, connections: 1 });
+    t.after(() => server.close());
+    const sends = [forwarder.send(REQUEST), forwarder.send(REQUEST)];
+    await forwarder.close();
+    assert.deepEqual((await Promise.all(sends)).map((o) => o.kind), ['response', 'response']);
+    const late = await forwarder.send(REQUEST);
+    assert.equal(late.kind === 'not_sent' && !late.transient, true, 'after close: not sent, not worth retrying');
+  });
+
+  it('destroy(): the request in flight has no answer (it was sent), the one waiting was never sent', async (t) => {
+    const { server, url } = await tcpServer(() => undefined);
+    const forwarder = createForwarder(parseBaseAddress(url), { ...OPTIONS, connections: 1 });
+    t.after(() => server.close());
+    const inFlight = forwarder.send(REQUEST);
+    const waiting = forwarder.send(REQUEST);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await forwarder.destroy();
+    assert.equal((await inFlight).kind, 'sent_no_answer');
+    assert.equal((await waiting).kind, 'not_sent');
+  });
+
   it('a header value that would start a header of its own: not sent, not transient, no byte written', async () => {
     let received = 0;
     const { server, url } = await tcpServer((socket) => socket.on('data', (chunk: Buffer) => (received += chunk.length)));
