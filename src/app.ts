@@ -94,7 +94,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const proxyUrl = await listen(proxy, config.listen.host, config.listen.port);
   const adminUrl = await listen(admin, config.admin.host, config.admin.port);
   tokens.start();
-  log.info({ event: 'start', proxyUrl, adminUrl, baseUrl: `${config.base.origin}${config.base.pathPrefix}`, environment: config.environment, keyFingerprint: fingerprint }, 'signing-sidecar started');
+  log.info({ event: 'start', proxyUrl, adminUrl, baseUrl: `${config.base.origin}${config.base.pathPrefix}`, environment: config.environment, keyFingerprint: fingerprint, upstreamClient: config.upstream.client }, 'signing-sidecar started');
   return { proxyUrl, adminUrl, metrics, tokens, log, isReady, shutdown, stopped };
 }
 

@@ -71,7 +71,7 @@ export function buildSchema(env: NodeJS.ProcessEnv) {
         env: 'SIDECAR_UPSTREAM_CA_FILE',
       },
       connectTimeoutMs: {
-        doc: 'Time allowed to open a connection (TCP + TLS) to the gateway.',
+        doc: 'Time allowed to open a connection (TCP + TLS) to the gateway, and to wait for a free one.',
         format: positiveInt('upstream.connectTimeoutMs'),
         default: 5_000,
         env: 'SIDECAR_UPSTREAM_CONNECT_TIMEOUT_MS',

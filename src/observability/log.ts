@@ -27,6 +27,9 @@ const REDACT_PATHS = [
   '*.signature',
 ];
 
+let cachedSecond = Number.NaN;
+let cachedPrefix = '';
+
 /** pino's isoTime, `,"time":"<ISO 8601>"`, without a Date and toISOString for every line: the text up to the
  * second is kept and only the milliseconds are appended (2 us less per request line at full load). */
 export function isoTimeAt(ms: number): string {
@@ -38,9 +41,6 @@ export function isoTimeAt(ms: number): string {
   const millis = ms - second * 1000;
   return `${cachedPrefix}${millis < 10 ? '00' : millis < 100 ? '0' : ''}${millis}Z"`;
 }
-
-let cachedSecond = Number.NaN;
-let cachedPrefix = '';
 
 const isoTime = (): string => isoTimeAt(Date.now());
 

@@ -4,7 +4,7 @@ import type { Forwarder, ForwarderOptions } from './outcome.js';
 import { createUndiciForwarder } from './undici-forwarder.js';
 
 export type { Forwarder, ForwarderOptions, SendOutcome, UpstreamRequest, UpstreamResponse } from './outcome.js';
-export { errorCode, ResponseTimeoutError } from './outcome.js';
+export { errorCode } from './outcome.js';
 
 /**
  * A keep-alive pool to the one configured origin; nothing else is ever reachable through it. `native` is the

@@ -2,7 +2,7 @@ import { isIP } from 'node:net';
 import { createSecureContext } from 'node:tls';
 import type { BaseAddress } from '../config/base-url.js';
 import { Exchange, GatewayConnection, type ConnectionOwner, type GatewayTarget } from './gateway-connection.js';
-import { DEFAULT_MAX_RESPONSE_BYTES, UpstreamError, type Forwarder, type ForwarderOptions, type SendOutcome, type UpstreamRequest } from './outcome.js';
+import { DEFAULT_KEEP_ALIVE_MS, DEFAULT_MAX_RESPONSE_BYTES, KEEP_ALIVE_HINT_MARGIN_MS, UpstreamError, type Forwarder, type ForwarderOptions, type SendOutcome, type UpstreamRequest } from './outcome.js';
 import { requestText } from './request-text.js';
 import { trustedCas } from './trusted-cas.js';
 
@@ -10,9 +10,6 @@ const closedError = (message: string): UpstreamError => new UpstreamError('ERR_F
 
 // Node's HTTP server allows 16 KiB of head; a gateway behind a load balancer may add a few cookies to that.
 const MAX_HEAD_BYTES = 64 * 1024;
-const DEFAULT_KEEP_ALIVE_MS = 4_000;
-// A Keep-Alive hint is the gateway's own idle timeout: stop reusing a socket this long before it runs out.
-const HINT_MARGIN_MS = 1_000;
 
 /**
  * A keep-alive pool of HTTP/1.1 connections to the one configured origin; nothing else is reachable through it.
@@ -102,7 +99,7 @@ export class GatewayPool implements Forwarder, ConnectionOwner {
   reusable(connection: GatewayConnection, keepAliveHintSeconds: number | undefined): void {
     const next = this.dequeue();
     if (next !== undefined) return connection.start(next);
-    const hintMs = keepAliveHintSeconds === undefined ? Infinity : keepAliveHintSeconds * 1000 - HINT_MARGIN_MS;
+    const hintMs = keepAliveHintSeconds === undefined ? Infinity : keepAliveHintSeconds * 1000 - KEEP_ALIVE_HINT_MARGIN_MS;
     const keepMs = Math.min(this.keepAliveMs, hintMs);
     if (keepMs <= 0 || this.closing) {
       connection.abort(closedError('idle connection not kept'));
@@ -110,7 +107,6 @@ export class GatewayPool implements Forwarder, ConnectionOwner {
     }
     connection.idleUntil = performance.now() + keepMs;
     this.idle.push(connection);
-    this.closeIfDrained();
   }
 
   closed(connection: GatewayConnection): void {

@@ -35,6 +35,9 @@ export interface ForwarderOptions {
 }
 
 export const DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
+export const DEFAULT_KEEP_ALIVE_MS = 4_000;
+/** A Keep-Alive hint is the gateway's own idle timeout: a socket is not reused this close to its end. */
+export const KEEP_ALIVE_HINT_MARGIN_MS = 1_000;
 
 /** A failure of the gateway hop, told apart by its stable `code` (logs carry the code, never the message). */
 export class UpstreamError extends Error {
@@ -57,7 +60,7 @@ export interface Forwarder {
   send(request: UpstreamRequest): Promise<SendOutcome>;
   /** Waits for requests in flight, then closes. */
   close(): Promise<void>;
-  /** Aborts requests in flight (their senders get sent_no_answer) and closes. */
+  /** Aborts requests in flight (sent_no_answer; those not yet written get not_sent) and closes. */
   destroy(): Promise<void>;
 }
 

@@ -2,7 +2,7 @@ import { UpstreamError, type UpstreamRequest } from './outcome.js';
 
 const invalid = (message: string): UpstreamError => new UpstreamError('ERR_INVALID_UPSTREAM_REQUEST', message);
 
-// Origin-form request target: visible ASCII only (the router percent-encodes anything else before it gets here).
+// Origin-form request target: visible ASCII only (Node's server already answers 400 to anything else).
 const REQUEST_TARGET = /^\/[!-~]*$/;
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 // No CR, LF, NUL or other control character: a value must never be able to start a header of its own.

@@ -144,6 +144,10 @@ export class ResponseParser {
     if (end < 0) {
       // Up to three bytes of the terminator may already be here; they do not count against the limit.
       if (data.length - at > this.limits.maxHeadBytes + 3) throw new ResponseParseError('response head too large');
+      // A head with bare LF line ends would never show the terminator: refuse it now, not at the response timeout.
+      for (let lf = data.indexOf(0x0a, at); lf >= 0; lf = data.indexOf(0x0a, lf + 1)) {
+        if (data[lf - 1] !== 0x0d) throw new ResponseParseError('bare LF in the response head');
+      }
       return -1;
     }
     if (end - at > this.limits.maxHeadBytes) throw new ResponseParseError('response head too large');

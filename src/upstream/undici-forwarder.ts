@@ -1,7 +1,9 @@
 import { Pool, type Dispatcher } from 'undici';
 import type { BaseAddress } from '../config/base-url.js';
 import {
+  DEFAULT_KEEP_ALIVE_MS,
   DEFAULT_MAX_RESPONSE_BYTES,
+  KEEP_ALIVE_HINT_MARGIN_MS,
   isTimeout,
   isTransientConnectError,
   ResponseTimeoutError,
@@ -25,8 +27,11 @@ export function createUndiciForwarder(base: BaseAddress, options: ForwarderOptio
     pipelining: 1,
     connect: { timeout: options.connectTimeoutMs, ...(options.ca === undefined ? {} : { ca: trustedCas(options.ca) }) },
     // A request written to a socket that the gateway is closing for idleness ends as outcome_unknown: keeping
-    // idle sockets for less time than the gateway does makes that race rare (undici also honours Keep-Alive hints).
-    ...(options.keepAliveTimeoutMs === undefined ? {} : { keepAliveTimeout: options.keepAliveTimeoutMs }),
+    // idle sockets for less time than the gateway does makes that race rare. undici takes a Keep-Alive hint
+    // instead of keepAliveTimeout, capped by keepAliveMaxTimeout: both carry the setting, as in the native client.
+    keepAliveTimeout: options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_MS,
+    keepAliveMaxTimeout: options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_MS,
+    keepAliveTimeoutThreshold: KEEP_ALIVE_HINT_MARGIN_MS,
     headersTimeout: options.responseTimeoutMs,
     bodyTimeout: options.responseTimeoutMs,
   });

@@ -74,7 +74,7 @@ describe('signing proxy core, end to end over real sockets', () => {
       '-H', 'Content-Type: application/json', '-H', 'Authorization: Bearer stolen', '-H', 'X-Timestamp: 1', '-H', 'X-Nonce: client-nonce-000000',
       '-H', 'X-Signature: forged', '-H', 'Host: evil.example', '-H', 'Connection: keep-alive, X-Drop-Me', '-H', 'X-Drop-Me: 1',
       '-H', 'Keep-Alive: timeout=5', '-H', 'Proxy-Authorization: Basic eA==', '-H', 'X-Request-Id: req-123', '-H', 'X-Custom: kept',
-      '--data-binary', DEPOSIT,
+      '-H', 'Constructor: kept too', '--data-binary', DEPOSIT,
     ]);
     assert.equal(answer.status, 201);
     assert.match(answer.headers, /^x-request-id: req-123$/m);
@@ -88,6 +88,7 @@ describe('signing proxy core, end to end over real sockets', () => {
     assert.equal(h['proxy-authorization'], undefined);
     assert.equal(h['keep-alive'], undefined);
     assert.equal(h['x-custom'], 'kept');
+    assert.equal(Object.hasOwn(h, 'constructor') ? h.constructor : undefined, 'kept too', 'a header named like an Object member is a header');
     assert.equal(h['x-request-id'], 'req-123');
   });
 

@@ -65,6 +65,8 @@ describe('sidecar + simulator, end to end', () => {
       assert.match(String(answer.body.transaction_link), /^https:\/\/127\.0\.0\.1:\d+\//);
       assert.equal(answer.body.status, 'PENDING');
       assert.equal(sim.transactions().length, 1);
+      const start = sidecar.logs.lines().find((line) => line.event === 'start');
+      assert.equal(start?.upstreamClient, client, 'the start line says which client is in use');
     } finally {
       await stop();
     }

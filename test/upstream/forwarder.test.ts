@@ -1,25 +1,47 @@
 import assert from 'node:assert/strict';
-import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import { after, before, describe, it } from 'node:test';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
+import { after, before, describe, it, type TestContext } from 'node:test';
 import { parseBaseAddress } from '../../src/config/base-url.js';
 import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
-import { createForwarder } from '../../src/upstream/forwarder.js';
+import { createForwarder, type Forwarder, type ForwarderOptions } from '../../src/upstream/forwarder.js';
 import { makeKeys } from '../support/keys.js';
 
 const BASE_OPTIONS = { ca: undefined, connectTimeoutMs: 2_000, responseTimeoutMs: 2_000, connections: 2 };
 const REQUEST = { path: '/api/v2/auth/token', headers: { 'content-type': 'application/json' }, body: '{}' };
+const NO_CONTENT = 'HTTP/1.1 204 No Content\r\n\r\n';
 
-/** A raw TCP server, for misbehaviour an HTTP server would not produce. */
-async function tcpServer(onSocket: (socket: Socket) => void): Promise<{ server: Server; url: string }> {
-  const server = createServer(onSocket);
+interface TcpGateway {
+  readonly url: string;
+  /** Connections accepted so far. */
+  readonly accepted: () => number;
+  readonly close: () => Promise<void>;
+}
+
+/** A raw TCP server, for misbehaviour an HTTP server would not produce. It is closed when the test ends, pass or fail. */
+async function tcpServer(t: TestContext, onSocket: (socket: Socket) => void): Promise<TcpGateway> {
+  let accepted = 0;
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    accepted++;
+    sockets.add(socket);
+    socket.on('error', () => undefined).on('close', () => sockets.delete(socket));
+    onSocket(socket);
+  });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
-  return { server, url: `http://127.0.0.1:${port}` };
+  const close = (): Promise<void> =>
+    new Promise<void>((resolve) => {
+      for (const socket of sockets) socket.destroy();
+      server.close(() => resolve());
+    });
+  t.after(close);
+  return { url: `http://127.0.0.1:${port}`, accepted: () => accepted, close };
 }
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 // The same contract for both clients: the native one (the default) and undici (the fallback setting).
 for (const client of ['native', 'undici'] as const) describe(`forwarder (${client}): did any byte leave?`, () => {
-  const OPTIONS = { ...BASE_OPTIONS, client };
   let sim: RunningSimulator;
   before(async () => {
     const keys = await makeKeys();
@@ -27,67 +49,62 @@ for (const client of ['native', 'undici'] as const) describe(`forwarder (${clien
   });
   after(() => sim.close());
 
-  it('refused connection: not sent, transient (worth retrying)', async () => {
-    const { server, url } = await tcpServer(() => undefined);
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-    const forwarder = createForwarder(parseBaseAddress(url), OPTIONS);
-    const outcome = await forwarder.send(REQUEST);
+  /** A forwarder destroyed when the test ends, pass or fail. */
+  function forwarderFor(t: TestContext, url: string, options: Partial<ForwarderOptions> = {}): Forwarder {
+    const forwarder = createForwarder(parseBaseAddress(url), { ...BASE_OPTIONS, client, ...options });
+    t.after(() => forwarder.destroy());
+    return forwarder;
+  }
+
+  it('refused connection: not sent, transient (worth retrying)', async (t) => {
+    const gateway = await tcpServer(t, () => undefined);
+    await gateway.close();
+    const outcome = await forwarderFor(t, gateway.url).send(REQUEST);
     assert.equal(outcome.kind, 'not_sent');
     assert.equal(outcome.kind === 'not_sent' && outcome.transient, true);
-    await forwarder.close();
   });
 
-  it('untrusted TLS certificate: not sent, and not transient (retrying cannot heal it)', async () => {
-    const forwarder = createForwarder(parseBaseAddress(sim.baseUrl), OPTIONS);
-    const outcome = await forwarder.send(REQUEST);
+  it('untrusted TLS certificate: not sent, and not transient (retrying cannot heal it)', async (t) => {
+    const outcome = await forwarderFor(t, sim.baseUrl).send(REQUEST);
     assert.equal(outcome.kind, 'not_sent');
     assert.equal(outcome.kind === 'not_sent' && outcome.transient, false);
-    await forwarder.close();
   });
 
-  it('trusted through the extra CA: the gateway answers', async () => {
-    const forwarder = createForwarder(parseBaseAddress(sim.baseUrl), { ...OPTIONS, ca: sim.caPem });
-    const outcome = await forwarder.send(REQUEST);
+  it('trusted through the extra CA: the gateway answers', async (t) => {
+    const outcome = await forwarderFor(t, sim.baseUrl, { ca: sim.caPem }).send(REQUEST);
     assert.equal(outcome.kind, 'response');
     assert.equal(outcome.kind === 'response' && outcome.response.status, 400);
-    await forwarder.close();
   });
 
-  it('connection reset after the request was read: sent, no answer', async () => {
-    const { server, url } = await tcpServer((socket) => socket.once('data', () => socket.resetAndDestroy()));
-    const forwarder = createForwarder(parseBaseAddress(url), OPTIONS);
-    const outcome = await forwarder.send(REQUEST);
+  it('connection reset after the request was read: sent, no answer', async (t) => {
+    const gateway = await tcpServer(t, (socket) => socket.once('data', () => socket.resetAndDestroy()));
+    const outcome = await forwarderFor(t, gateway.url).send(REQUEST);
     assert.equal(outcome.kind, 'sent_no_answer');
     assert.equal(outcome.kind === 'sent_no_answer' && outcome.timedOut, false);
-    await forwarder.close();
-    server.close();
   });
 
-  it('answer cut short (10 bytes promised, 3 sent, then closed): sent, no answer', async () => {
-    const { server, url } = await tcpServer((socket) =>
-      socket.once('data', () => socket.end('HTTP/1.1 201 Created\r\ncontent-length: 10\r\n\r\nabc')),
-    );
-    const forwarder = createForwarder(parseBaseAddress(url), OPTIONS);
-    const outcome = await forwarder.send(REQUEST);
+  it('answer cut short (10 bytes promised, 3 sent, then closed): sent, no answer', async (t) => {
+    const gateway = await tcpServer(t, (socket) => socket.once('data', () => socket.end('HTTP/1.1 201 Created\r\ncontent-length: 10\r\n\r\nabc')));
+    const outcome = await forwarderFor(t, gateway.url).send(REQUEST);
     assert.equal(outcome.kind, 'sent_no_answer');
-    await forwarder.close();
-    server.close();
+  });
+
+  it('no answer within the response timeout: sent, no answer, timed out', async (t) => {
+    const gateway = await tcpServer(t, () => undefined);
+    const outcome = await forwarderFor(t, gateway.url, { responseTimeoutMs: 200 }).send(REQUEST);
+    assert.equal(outcome.kind, 'sent_no_answer');
+    assert.equal(outcome.kind === 'sent_no_answer' && outcome.timedOut, true);
   });
 
   it('header bytes 0x80-0xFF leave as the same bytes (latin1), the body as UTF-8', async (t) => {
     const received: Buffer[] = [];
-    const { server, url } = await tcpServer((socket) =>
+    const gateway = await tcpServer(t, (socket) =>
       socket.on('data', (chunk: Buffer) => {
         received.push(chunk);
-        if (Buffer.concat(received).includes('}')) socket.end('HTTP/1.1 204 No Content\r\n\r\n');
+        if (Buffer.concat(received).includes('}')) socket.end(NO_CONTENT);
       }),
     );
-    const forwarder = createForwarder(parseBaseAddress(url), OPTIONS);
-    t.after(async () => {
-      await forwarder.destroy();
-      server.close();
-    });
-    const outcome = await forwarder.send({ ...REQUEST, headers: { 'x-note': 'caf\u00e9' }, body: '{"name":"caf\u00e9"}' });
+    const outcome = await forwarderFor(t, gateway.url).send({ ...REQUEST, headers: { 'x-note': 'caf\u00e9' }, body: '{"name":"caf\u00e9"}' });
     assert.equal(outcome.kind, 'response');
     const bytes = Buffer.concat(received);
     assert.ok(bytes.includes(Buffer.from('x-note: caf\xe9\r\n', 'latin1')), 'header value as latin1');
@@ -95,34 +112,40 @@ for (const client of ['native', 'undici'] as const) describe(`forwarder (${clien
     assert.match(bytes.toString('latin1'), /content-length: 16\r\n/i);
   });
 
+  it('a header value that would start a header of its own: not sent, not transient, no byte written', async (t) => {
+    let received = 0;
+    const gateway = await tcpServer(t, (socket) => socket.on('data', (chunk: Buffer) => (received += chunk.length)));
+    const forwarder = forwarderFor(t, gateway.url);
+    const outcome = await forwarder.send({ ...REQUEST, headers: { authorization: 'Bearer tok\r\nx-evil: 1' } });
+    assert.equal(outcome.kind, 'not_sent');
+    assert.equal(outcome.kind === 'not_sent' && outcome.transient, false);
+    assert.doesNotMatch(outcome.kind === 'not_sent' ? outcome.error.message : '', /tok|evil/);
+    await forwarder.destroy();
+    await gateway.close();
+    assert.equal(received, 0);
+  });
+
   it('a request waiting longer than connectTimeoutMs for a free connection: not sent, transient, never written', async (t) => {
     const paths: string[] = [];
-    const { server, url } = await tcpServer((socket) =>
+    const gateway = await tcpServer(t, (socket) =>
       socket.on('data', (chunk: Buffer) => {
         paths.push(chunk.toString('latin1').split(' ')[1] ?? '');
-        setTimeout(() => socket.write('HTTP/1.1 204 No Content\r\n\r\n'), 400);
+        setTimeout(() => socket.write(NO_CONTENT), 900);
       }),
     );
-    const forwarder = createForwarder(parseBaseAddress(url), { ...OPTIONS, connections: 1, connectTimeoutMs: 100 });
-    t.after(async () => {
-      await forwarder.destroy();
-      server.close();
-    });
+    const forwarder = forwarderFor(t, gateway.url, { connections: 1, connectTimeoutMs: 300 });
     const first = forwarder.send({ ...REQUEST, path: '/first' });
     const second = await forwarder.send({ ...REQUEST, path: '/second' });
     assert.equal(second.kind, 'not_sent');
-    assert.equal(second.kind === 'not_sent' && second.transient, true);
+    assert.equal(second.kind === 'not_sent' && second.transient, true, 'worth retrying: a fresh signature goes with it');
     assert.equal(second.kind === 'not_sent' && (second.error as { code?: string }).code, 'ERR_GATEWAY_POOL_TIMEOUT');
     assert.equal((await first).kind, 'response');
     assert.deepEqual(paths, ['/first']);
   });
 
   it('close() answers the request in flight and the one waiting for a connection, then resolves', async (t) => {
-    const { server, url } = await tcpServer((socket) =>
-      socket.on('data', () => setTimeout(() => socket.write('HTTP/1.1 204 No Content\r\n\r\n'), 50)),
-    );
-    const forwarder = createForwarder(parseBaseAddress(url), { ...OPTIONS, connections: 1 });
-    t.after(() => server.close());
+    const gateway = await tcpServer(t, (socket) => socket.on('data', () => setTimeout(() => socket.write(NO_CONTENT), 50)));
+    const forwarder = forwarderFor(t, gateway.url, { connections: 1 });
     const sends = [forwarder.send(REQUEST), forwarder.send(REQUEST)];
     await forwarder.close();
     assert.deepEqual((await Promise.all(sends)).map((o) => o.kind), ['response', 'response']);
@@ -131,37 +154,28 @@ for (const client of ['native', 'undici'] as const) describe(`forwarder (${clien
   });
 
   it('destroy(): the request in flight has no answer (it was sent), the one waiting was never sent', async (t) => {
-    const { server, url } = await tcpServer(() => undefined);
-    const forwarder = createForwarder(parseBaseAddress(url), { ...OPTIONS, connections: 1 });
-    t.after(() => server.close());
+    let arrived: () => void = () => undefined;
+    const requestArrived = new Promise<void>((resolve) => (arrived = resolve));
+    const gateway = await tcpServer(t, (socket) => socket.once('data', () => arrived()));
+    const forwarder = forwarderFor(t, gateway.url, { connections: 1 });
     const inFlight = forwarder.send(REQUEST);
     const waiting = forwarder.send(REQUEST);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await requestArrived;
     await forwarder.destroy();
     assert.equal((await inFlight).kind, 'sent_no_answer');
     assert.equal((await waiting).kind, 'not_sent');
   });
 
-  it('a header value that would start a header of its own: not sent, not transient, no byte written', async () => {
-    let received = 0;
-    const { server, url } = await tcpServer((socket) => socket.on('data', (chunk: Buffer) => (received += chunk.length)));
-    const forwarder = createForwarder(parseBaseAddress(url), OPTIONS);
-    const outcome = await forwarder.send({ ...REQUEST, headers: { authorization: 'Bearer tok\r\nx-evil: 1' } });
-    assert.equal(outcome.kind, 'not_sent');
-    assert.equal(outcome.kind === 'not_sent' && outcome.transient, false);
-    assert.doesNotMatch(outcome.kind === 'not_sent' ? outcome.error.message : '', /tok|evil/);
-    await forwarder.destroy();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-    assert.equal(received, 0);
-  });
-
-  it('no answer within the response timeout: sent, no answer, timed out', async () => {
-    const { server, url } = await tcpServer(() => undefined);
-    const forwarder = createForwarder(parseBaseAddress(url), { ...OPTIONS, responseTimeoutMs: 200 });
-    const outcome = await forwarder.send(REQUEST);
-    assert.equal(outcome.kind, 'sent_no_answer');
-    assert.equal(outcome.kind === 'sent_no_answer' && outcome.timedOut, true);
-    await forwarder.destroy();
-    server.close();
+  it("the gateway's Keep-Alive hint never stretches reuse past SIDECAR_UPSTREAM_KEEPALIVE_TIMEOUT_MS", async (t) => {
+    const gateway = await tcpServer(t, (socket) =>
+      socket.on('data', () => socket.write('HTTP/1.1 204 No Content\r\nkeep-alive: timeout=30\r\n\r\n')),
+    );
+    const forwarder = forwarderFor(t, gateway.url, { connections: 1, keepAliveTimeoutMs: 200 });
+    assert.equal((await forwarder.send(REQUEST)).kind, 'response');
+    assert.equal((await forwarder.send(REQUEST)).kind, 'response');
+    assert.equal(gateway.accepted(), 1, 'reused while fresh');
+    await sleep(600);
+    assert.equal((await forwarder.send(REQUEST)).kind, 'response');
+    assert.equal(gateway.accepted(), 2, 'a new connection after the idle limit, whatever the hint');
   });
 });

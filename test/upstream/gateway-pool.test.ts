@@ -372,12 +372,12 @@ describe('GatewayPool: idle connections', () => {
     await forwarder.close();
   });
 
-  it('keepAliveTimeoutMs: 200: an expired socket is not reused even before the periodic sweep has closed it', T, async (t) => {
+  it('keepAliveTimeoutMs: 1000: an expired socket is not reused even before the periodic sweep has closed it', T, async (t) => {
     const gateway = await ScriptedGateway.start(t, (req, socket) => setTimeout(() => reply(socket, req.path), req.path === '/before' ? 50 : 0));
-    const forwarder = forwarderFor(t, gateway.url, { keepAliveTimeoutMs: 200 });
-    const created = performance.now(); // the sweep runs every 200 ms from here: at 200, then 400
-    assert.equal(bodyOf(await forwarder.send(request('/before'))), '/before'); // idle from ~55 ms, expired from ~255 ms
-    await sleep(Math.max(0, created + 320 - performance.now()));
+    const forwarder = forwarderFor(t, gateway.url, { keepAliveTimeoutMs: 1_000 });
+    const created = performance.now(); // the sweep runs every 1000 ms from here: at 1000, then 2000
+    assert.equal(bodyOf(await forwarder.send(request('/before'))), '/before'); // idle from ~55 ms, expired from ~1055 ms
+    await sleep(Math.max(0, created + 1_400 - performance.now()));
     assert.equal(bodyOf(await forwarder.send(request('/after'))), '/after');
     assert.equal(gateway.requests[1]!.connection.index, 1, 'the expired socket was not reused');
     await waitFor(() => gateway.connections[0]!.closed, 'the client closes the expired socket');
@@ -571,8 +571,11 @@ describe('GatewayPool: not sent (safe to retry when transient)', () => {
       assert.equal(outcome.transient, false);
       assertLogCode(outcome.error, 'ERR_INVALID_UPSTREAM_REQUEST');
     }
-    await sleep(20);
-    assert.equal(gateway.connections.length, 0);
+    // A valid request afterwards: the gateway sees one connection carrying only that request.
+    assert.equal(bodyOf(await forwarder.send(request('/valid'))), '/valid');
+    assert.equal(gateway.connections.length, 1);
+    assert.deepEqual(gateway.requests.map((r) => r.path), ['/valid']);
+    assert.doesNotMatch(gateway.requests[0]!.raw.toString('latin1'), /evil|pay/);
     await forwarder.close();
   });
 
@@ -584,8 +587,11 @@ describe('GatewayPool: not sent (safe to retry when transient)', () => {
       assert.equal(outcome.transient, false);
       assertLogCode(outcome.error, 'ERR_INVALID_UPSTREAM_REQUEST');
     }
-    await sleep(20);
-    assert.equal(gateway.connections.length, 0);
+    // A valid request afterwards: the gateway sees one connection carrying only that request.
+    assert.equal(bodyOf(await forwarder.send(request('/valid'))), '/valid');
+    assert.equal(gateway.connections.length, 1);
+    assert.deepEqual(gateway.requests.map((r) => r.path), ['/valid']);
+    assert.doesNotMatch(gateway.requests[0]!.raw.toString('latin1'), /evil|pay/);
     await forwarder.close();
   });
 });
@@ -702,7 +708,7 @@ describe('GatewayPool: close() and destroy()', () => {
   });
 
   // Latent today (shutdown.ts calls close() or destroy() once), but a caller escalating a slow close() to destroy(),
-  // or two callers closing the same forwarder, would wait forever: the pool keeps only the latest resolver.
+  // or two callers closing the same forwarder, would wait forever if the pool kept only the latest resolver.
   it('close() escalated to destroy() while a request is in flight: both promises resolve', T, async (t) => {
     const gateway = await ScriptedGateway.start(t, (_req, socket) => setTimeout(() => reply(socket, 'late'), 100));
     const forwarder = forwarderFor(t, gateway.url);

@@ -757,3 +757,11 @@ describe('response parser: robustness', () => {
     }
   });
 });
+
+describe('response parser: bare LF line ends', () => {
+  it('a head with bare LF line ends is refused at once (whole or byte by byte), not left waiting for CRLF CRLF', () => {
+    for (const bytewise of [false, true]) {
+      assert.throws(() => feed('HTTP/1.1 200 OK\ncontent-length: 2\n\nok', LIMITS, bytewise), (error: unknown) => error instanceof ResponseParseError);
+    }
+  });
+});
