@@ -66,7 +66,11 @@ function loadSchema(env: NodeJS.ProcessEnv): ConfigSchema {
   try {
     schema.validate({ allowed: 'strict' });
   } catch (err) {
-    throw new ConfigError('config', (err as Error).message.split('\n')[0] ?? 'invalid');
+    const first = (err as Error).message.split('\n')[0] ?? 'invalid';
+    // convict starts with the key ("listen.port: must be ..."); the operator set an env var, so name that.
+    const keyed = /^([A-Za-z][\w.]*): (.+)$/.exec(first);
+    if (keyed !== null) throw new ConfigError(settingName(schema, keyed[1]!), keyed[2]!);
+    throw new ConfigError('config', first);
   }
   return schema;
 }

@@ -49,7 +49,8 @@ describe('config: refuses to start with one line naming the setting', () => {
   it('takes undici as the gateway client when asked', () => {
     assert.equal(loadConfig({ ...env, SIDECAR_UPSTREAM_CLIENT: 'undici' }).upstream.client, 'undici');
   });
-  it('refuses a gateway client it does not have', () => refuse({ SIDECAR_UPSTREAM_CLIENT: 'curl' }, 'config', /upstream.client/));
+  it('refuses a gateway client it does not have, naming the env var', () =>
+    refuse({ SIDECAR_UPSTREAM_CLIENT: 'curl' }, 'SIDECAR_UPSTREAM_CLIENT (upstream.client)', /native.*undici/));
 
   for (const name of ['SIDECAR_BASE_URL', 'SIDECAR_ENVIRONMENT', 'SIDECAR_USERNAME', 'SIDECAR_PRIVATE_KEY_FILE']) {
     it(`refuses a missing ${name}`, () => refuse({ [name]: undefined }, name, /is required/));
@@ -78,7 +79,7 @@ describe('config: refuses to start with one line naming the setting', () => {
     assert.equal(loadConfig({ ...env, SIDECAR_ENVIRONMENT: 'staging', SIDECAR_BASE_URL: 'http://localhost:9000/gw/' }).base.pathPrefix, '/gw');
   });
   it('refuses an environment other than staging/production', () => refuse({ SIDECAR_ENVIRONMENT: 'prod' }, 'SIDECAR_ENVIRONMENT', /staging or production/));
-  it('refuses a non-numeric port', () => refuse({ SIDECAR_LISTEN_PORT: 'eighty' }, 'config', /listen.port/));
+  it('refuses a non-numeric port, naming the env var', () => refuse({ SIDECAR_LISTEN_PORT: 'eighty' }, 'SIDECAR_LISTEN_PORT (listen.port)', /port/));
 
   it('reads a YAML config file, with env vars taking precedence over it', async () => {
     const file = join(keys.dir, 'sidecar.yaml');
