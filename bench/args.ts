@@ -84,6 +84,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchOptions | 'help' {
     rates,
     logLevel: values['log-level'],
     compareLogLevels: !smoke && !values['no-compare'],
+    // Kept in --smoke on purpose: CI then runs the floor proxy too, so it cannot rot unnoticed.
     measureFloor: !values['no-floor'],
     cpuProfDir: values['cpu-prof'],
   };

@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { TOKEN_PATH } from '../src/token/token-client.js';
 
 // Fixed so the sidecar's password file and the stand-in agree without passing secrets on a command line.
 export const BENCH_USERNAME = 'bench@example.com';
 export const BENCH_PASSWORD = 'bench password, loopback only';
 export const SIGNED_ROUTE = '/api/v2/transaction/init';
-export const TOKEN_PATH = '/api/v2/auth/token';
 const ACCESS_TTL_MS = 15 * 60_000;
 const REFRESH_TTL_MS = 8 * 3600_000;
 

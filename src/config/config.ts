@@ -3,6 +3,8 @@ import type { BaseAddress } from './base-url.js';
 import type { Secret } from './secret.js';
 
 export type Environment = 'staging' | 'production';
+/** The sidecar's own HTTP/1.1 client, or undici as the fallback (SIDECAR_UPSTREAM_CLIENT). */
+export type UpstreamClient = 'native' | 'undici';
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
 /** The validated settings, secrets loaded: a plain struct handed to app.ts (never read env vars elsewhere). */
@@ -23,7 +25,7 @@ export interface Config {
     readonly connectRetryDeadlineMs: number;
     readonly keepAliveTimeoutMs: number;
     readonly connections: number;
-    readonly client: 'native' | 'undici';
+    readonly client: UpstreamClient;
   };
   readonly signedRoutes: readonly string[];
   readonly maxBodyBytes: number;

@@ -3,7 +3,7 @@ import convict from 'convict';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError } from '../errors.js';
 import { parseBaseAddress } from './base-url.js';
-import type { Config, LogLevel } from './config.js';
+import type { Config, LogLevel, UpstreamClient } from './config.js';
 import { parsePrivateKey } from './private-key.js';
 import { buildSchema, type ConfigSchema } from './schema.js';
 import { Secret } from './secret.js';
@@ -144,7 +144,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     listen: schema.get('listen'),
     admin: schema.get('admin'),
     // convict has checked the value against the enum; its type is only string.
-    upstream: { ...schema.get('upstream'), ca, client: schema.get('upstream.client') as Config['upstream']['client'] },
+    upstream: { ...schema.get('upstream'), ca, client: schema.get('upstream.client') as UpstreamClient },
     signedRoutes: routes,
     maxBodyBytes: schema.get('maxBodyBytes'),
     token,

@@ -75,7 +75,7 @@ export class GatewayConnection {
   private readonly socket: Socket;
   private connected = false;
   private exchange: Exchange | undefined;
-  private written = false;
+  /** Set when the request is written, so a request with a parser may have reached the gateway. */
   private parser: ResponseParser | undefined;
   private failure: Error | undefined;
   private connectTimer: NodeJS.Timeout | undefined;
@@ -137,7 +137,6 @@ export class GatewayConnection {
 
   private write(exchange: Exchange): void {
     this.parser = new ResponseParser(this.target.limits);
-    this.written = true;
     exchange.timer = setTimeout(onResponseTimeout, this.target.responseTimeoutMs, exchange);
     this.socket.write(exchange.text);
   }
@@ -171,7 +170,6 @@ export class GatewayConnection {
   private finish(exchange: Exchange, parser: ResponseParser): void {
     this.exchange = undefined;
     this.parser = undefined;
-    this.written = false;
     exchange.connection = undefined;
     // Bytes after the answer mean the two sides disagree about framing: the socket is not trusted again.
     if (parser.keepAlive && parser.trailing === 0 && this.usable) {
@@ -197,7 +195,7 @@ export class GatewayConnection {
     this.owner.closed(this);
     if (exchange === undefined) return;
     exchange.connection = undefined;
-    if (!this.written) {
+    if (this.parser === undefined) {
       const error = this.failure ?? new UpstreamError('ERR_GATEWAY_CLOSED_CONNECTING', 'connection closed before the request was written');
       exchange.settle({ kind: 'not_sent', error, transient: isTransientConnectError(error) });
     } else {

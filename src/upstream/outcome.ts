@@ -1,3 +1,5 @@
+import type { UpstreamClient } from '../config/config.js';
+
 export interface UpstreamRequest {
   /** Path and query for the request line (already prefixed with the base path). */
   readonly path: string;
@@ -31,7 +33,7 @@ export interface ForwarderOptions {
   /** Gateway answers are small JSON; a cap keeps a misbehaving upstream from exhausting memory. */
   readonly maxResponseBytes?: number;
   /** `native` unless set: see createForwarder. */
-  readonly client?: 'native' | 'undici';
+  readonly client?: UpstreamClient;
 }
 
 export const DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024;

@@ -1,14 +1,13 @@
+import { FIELD_NAME, FIELD_VALUE } from './http-grammar.js';
 import { UpstreamError, type UpstreamRequest } from './outcome.js';
 
 const invalid = (message: string): UpstreamError => new UpstreamError('ERR_INVALID_UPSTREAM_REQUEST', message);
 
 // Origin-form request target: visible ASCII only (Node's server already answers 400 to anything else).
 const REQUEST_TARGET = /^\/[!-~]*$/;
-const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-// No CR, LF, NUL or other control character: a value must never be able to start a header of its own.
+// The common case, checked first: ASCII values leave in one UTF-8 string. Values with obs-text (0x80-0xFF, which
+// Node's server hands over as latin1 characters) must leave as the same bytes, so they switch the head to latin1.
 const ASCII_HEADER_VALUE = /^[\t\x20-\x7e]*$/;
-// obs-text: bytes 0x80-0xFF, which Node's server hands over as latin1 characters and which must leave as the same bytes.
-const OBS_TEXT_HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 // The connection layer frames every request itself.
 const FRAMING = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'te', 'upgrade', 'expect']);
 
@@ -25,9 +24,9 @@ export function requestText(hostHeader: string, request: UpstreamRequest): strin
   const headers = request.headers;
   for (const name of Object.keys(headers)) {
     const value = headers[name]!;
-    if (!HEADER_NAME.test(name)) throw invalid('a header name has characters not allowed in HTTP');
+    if (!FIELD_NAME.test(name)) throw invalid('a header name has characters not allowed in HTTP');
     if (!ASCII_HEADER_VALUE.test(value)) {
-      if (!OBS_TEXT_HEADER_VALUE.test(value)) throw invalid(`header ${name} has characters not allowed in HTTP`);
+      if (!FIELD_VALUE.test(value)) throw invalid(`header ${name} has characters not allowed in HTTP`);
       ascii = false;
     }
     if (FRAMING.has(name.toLowerCase())) throw invalid(`header ${name} is set by the connection layer`);

@@ -8,6 +8,7 @@
  * gateway closes the connection.
  */
 
+import { FIELD_NAME, FIELD_VALUE } from './http-grammar.js';
 import { UpstreamError } from './outcome.js';
 
 export class ResponseParseError extends UpstreamError {
@@ -42,9 +43,6 @@ const enum Stage {
 }
 
 const STATUS_LINE = /^HTTP\/1\.([01]) ([1-9]\d\d)(?: [\t\x20-\x7e\x80-\xff]*)?$/;
-const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-// Field values: visible characters, spaces, tabs and obs-text; any other control character is refused.
-const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 const CHUNK_SIZE_LINE = /^0*([0-9A-Fa-f]{1,8})[\t ]*(?:;[\t\x20-\x7e\x80-\xff]*)?$/;
 const CONTENT_LENGTH = /^\d{1,15}$/;
 const CRLF = 0x0a0d; // "\r\n" read as a little-endian uint16
@@ -243,9 +241,9 @@ function parseHeaderLines(lines: string[]): ResponseHeaders {
     // No colon, whitespace before it, or a folded continuation line (RFC 9112 5.2: obsolete, to be rejected).
     if (colon <= 0) throw new ResponseParseError('malformed header line');
     const name = line.slice(0, colon);
-    if (!HEADER_NAME.test(name)) throw new ResponseParseError('malformed header name');
+    if (!FIELD_NAME.test(name)) throw new ResponseParseError('malformed header name');
     const value = withoutOws(line, colon + 1);
-    if (!HEADER_VALUE.test(value)) throw new ResponseParseError('malformed header value');
+    if (!FIELD_VALUE.test(value)) throw new ResponseParseError('malformed header value');
     const key = name.toLowerCase();
     const seen = headers[key];
     if (seen === undefined) headers[key] = value;

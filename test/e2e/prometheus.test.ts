@@ -3,12 +3,12 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { GATEWAY_ERROR_CODES } from '../../src/observability/metric-names.js';
 import { PROVOKED_CODES, provokeGatewayErrors, startSimWorld, type SimWorld } from '../support/sim-world.js';
+import { freePort } from '../support/ports.js';
 
 const METRIC = 'signing_sidecar_gateway_errors_total';
 
@@ -20,14 +20,6 @@ function requireTool(name: string): void {
   }
 }
 
-/** Prometheus cannot listen on port 0: take a free port from the kernel, release it, hand it over. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 interface Sample {
   readonly metric: Record<string, string>;

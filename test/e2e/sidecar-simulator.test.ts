@@ -7,6 +7,7 @@ import { startSimulator, type RunningSimulator, type SimulatorOptions } from '..
 import { GatewayRelay, sendCaptured } from '../support/gateway-relay.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
+import { DEPOSIT_PATH, startSimWorld } from '../support/sim-world.js';
 import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
 
 // Sidecar and simulator over real sockets, HTTPS unless a relay must read the bytes: every error row of spec
@@ -95,25 +96,18 @@ describe('sidecar + simulator, end to end', () => {
   }
 
   it('a captured request resent within 95 s -> signature.nonce.replayed (401), and the payment exists once', async () => {
-    const keys = await makeKeys();
     // The simulator's public address is the relay's, so the signature made for the relay URL verifies there.
-    const relay = await new GatewayRelay().start();
-    const real = await startSimulator({ accounts: [{ username: TEST_USERNAME, password: TEST_PASSWORD, publicKeyPem: keys.publicKeyPem }], publicBaseUrl: relay.url });
-    relay.pointAt(real.listenUrl);
-    const sidecar = await startTestSidecar(await sidecarEnv(keys, relay.url));
+    const world = await startSimWorld();
     try {
-      await waitUntilReady(sidecar.sidecar);
-      const first = await deposit(sidecar.sidecar.proxyUrl);
+      const first = await deposit(world.running.sidecar.proxyUrl);
       assert.equal(first.status, 200);
-      const captured = relay.captured.find((c) => c.url === '/api/v2/transaction/init')!;
-      const replay = await sendCaptured(real.listenUrl, captured);
+      const captured = world.relay.captured.find((c) => c.url === DEPOSIT_PATH)!;
+      const replay = await sendCaptured(world.simulator.listenUrl, captured);
       assert.equal(replay.status, 401);
       assert.equal((JSON.parse(replay.body.toString()) as { code: string }).code, 'signature.nonce.replayed');
-      assert.equal(real.transactions().length, 1);
+      assert.equal(world.simulator.transactions().length, 1);
     } finally {
-      await sidecar.stop();
-      await relay.stop();
-      await real.close();
+      await world.stop();
     }
   });
 

@@ -36,7 +36,6 @@ export class RecordingGateway {
   refusePasswordLogins = false;
   /** When true, every signed request is answered 401 FAILED whatever its token. */
   rejectAllTokens = false;
-  /** When true, a refresh token expires with the session that the password login started (no extension). */
   private validRefresh = new Map<string, number>();
   /** Answers are held until this many signed requests have arrived (makes concurrency tests deterministic). */
   holdUntil = 0;

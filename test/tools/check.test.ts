@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
 import { chmod, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { check } from '../../src/cli/check.js';
 import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
 import { vectorPrivateKeyPem, vectorPublicKeyPem } from '../support/vectors.js';
 import { runCommand, tempDir } from './run-command.js';
+import { freePort } from '../support/ports.js';
 
 const USERNAME = 'vendor@example.com';
 const PASSWORD = 'correct horse battery staple';
@@ -146,7 +146,7 @@ describe('check against the simulator', () => {
   });
 
   it('fails when nothing listens at the base URL', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const run = await runCommand(check, [], { ...env, SIDECAR_BASE_URL: `http://127.0.0.1:${port}` });
     assert.equal(run.code, 1);
     assert.match(run.stdout, /^✘ base URL reachable: .*TCP connect failed: ECONNREFUSED/m);
@@ -160,15 +160,3 @@ describe('check against the simulator', () => {
   });
 });
 
-/** A port that was free a moment ago and has nothing listening now. */
-function closedPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { after, before, describe, it, type TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseBaseAddress } from '../../src/config/base-url.js';
 import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
 import { createForwarder, type Forwarder, type ForwarderOptions } from '../../src/upstream/forwarder.js';
@@ -37,8 +38,6 @@ async function tcpServer(t: TestContext, onSocket: (socket: Socket) => void): Pr
   t.after(close);
   return { url: `http://127.0.0.1:${port}`, accepted: () => accepted, close };
 }
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 // The same contract for both clients: the native one (the default) and undici (the fallback setting).
 for (const client of ['native', 'undici'] as const) describe(`forwarder (${client}): did any byte leave?`, () => {

@@ -12,6 +12,7 @@ import {
   type UpstreamRequest,
   type UpstreamResponse,
 } from '../../src/upstream/forwarder.js';
+import { freePort } from '../support/ports.js';
 
 /**
  * The native HTTP/1.1 client (GatewayPool) against raw TCP servers that script the gateway byte by byte. The one
@@ -149,6 +150,13 @@ function bodyOf(outcome: SendOutcome): string {
   return responseOf(outcome).body.toString('utf8');
 }
 
+/** Sends /a, waits for `between`, sends /b: each must get its own answer. */
+async function aThenB(forwarder: Forwarder, between: () => Promise<unknown>): Promise<void> {
+  assert.equal(bodyOf(await forwarder.send(request('/a'))), '/a');
+  await between();
+  assert.equal(bodyOf(await forwarder.send(request('/b'))), '/b');
+}
+
 function notSent(outcome: SendOutcome): Extract<SendOutcome, { kind: 'not_sent' }> {
   if (outcome.kind !== 'not_sent') assert.fail(`expected not_sent, got ${describeOutcome(outcome)}`);
   return outcome;
@@ -174,13 +182,6 @@ async function waitFor(condition: () => boolean, what: string, timeoutMs = 1_000
   }
 }
 
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 /** A hang (a promise that never settles) fails the test instead of stalling the file. */
 const T = { timeout: 3_000 };
@@ -342,21 +343,7 @@ describe('GatewayPool: a socket closed right after its answer', () => {
   }
 });
 
-describe('GatewayPool: waiting for a connection', () => {
-  it('a request that waits longer than connectTimeoutMs for a free connection is not_sent, transient, and never written', T, async (t) => {
-    // The gateway holds the one connection's request; the second request can only wait.
-    const gateway = await ScriptedGateway.start(t, (req, socket) => setTimeout(() => reply(socket, req.path), 400));
-    const forwarder = forwarderFor(t, gateway.url, { connections: 1, connectTimeoutMs: 100 });
-    const first = forwarder.send(request('/first'));
-    const second = await forwarder.send(request('/second'));
-    assert.equal(second.kind, 'not_sent');
-    assert.equal(second.kind === 'not_sent' && second.transient, true, 'worth retrying: a fresh signature goes with it');
-    assert.equal(second.kind === 'not_sent' && (second.error as { code?: string }).code, 'ERR_GATEWAY_POOL_TIMEOUT');
-    assert.equal(bodyOf(await first), '/first');
-    assert.deepEqual(gateway.requests.map((r) => r.path), ['/first']);
-    await forwarder.close();
-  });
-});
+// Waiting for a free connection (the queue deadline) is part of the contract both clients pass: forwarder.test.ts.
 
 describe('GatewayPool: idle connections', () => {
   it('keepAliveTimeoutMs: 150: the client closes a socket idle for longer, and the next request opens a new one', T, async (t) => {
@@ -387,9 +374,7 @@ describe('GatewayPool: idle connections', () => {
   it('keepAliveTimeoutMs: 150: a socket idle for less is reused', T, async (t) => {
     const gateway = await ScriptedGateway.start(t, echoPath);
     const forwarder = forwarderFor(t, gateway.url, { keepAliveTimeoutMs: 150 });
-    assert.equal(bodyOf(await forwarder.send(request('/a'))), '/a');
-    await sleep(30);
-    assert.equal(bodyOf(await forwarder.send(request('/b'))), '/b');
+    await aThenB(forwarder, () => sleep(30));
     assert.equal(gateway.connections.length, 1);
     await forwarder.close();
   });
@@ -397,9 +382,7 @@ describe('GatewayPool: idle connections', () => {
   it('Keep-Alive: timeout=1 from the gateway (1 s minus the 1 s margin): the socket is not kept', T, async (t) => {
     const gateway = await ScriptedGateway.start(t, (req, socket) => reply(socket, req.path, { headers: 'Keep-Alive: timeout=1\r\n' }));
     const forwarder = forwarderFor(t, gateway.url);
-    assert.equal(bodyOf(await forwarder.send(request('/a'))), '/a');
-    await waitFor(() => gateway.connections[0]!.closed, 'the client closes the socket at once', 300);
-    assert.equal(bodyOf(await forwarder.send(request('/b'))), '/b');
+    await aThenB(forwarder, () => waitFor(() => gateway.connections[0]!.closed, 'the client closes the socket at once', 300));
     assert.equal(gateway.connections.length, 2);
     await forwarder.close();
   });
@@ -407,9 +390,7 @@ describe('GatewayPool: idle connections', () => {
   it('Keep-Alive: timeout=5 from the gateway: the socket is kept and reused', T, async (t) => {
     const gateway = await ScriptedGateway.start(t, (req, socket) => reply(socket, req.path, { headers: 'Keep-Alive: timeout=5, max=100\r\n' }));
     const forwarder = forwarderFor(t, gateway.url);
-    assert.equal(bodyOf(await forwarder.send(request('/a'))), '/a');
-    await sleep(20);
-    assert.equal(bodyOf(await forwarder.send(request('/b'))), '/b');
+    await aThenB(forwarder, () => sleep(20));
     assert.equal(gateway.connections.length, 1);
     await forwarder.close();
   });
@@ -420,10 +401,8 @@ describe('GatewayPool: idle connections', () => {
       if (req.connection.index === 0) setTimeout(() => socket.end(), 20);
     });
     const forwarder = forwarderFor(t, gateway.url);
-    assert.equal(bodyOf(await forwarder.send(request('/a'))), '/a');
     // Once the server sees the socket fully closed, the client has seen the FIN and answered it.
-    await waitFor(() => gateway.connections[0]!.closed, 'the FIN reaches the client');
-    assert.equal(bodyOf(await forwarder.send(request('/b'))), '/b');
+    await aThenB(forwarder, () => waitFor(() => gateway.connections[0]!.closed, 'the FIN reaches the client'));
     assert.equal(gateway.connections.length, 2);
     assert.equal(gateway.requests[1]!.connection.index, 1);
     await forwarder.close();
@@ -506,7 +485,7 @@ describe('GatewayPool: sent, no answer (the gateway may have acted)', () => {
 
 describe('GatewayPool: not sent (safe to retry when transient)', () => {
   it('connection refused: not_sent, transient', T, async (t) => {
-    const port = await closedPort();
+    const port = await freePort();
     const forwarder = forwarderFor(t, `http://127.0.0.1:${port}`);
     const outcome = notSent(await forwarder.send(request()));
     assert.equal(outcome.transient, true);
@@ -562,38 +541,32 @@ describe('GatewayPool: not sent (safe to retry when transient)', () => {
     await forwarder.close();
   });
 
-  it('a caller-set framing header (content-length, transfer-encoding, host): not_sent, not transient, nothing sent', T, async (t) => {
-    const gateway = await ScriptedGateway.start(t, echoPath);
-    const forwarder = forwarderFor(t, gateway.url);
-    const framing: Record<string, string>[] = [{ 'Content-Length': '0' }, { 'transfer-encoding': 'chunked' }, { Host: 'evil.example' }];
-    for (const headers of framing) {
-      const outcome = notSent(await forwarder.send(request('/pay', headers, '{}')));
-      assert.equal(outcome.transient, false);
-      assertLogCode(outcome.error, 'ERR_INVALID_UPSTREAM_REQUEST');
-    }
-    // A valid request afterwards: the gateway sees one connection carrying only that request.
-    assert.equal(bodyOf(await forwarder.send(request('/valid'))), '/valid');
-    assert.equal(gateway.connections.length, 1);
-    assert.deepEqual(gateway.requests.map((r) => r.path), ['/valid']);
-    assert.doesNotMatch(gateway.requests[0]!.raw.toString('latin1'), /evil|pay/);
-    await forwarder.close();
-  });
-
-  it('a path with a space or CRLF: not_sent, not transient, nothing sent', T, async (t) => {
-    const gateway = await ScriptedGateway.start(t, echoPath);
-    const forwarder = forwarderFor(t, gateway.url);
-    for (const path of ['/api/v2/pay ments', '/api/v2/pay HTTP/1.1\r\nx-evil: 1\r\n\r\nPOST /x']) {
-      const outcome = notSent(await forwarder.send(request(path)));
-      assert.equal(outcome.transient, false);
-      assertLogCode(outcome.error, 'ERR_INVALID_UPSTREAM_REQUEST');
-    }
-    // A valid request afterwards: the gateway sees one connection carrying only that request.
-    assert.equal(bodyOf(await forwarder.send(request('/valid'))), '/valid');
-    assert.equal(gateway.connections.length, 1);
-    assert.deepEqual(gateway.requests.map((r) => r.path), ['/valid']);
-    assert.doesNotMatch(gateway.requests[0]!.raw.toString('latin1'), /evil|pay/);
-    await forwarder.close();
-  });
+  const unwritable: Array<[string, UpstreamRequest[]]> = [
+    [
+      'a caller-set framing header (content-length, transfer-encoding, host)',
+      ([{ 'Content-Length': '0' }, { 'transfer-encoding': 'chunked' }, { Host: 'evil.example' }] as Record<string, string>[]).map((headers) =>
+        request('/pay', headers, '{}'),
+      ),
+    ],
+    ['a path with a space or CRLF', ['/api/v2/pay ments', '/api/v2/pay HTTP/1.1\r\nx-evil: 1\r\n\r\nPOST /x'].map((path) => request(path))],
+  ];
+  for (const [what, requests] of unwritable) {
+    it(`${what}: not_sent, not transient, nothing sent`, T, async (t) => {
+      const gateway = await ScriptedGateway.start(t, echoPath);
+      const forwarder = forwarderFor(t, gateway.url);
+      for (const bad of requests) {
+        const outcome = notSent(await forwarder.send(bad));
+        assert.equal(outcome.transient, false);
+        assertLogCode(outcome.error, 'ERR_INVALID_UPSTREAM_REQUEST');
+      }
+      // A valid request afterwards: the gateway sees one connection carrying only that request.
+      assert.equal(bodyOf(await forwarder.send(request('/valid'))), '/valid');
+      assert.equal(gateway.connections.length, 1);
+      assert.deepEqual(gateway.requests.map((r) => r.path), ['/valid']);
+      assert.doesNotMatch(gateway.requests[0]!.raw.toString('latin1'), /evil|pay/);
+      await forwarder.close();
+    });
+  }
 });
 
 describe('GatewayPool: response framing', () => {

@@ -490,17 +490,11 @@ describe('response parser: rejections (ResponseParseError, ERR_GATEWAY_RESPONSE_
   });
 
   it('a header line without a colon, with whitespace before the colon, or with an empty name', () => {
-    assertInvalid(withLine('X-Foo bar'));
-    assertInvalid(withLine('X-Foo : bar'));
-    assertInvalid(withLine('X-Foo\t: bar'));
-    assertInvalid(withLine(': bar'));
-    assertInvalid(withLine('X(Foo): bar'));
+    for (const line of ['X-Foo bar', 'X-Foo : bar', 'X-Foo\t: bar', ': bar', 'X(Foo): bar']) assertInvalid(withLine(line));
   });
 
   it('an obs-fold continuation line', () => {
-    assertInvalid(withLine('X-Foo: bar\r\n  baz'));
-    assertInvalid(withLine('X-Foo: bar\r\n\tbaz'));
-    assertInvalid(withLine('X-Foo: bar\r\n continued: yes'));
+    for (const lines of ['X-Foo: bar\r\n  baz', 'X-Foo: bar\r\n\tbaz', 'X-Foo: bar\r\n continued: yes']) assertInvalid(withLine(lines));
   });
 
   it('a control character inside a value', () => {
@@ -508,9 +502,11 @@ describe('response parser: rejections (ResponseParseError, ERR_GATEWAY_RESPONSE_
   });
 
   it('a bare LF or bare CR inside a value line', () => {
-    assertInvalid(withLine('X-Foo: a\nb'));
-    assertInvalid(withLine('X-Foo: a\nX-Bar: b'));
-    assertInvalid(withLine('X-Foo: a\rb'));
+    for (const line of ['X-Foo: a\nb', 'X-Foo: a\nX-Bar: b', 'X-Foo: a\rb']) assertInvalid(withLine(line));
+  });
+
+  it('a head with bare LF line ends, at once rather than waiting for CRLF CRLF', () => {
+    assertInvalid('HTTP/1.1 200 OK\ncontent-length: 2\n\nok');
   });
 
   it('conflicting Content-Length values, repeated or listed', () => {
@@ -537,12 +533,14 @@ describe('response parser: rejections (ResponseParseError, ERR_GATEWAY_RESPONSE_
   });
 
   it('chunk data not followed by CRLF', () => {
-    assertInvalid(chunked('3\r\nabcX\r\n0\r\n\r\n'));
-    // Two stray bytes where the CRLF belongs, followed by a well-formed last chunk.
-    assertInvalid(chunked('3\r\nabcXY0\r\n\r\n'));
-    assertInvalid(chunked('3\r\nabc\n\n0\r\n\r\n'));
-    assertInvalid(chunked('3\r\nabc\n0\r\n\r\n'));
-    assertInvalid(chunked('3\r\nabc\r\r\n0\r\n\r\n'));
+    const afterData = [
+      'X\r\n0\r\n\r\n',
+      'XY0\r\n\r\n', // two stray bytes where the CRLF belongs, followed by a well-formed last chunk
+      '\n\n0\r\n\r\n',
+      '\n0\r\n\r\n',
+      '\r\r\n0\r\n\r\n',
+    ];
+    for (const rest of afterData) assertInvalid(chunked(`3\r\nabc${rest}`));
   });
 
   it('a malformed trailer field', () => {
@@ -754,14 +752,6 @@ describe('response parser: robustness', () => {
       assert.equal(parser.complete, true);
       assert.equal(parser.status, 201);
       assert.equal(parser.body().toString(), 'ok');
-    }
-  });
-});
-
-describe('response parser: bare LF line ends', () => {
-  it('a head with bare LF line ends is refused at once (whole or byte by byte), not left waiting for CRLF CRLF', () => {
-    for (const bytewise of [false, true]) {
-      assert.throws(() => feed('HTTP/1.1 200 OK\ncontent-length: 2\n\nok', LIMITS, bytewise), (error: unknown) => error instanceof ResponseParseError);
     }
   });
 });
