@@ -68,8 +68,9 @@ export function rssMb(pid: number): number {
 }
 
 /**
- * A free loopback port. Only used when the sidecar runs at a level that hides its "start" line (warn): the port
- * is released before the sidecar binds it, a small race that is acceptable on a benchmark machine.
+ * A loopback port that was free a moment ago and has nothing listening now. The bench uses it when the sidecar runs
+ * at a level that hides its "start" line (warn); tests use it for Prometheus (which cannot listen on port 0) and
+ * for a connection that must be refused. The port is released before it is used: a small race, acceptable there.
  */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

@@ -12,7 +12,7 @@ import {
   type UpstreamRequest,
   type UpstreamResponse,
 } from '../../src/upstream/forwarder.js';
-import { freePort } from '../support/ports.js';
+import { freePort } from '../../bench/processes.js';
 
 /**
  * The native HTTP/1.1 client (GatewayPool) against raw TCP servers that script the gateway byte by byte. The one
