@@ -7,7 +7,7 @@ import { wrapEnvelope } from './envelope.js';
 import { errorCode } from '../upstream/forwarder.js';
 import { errorLabel } from './gateway-answer.js';
 import { forwardableRequestHeaders, forwardableResponseHeaders } from './headers.js';
-import { requestId } from './request-id.js';
+import { requestId, type RequestId } from './request-id.js';
 import { logRequest, logVerifyFailure, type RequestOutcome } from './request-log.js';
 import { UNMATCHED_ROUTE, type RouteMatch } from './routes.js';
 import { sendSigned, type SignedSendDeps } from './signed-send.js';
@@ -49,7 +49,7 @@ async function serve(deps: HandlerDeps, req: IncomingMessage, res: ServerRespons
   logRequest(deps.log, id, route, durationMs, outcome);
 }
 
-async function handle(deps: HandlerDeps, req: IncomingMessage, res: ServerResponse, match: RouteMatch, id: string): Promise<RequestOutcome> {
+async function handle(deps: HandlerDeps, req: IncomingMessage, res: ServerResponse, match: RouteMatch, id: RequestId): Promise<RequestOutcome> {
   if (match.kind === 'not_found') throw sidecarErrors.routeNotFound();
   if (match.kind === 'method_not_allowed') {
     res.setHeader('allow', 'POST');

@@ -1,6 +1,7 @@
 import { hash } from 'node:crypto';
 import { writeLine, type Logger } from '../observability/log.js';
 import { signingString } from '../signing/signing-string.js';
+import type { RequestId } from './request-id.js';
 import type { SignedResult } from './signed-send.js';
 
 function sha256Hex(value: string | Buffer): string {
@@ -30,37 +31,55 @@ export interface RequestOutcome {
 
 /**
  * One line per request. The payload appears only as its length and SHA-256: enough to match it against the
- * internal service's own log, never enough to read it. The fields have one fixed shape (undefined ones are left
- * out of the line) and go through writeLine: this line is written for every request.
+ * internal service's own log, never enough to read it. The line is built from a template (see requestLineMembers)
+ * and written through writeLine: it is written for every request.
  */
-export function logRequest(log: Logger, requestId: string, route: string, durationMs: number, outcome: RequestOutcome): void {
+export function logRequest(log: Logger, requestId: RequestId, route: string, durationMs: number, outcome: RequestOutcome): void {
   const level = outcome.status >= 500 ? 'error' : outcome.status >= 400 ? 'warn' : 'info';
-  // The digest is computed only for a line that is written: at level warn, successes cost nothing here.
+  // The line, and the digest in it, are made only when written: at level warn, successes cost nothing here.
   if (!log.isLevelEnabled(level)) return;
-  const { payload } = outcome;
-  const fields = {
-    event: 'request',
-    requestId,
-    route,
-    status: outcome.status,
-    code: outcome.code,
-    gatewayCode: outcome.gatewayCode,
-    attempts: outcome.attempts,
-    causeCode: outcome.causeCode,
-    durationMs: Math.round(durationMs * 1000) / 1000,
-    payloadBytes: payload?.length,
-    payloadSha256: payload ? sha256Hex(payload) : undefined,
-    lateStatus: outcome.late?.status,
-    lateCode: outcome.late?.code,
-  };
-  writeLine(log, level, fields, 'request answered');
+  writeLine(log, level, requestLineMembers(requestId, route, durationMs, outcome), 'request answered');
+}
+
+/**
+ * The request line's fields as JSON members, exactly `JSON.stringify(fields).slice(1, -1)` for the fields event,
+ * requestId, route, status, code, gatewayCode, attempts, causeCode, durationMs, payloadBytes, payloadSha256,
+ * lateStatus and lateCode, in that order, with undefined ones left out. Serialising the whole object with
+ * JSON.stringify cost more than anything else in the line. Only text that can hold any character is escaped
+ * here: the request id is sanitised (RequestId), the digest is hex, route and code come from bounded sets and
+ * are escaped once each, and numbers are finite.
+ */
+export function requestLineMembers(requestId: RequestId, route: string, durationMs: number, outcome: RequestOutcome): string {
+  const { payload, late } = outcome;
+  let text = `"event":"request","requestId":"${requestId}","route":${boundedJson(route)},"status":${outcome.status},"code":${boundedJson(outcome.code)}`;
+  if (outcome.gatewayCode !== undefined) text += `,"gatewayCode":${JSON.stringify(outcome.gatewayCode)}`;
+  text += `,"attempts":${outcome.attempts}`;
+  if (outcome.causeCode !== undefined) text += `,"causeCode":${JSON.stringify(outcome.causeCode)}`;
+  text += `,"durationMs":${Math.round(durationMs * 1000) / 1000}`;
+  if (payload !== undefined) text += `,"payloadBytes":${payload.length},"payloadSha256":"${sha256Hex(payload)}"`;
+  if (late !== undefined) text += `,"lateStatus":${late.status},"lateCode":${JSON.stringify(late.code)}`;
+  return text;
+}
+
+// Routes (from the config) and outcome codes (metric labels) are bounded sets; the cap keeps a surprise from
+// growing the cache without bound.
+const BOUNDED_JSON_CACHE_LIMIT = 1_000;
+const boundedJsonCache = new Map<string, string>();
+
+function boundedJson(value: string): string {
+  let json = boundedJsonCache.get(value);
+  if (json === undefined) {
+    json = JSON.stringify(value);
+    if (boundedJsonCache.size < BOUNDED_JSON_CACHE_LIMIT) boundedJsonCache.set(value, json);
+  }
+  return json;
 }
 
 /**
  * signature.verify.failed is the most common integration failure. The signing string is logged with `data`
  * replaced by its SHA-256, so an operator can diff it against the gateway's expectation without the payload.
  */
-export function logVerifyFailure(log: Logger, requestId: string, result: SignedResult, data: string): void {
+export function logVerifyFailure(log: Logger, requestId: RequestId, result: SignedResult, data: string): void {
   const redacted = signingString({ method: 'POST', ...result.signed, data: `sha256:${sha256Hex(data)}` });
   log.warn(
     { event: 'signature.verify.failed', requestId, signingString: redacted, fullUrl: result.signed.fullUrl },

@@ -42,7 +42,12 @@ const enum Stage {
   Done,
 }
 
-const STATUS_LINE = /^HTTP\/1\.([01]) ([1-9]\d\d)(?: [\t\x20-\x7e\x80-\xff]*)?$/;
+const STATUS_LINE = /^HTTP\/1\.[01] [1-9]\d\d(?: [\t\x20-\x7e\x80-\xff]*)?$/;
+// A whole head: the status line, then header lines of a token, a colon and a value (RFC 9110 5.1, 5.5). A value
+// cannot hold CR or LF, so every line break must start a header line that matches in turn: a bare CR or LF, a
+// folded line or a line without a colon fails the whole head. The pattern is linear: the name's characters
+// exclude the colon, and a value's exclude CR.
+const VALID_HEAD = /^HTTP\/1\.[01] [1-9]\d\d(?: [\t\x20-\x7e\x80-\xff]*)?(?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e\x80-\xff]*)*$/;
 const CHUNK_SIZE_LINE = /^0*([0-9A-Fa-f]{1,8})[\t ]*(?:;[\t\x20-\x7e\x80-\xff]*)?$/;
 const CONTENT_LENGTH = /^\d{1,15}$/;
 const CRLF = 0x0a0d; // "\r\n" read as a little-endian uint16
@@ -149,11 +154,15 @@ export class ResponseParser {
       return -1;
     }
     if (end - at > this.limits.maxHeadBytes) throw new ResponseParseError('response head too large');
-    const lines = data.toString('latin1', at, end).split('\r\n');
-    const status = STATUS_LINE.exec(lines[0]!);
-    if (status === null) throw new ResponseParseError('malformed status line');
-    const code = Number(status[2]);
-    const headers = parseHeaderLines(lines);
+    const head = data.toString('latin1', at, end);
+    const lines = head.split('\r\n');
+    // One run over the whole head decides whether it is well formed; only a head that fails is checked line by
+    // line, to say what is wrong with it.
+    const valid = VALID_HEAD.test(head);
+    if (!valid && !STATUS_LINE.test(lines[0]!)) throw new ResponseParseError('malformed status line');
+    const statusLine = lines[0]!;
+    const code = Number(statusLine.slice(9, 12));
+    const headers = parseHeaderLines(lines, valid);
     if (code < 200) {
       // Interim answers (100 Continue, 103 Early Hints) precede the real one; 101 would hand the socket over.
       if (code === 101) throw new ResponseParseError('unexpected 101 Switching Protocols');
@@ -162,7 +171,7 @@ export class ResponseParser {
     this.status = code;
     this.headers = headers;
     const connection = tokens(headers.connection);
-    this.keepAlive = status[1] === '1' && !connection.includes('close');
+    this.keepAlive = statusLine[7] === '1' && !connection.includes('close');
     this.keepAliveHintSeconds = keepAliveHint(headers['keep-alive']);
     this.frameBody(code, headers);
     return end + 4;
@@ -231,8 +240,11 @@ export class ResponseParser {
   }
 }
 
-/** Lines after the first; a repeated field becomes an array, as undici and the proxy's header filter expect. */
-function parseHeaderLines(lines: string[]): ResponseHeaders {
+/**
+ * Lines after the first; a repeated field becomes an array, as undici and the proxy's header filter expect.
+ * `wellFormed` says VALID_HEAD already accepted them, so each line's own checks are skipped.
+ */
+function parseHeaderLines(lines: string[], wellFormed = false): ResponseHeaders {
   // No prototype: a field named `constructor` or `__proto__` is an ordinary header here.
   const headers = Object.create(null) as ResponseHeaders;
   for (let i = 1; i < lines.length; i++) {
@@ -241,9 +253,9 @@ function parseHeaderLines(lines: string[]): ResponseHeaders {
     // No colon, whitespace before it, or a folded continuation line (RFC 9112 5.2: obsolete, to be rejected).
     if (colon <= 0) throw new ResponseParseError('malformed header line');
     const name = line.slice(0, colon);
-    if (!FIELD_NAME.test(name)) throw new ResponseParseError('malformed header name');
+    if (!wellFormed && !FIELD_NAME.test(name)) throw new ResponseParseError('malformed header name');
     const value = withoutOws(line, colon + 1);
-    if (!FIELD_VALUE.test(value)) throw new ResponseParseError('malformed header value');
+    if (!wellFormed && !FIELD_VALUE.test(value)) throw new ResponseParseError('malformed header value');
     const key = name.toLowerCase();
     const seen = headers[key];
     if (seen === undefined) headers[key] = value;
@@ -286,7 +298,17 @@ function contentLength(value: string | string[] | undefined): number | undefined
   return Number(values[0]);
 }
 
+// A gateway sends the same Keep-Alive value on every answer: it is parsed once.
+let lastKeepAlive = '';
+let lastKeepAliveHint: number | undefined;
+
 function keepAliveHint(value: string | string[] | undefined): number | undefined {
-  const match = value === undefined ? null : /(?:^|[,\s])timeout=(\d+)/i.exec(typeof value === 'string' ? value : value.join(','));
-  return match === null ? undefined : Number(match[1]);
+  if (value === undefined) return undefined;
+  const text = typeof value === 'string' ? value : value.join(',');
+  if (text !== lastKeepAlive) {
+    const match = /(?:^|[,\s])timeout=(\d+)/i.exec(text);
+    lastKeepAlive = text;
+    lastKeepAliveHint = match === null ? undefined : Number(match[1]);
+  }
+  return lastKeepAliveHint;
 }

@@ -5,7 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, it } from 'node:test';
+import { createHash } from 'node:crypto';
 import { createLogger, isoTimeAt, writeLine } from '../../src/observability/log.js';
+import { requestId } from '../../src/proxy/request-id.js';
+import { requestLineMembers, type RequestOutcome } from '../../src/proxy/request-log.js';
 
 function capture(): { lines: string[]; write(line: string): void } {
   const lines: string[] = [];
@@ -15,37 +18,72 @@ function capture(): { lines: string[]; write(line: string): void } {
 const sameTime = (line: string): string => line.replace(/"time":"[^"]*"/, '"time":"T"');
 
 describe('writeLine', () => {
-  it('writes byte for byte the line pino writes for the same fields, at every level', () => {
+  // The fields object the request line stood for before it was built from a template: pino must write the same.
+  function requestFields(id: string, route: string, durationMs: number, outcome: RequestOutcome): Record<string, unknown> {
+    return {
+      event: 'request',
+      requestId: id,
+      route,
+      status: outcome.status,
+      code: outcome.code,
+      gatewayCode: outcome.gatewayCode,
+      attempts: outcome.attempts,
+      causeCode: outcome.causeCode,
+      durationMs: Math.round(durationMs * 1000) / 1000,
+      payloadBytes: outcome.payload?.length,
+      payloadSha256: outcome.payload ? createHash('sha256').update(outcome.payload).digest('hex') : undefined,
+      lateStatus: outcome.late?.status,
+      lateCode: outcome.late?.code,
+    };
+  }
+
+  const outcomes: { route: string; durationMs: number; outcome: RequestOutcome }[] = [
+    { route: '/api/v2/transaction/init', durationMs: 1.2345678, outcome: { status: 201, code: 'ok', attempts: 1, payload: Buffer.from('{"amount":"1.00"}') } },
+    // A gateway's own code is unbounded text: quotes, backslashes, control and non-ASCII characters.
+    {
+      route: '/api/v2/transaction/init',
+      durationMs: 0,
+      outcome: { status: 401, code: 'FAILED', gatewayCode: 'bad "code" \\ \n \u0001 é \u2028', attempts: 2, payload: Buffer.alloc(0) },
+    },
+    { route: '(unmatched)', durationMs: 1e-7, outcome: { status: 404, code: 'sidecar.route_not_found', attempts: 0 } },
+    {
+      route: '/api/v2/p"a\\th',
+      durationMs: 30_000.0004,
+      outcome: { status: 504, code: 'sidecar.upstream.outcome_unknown', attempts: 1, causeCode: 'ERR_GATEWAY_CLOSED', late: { status: 201, code: 'o"k' } },
+    },
+  ];
+
+  it('writes byte for byte the line pino writes for the same request fields, at every level and outcome', () => {
     const out = capture();
     const log = createLogger('info', out);
-    const fields = {
-      event: 'request',
-      requestId: 'id-1',
-      route: '/api/v2/transaction/init',
-      status: 401,
-      code: 'FAILED',
-      // A gateway's own code is unbounded text: quotes, backslashes, control and non-ASCII characters.
-      gatewayCode: 'bad "code" \\ \n \u0001 é \u2028',
-      attempts: 2,
-      causeCode: undefined,
-      durationMs: 1.234,
-      payloadBytes: 0,
-      payloadSha256: undefined,
-    };
-    for (const level of ['info', 'warn', 'error'] as const) {
-      log[level](fields, 'request answered');
-      writeLine(log, level, fields, 'request answered');
+    for (const { route, durationMs, outcome } of outcomes) {
+      for (const level of ['info', 'warn', 'error'] as const) {
+        const id = requestId(level === 'info' ? 'client-id:1.a_b-c' : undefined);
+        log[level](requestFields(id, route, durationMs, outcome), 'request answered');
+        writeLine(log, level, requestLineMembers(id, route, durationMs, outcome), 'request answered');
+      }
     }
-    assert.equal(out.lines.length, 6);
-    for (let i = 0; i < 6; i += 2) assert.equal(sameTime(out.lines[i + 1]!), sameTime(out.lines[i]!));
+    assert.equal(out.lines.length, outcomes.length * 6);
+    for (let i = 0; i < out.lines.length; i += 2) assert.equal(sameTime(out.lines[i + 1]!), sameTime(out.lines[i]!));
     // Not vacuous: the lines carry the framing and the fields, and leave undefined ones out.
-    const parsed = JSON.parse(out.lines[1]!) as Record<string, unknown>;
+    const parsed = JSON.parse(out.lines[7]!) as Record<string, unknown>;
     assert.equal(parsed.level, 30);
     assert.equal(parsed.service, 'signing-sidecar');
-    assert.equal(parsed.gatewayCode, fields.gatewayCode);
+    assert.equal(parsed.gatewayCode, outcomes[1]!.outcome.gatewayCode);
+    assert.equal(parsed.payloadBytes, 0);
     assert.equal(parsed.msg, 'request answered');
     assert.equal('causeCode' in parsed, false);
     assert.match(out.lines[1]!, /\n$/);
+  });
+
+  it('escapes the message of each line it writes, when the message changes', () => {
+    const out = capture();
+    const log = createLogger('info', out);
+    for (const message of ['first', 'a "quoted"\nmessage', 'first']) {
+      log.info({ a: 1 }, message);
+      writeLine(log, 'info', '"a":1', message);
+    }
+    for (let i = 0; i < out.lines.length; i += 2) assert.equal(sameTime(out.lines[i + 1]!), sameTime(out.lines[i]!));
   });
 });
 

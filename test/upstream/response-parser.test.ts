@@ -9,6 +9,7 @@ import {
   type ParserLimits,
   type ResponseHeaders,
 } from '../../src/upstream/response-parser.js';
+import { mulberry32 } from '../support/random.js';
 
 /**
  * The parser is checked three ways: against the model each random response was generated from, against Node's
@@ -24,17 +25,6 @@ const CLOSE_CASES = 40;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Seeded randomness
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 class Dice {
   private readonly next: () => number;
