@@ -21,8 +21,11 @@ export function spawnJsonLines(
   env: NodeJS.ProcessEnv,
   pick: (line: Record<string, unknown>) => boolean,
   timeoutMs = 15_000,
+  launcher: readonly string[] = [],
 ): Started {
-  const child = spawn(process.execPath, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  // A launcher (e.g. valgrind and its options) runs node itself; its process keeps the pid node would have had.
+  const [command, ...rest] = [...launcher, process.execPath, ...args] as [string, ...string[]];
+  const child = spawn(command, rest, { env, stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr?.on('data', (c: Buffer) => (stderr = (stderr + c.toString('utf8')).slice(-4000)));
   const line = new Promise<Record<string, unknown>>((resolve, reject) => {

@@ -52,6 +52,10 @@ export interface SidecarOptions {
   readonly nodeFlags?: readonly string[];
   /** Another program that speaks the sidecar's start protocol (the floor proxy); default: the sidecar. */
   readonly entry?: string;
+  /** A command that runs node, e.g. valgrind with its options (bench/instructions.ts). */
+  readonly launcher?: readonly string[];
+  /** How long starting may take, up to /readyz answering (default 15 s; much longer under valgrind). */
+  readonly startTimeoutMs?: number;
 }
 
 /** `node dist/src/main.js serve` as its own process, so its CPU time and RSS can be read from /proc. */
@@ -81,28 +85,34 @@ export async function startSidecar(ws: Workspace, options: SidecarOptions): Prom
     ...(process.env.BENCH_SIDECAR_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SIDECAR_NODE_OPTIONS } : {}),
   };
   const args = [...(options.nodeFlags ?? []), entry, 'serve'];
+  const startTimeoutMs = options.startTimeoutMs ?? 15_000;
   let started: Started;
   if (quiet) {
-    started = spawnJsonLines(args, env, () => false);
+    started = spawnJsonLines(args, env, () => false, startTimeoutMs, options.launcher);
     const adminUrl = `http://127.0.0.1:${adminPort}`;
     const proc = { pid: started.child.pid ?? 0, url: `http://127.0.0.1:${listenPort}`, adminUrl, stop: () => stop(started.child) };
     started.line.catch(() => undefined); // never resolves by design; an early exit is caught by waitReady
-    await waitReady(adminUrl, started);
+    await waitReady(adminUrl, started, startTimeoutMs);
     return proc;
   }
-  started = spawnJsonLines(args, env, (l) => l.event === 'start');
+  started = spawnJsonLines(args, env, (l) => l.event === 'start', startTimeoutMs, options.launcher);
   const line = await started.line.catch(async (err: unknown) => {
     await stop(started.child);
     throw err;
   });
   const proc = { pid: started.child.pid ?? 0, url: String(line.proxyUrl), adminUrl: String(line.adminUrl), stop: () => stop(started.child) };
-  await waitReady(proc.adminUrl, started);
+  await waitReady(proc.adminUrl, started, startTimeoutMs);
   return proc;
 }
 
 /** The floor proxy (bench/floor-proxy.ts), started like the sidecar with the same node flags. */
-export function startFloorProxy(ws: Workspace, gatewayUrl: string, nodeFlags: readonly string[]): Promise<RunningProcess & { adminUrl: string }> {
-  return startSidecar(ws, { gatewayUrl, logLevel: 'info', nodeFlags: [...process.execArgv, ...nodeFlags], entry: FLOOR_ENTRY });
+export function startFloorProxy(
+  ws: Workspace,
+  gatewayUrl: string,
+  nodeFlags: readonly string[],
+  launch: Pick<SidecarOptions, 'launcher' | 'startTimeoutMs'> = {},
+): Promise<RunningProcess & { adminUrl: string }> {
+  return startSidecar(ws, { gatewayUrl, logLevel: 'info', nodeFlags: [...process.execArgv, ...nodeFlags], entry: FLOOR_ENTRY, ...launch });
 }
 
 /** Waits for /readyz (a token is held), so no measured request pays for the first login. */
