@@ -29,8 +29,8 @@ Needs valgrind (Debian: apt-get install valgrind). BENCH_SIDECAR_ENTRY points at
 
 // Starting node under valgrind takes tens of seconds where it takes a fraction of one natively.
 const START_TIMEOUT_MS = 180_000;
-// A signature's instructions put a thread far above this; the event loop's and V8's helpers stay far below it.
-const SIGNING_THREAD_MIN_PER_REQUEST = 1_000_000;
+// A thread that computed signatures has OpenSSL's RSA private-key operation in its profile; no other thread does.
+const SIGNING_FUNCTION = /\brsa_ossl_private_encrypt\b/;
 
 interface Counts {
   readonly mainThread: number;
@@ -130,7 +130,7 @@ function readCounts(outDir: string, pid: number, requests: number): Counts {
     if (thread === 1) counts.mainThread += perRequest;
     // The signing threads are left out: valgrind's virtual CPU has no AVX-512, so OpenSSL's RSA runs another,
     // slower code path there than on the real machine, and its count says nothing about the sidecar.
-    else if (perRequest < SIGNING_THREAD_MIN_PER_REQUEST) counts.helperThreads += perRequest;
+    else if (!SIGNING_FUNCTION.test(text)) counts.helperThreads += perRequest;
   }
   return counts;
 }
@@ -180,11 +180,11 @@ async function main(): Promise<number> {
       ['machine', machine()],
       ['requests counted (after warm-up)', `${opts.requests} (after ${opts.warmup}), ${opts.connections} connections`],
       ['sidecar main thread (event loop)', `${k(sidecar.mainThread)} instructions per request`],
-      ['sidecar V8 helper threads (GC)', `${k(sidecar.helperThreads)} instructions per request`],
+      ['sidecar V8 helper threads (GC, compiler)', `${k(sidecar.helperThreads)} instructions per request`],
       ...(floor
         ? ([
             ['floor proxy main thread', `${k(floor.mainThread)} instructions per request`],
-            ['floor proxy V8 helper threads', `${k(floor.helperThreads)} instructions per request`],
+            ['floor proxy V8 helper threads (GC, compiler)', `${k(floor.helperThreads)} instructions per request`],
           ] as Row[])
         : []),
     ];
