@@ -13,12 +13,12 @@ import { parseArgs } from 'node:util';
 import { SIGNED_ROUTE } from './gateway.js';
 import { PAYLOAD, REQUEST_HEADERS } from './payload.js';
 import { fmt, machine, renderTable, type Row } from './report.js';
-import { createWorkspace, removeWorkspace, startFloorProxy, startGateway, startSidecar, type RunningProcess } from './stack.js';
+import { createWorkspace, removeWorkspace, startFloorProxy, startGateway, startSidecar, type RunningProcess, type Workspace } from './stack.js';
 
 const USAGE = `Usage: npm run bench:instructions -- [options]
 
   --json           last line of output is one JSON object with the counts
-  --smoke          a short run, for CI (about a minute)
+  --smoke          a short run, for CI (about 45 s)
   --requests N     requests counted (default 2000; smoke 200)
   --warmup N       requests before counting starts, so V8 has optimised the hot path (default 4000; smoke 300)
   --connections N  concurrent client connections (default 16)
@@ -27,8 +27,11 @@ const USAGE = `Usage: npm run bench:instructions -- [options]
 Needs valgrind (Debian: apt-get install valgrind). BENCH_SIDECAR_ENTRY points at another build's main.js.
 `;
 
-// Starting node under valgrind takes tens of seconds where it takes a fraction of one natively.
+// Starting node under valgrind takes tens of seconds where it takes a fraction of one natively; a request takes
+// milliseconds there, so a minute without an answer means the process is stuck, not slow.
 const START_TIMEOUT_MS = 180_000;
+const REQUEST_TIMEOUT_MS = 60_000;
+const CONTROL_TIMEOUT_MS = 60_000;
 // A thread that computed signatures has OpenSSL's RSA private-key operation in its profile; no other thread does.
 const SIGNING_FUNCTION = /\brsa_ossl_private_encrypt\b/;
 
@@ -60,7 +63,7 @@ function parse(argv: readonly string[]): Options | 'help' {
     strict: true,
   });
   if (values.help) return 'help';
-  const count = (raw: string | undefined, full: number, smoke: number): number => {
+  const integer = (raw: string | undefined, full: number, smoke: number): number => {
     if (raw === undefined) return values.smoke ? smoke : full;
     const n = Number(raw);
     if (!Number.isInteger(n) || n <= 0) throw new Error(`not a positive integer: ${raw}`);
@@ -68,9 +71,9 @@ function parse(argv: readonly string[]): Options | 'help' {
   };
   return {
     json: values.json,
-    requests: count(values.requests, 2_000, 200),
-    warmup: count(values.warmup, 4_000, 300),
-    connections: count(values.connections, 16, 16),
+    requests: integer(values.requests, 2_000, 200),
+    warmup: integer(values.warmup, 4_000, 300),
+    connections: integer(values.connections, 16, 16),
     floor: !values['no-floor'],
   };
 }
@@ -102,6 +105,7 @@ async function drive(url: string, total: number, connections: number): Promise<v
           res.once('end', () => ((res.statusCode ?? 0) < 300 ? resolve() : reject(new Error(`answer ${res.statusCode}`))));
         },
       );
+      req.setTimeout(REQUEST_TIMEOUT_MS, () => req.destroy(new Error(`no answer in ${REQUEST_TIMEOUT_MS} ms`)));
       req.once('error', reject);
       req.end(PAYLOAD);
     });
@@ -120,6 +124,7 @@ async function drive(url: string, total: number, connections: number): Promise<v
 /** Sums callgrind's per-thread totals from the dump taken with `callgrind_control -d` (part 1 of each thread). */
 function readCounts(outDir: string, pid: number, requests: number): Counts {
   const counts = { mainThread: 0, helperThreads: 0 };
+  let signingThreads = 0;
   const dumps = readdirSync(outDir).filter((name) => name.startsWith(`callgrind.out.${pid}.1-`));
   if (dumps.length === 0) throw new Error(`callgrind wrote no dump for pid ${pid}: see ${join(outDir, 'valgrind.log')}`);
   for (const name of dumps) {
@@ -130,29 +135,63 @@ function readCounts(outDir: string, pid: number, requests: number): Counts {
     if (thread === 1) counts.mainThread += perRequest;
     // The signing threads are left out: valgrind's virtual CPU has no AVX-512, so OpenSSL's RSA runs another,
     // slower code path there than on the real machine, and its count says nothing about the sidecar.
-    else if (!SIGNING_FUNCTION.test(text)) counts.helperThreads += perRequest;
+    else if (SIGNING_FUNCTION.test(text)) signingThreads++;
+    else counts.helperThreads += perRequest;
   }
+  // Without OpenSSL's symbols (a node linked to a stripped libcrypto) the signing threads would pass for helpers
+  // and swamp their count: better no number than a wrong one.
+  if (signingThreads === 0) throw new Error(`no thread shows ${SIGNING_FUNCTION.source}: is node built without OpenSSL's symbols?`);
   return counts;
+}
+
+/** callgrind_control for one process, bounded in time, with its own output in the error when it fails. */
+function control(pid: number, ...args: string[]): void {
+  try {
+    execFileSync('callgrind_control', [...args, String(pid)], { stdio: 'pipe', timeout: CONTROL_TIMEOUT_MS });
+  } catch (err) {
+    const output = (err as { stderr?: Buffer; stdout?: Buffer }).stderr?.toString() || (err as { stdout?: Buffer }).stdout?.toString() || String(err);
+    throw new Error(`callgrind_control ${args.join(' ')} ${pid} failed: ${output.trim()}`);
+  }
+}
+
+// What is running or lying on disk right now, so Ctrl-C or a failure leaves neither processes nor files behind.
+const running = new Set<RunningProcess>();
+const dirs = new Set<string>();
+let workspace: Workspace | undefined;
+
+async function cleanup(): Promise<void> {
+  await Promise.allSettled([...running].map((p) => p.stop()));
+  running.clear();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  dirs.clear();
+  if (workspace) await removeWorkspace(workspace);
+  workspace = undefined;
 }
 
 async function count(start: (launch: { launcher: string[]; startTimeoutMs: number }) => Promise<RunningProcess>, opts: Options): Promise<Counts> {
   const outDir = mkdtempSync(join(tmpdir(), 'sidecar-callgrind-'));
+  dirs.add(outDir);
   let proc: RunningProcess | undefined;
   try {
     proc = await start({ launcher: launcher(outDir), startTimeoutMs: START_TIMEOUT_MS });
-    const control = (...args: string[]): void => void execFileSync('callgrind_control', [...args, String(proc?.pid)], { stdio: 'ignore' });
+    running.add(proc);
+    const { pid } = proc;
     await drive(proc.url, opts.warmup, opts.connections);
-    control('--instr=on');
+    control(pid, '--instr=on');
     // Code first run under instrumentation is translated again; these requests absorb that, then the counts reset.
     await drive(proc.url, Math.min(200, opts.warmup), opts.connections);
-    control('--zero');
+    control(pid, '--zero');
     await drive(proc.url, opts.requests, opts.connections);
-    control('--instr=off');
-    control('--dump');
-    return readCounts(outDir, proc.pid, opts.requests);
+    control(pid, '--instr=off');
+    control(pid, '--dump');
+    return readCounts(outDir, pid, opts.requests);
   } finally {
-    await proc?.stop();
+    if (proc) {
+      await proc.stop();
+      running.delete(proc);
+    }
     rmSync(outDir, { recursive: true, force: true });
+    dirs.delete(outDir);
   }
 }
 
@@ -170,9 +209,13 @@ async function main(): Promise<number> {
     process.stderr.write('valgrind is not installed (Debian: apt-get install valgrind)\n');
     return 1;
   }
-  const ws = await createWorkspace();
-  const gateway = await startGateway();
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => void cleanup().finally(() => process.exit(130)));
+  }
   try {
+    const ws = (workspace = await createWorkspace());
+    const gateway = await startGateway();
+    running.add(gateway);
     const shippedFlags = ['--max-semi-space-size=8'];
     const sidecar = await count((launch) => startSidecar(ws, { gatewayUrl: gateway.url, logLevel: 'info', nodeFlags: shippedFlags, ...launch }), opts);
     const floor = opts.floor ? await count((launch) => startFloorProxy(ws, gateway.url, shippedFlags, launch), opts) : undefined;
@@ -196,13 +239,13 @@ async function main(): Promise<number> {
           main_thread_instructions_per_request: round(sidecar.mainThread),
           helper_threads_instructions_per_request: round(sidecar.helperThreads),
           floor_main_thread_instructions_per_request: floor ? round(floor.mainThread) : null,
+          floor_helper_threads_instructions_per_request: floor ? round(floor.helperThreads) : null,
         })}\n`,
       );
     }
     return 0;
   } finally {
-    await gateway.stop();
-    await removeWorkspace(ws);
+    await cleanup();
   }
 }
 

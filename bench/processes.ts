@@ -23,7 +23,8 @@ export function spawnJsonLines(
   timeoutMs = 15_000,
   launcher: readonly string[] = [],
 ): Started {
-  // A launcher (e.g. valgrind and its options) runs node itself; its process keeps the pid node would have had.
+  // A launcher (e.g. valgrind and its options) runs node itself. valgrind runs it in its own process, so the pid
+  // is node's; a launcher that forks (strace, say) would leave the pid of the launcher instead.
   const [command, ...rest] = [...launcher, process.execPath, ...args] as [string, ...string[]];
   const child = spawn(command, rest, { env, stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';

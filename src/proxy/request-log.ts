@@ -45,9 +45,10 @@ export function logRequest(log: Logger, requestId: RequestId, route: string, dur
  * The request line's fields as JSON members, exactly `JSON.stringify(fields).slice(1, -1)` for the fields event,
  * requestId, route, status, code, gatewayCode, attempts, causeCode, durationMs, payloadBytes, payloadSha256,
  * lateStatus and lateCode, in that order, with undefined ones left out. Serialising the whole object with
- * JSON.stringify cost more than anything else in the line. Only text that can hold any character is escaped
- * here: the request id is sanitised (RequestId), the digest is hex, route and code come from bounded sets and
- * are escaped once each, and numbers are finite.
+ * JSON.stringify cost more than anything else in the line. Only text that can hold any character is escaped on
+ * every line (the gateway's code, the cause code); the request id is sanitised (RequestId), the digest is hex,
+ * the route and the outcome codes come from bounded sets and are escaped once each, and numbers are integers or
+ * a finite duration.
  */
 export function requestLineMembers(requestId: RequestId, route: string, durationMs: number, outcome: RequestOutcome): string {
   const { payload, late } = outcome;
@@ -55,9 +56,11 @@ export function requestLineMembers(requestId: RequestId, route: string, duration
   if (outcome.gatewayCode !== undefined) text += `,"gatewayCode":${JSON.stringify(outcome.gatewayCode)}`;
   text += `,"attempts":${outcome.attempts}`;
   if (outcome.causeCode !== undefined) text += `,"causeCode":${JSON.stringify(outcome.causeCode)}`;
-  text += `,"durationMs":${Math.round(durationMs * 1000) / 1000}`;
+  // JSON has no NaN or Infinity (JSON.stringify writes null); a duration is always finite, but the line stays JSON.
+  const duration = Math.round(durationMs * 1000) / 1000;
+  text += `,"durationMs":${Number.isFinite(duration) ? duration : 'null'}`;
   if (payload !== undefined) text += `,"payloadBytes":${payload.length},"payloadSha256":"${sha256Hex(payload)}"`;
-  if (late !== undefined) text += `,"lateStatus":${late.status},"lateCode":${JSON.stringify(late.code)}`;
+  if (late !== undefined) text += `,"lateStatus":${late.status},"lateCode":${boundedJson(late.code)}`;
   return text;
 }
 

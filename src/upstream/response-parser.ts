@@ -46,7 +46,8 @@ const STATUS_LINE = /^HTTP\/1\.[01] [1-9]\d\d(?: [\t\x20-\x7e\x80-\xff]*)?$/;
 // A whole head: the status line, then header lines of a token, a colon and a value (RFC 9110 5.1, 5.5). A value
 // cannot hold CR or LF, so every line break must start a header line that matches in turn: a bare CR or LF, a
 // folded line or a line without a colon fails the whole head. The pattern is linear: the name's characters
-// exclude the colon, and a value's exclude CR.
+// exclude the colon, and a value's exclude CR. Its backtrack stack grows with the head, which is why it relies on
+// the head-size cap (64 KiB in the pool): a head of megabytes would overflow it.
 const VALID_HEAD = /^HTTP\/1\.[01] [1-9]\d\d(?: [\t\x20-\x7e\x80-\xff]*)?(?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e\x80-\xff]*)*$/;
 const CHUNK_SIZE_LINE = /^0*([0-9A-Fa-f]{1,8})[\t ]*(?:;[\t\x20-\x7e\x80-\xff]*)?$/;
 const CONTENT_LENGTH = /^\d{1,15}$/;

@@ -4,8 +4,8 @@ import { UpstreamError } from '../../src/upstream/outcome.js';
 import { requestText } from '../../src/upstream/request-text.js';
 import { mulberry32 } from '../support/random.js';
 
-// The rules, header by header, as RFC 9110 states them: what requestText checks for all headers at once must
-// accept and refuse exactly the same requests, and write exactly the same bytes.
+// The rules, header by header, as RFC 9110 states them, written as plainly as possible: requestText (with its
+// ASCII fast path and its latin1 case) must accept and refuse exactly the same requests, and write the same bytes.
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 const FRAMING = ['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'te', 'upgrade', 'expect'];
