@@ -1,11 +1,12 @@
 // npm run bench:instructions: the instructions the sidecar's event loop executes per signed request, counted by
 // callgrind (valgrind). CPU time on a shared host moves by 10-20% from minute to minute; an instruction count for
-// the same build and the same requests moves by about 1%, so it shows a change of a few percent on the main thread
-// that timed runs cannot. It is a count, not a time: it does not see cache misses, the kernel or how fast each
-// instruction is (a regular expression run costs more instructions than its time suggests), so it complements the
-// timed `npm run bench`, it does not replace it. Loopback only, bounded, and every process and file is removed.
+// the same build and the same requests stays within about 3%, so it shows a change of several percent on the main
+// thread that timed runs cannot. It is a count, not a time: it does not see cache misses, the kernel or how fast
+// each instruction is (a regular expression run costs more instructions than its time suggests), so it complements
+// the timed `npm run bench`, it does not replace it. Loopback only, bounded, and every process and file is
+// removed.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +14,8 @@ import { parseArgs } from 'node:util';
 import { SIGNED_ROUTE } from './gateway.js';
 import { PAYLOAD, REQUEST_HEADERS } from './payload.js';
 import { fmt, machine, renderTable, type Row } from './report.js';
-import { createWorkspace, removeWorkspace, startFloorProxy, startGateway, startSidecar, type RunningProcess, type Workspace } from './stack.js';
+import { createWorkspace, startFloorProxy, startGateway, startSidecar, type RunningProcess } from './stack.js';
+import { Teardown } from './teardown.js';
 
 const USAGE = `Usage: npm run bench:instructions -- [options]
 
@@ -154,27 +156,13 @@ function control(pid: number, ...args: string[]): void {
   }
 }
 
-// What is running or lying on disk right now, so Ctrl-C or a failure leaves neither processes nor files behind.
-const running = new Set<RunningProcess>();
-const dirs = new Set<string>();
-let workspace: Workspace | undefined;
-
-async function cleanup(): Promise<void> {
-  await Promise.allSettled([...running].map((p) => p.stop()));
-  running.clear();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-  dirs.clear();
-  if (workspace) await removeWorkspace(workspace);
-  workspace = undefined;
-}
+const teardown = new Teardown();
 
 async function count(start: (launch: { launcher: string[]; startTimeoutMs: number }) => Promise<RunningProcess>, opts: Options): Promise<Counts> {
-  const outDir = mkdtempSync(join(tmpdir(), 'sidecar-callgrind-'));
-  dirs.add(outDir);
+  const outDir = teardown.keepDir(mkdtempSync(join(tmpdir(), 'sidecar-callgrind-')));
   let proc: RunningProcess | undefined;
   try {
-    proc = await start({ launcher: launcher(outDir), startTimeoutMs: START_TIMEOUT_MS });
-    running.add(proc);
+    proc = await teardown.track(start({ launcher: launcher(outDir), startTimeoutMs: START_TIMEOUT_MS }));
     const { pid } = proc;
     await drive(proc.url, opts.warmup, opts.connections);
     control(pid, '--instr=on');
@@ -186,12 +174,8 @@ async function count(start: (launch: { launcher: string[]; startTimeoutMs: numbe
     control(pid, '--dump');
     return readCounts(outDir, pid, opts.requests);
   } finally {
-    if (proc) {
-      await proc.stop();
-      running.delete(proc);
-    }
-    rmSync(outDir, { recursive: true, force: true });
-    dirs.delete(outDir);
+    if (proc) await teardown.stop(proc);
+    teardown.removeDir(outDir);
   }
 }
 
@@ -209,13 +193,10 @@ async function main(): Promise<number> {
     process.stderr.write('valgrind is not installed (Debian: apt-get install valgrind)\n');
     return 1;
   }
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(signal, () => void cleanup().finally(() => process.exit(130)));
-  }
+  teardown.onSignals();
   try {
-    const ws = (workspace = await createWorkspace());
-    const gateway = await startGateway();
-    running.add(gateway);
+    const ws = teardown.keepWorkspace(await createWorkspace());
+    const gateway = await teardown.track(startGateway());
     const shippedFlags = ['--max-semi-space-size=8'];
     const sidecar = await count((launch) => startSidecar(ws, { gatewayUrl: gateway.url, logLevel: 'info', nodeFlags: shippedFlags, ...launch }), opts);
     const floor = opts.floor ? await count((launch) => startFloorProxy(ws, gateway.url, shippedFlags, launch), opts) : undefined;
@@ -245,7 +226,7 @@ async function main(): Promise<number> {
     }
     return 0;
   } finally {
-    await cleanup();
+    await teardown.cleanup();
   }
 }
 

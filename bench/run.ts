@@ -1,6 +1,6 @@
 // npm run bench: the sidecar's cost per signed request against the RSA signing limit (issue 8).
 // Everything runs on loopback, each phase is bounded in time, and every process and temp file is removed.
-import { rmSync } from 'node:fs';
+import type { KeyObject } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { USAGE, parseBenchArgs, type BenchOptions } from './args.js';
 import { SIGNED_ROUTE } from './gateway.js';
@@ -10,37 +10,36 @@ import { direct, viaSidecar } from './payload.js';
 import { rssMb } from './processes.js';
 import { fmt, latencyRows, machine, renderTable, targetsMet, verdicts, type Headline, type LatencyPair, type Row } from './report.js';
 import { slicedSaturation, type Saturation } from './saturation.js';
-import { createWorkspace, removeWorkspace, startFloorProxy, startGateway, startSidecar, type RunningProcess, type Workspace } from './stack.js';
+import { createWorkspace, startFloorProxy, startGateway, startSidecar, type RunningProcess } from './stack.js';
+import { Teardown } from './teardown.js';
 
-const running = new Set<RunningProcess>();
-let workspace: Workspace | undefined;
+const teardown = new Teardown();
 
 const say = (opts: BenchOptions, text: string): void => {
   // Progress goes to stderr so that with --json the JSON object stays the last line of stdout.
   if (!opts.json || process.stderr.isTTY) process.stderr.write(`${text}\n`);
 };
 
-async function cleanup(): Promise<void> {
-  await Promise.allSettled([...running].map((p) => p.stop()));
-  running.clear();
-  if (workspace) await removeWorkspace(workspace);
-  workspace = undefined;
-}
-
-async function track<T extends RunningProcess>(p: Promise<T>): Promise<T> {
-  const proc = await p;
-  running.add(proc);
-  return proc;
+/**
+ * Another process under the same sliced saturation as the sidecar (after its own warm-up), then stopped: the
+ * sidecar at the other log level, or the floor proxy.
+ */
+async function saturateAlongside(key: KeyObject, started: Promise<RunningProcess>, opts: BenchOptions): Promise<Saturation> {
+  const proc = await teardown.track(started);
+  await loadedRun(proc.url, SIGNED_ROUTE, proc.pid, opts.warmupSeconds, opts.connections);
+  const saturation = await slicedSaturation(key, { url: proc.url, path: SIGNED_ROUTE, pid: proc.pid, connections: opts.connections }, opts.throughputSeconds, opts.signSeconds);
+  await teardown.stop(proc);
+  return saturation;
 }
 
 async function bench(opts: BenchOptions): Promise<{ headline: Headline; rows: Row[] }> {
   const loadBefore = loadavg()[0] ?? 0;
-  const ws = (workspace = await createWorkspace());
-  const gateway = await track(startGateway());
+  const ws = teardown.keepWorkspace(await createWorkspace());
+  const gateway = await teardown.track(startGateway());
   // The flags the image's ENTRYPOINT and `npm start` use, so the bench measures the sidecar as it is shipped.
   const shippedFlags = ['--max-semi-space-size=8'];
   const nodeFlags = [...shippedFlags, ...(opts.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', opts.cpuProfDir] : [])];
-  const sidecar = await track(startSidecar(ws, { gatewayUrl: gateway.url, logLevel: opts.logLevel, nodeFlags }));
+  const sidecar = await teardown.track(startSidecar(ws, { gatewayUrl: gateway.url, logLevel: opts.logLevel, nodeFlags }));
   const sidecarTarget = viaSidecar(sidecar.url);
   await new Promise((r) => setTimeout(r, 500));
   const rssRest = rssMb(sidecar.pid);
@@ -61,27 +60,17 @@ async function bench(opts: BenchOptions): Promise<{ headline: Headline; rows: Ro
   say(opts, `soak: ${opts.soakSeconds} s saturated`);
   const soak = await loadedRun(sidecar.url, SIGNED_ROUTE, sidecar.pid, opts.soakSeconds, opts.connections);
   const growth = soakGrowthMb(soak.rssSamples);
-  await sidecar.stop();
-  running.delete(sidecar);
+  await teardown.stop(sidecar);
   let other: Saturation | undefined;
   const otherLevel = opts.logLevel === 'info' ? 'warn' : 'info';
   if (opts.compareLogLevels) {
     say(opts, `saturation at log level ${otherLevel}`);
-    const second = await track(startSidecar(ws, { gatewayUrl: gateway.url, logLevel: otherLevel, nodeFlags: shippedFlags }));
-    await loadedRun(second.url, SIGNED_ROUTE, second.pid, opts.warmupSeconds, opts.connections);
-    const secondTarget = { url: second.url, path: SIGNED_ROUTE, pid: second.pid, connections: opts.connections };
-    other = await slicedSaturation(ws.privateKey, secondTarget, opts.throughputSeconds, opts.signSeconds);
-    await second.stop();
-    running.delete(second);
+    other = await saturateAlongside(ws.privateKey, startSidecar(ws, { gatewayUrl: gateway.url, logLevel: otherLevel, nodeFlags: shippedFlags }), opts);
   }
   let floor: Saturation | undefined;
   if (opts.measureFloor) {
     say(opts, 'saturation of the floor proxy (node:http + the gateway client + crypto.sign, nothing else)');
-    const proxy = await track(startFloorProxy(ws, gateway.url, shippedFlags));
-    await loadedRun(proxy.url, SIGNED_ROUTE, proxy.pid, opts.warmupSeconds, opts.connections);
-    floor = await slicedSaturation(ws.privateKey, { url: proxy.url, path: SIGNED_ROUTE, pid: proxy.pid, connections: opts.connections }, opts.throughputSeconds, opts.signSeconds);
-    await proxy.stop();
-    running.delete(proxy);
+    floor = await saturateAlongside(ws.privateKey, startFloorProxy(ws, gateway.url, shippedFlags), opts);
   }
   const at200 = pairs.find((p) => p.sidecar.rate === 200);
   const saturated = [...saturation.slices, ...(other?.slices ?? [])].map((slice) => slice.run);
@@ -134,21 +123,19 @@ async function main(): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(signal, () => void cleanup().finally(() => process.exit(130)));
-  }
+  teardown.onSignals();
   try {
     const { headline, rows } = await bench(opts);
     process.stdout.write(`${renderTable(rows)}\n`);
     if (opts.json) process.stdout.write(`${JSON.stringify(headline)}\n`);
     return opts.assertTargets && !opts.smoke && !targetsMet(headline) ? 1 : 0;
   } finally {
-    await cleanup();
+    await teardown.cleanup();
   }
 }
 
 process.exitCode = await main().catch((err: unknown) => {
   process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  if (workspace) rmSync(workspace.dir, { recursive: true, force: true });
+  teardown.removeWorkspaceNow();
   return 1;
 });

@@ -1,5 +1,6 @@
 import { pino, type Level, type Logger, type DestinationStream } from 'pino';
 import type { LogLevel } from '../config/config.js';
+import { memoizeLast } from '../memoize-last.js';
 
 export type { Logger };
 
@@ -94,8 +95,7 @@ function framing<T>(log: Logger, symbol: symbol): T {
 }
 
 // The request line's message never changes: it is serialised once.
-let lastMessage = '';
-let lastMessageJson = '""';
+const messageJson = memoizeLast((message: string) => JSON.stringify(message));
 
 /**
  * Writes the line `log[level](fields, message)` would write, byte for byte, given `members`: the fields already
@@ -107,13 +107,9 @@ let lastMessageJson = '""';
  * every other log call keeps going through the redacting logger. The caller checks isLevelEnabled first.
  */
 export function writeLine(log: Logger, level: Level, members: string, message: string): void {
-  if (message !== lastMessage) {
-    lastMessage = message;
-    lastMessageJson = JSON.stringify(message);
-  }
   const levelPrefix = framing<Record<number, string>>(log, lsCacheSym)[log.levels.values[level] as number] as string;
   const time = framing<() => string>(log, timeSym)();
   const bindings = framing<string>(log, chindingsSym);
   const end = framing<string>(log, endSym);
-  framing<{ write(line: string): unknown }>(log, streamSym).write(`${levelPrefix}${time}${bindings},${members},"msg":${lastMessageJson}${end}`);
+  framing<{ write(line: string): unknown }>(log, streamSym).write(`${levelPrefix}${time}${bindings},${members},"msg":${messageJson(message)}${end}`);
 }

@@ -1,5 +1,6 @@
 import type { BaseAddress } from '../config/base-url.js';
 import { sidecarErrors } from '../errors.js';
+import { memoizeLast } from '../memoize-last.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
 import { signedUrl, upstreamPath, type RequestTarget } from '../signing/canonical-url.js';
 import { newNonce } from '../signing/nonce.js';
@@ -129,13 +130,4 @@ function observeAnswer(metrics: SidecarMetrics, response: UpstreamResponse, code
 }
 
 // The gateway's Date header changes once a second: parsing each new value once saves a microsecond per answer.
-let lastDate = '';
-let lastDateMs = Number.NaN;
-
-function parseHttpDate(date: string): number {
-  if (date !== lastDate) {
-    lastDate = date;
-    lastDateMs = Date.parse(date);
-  }
-  return lastDateMs;
-}
+const parseHttpDate = memoizeLast(Date.parse);

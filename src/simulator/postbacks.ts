@@ -9,7 +9,7 @@ import { sleepUnlessAborted } from './sleep.js';
 import { buildSigningString } from './verifier.js';
 import type { SimClock } from './clock.js';
 import type { SimLogger } from './log.js';
-import type { Transaction } from './transactions.js';
+import { reconciliationFields, type Transaction } from './transactions.js';
 
 export interface PostbackRetryOptions {
   /** Delay before the second attempt; doubles after each failure. Default 1000 ms. */
@@ -89,18 +89,7 @@ export function createPostbackSender(deps: Deps): PostbackSender {
 
 /** The postback payload: the final state of the transaction, the fields a vendor needs to reconcile it. */
 export function postbackPayload(tx: Transaction): Record<string, string | undefined> {
-  // Listed, not derived from the control API's view: a field added there for the operator must not start
-  // travelling in signed postbacks unnoticed.
-  return {
-    transaction_id: tx.id,
-    type: tx.type,
-    status: tx.status,
-    amount: tx.fields.amount,
-    currency: tx.fields.currency,
-    invoice_no: tx.fields.invoiceNo,
-    user_id: tx.fields.userId,
-    completed_at: tx.completedAt,
-  };
+  return reconciliationFields(tx);
 }
 
 async function deliver(

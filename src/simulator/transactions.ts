@@ -129,7 +129,12 @@ export interface SimTransaction {
   readonly completed_at: string | undefined;
 }
 
-export function transactionJson(tx: Transaction): SimTransaction {
+/**
+ * The fields a vendor needs to reconcile a transaction, in the order they are signed into a postback. Postbacks
+ * carry exactly these; the control API's view adds what only the simulator's operator needs. Adding a field here
+ * puts it into every signed postback, so operator-only fields go in transactionJson instead.
+ */
+export function reconciliationFields(tx: Transaction) {
   return {
     transaction_id: tx.id,
     type: tx.type,
@@ -138,9 +143,10 @@ export function transactionJson(tx: Transaction): SimTransaction {
     currency: tx.fields.currency,
     invoice_no: tx.fields.invoiceNo,
     user_id: tx.fields.userId,
-    gateway: tx.fields.gateway,
-    username: tx.username,
-    created_at: tx.createdAt,
     completed_at: tx.completedAt,
   };
+}
+
+export function transactionJson(tx: Transaction): SimTransaction {
+  return { ...reconciliationFields(tx), gateway: tx.fields.gateway, username: tx.username, created_at: tx.createdAt };
 }

@@ -2,11 +2,19 @@ import { isIP } from 'node:net';
 import { createSecureContext } from 'node:tls';
 import type { BaseAddress } from '../config/base-url.js';
 import { Exchange, GatewayConnection, type ConnectionOwner, type GatewayTarget } from './gateway-connection.js';
-import { DEFAULT_KEEP_ALIVE_MS, DEFAULT_MAX_RESPONSE_BYTES, KEEP_ALIVE_HINT_MARGIN_MS, UpstreamError, type Forwarder, type ForwarderOptions, type SendOutcome, type UpstreamRequest } from './outcome.js';
+import {
+  DEFAULT_KEEP_ALIVE_MS,
+  DEFAULT_MAX_RESPONSE_BYTES,
+  forwarderClosed,
+  KEEP_ALIVE_HINT_MARGIN_MS,
+  poolTimeout,
+  type Forwarder,
+  type ForwarderOptions,
+  type SendOutcome,
+  type UpstreamRequest,
+} from './outcome.js';
 import { requestText } from './request-text.js';
 import { trustedCas } from './trusted-cas.js';
-
-const closedError = (message: string): UpstreamError => new UpstreamError('ERR_FORWARDER_CLOSED', message);
 
 // Node's HTTP server allows 16 KiB of head; a gateway behind a load balancer may add a few cookies to that.
 const MAX_HEAD_BYTES = 64 * 1024;
@@ -35,8 +43,8 @@ export class GatewayPool implements Forwarder, ConnectionOwner {
     private readonly options: ForwarderOptions,
   ) {
     const url = new URL(base.origin);
-    const tls = url.protocol === 'https:';
-    const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+    const tls = base.protocol === 'https:';
+    const host = base.hostname.startsWith('[') ? base.hostname.slice(1, -1) : base.hostname;
     this.target = {
       host,
       port: url.port === '' ? (tls ? 443 : 80) : Number(url.port),
@@ -62,28 +70,30 @@ export class GatewayPool implements Forwarder, ConnectionOwner {
     } catch (error) {
       return Promise.resolve({ kind: 'not_sent', error: error as Error, transient: false });
     }
-    if (this.closing) return Promise.resolve({ kind: 'not_sent', error: closedError('the forwarder is closing'), transient: false });
+    if (this.closing) return Promise.resolve({ kind: 'not_sent', error: forwarderClosed('the forwarder is closing'), transient: false });
     return new Promise<SendOutcome>((resolve) => this.assign(new Exchange(text, resolve)));
   }
 
   close(): Promise<void> {
-    this.closing = true;
-    clearInterval(this.sweeper);
-    return new Promise<void>((resolve) => {
-      this.drained.push(resolve);
-      this.closeIfDrained();
-    });
+    return this.stop(false);
   }
 
   destroy(): Promise<void> {
+    return this.stop(true);
+  }
+
+  /** Refuses new requests; `abort` also ends the waiting and in-flight ones. Settles once no connection is left. */
+  private stop(abort: boolean): Promise<void> {
     this.closing = true;
     clearInterval(this.sweeper);
-    for (const exchange of this.waiting.splice(0)) {
-      exchange.settle({ kind: 'not_sent', error: closedError('the forwarder was destroyed'), transient: false });
-    }
     return new Promise<void>((resolve) => {
       this.drained.push(resolve);
-      for (const connection of this.all) connection.abort(closedError('the forwarder was destroyed'));
+      if (abort) {
+        for (const exchange of this.waiting.splice(0)) {
+          exchange.settle({ kind: 'not_sent', error: forwarderClosed('the forwarder was destroyed'), transient: false });
+        }
+        for (const connection of this.all) connection.abort(forwarderClosed('the forwarder was destroyed'));
+      }
       this.closeIfDrained();
     });
   }
@@ -102,7 +112,7 @@ export class GatewayPool implements Forwarder, ConnectionOwner {
     const hintMs = keepAliveHintSeconds === undefined ? Infinity : keepAliveHintSeconds * 1000 - KEEP_ALIVE_HINT_MARGIN_MS;
     const keepMs = Math.min(this.keepAliveMs, hintMs);
     if (keepMs <= 0 || this.closing) {
-      connection.abort(closedError('idle connection not kept'));
+      connection.abort(forwarderClosed('idle connection not kept'));
       return;
     }
     connection.idleUntil = performance.now() + keepMs;
@@ -123,7 +133,7 @@ export class GatewayPool implements Forwarder, ConnectionOwner {
     const now = performance.now();
     for (let connection = this.idle.pop(); connection !== undefined; connection = this.idle.pop()) {
       if (connection.idleUntil > now && connection.usable) return connection.start(exchange);
-      connection.abort(closedError('idle connection expired'));
+      connection.abort(forwarderClosed('idle connection expired'));
     }
     // A connection that has just answered is free again in two turns of the event loop: waiting for it beats a
     // new handshake, and a caller sending one request after another keeps one connection.
@@ -145,7 +155,7 @@ export class GatewayPool implements Forwarder, ConnectionOwner {
     const at = this.waiting.indexOf(exchange);
     if (at < 0) return;
     this.waiting.splice(at, 1);
-    exchange.settle({ kind: 'not_sent', error: new UpstreamError('ERR_GATEWAY_POOL_TIMEOUT', 'no gateway connection free in time'), transient: true });
+    exchange.settle({ kind: 'not_sent', error: poolTimeout(), transient: true });
     this.closeIfDrained();
   }
 
@@ -155,14 +165,14 @@ export class GatewayPool implements Forwarder, ConnectionOwner {
 
   private closeExpired(): void {
     const now = performance.now();
-    for (const connection of this.idle) if (connection.idleUntil <= now) connection.abort(closedError('idle connection expired'));
+    for (const connection of this.idle) if (connection.idleUntil <= now) connection.abort(forwarderClosed('idle connection expired'));
   }
 
   /** Once closing, idle connections are ended; the promise settles when none is left. */
   private closeIfDrained(): void {
     if (!this.closing || this.drained.length === 0) return;
     if (this.waiting.length > 0) return;
-    for (const connection of this.idle) connection.abort(closedError('the forwarder is closing'));
+    for (const connection of this.idle) connection.abort(forwarderClosed('the forwarder is closing'));
     if (this.all.size === 0) for (const resolve of this.drained.splice(0)) resolve();
   }
 }

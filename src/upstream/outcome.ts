@@ -52,6 +52,12 @@ export class UpstreamError extends Error {
   }
 }
 
+/** The forwarder is closing or was destroyed: nothing was sent, and retrying will not help. */
+export const forwarderClosed = (message: string): UpstreamError => new UpstreamError('ERR_FORWARDER_CLOSED', message);
+
+/** Every connection stayed busy past connectTimeoutMs: nothing was sent, and the retry loop may sign afresh. */
+export const poolTimeout = (): UpstreamError => new UpstreamError('ERR_GATEWAY_POOL_TIMEOUT', 'no gateway connection free in time');
+
 export class ResponseTimeoutError extends UpstreamError {
   constructor(message: string) {
     super('ERR_GATEWAY_RESPONSE_TIMEOUT', message);

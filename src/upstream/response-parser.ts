@@ -8,6 +8,7 @@
  * gateway closes the connection.
  */
 
+import { memoizeLast } from '../memoize-last.js';
 import { FIELD_NAME, FIELD_VALUE } from './http-grammar.js';
 import { UpstreamError } from './outcome.js';
 
@@ -299,17 +300,12 @@ function contentLength(value: string | string[] | undefined): number | undefined
   return Number(values[0]);
 }
 
-// A gateway sends the same Keep-Alive value on every answer: it is parsed once.
-let lastKeepAlive = '';
-let lastKeepAliveHint: number | undefined;
-
 function keepAliveHint(value: string | string[] | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  const text = typeof value === 'string' ? value : value.join(',');
-  if (text !== lastKeepAlive) {
-    const match = /(?:^|[,\s])timeout=(\d+)/i.exec(text);
-    lastKeepAlive = text;
-    lastKeepAliveHint = match === null ? undefined : Number(match[1]);
-  }
-  return lastKeepAliveHint;
+  return value === undefined ? undefined : timeoutParameter(typeof value === 'string' ? value : value.join(','));
 }
+
+// A gateway sends the same Keep-Alive value on every answer: it is parsed once.
+const timeoutParameter = memoizeLast((text: string): number | undefined => {
+  const match = /(?:^|[,\s])timeout=(\d+)/i.exec(text);
+  return match === null ? undefined : Number(match[1]);
+});

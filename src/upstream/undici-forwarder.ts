@@ -3,16 +3,19 @@ import type { BaseAddress } from '../config/base-url.js';
 import {
   DEFAULT_KEEP_ALIVE_MS,
   DEFAULT_MAX_RESPONSE_BYTES,
+  forwarderClosed,
   KEEP_ALIVE_HINT_MARGIN_MS,
   isTimeout,
   isTransientConnectError,
+  poolTimeout,
   ResponseTimeoutError,
-  UpstreamError,
+  type UpstreamError,
   type Forwarder,
   type ForwarderOptions,
   type SendOutcome,
   type UpstreamRequest,
 } from './outcome.js';
+import { ResponseTooLargeError } from './response-parser.js';
 import { trustedCas } from './trusted-cas.js';
 
 /**
@@ -70,7 +73,7 @@ class Admission {
   ) {}
 
   run(send: () => Promise<SendOutcome>): Promise<SendOutcome> {
-    if (this.closing) return Promise.resolve(notSent(new UpstreamError('ERR_FORWARDER_CLOSED', 'the forwarder is closing'), false));
+    if (this.closing) return Promise.resolve(notSent(forwarderClosed('the forwarder is closing'), false));
     if (this.running < this.limit) return this.start(send);
     return new Promise<SendOutcome>((resolve) => {
       const waiter: Waiter = {
@@ -78,7 +81,7 @@ class Admission {
         refuse: (error, transient) => resolve(notSent(error, transient)),
         timer: setTimeout(() => {
           this.waiting.splice(this.waiting.indexOf(waiter), 1);
-          waiter.refuse(new UpstreamError('ERR_GATEWAY_POOL_TIMEOUT', 'no gateway connection free in time'), true);
+          waiter.refuse(poolTimeout(), true);
           this.settleDrain();
         }, this.deadlineMs),
       };
@@ -98,7 +101,7 @@ class Admission {
     this.closing = true;
     for (const waiter of this.waiting.splice(0)) {
       clearTimeout(waiter.timer);
-      waiter.refuse(new UpstreamError('ERR_FORWARDER_CLOSED', 'the forwarder was destroyed'), false);
+      waiter.refuse(forwarderClosed('the forwarder was destroyed'), false);
     }
     this.settleDrain();
   }
@@ -168,7 +171,7 @@ class UndiciExchange implements Dispatcher.DispatchHandler {
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     this.size += chunk.length;
-    if (this.size > this.maxBytes) controller.abort(new UpstreamError('ERR_GATEWAY_RESPONSE_TOO_LARGE', `gateway response exceeds ${this.maxBytes} bytes`));
+    if (this.size > this.maxBytes) controller.abort(new ResponseTooLargeError(`gateway response exceeds ${this.maxBytes} bytes`));
     else this.chunks.push(chunk);
   }
 
