@@ -40,6 +40,6 @@ EXPOSE 9464
 # init (tini, --init) is needed: the sidecar spawns no child processes that could become zombies.
 STOPSIGNAL SIGTERM
 # A young generation of 8 MB semi-spaces keeps RSS under load about 15 MB lower than V8's default at no
-# measurable CPU cost (README "Performance").
+# measurable CPU cost (docs/performance.md).
 ENTRYPOINT ["node", "--max-semi-space-size=8", "dist/src/main.js"]
 CMD ["serve"]

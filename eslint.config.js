@@ -3,6 +3,43 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+// The dependency direction (docs/architecture.md): each layer imports only from the layers before it.
+// errors -> config -> observability, signing -> upstream -> token -> proxy -> app, lifecycle, shutdown -> tools,
+// cli -> main. The simulator imports nothing of the sidecar: it is an independent verifier, so that a shared
+// mistake cannot make both sides agree.
+const LAYERS = {
+  errors: ['config', 'observability', 'signing', 'upstream', 'token', 'proxy', 'app', 'tools', 'cli', 'simulator'],
+  config: ['observability', 'signing', 'upstream', 'token', 'proxy', 'app', 'tools', 'cli', 'simulator'],
+  observability: ['signing', 'upstream', 'token', 'proxy', 'app', 'tools', 'cli', 'simulator'],
+  signing: ['upstream', 'token', 'proxy', 'app', 'tools', 'cli', 'simulator'],
+  upstream: ['token', 'proxy', 'app', 'tools', 'cli', 'simulator'],
+  token: ['proxy', 'app', 'tools', 'cli', 'simulator'],
+  proxy: ['app', 'tools', 'cli', 'simulator'],
+  simulator: ['errors', 'config', 'observability', 'signing', 'upstream', 'token', 'proxy', 'app', 'tools', 'cli'],
+};
+
+const MODULE_FILES = { errors: 'src/errors.ts', app: 'src/app.ts' };
+
+const from = (layer) => (MODULE_FILES[layer] ? './' : '../');
+
+function dependencyDirection() {
+  return Object.entries(LAYERS).map(([layer, later]) => ({
+    files: [MODULE_FILES[layer] ?? `src/${layer}/**/*.ts`],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: later.map((name) => ({
+            // Relative import paths, as written from a top-level file (./x) or from inside a layer folder (../x).
+            group: [MODULE_FILES[name] ? `${from(layer)}${name}.js` : `${from(layer)}${name}/**`],
+            message: `${layer} must not import ${name}: see the dependency direction in docs/architecture.md.`,
+          })),
+        },
+      ],
+    },
+  }));
+}
+
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.exp/**', '.scratch/**'] },
   js.configs.recommended,
@@ -27,6 +64,7 @@ export default tseslint.config(
       '@typescript-eslint/consistent-type-imports': 'error',
     },
   },
+  ...dependencyDirection(),
   {
     files: ['eslint.config.js'],
     ...tseslint.configs.disableTypeChecked,

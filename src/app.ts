@@ -52,6 +52,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     log,
     route: createRouter(config.signedRoutes),
     maxBodyBytes: config.maxBodyBytes,
+    answerCorrelationFields: config.upstream.answerCorrelationFields,
     connectRetryDeadlineMs: config.upstream.connectRetryDeadlineMs,
     ...(deps.now ? { now: deps.now } : {}),
   });
@@ -60,11 +61,11 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   // One request listener for tracking, draining and handling: a server 'request' event with several listeners
   // copies the listener array on every request.
   const proxy = createServer((req, res) => {
-    tracker.track(res);
+    const exchange = tracker.track(req, res);
     // While draining, every answer asks the client to close its connection, so keep-alive pools move to another
     // replica instead of finding this listener closed (or their socket cut) after the drain delay.
     if (draining) res.setHeader('connection', 'close');
-    handleRequest(req, res);
+    handleRequest(req, exchange);
   });
   let started = false;
   // Startup latches at the first valid token: a later token outage makes the pod unready, never "not started"
@@ -94,7 +95,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const proxyUrl = await listen(proxy, config.listen.host, config.listen.port);
   const adminUrl = await listen(admin, config.admin.host, config.admin.port);
   tokens.start();
-  log.info({ event: 'start', proxyUrl, adminUrl, baseUrl: `${config.base.origin}${config.base.pathPrefix}`, environment: config.environment, keyFingerprint: fingerprint, upstreamClient: config.upstream.client }, 'signing-sidecar started');
+  log.info({ event: 'start', proxyUrl, adminUrl, baseUrl: `${config.base.origin}${config.base.pathPrefix}`, environment: config.environment, keyFingerprint: fingerprint }, 'signing-sidecar started');
   return { proxyUrl, adminUrl, metrics, tokens, log, isReady, shutdown, stopped };
 }
 

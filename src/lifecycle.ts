@@ -1,24 +1,18 @@
-import type { Server, ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { InboundExchange } from './proxy/inbound-exchange.js';
+import { requestId } from './proxy/request-id.js';
 
-/** Tracks a server's in-flight requests so shutdown can wait for the work, not guess. */
+/** Tracks a server's in-flight requests, one InboundExchange each, so shutdown can wait for the work, not guess. */
 export class ConnectionTracker {
-  private readonly open = new Set<ServerResponse>();
+  private readonly open = new Map<ServerResponse, InboundExchange>();
   private readonly idleWaiters: Array<() => void> = [];
-  // One listener shared by every response (`this` is the response that closed): nothing allocated per request.
-  private readonly onClose: (this: ServerResponse) => void;
-
-  constructor() {
-    const finished = (res: ServerResponse): void => this.finished(res);
-    this.onClose = function (this: ServerResponse): void {
-      finished(this);
-    };
-  }
 
   /** Called once per request, from the server's request listener. */
-  track(res: ServerResponse): void {
-    this.open.add(res);
-    // 'close' comes once per response; `on` avoids the wrapper that `once` allocates.
-    res.on('close', this.onClose);
+  track(req: IncomingMessage, res: ServerResponse): InboundExchange {
+    const exchange = new InboundExchange(requestId(req.headers['x-request-id']), res);
+    this.open.set(res, exchange);
+    res.once('close', () => this.finished(res));
+    return exchange;
   }
 
   private finished(res: ServerResponse): void {
@@ -30,9 +24,9 @@ export class ConnectionTracker {
     return this.open.size;
   }
 
-  /** Responses not yet finished (their request is still being handled). */
-  unanswered(): ServerResponse[] {
-    return [...this.open].filter((res) => !res.headersSent);
+  /** Requests still waiting for their answer. */
+  unanswered(): InboundExchange[] {
+    return [...this.open.values()].filter((exchange) => !exchange.isAnswered);
   }
 
   /** Resolves when no request is in flight, or after `maxMs`, whichever comes first; true when drained. */

@@ -1,7 +1,7 @@
 /**
  * `fn` with a one-entry cache: the last argument and its result. For values on the request path that repeat from
- * one request to the next (the gateway's Date and Keep-Alive headers, the request line's message), where a Map
- * would only grow and a recomputation costs more than one string comparison.
+ * one request to the next (the gateway's Date and Keep-Alive headers), where a Map would only grow and a
+ * recomputation costs more than one string comparison.
  */
 export function memoizeLast<T>(fn: (value: string) => T): (value: string) => T {
   let lastValue: string | undefined;

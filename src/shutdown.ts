@@ -2,7 +2,6 @@ import type { Server } from 'node:http';
 import { sidecarErrors } from './errors.js';
 import { closeServer, type ConnectionTracker } from './lifecycle.js';
 import type { Logger } from './observability/log.js';
-import { writeSidecarError } from './proxy/handler.js';
 import { sleep } from './token/backoff.js';
 import type { TokenManager } from './token/token-manager.js';
 import type { Forwarder } from './upstream/forwarder.js';
@@ -47,7 +46,7 @@ async function stop(parts: ShutdownParts, reason: string): Promise<void> {
   // Out of time: every client still waiting gets one definitive answer before its connection goes. The request
   // may be at the gateway, so that answer is outcome_unknown (never retryable), not silence.
   const abandoned = tracker.unanswered();
-  for (const res of abandoned) writeSidecarError(res, sidecarErrors.outcomeUnknown(504, 'shutdown'));
+  for (const exchange of abandoned) exchange.fail(sidecarErrors.outcomeUnknown(504, 'shutdown'), 'shutdown');
   proxy.closeAllConnections();
   await closing;
   parts.tokens.stop();

@@ -3,8 +3,6 @@ import type { BaseAddress } from './base-url.js';
 import type { Secret } from './secret.js';
 
 export type Environment = 'staging' | 'production';
-/** The sidecar's own HTTP/1.1 client, or undici as the fallback (SIDECAR_UPSTREAM_CLIENT). */
-export type UpstreamClient = 'native' | 'undici';
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
 /** The validated settings, secrets loaded: a plain struct handed to app.ts (never read env vars elsewhere). */
@@ -25,7 +23,8 @@ export interface Config {
     readonly connectRetryDeadlineMs: number;
     readonly keepAliveTimeoutMs: number;
     readonly connections: number;
-    readonly client: UpstreamClient;
+    /** Payload fields the gateway's answer must echo unchanged when it carries them (SIDECAR_ANSWER_CORRELATION_FIELDS). */
+    readonly answerCorrelationFields: readonly string[];
   };
   readonly signedRoutes: readonly string[];
   readonly maxBodyBytes: number;

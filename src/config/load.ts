@@ -3,7 +3,7 @@ import convict from 'convict';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError } from '../errors.js';
 import { parseBaseAddress } from './base-url.js';
-import type { Config, LogLevel, UpstreamClient } from './config.js';
+import type { Config, LogLevel } from './config.js';
 import { parsePrivateKey } from './private-key.js';
 import { buildSchema, type ConfigSchema } from './schema.js';
 import { Secret } from './secret.js';
@@ -134,6 +134,10 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       throw new ConfigError(settingName(schema, 'signedRoutes'), `"${route}" must be a path starting with / without query`);
     }
   }
+  const correlationFields = schema
+    .get('upstream.answerCorrelationFields')
+    .map((field: unknown) => String(field).trim())
+    .filter((field: string) => field !== '');
   return {
     base,
     environment: environment,
@@ -143,8 +147,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     privateKeyFile,
     listen: schema.get('listen'),
     admin: schema.get('admin'),
-    // convict has checked the value against the enum; its type is only string.
-    upstream: { ...schema.get('upstream'), ca, client: schema.get('upstream.client') as UpstreamClient },
+    upstream: { ...schema.get('upstream'), ca, answerCorrelationFields: correlationFields },
     signedRoutes: routes,
     maxBodyBytes: schema.get('maxBodyBytes'),
     token,

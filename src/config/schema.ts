@@ -94,11 +94,11 @@ export function buildSchema(env: NodeJS.ProcessEnv) {
         default: 4_000,
         env: 'SIDECAR_UPSTREAM_KEEPALIVE_TIMEOUT_MS',
       },
-      client: {
-        doc: "HTTP client to the gateway: native (the sidecar's own HTTP/1.1 client) or undici (the library it replaced, as a fallback).",
-        format: ['native', 'undici'],
-        default: 'native',
-        env: 'SIDECAR_UPSTREAM_CLIENT',
+      answerCorrelationFields: {
+        doc: "Payload fields that the gateway's JSON answer must echo with the same value when both carry them (comma-separated; empty turns the check off). A mismatch is a stray answer: outcome_unknown.",
+        format: Array,
+        default: ['invoice_no'],
+        env: 'SIDECAR_ANSWER_CORRELATION_FIELDS',
       },
       connections: {
         doc: 'Maximum keep-alive connections to the gateway.',

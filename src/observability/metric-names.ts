@@ -7,6 +7,8 @@ export const METRICS = {
   requests: 'signing_sidecar_requests_total',
   /** counter{code}: gateway error codes (GATEWAY_ERROR_CODES), created at zero. */
   gatewayErrors: 'signing_sidecar_gateway_errors_total',
+  /** counter: gateway answers refused because a correlation field differed from the request's (a stray answer). */
+  answerMismatches: 'signing_sidecar_answer_mismatches_total',
   /** counter{grant, outcome}: token endpoint calls; grant password|refresh_token, outcome success|rejected|error. */
   tokenRequests: 'signing_sidecar_token_requests_total',
   /** gauge: Unix time (s) at which the current access token expires (0 when none). */

@@ -1,12 +1,17 @@
-import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
-import { HotHistogram, type HotSeries } from './hot-histogram.js';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { GATEWAY_ERROR_CODES, METRIC_PREFIX, METRICS, type GatewayErrorCode } from './metric-names.js';
 
 // Buckets from 100 µs to 10 s: an RSA signature is ~0.2 ms, a gateway round trip tens of milliseconds,
 // a stuck upstream seconds. Sub-millisecond resolution is what shows the sidecar's own cost.
-const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const LATENCY_BUCKETS = [
+  0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+];
 
-const UNLINTABLE_DEFAULT_METRICS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+const UNLINTABLE_DEFAULT_METRICS = [
+  'nodejs_active_handles_total',
+  'nodejs_active_requests_total',
+  'nodejs_active_resources_total',
+];
 
 export type TokenGrant = 'password' | 'refresh_token';
 export type TokenCallOutcome = 'success' | 'rejected' | 'error';
@@ -32,15 +37,17 @@ export class SidecarMetrics {
     help: 'Client requests answered, by route, status class and outcome code (ok, sidecar.* or gateway code).',
     labelNames: ['route', 'status_class', 'code'] as const,
     registers: [this.registry],
-    // Counted on the request path in plain numbers, added to the counter when it is read.
-    collect: (): void => this.flushRequestCounts(),
   });
-  /** route -> status -> code -> answers not yet added to the counter. */
-  private readonly pendingRequests = new Map<string, Map<number, Map<string, PendingCount>>>();
   private readonly gatewayErrors = new Counter({
     name: METRICS.gatewayErrors,
     help: 'Gateway error answers by gateway code (403 counted as ip.forbidden, unknown codes as other).',
     labelNames: ['code'] as const,
+    registers: [this.registry],
+  });
+  // Without labels, exported at zero from the start: increase() sees the first mismatch.
+  private readonly answerMismatches = new Counter({
+    name: METRICS.answerMismatches,
+    help: "Gateway answers refused because a correlation field differed from the request's (each also an outcome_unknown).",
     registers: [this.registry],
   });
   private readonly tokenRequests = new Counter({
@@ -57,18 +64,19 @@ export class SidecarMetrics {
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
-  private readonly signing = new HotHistogram<never>({
+  // Without labels, prom-client exports this one at zero from the start.
+  private readonly signing = new Histogram({
     name: METRICS.signingDuration,
     help: 'Time to compute one RSA signature.',
-    labelNames: [],
     buckets: LATENCY_BUCKETS,
-    registry: this.registry,
-  }).series({});
+    registers: [this.registry],
+  });
   private readonly gatewayLatency = this.histogram(METRICS.gatewayDuration, 'One gateway round trip (one attempt).');
-  private readonly requestLatency = this.histogram(METRICS.requestDuration, 'Whole client request through the sidecar.');
+  private readonly requestLatency = this.histogram(
+    METRICS.requestDuration,
+    'Whole client request through the sidecar.',
+  );
   private readonly skew = this.gauge(METRICS.clockSkew, 'Gateway Date header minus local clock, in seconds.');
-  private readonly requestLatencySeries = new Map<string, HotSeries>();
-  private readonly gatewayLatencySeries = new Map<string, HotSeries>();
   private live: LiveState = { isReady: () => false, inFlight: () => 0 };
   // Both are read from the live state at scrape time: they can never lag behind what /readyz and the server
   // see, and the hot path pays nothing to keep them.
@@ -111,17 +119,26 @@ export class SidecarMetrics {
    * over a series that appears at 1 is 0, so a single outcome_unknown would otherwise never alert.
    */
   initRoutes(routes: readonly string[]): void {
-    const alerted = ['sidecar.upstream.outcome_unknown', 'sidecar.upstream.unreachable', 'sidecar.token.unavailable', 'sidecar.internal'];
+    const alerted = [
+      'sidecar.upstream.outcome_unknown',
+      'sidecar.upstream.unreachable',
+      'sidecar.token.unavailable',
+      'sidecar.internal',
+    ];
     for (const route of routes) for (const code of alerted) this.requests.inc({ route, status_class: '5xx', code }, 0);
   }
 
   requestDone(route: string, status: number, code: string, seconds: number): void {
-    this.pendingCount(route, status, code).count++;
-    this.routeSeries(this.requestLatencySeries, this.requestLatency, route).observe(seconds);
+    this.requests.inc({ route, status_class: `${Math.floor(status / 100)}xx`, code });
+    this.requestLatency.observe({ route }, seconds);
   }
 
   gatewayError(code: GatewayErrorCode): void {
     this.gatewayErrors.inc({ code });
+  }
+
+  answerMismatch(): void {
+    this.answerMismatches.inc();
   }
 
   tokenCall(grant: TokenGrant, outcome: TokenCallOutcome): void {
@@ -142,43 +159,7 @@ export class SidecarMetrics {
   }
 
   gatewayRoundTrip(route: string, seconds: number): void {
-    this.routeSeries(this.gatewayLatencySeries, this.gatewayLatency, route).observe(seconds);
-  }
-
-  // Routes and codes come from small fixed sets (the configured routes, the error catalogue), so these maps
-  // stay small; the lookups reuse the caller's strings and allocate nothing once a series exists.
-  private routeSeries(cache: Map<string, HotSeries>, histogram: HotHistogram<'route'>, route: string): HotSeries {
-    let series = cache.get(route);
-    if (series === undefined) {
-      series = histogram.series({ route });
-      cache.set(route, series);
-    }
-    return series;
-  }
-
-  private pendingCount(route: string, status: number, code: string): PendingCount {
-    let byStatus = this.pendingRequests.get(route);
-    if (byStatus === undefined) this.pendingRequests.set(route, (byStatus = new Map<number, Map<string, PendingCount>>()));
-    let byCode = byStatus.get(status);
-    if (byCode === undefined) byStatus.set(status, (byCode = new Map<string, PendingCount>()));
-    let pending = byCode.get(code);
-    if (pending === undefined) {
-      pending = { labels: { route, status_class: `${Math.floor(status / 100)}xx`, code }, count: 0 };
-      byCode.set(code, pending);
-    }
-    return pending;
-  }
-
-  private flushRequestCounts(): void {
-    for (const byStatus of this.pendingRequests.values()) {
-      for (const byCode of byStatus.values()) {
-        for (const pending of byCode.values()) {
-          if (pending.count === 0) continue;
-          this.requests.inc(pending.labels, pending.count);
-          pending.count = 0;
-        }
-      }
-    }
+    this.gatewayLatency.observe({ route }, seconds);
   }
 
   clockSkew(seconds: number): void {
@@ -193,12 +174,14 @@ export class SidecarMetrics {
     return new Gauge({ name, help, registers: [this.registry] });
   }
 
-  private histogram(name: string, help: string): HotHistogram<'route'> {
-    return new HotHistogram({ name, help, labelNames: ['route'] as const, buckets: LATENCY_BUCKETS, registry: this.registry });
+  /** A per-route latency histogram; a route's series appears with its first observation. */
+  private histogram(name: string, help: string): Histogram<'route'> {
+    return new Histogram({
+      name,
+      help,
+      labelNames: ['route'] as const,
+      buckets: LATENCY_BUCKETS,
+      registers: [this.registry],
+    });
   }
-}
-
-interface PendingCount {
-  readonly labels: { readonly route: string; readonly status_class: string; readonly code: string };
-  count: number;
 }

@@ -7,6 +7,8 @@ export interface Envelope {
   readonly data: string;
   /** The body sent upstream: `{"data":"..."}` and nothing else. */
   readonly json: string;
+  /** The client's payload as parsed, for checks only: what is signed and sent is the bytes as received. */
+  readonly payload: Readonly<Record<string, unknown>>;
 }
 
 /**
@@ -23,5 +25,5 @@ export function wrapEnvelope(body: Buffer): Envelope {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw sidecarErrors.notObject();
   const data = body.toString('base64');
   // Base64 needs no JSON escaping, so the envelope is built directly.
-  return { data, json: `{"data":"${data}"}` };
+  return { data, json: `{"data":"${data}"}`, payload: value as Record<string, unknown> };
 }

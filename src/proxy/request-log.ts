@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import { writeLine, type Logger } from '../observability/log.js';
+import type { Logger } from '../observability/log.js';
 import { signingString } from '../signing/signing-string.js';
 import type { RequestId } from './request-id.js';
 import type { SignedResult } from './signed-send.js';
@@ -30,52 +30,39 @@ export interface RequestOutcome {
 }
 
 /**
- * One line per request. The payload appears only as its length and SHA-256: enough to match it against the
- * internal service's own log, never enough to read it. The line is built from a template (see requestLineMembers)
- * and written through writeLine: it is written for every request.
+ * One line per request, through the redacting logger like every other line. The payload appears only as its
+ * length and SHA-256: enough to match it against the internal service's own log, never enough to read it.
+ * Undefined fields are left out of the line.
  */
-export function logRequest(log: Logger, requestId: RequestId, route: string, durationMs: number, outcome: RequestOutcome): void {
+export function logRequest(
+  log: Logger,
+  requestId: RequestId,
+  route: string,
+  durationMs: number,
+  outcome: RequestOutcome,
+): void {
   const level = outcome.status >= 500 ? 'error' : outcome.status >= 400 ? 'warn' : 'info';
-  // The line, and the digest in it, are made only when written: at level warn, successes cost nothing here.
+  // The digest is computed only for lines that are written: at level warn, successes cost nothing here.
   if (!log.isLevelEnabled(level)) return;
-  writeLine(log, level, requestLineMembers(requestId, route, durationMs, outcome), 'request answered');
-}
-
-/**
- * The request line's fields as JSON members, exactly `JSON.stringify(fields).slice(1, -1)` for the fields event,
- * requestId, route, status, code, gatewayCode, attempts, causeCode, durationMs, payloadBytes, payloadSha256,
- * lateStatus and lateCode, in that order, with undefined ones left out. Serialising the whole object with
- * JSON.stringify cost more than anything else in the line. Only text that can hold any character is escaped on
- * every line (the gateway's code, the cause code); the request id is sanitised (RequestId), the digest is hex,
- * the route and the outcome codes come from bounded sets and are escaped once each, and numbers are integers or
- * a finite duration.
- */
-export function requestLineMembers(requestId: RequestId, route: string, durationMs: number, outcome: RequestOutcome): string {
   const { payload, late } = outcome;
-  let text = `"event":"request","requestId":"${requestId}","route":${boundedJson(route)},"status":${outcome.status},"code":${boundedJson(outcome.code)}`;
-  if (outcome.gatewayCode !== undefined) text += `,"gatewayCode":${JSON.stringify(outcome.gatewayCode)}`;
-  text += `,"attempts":${outcome.attempts}`;
-  if (outcome.causeCode !== undefined) text += `,"causeCode":${JSON.stringify(outcome.causeCode)}`;
-  // JSON has no NaN or Infinity (JSON.stringify writes null); a duration is always finite, but the line stays JSON.
-  const duration = Math.round(durationMs * 1000) / 1000;
-  text += `,"durationMs":${Number.isFinite(duration) ? duration : 'null'}`;
-  if (payload !== undefined) text += `,"payloadBytes":${payload.length},"payloadSha256":"${sha256Hex(payload)}"`;
-  if (late !== undefined) text += `,"lateStatus":${late.status},"lateCode":${boundedJson(late.code)}`;
-  return text;
-}
-
-// Routes (from the config) and outcome codes (metric labels) are bounded sets; the cap keeps a surprise from
-// growing the cache without bound.
-const BOUNDED_JSON_CACHE_LIMIT = 1_000;
-const boundedJsonCache = new Map<string, string>();
-
-function boundedJson(value: string): string {
-  let json = boundedJsonCache.get(value);
-  if (json === undefined) {
-    json = JSON.stringify(value);
-    if (boundedJsonCache.size < BOUNDED_JSON_CACHE_LIMIT) boundedJsonCache.set(value, json);
-  }
-  return json;
+  log[level](
+    {
+      event: 'request',
+      requestId,
+      route,
+      status: outcome.status,
+      code: outcome.code,
+      gatewayCode: outcome.gatewayCode,
+      attempts: outcome.attempts,
+      causeCode: outcome.causeCode,
+      durationMs: Math.round(durationMs * 1000) / 1000,
+      payloadBytes: payload?.length,
+      payloadSha256: payload === undefined ? undefined : sha256Hex(payload),
+      lateStatus: late?.status,
+      lateCode: late?.code,
+    },
+    'request answered',
+  );
 }
 
 /**

@@ -1,10 +1,14 @@
-import type { UpstreamClient } from '../config/config.js';
-
 export interface UpstreamRequest {
   /** Path and query for the request line (already prefixed with the base path). */
   readonly path: string;
   readonly headers: Record<string, string>;
   readonly body: string;
+  /**
+   * Checked on a complete answer before its connection is offered to another request. An error means the answer
+   * cannot belong to this request (a stray copy of an earlier one): the connection is destroyed and the send ends
+   * as sent_no_answer with that error.
+   */
+  readonly checkAnswer?: (response: UpstreamResponse) => UpstreamError | undefined;
 }
 
 export interface UpstreamResponse {
@@ -32,14 +36,22 @@ export interface ForwarderOptions {
   readonly keepAliveTimeoutMs?: number;
   /** Gateway answers are small JSON; a cap keeps a misbehaving upstream from exhausting memory. */
   readonly maxResponseBytes?: number;
-  /** `native` unless set: see createForwarder. */
-  readonly client?: UpstreamClient;
+}
+
+export interface Forwarder {
+  send(request: UpstreamRequest): Promise<SendOutcome>;
+  /** Waits for requests in flight, then closes. */
+  close(): Promise<void>;
+  /** Aborts requests in flight (sent_no_answer; those not yet written get not_sent) and closes. */
+  destroy(): Promise<void>;
 }
 
 export const DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
 export const DEFAULT_KEEP_ALIVE_MS = 4_000;
 /** A Keep-Alive hint is the gateway's own idle timeout: a socket is not reused this close to its end. */
 export const KEEP_ALIVE_HINT_MARGIN_MS = 1_000;
+/** The largest answer head accepted (Node's own default): a larger one is refused, not passed on. */
+export const MAX_HEAD_BYTES = 16 * 1024;
 
 /** A failure of the gateway hop, told apart by its stable `code` (logs carry the code, never the message). */
 export class UpstreamError extends Error {
@@ -52,36 +64,38 @@ export class UpstreamError extends Error {
   }
 }
 
-/** The forwarder is closing or was destroyed: nothing was sent, and retrying will not help. */
-export const forwarderClosed = (message: string): UpstreamError => new UpstreamError('ERR_FORWARDER_CLOSED', message);
-
-/** Every connection stayed busy past connectTimeoutMs: nothing was sent, and the retry loop may sign afresh. */
-export const poolTimeout = (): UpstreamError => new UpstreamError('ERR_GATEWAY_POOL_TIMEOUT', 'no gateway connection free in time');
-
-export class ResponseTimeoutError extends UpstreamError {
-  constructor(message: string) {
-    super('ERR_GATEWAY_RESPONSE_TIMEOUT', message);
-  }
-}
-
-export interface Forwarder {
-  send(request: UpstreamRequest): Promise<SendOutcome>;
-  /** Waits for requests in flight, then closes. */
-  close(): Promise<void>;
-  /** Aborts requests in flight (sent_no_answer; those not yet written get not_sent) and closes. */
-  destroy(): Promise<void>;
-}
+export const upstreamErrors = {
+  /** The forwarder is closing or was destroyed: nothing was sent, and retrying will not help. */
+  closed: (message: string) => new UpstreamError('ERR_FORWARDER_CLOSED', message),
+  /** Every connection stayed busy past connectTimeoutMs: nothing was sent, and the retry loop may sign afresh. */
+  poolTimeout: () => new UpstreamError('ERR_GATEWAY_POOL_TIMEOUT', 'no gateway connection free in time'),
+  responseTimeout: () => new UpstreamError('ERR_GATEWAY_RESPONSE_TIMEOUT', 'gateway did not answer in time'),
+  tooLarge: (limit: number) => new UpstreamError('ERR_GATEWAY_RESPONSE_TOO_LARGE', `gateway answer exceeds ${limit} bytes`),
+  answerMismatch: (field: string) =>
+    new UpstreamError('ERR_GATEWAY_ANSWER_MISMATCH', `the answer's ${field} is not the request's: a stray answer`),
+} as const;
 
 // Connection failures worth retrying within the deadline. TLS verification failures (wrong CA, name mismatch,
 // expired certificate) and undici argument errors are not: retrying only delays the answer.
 const TRANSIENT_CONNECT_CODES = new Set([
-  'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'ENETDOWN',
-  'EAI_AGAIN', 'ENOTFOUND', 'EADDRNOTAVAIL', 'ERR_GATEWAY_CONNECT_TIMEOUT', 'ERR_GATEWAY_CLOSED_CONNECTING',
-  'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EHOSTDOWN',
+  'ENETDOWN',
+  'EAI_AGAIN',
+  'ENOTFOUND',
+  'EADDRNOTAVAIL',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
 ]);
 
 export function isTransientConnectError(error: Error): boolean {
-  const code = (error as { code?: string }).code;
+  const code = errorCode(error);
   return code !== undefined && TRANSIENT_CONNECT_CODES.has(code);
 }
 
@@ -91,9 +105,15 @@ export function errorCode(error: unknown): string | undefined {
   return typeof code === 'string' ? code.slice(0, 64) : undefined;
 }
 
+/**
+ * The code a log line names for a failed exchange: the error's own, or for undici's parser errors that carry
+ * none (a malformed answer) a stable one of ours. Never undefined, so every outcome_unknown line says why.
+ */
+export function causeCode(error: Error): string {
+  return errorCode(error) ?? (error.name === 'HTTPParserError' ? 'ERR_GATEWAY_MALFORMED_ANSWER' : 'ERR_GATEWAY_UNKNOWN');
+}
+
 export function isTimeout(error: Error): boolean {
-  const code = (error as { code?: string }).code;
-  return (
-    error instanceof ResponseTimeoutError || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT'
-  );
+  const code = errorCode(error);
+  return code === 'ERR_GATEWAY_RESPONSE_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
 }

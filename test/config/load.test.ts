@@ -43,14 +43,14 @@ describe('config: refuses to start with one line naming the setting', () => {
     assert.equal(config.admin.port, 9464);
     assert.equal(config.maxBodyBytes, 1_048_576);
     assert.deepEqual(config.signedRoutes, ['/api/v2/transaction/init', '/api/v2/transfer-out/init']);
-    assert.equal(config.upstream.client, 'native');
+    assert.deepEqual(config.upstream.answerCorrelationFields, ['invoice_no']);
     assert.equal(JSON.stringify(config).includes('"pw"'), false, 'the password never serialises');
   });
-  it('takes undici as the gateway client when asked', () => {
-    assert.equal(loadConfig({ ...env, SIDECAR_UPSTREAM_CLIENT: 'undici' }).upstream.client, 'undici');
+  it('reads the answer correlation fields as a comma-separated list; empty turns the check off', () => {
+    const fields = (value: string) => loadConfig({ ...env, SIDECAR_ANSWER_CORRELATION_FIELDS: value }).upstream.answerCorrelationFields;
+    assert.deepEqual(fields('invoice_no, order_id'), ['invoice_no', 'order_id']);
+    assert.deepEqual(fields(''), []);
   });
-  it('refuses a gateway client it does not have, naming the env var', () =>
-    refuse({ SIDECAR_UPSTREAM_CLIENT: 'curl' }, 'SIDECAR_UPSTREAM_CLIENT (upstream.client)', /native.*undici/));
 
   for (const name of ['SIDECAR_BASE_URL', 'SIDECAR_ENVIRONMENT', 'SIDECAR_USERNAME', 'SIDECAR_PRIVATE_KEY_FILE']) {
     it(`refuses a missing ${name}`, () => refuse({ [name]: undefined }, name, /is required/));

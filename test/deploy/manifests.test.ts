@@ -10,7 +10,7 @@ import { allContainers, deployment, knownSettings, podSpec, resolvePort, sidecar
 import { KUSTOMIZATIONS, SIDECAR_CONTAINER, only, render } from './support/render.js';
 
 const REQUIRED = ['SIDECAR_BASE_URL', 'SIDECAR_ENVIRONMENT', 'SIDECAR_USERNAME', 'SIDECAR_PRIVATE_KEY_FILE'];
-/** Files the Secret must hold (README: `kubectl create secret generic ... --from-file=<name>=...`). */
+/** Files the Secret must hold (docs/operations.md: `kubectl create secret generic ... --from-file=<name>=...`). */
 const SECRET_FILES = { SIDECAR_PRIVATE_KEY_FILE: 'private-key.pem', SIDECAR_PASSWORD_FILE: 'password' } as const;
 const PROBES = { startupProbe: '/startupz', readinessProbe: '/readyz', livenessProbe: '/livez' } as const;
 

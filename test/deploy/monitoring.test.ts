@@ -11,7 +11,7 @@ import { scrapeLiveSidecar, type Scrape } from './support/live-sidecar.js';
 import { labelValuesSelector, literalValues, parseExposition, selectors, type Exposition } from './support/promql.js';
 import { DEPLOY_DIR, REPO_ROOT, SIDECAR_CONTAINER, only, render } from './support/render.js';
 
-/** README sections the alerts link to (README.md, "Runbook: ..." headings). */
+/** Sections of docs/operations.md the alerts link to ("Runbook: ..." headings). */
 export const RUNBOOK_ANCHORS = [
   'runbook-signature-verification-failures',
   'runbook-nonce-replays',
@@ -20,6 +20,7 @@ export const RUNBOOK_ANCHORS = [
   'runbook-token-failures',
   'runbook-sidecar-not-ready',
   'runbook-gateway-latency',
+  'runbook-answer-mismatches',
 ] as const;
 /** Labels that Prometheus (PodMonitor relabelling) adds to every scraped series. */
 const TARGET_LABELS = new Set(['namespace', 'pod', 'container', 'job', 'instance', 'endpoint']);
@@ -101,6 +102,12 @@ describe('PrometheusRule', () => {
         alert_rule_test: [quiet('SigningSidecarOutcomeUnknown')],
       },
       {
+        // One stray answer refused after a quiet start: the counter is exported at zero from the start.
+        interval: '1m',
+        input_series: [{ series: `signing_sidecar_answer_mismatches_total{${pod}}`, values: '0x5 1x10' }],
+        alert_rule_test: [firing('SigningSidecarAnswerMismatch', '1')],
+      },
+      {
         // Gateway 3 s behind the local clock (our timestamps look 3 s ahead; the gateway refuses at 5 s).
         interval: '1m',
         input_series: [{ series: `signing_sidecar_gateway_clock_skew_seconds{${pod}}`, values: '-3x15' }],
@@ -143,15 +150,16 @@ describe('PrometheusRule', () => {
       assert.ok(rule.alert, 'alerting rules only');
       assert.ok(['critical', 'warning'].includes(rule.labels?.severity ?? ''), `${rule.alert}: severity`);
       assert.ok(rule.annotations?.summary && rule.annotations.description, `${rule.alert}: summary and description`);
-      const anchor = /^README\.md#(.+)$/.exec(rule.annotations.runbook_url ?? '')?.[1];
+      const anchor = /^docs\/operations\.md#(.+)$/.exec(rule.annotations.runbook_url ?? '')?.[1];
       assert.ok(anchor && (RUNBOOK_ANCHORS as readonly string[]).includes(anchor), `${rule.alert}: runbook_url ${rule.annotations.runbook_url}`);
     }
   });
 
-  test('the README has every runbook section the alerts link to', () => {
-    const readme = existsSync(`${REPO_ROOT}README.md`) ? readFileSync(`${REPO_ROOT}README.md`, 'utf8') : '';
+  test('docs/operations.md has every runbook section the alerts link to', () => {
+    const file = `${REPO_ROOT}docs/operations.md`;
+    const readme = existsSync(file) ? readFileSync(file, 'utf8') : '';
     const anchors = new Set([...readme.matchAll(/^#{1,6}\s+(.+)$/gm)].map(([, h = '']) => githubAnchor(h)));
-    for (const anchor of RUNBOOK_ANCHORS) assert.ok(anchors.has(anchor), `README.md has no heading for #${anchor}`);
+    for (const anchor of RUNBOOK_ANCHORS) assert.ok(anchors.has(anchor), `docs/operations.md has no heading for #${anchor}`);
   });
 
   test('every alert expression selects series the sidecar exports', () => {

@@ -1,109 +1,179 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, it } from 'node:test';
-import { createHash } from 'node:crypto';
-import { createLogger, isoTimeAt, writeLine } from '../../src/observability/log.js';
+import type { LogLevel } from '../../src/config/config.js';
+import { createLogger } from '../../src/observability/log.js';
 import { requestId } from '../../src/proxy/request-id.js';
-import { requestLineMembers, type RequestOutcome } from '../../src/proxy/request-log.js';
+import { logRequest, type RequestOutcome } from '../../src/proxy/request-log.js';
 
-function capture(): { lines: string[]; write(line: string): void } {
-  const lines: string[] = [];
-  return { lines, write: (line: string) => void lines.push(line) };
+type Line = Record<string, unknown>;
+
+/** A logger whose every line is kept, parsed, as a log shipper would read it. */
+function capturedLogger(level: LogLevel = 'info') {
+  const text: string[] = [];
+  const log = createLogger(level, { write: (line: string) => void text.push(line) });
+  return { log, text, lines: (): Line[] => text.map((l) => JSON.parse(l) as Line) };
 }
 
-const sameTime = (line: string): string => line.replace(/"time":"[^"]*"/, '"time":"T"');
+const DEPOSIT = '/api/v2/transaction/init';
 
-describe('writeLine', () => {
-  // The fields object the request line stood for before it was built from a template: pino must write the same.
-  function requestFields(id: string, route: string, durationMs: number, outcome: RequestOutcome): Record<string, unknown> {
-    return {
-      event: 'request',
-      requestId: id,
-      route,
-      status: outcome.status,
-      code: outcome.code,
-      gatewayCode: outcome.gatewayCode,
-      attempts: outcome.attempts,
-      causeCode: outcome.causeCode,
-      durationMs: Math.round(durationMs * 1000) / 1000,
-      payloadBytes: outcome.payload?.length,
-      payloadSha256: outcome.payload ? createHash('sha256').update(outcome.payload).digest('hex') : undefined,
-      lateStatus: outcome.late?.status,
-      lateCode: outcome.late?.code,
+describe('request log line', () => {
+  it('carries the outcome fields, leaves undefined ones out, and says "request answered"', () => {
+    const { log, text, lines } = capturedLogger();
+    const payload = Buffer.from('{"amount":"1.00"}');
+    logRequest(log, requestId('client-id:1.a_b-c'), DEPOSIT, 1.2345678, {
+      status: 201,
+      code: 'ok',
+      attempts: 1,
+      payload,
+    });
+    const [line] = lines();
+    assert.deepEqual(
+      { ...line, time: 'T' },
+      {
+        level: 30,
+        time: 'T',
+        service: 'signing-sidecar',
+        event: 'request',
+        requestId: 'client-id:1.a_b-c',
+        route: DEPOSIT,
+        status: 201,
+        code: 'ok',
+        attempts: 1,
+        durationMs: 1.235,
+        payloadBytes: payload.length,
+        payloadSha256: createHash('sha256').update(payload).digest('hex'),
+        msg: 'request answered',
+      },
+    );
+    assert.match(text[0] ?? '', /\n$/, 'one line per request');
+  });
+
+  it('logs successes at info, client errors at warn and server errors at error, with every code kept', () => {
+    const { log, lines } = capturedLogger();
+    const id = requestId(undefined);
+    const gatewayCode = 'bad "code" \\ \n \u0001 é \u2028';
+    logRequest(log, id, DEPOSIT, 0, { status: 401, code: 'other', gatewayCode, attempts: 2, payload: Buffer.alloc(0) });
+    const late = { status: 201, code: 'ok' };
+    const unknown: RequestOutcome = {
+      status: 504,
+      code: 'sidecar.upstream.outcome_unknown',
+      attempts: 1,
+      causeCode: 'ECONNRESET',
+      late,
     };
+    logRequest(log, id, DEPOSIT, 30_000.0004, unknown);
+    const [warn, error] = lines();
+    assert.equal(warn?.level, 40);
+    assert.equal(warn?.gatewayCode, gatewayCode, 'unbounded gateway text survives the JSON line intact');
+    assert.equal(warn?.payloadBytes, 0);
+    assert.equal(error?.level, 50);
+    assert.deepEqual(
+      [error?.causeCode, error?.lateStatus, error?.lateCode, error?.durationMs],
+      ['ECONNRESET', 201, 'ok', 30_000],
+    );
+    assert.equal(error !== undefined && 'payloadSha256' in error, false);
+  });
+
+  it('writes nothing (and hashes nothing) below the configured level', () => {
+    const { log, text } = capturedLogger('warn');
+    logRequest(log, requestId(undefined), DEPOSIT, 1, {
+      status: 200,
+      code: 'ok',
+      attempts: 1,
+      payload: Buffer.from('{}'),
+    });
+    assert.deepEqual(text, []);
+  });
+});
+
+describe('every line', () => {
+  it('has the service, the level and an ISO 8601 time', () => {
+    const { log, lines } = capturedLogger('trace');
+    const before = Date.now();
+    log.trace({ event: 'x' }, 'm');
+    const [line] = lines();
+    assert.equal(line?.service, 'signing-sidecar');
+    assert.equal(line?.level, 10);
+    const time = String(line?.time);
+    assert.match(time, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    assert.ok(Math.abs(Date.parse(time) - before) < 5_000);
+  });
+
+  it('censors secrets at every level, at the top, one level down, under headers and in bindings', () => {
+    const { log, text } = capturedLogger('trace');
+    const secret = (name: string): string => `SECRET-${name}-value`;
+    const fields = {
+      password: secret('password'),
+      authorization: secret('authorization'),
+      access_token: secret('access'),
+      refresh_token: secret('refresh'),
+      data: secret('data'),
+      signature: secret('signature'),
+      body: { password: secret('body-password'), access_token: secret('body-access'), data: secret('body-data') },
+      headers: { authorization: secret('header-auth'), 'x-signature': secret('header-sig') },
+      request: { headers: { authorization: secret('nested-auth'), 'x-signature': secret('nested-sig') } },
+    };
+    for (const level of ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const)
+      log[level](fields, 'with secrets');
+    const child = log.child({ headers: { authorization: secret('binding-auth') } });
+    child.info({ event: 'x' }, 'bound');
+    logRequest(child, requestId(undefined), DEPOSIT, 1, { status: 200, code: 'ok', attempts: 1 });
+    assert.equal(text.length, 8);
+    for (const line of text) {
+      assert.equal(line.includes('SECRET-'), false, line);
+      assert.ok(line.includes('[redacted]'), line);
+    }
+  });
+});
+
+const LOG_MODULE = pathToFileURL(fileURLToPath(new URL('../../src/observability/log.ts', import.meta.url))).href;
+
+/** Runs `body` (ES module text, with `createLogger` imported) in a child process whose stdout is the logger's. */
+async function runLogging(body: string, options: { closeStdout: boolean }) {
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-log-'));
+  const child = join(dir, 'child.mts');
+  await writeFile(child, `import { createLogger } from ${JSON.stringify(LOG_MODULE)};\n${body}`);
+  try {
+    const proc = spawn(process.execPath, ['--import', 'tsx', child], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // With the reader gone, every write to stdout fails with EPIPE.
+    if (options.closeStdout) proc.stdout.destroy();
+    let stdout = '';
+    let stderr = '';
+    proc.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
+    proc.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+    // 'close' comes after both pipes have been read to their end, not only after the exit.
+    const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+      proc.on('close', (c, s) => resolve([c, s])),
+    );
+    return { code, signal, stdout, stderr };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
   }
-
-  const outcomes: { route: string; durationMs: number; outcome: RequestOutcome }[] = [
-    { route: '/api/v2/transaction/init', durationMs: 1.2345678, outcome: { status: 201, code: 'ok', attempts: 1, payload: Buffer.from('{"amount":"1.00"}') } },
-    // A gateway's own code is unbounded text: quotes, backslashes, control and non-ASCII characters.
-    {
-      route: '/api/v2/transaction/init',
-      durationMs: 0,
-      outcome: { status: 401, code: 'FAILED', gatewayCode: 'bad "code" \\ \n \u0001 é \u2028', attempts: 2, payload: Buffer.alloc(0) },
-    },
-    { route: '(unmatched)', durationMs: 1e-7, outcome: { status: 404, code: 'sidecar.route_not_found', attempts: 0 } },
-    {
-      route: '/api/v2/p"a\\th',
-      durationMs: 30_000.0004,
-      outcome: { status: 504, code: 'sidecar.upstream.outcome_unknown', attempts: 1, causeCode: 'ERR_GATEWAY_CLOSED', late: { status: 201, code: 'o"k' } },
-    },
-  ];
-
-  it('writes byte for byte the line pino writes for the same request fields, at every level and outcome', () => {
-    const out = capture();
-    const log = createLogger('info', out);
-    for (const { route, durationMs, outcome } of outcomes) {
-      for (const level of ['info', 'warn', 'error'] as const) {
-        const id = requestId(level === 'info' ? 'client-id:1.a_b-c' : undefined);
-        log[level](requestFields(id, route, durationMs, outcome), 'request answered');
-        writeLine(log, level, requestLineMembers(id, route, durationMs, outcome), 'request answered');
-      }
-    }
-    assert.equal(out.lines.length, outcomes.length * 6);
-    for (let i = 0; i < out.lines.length; i += 2) assert.equal(sameTime(out.lines[i + 1]!), sameTime(out.lines[i]!));
-    // Not vacuous: the lines carry the framing and the fields, and leave undefined ones out.
-    const parsed = JSON.parse(out.lines[7]!) as Record<string, unknown>;
-    assert.equal(parsed.level, 30);
-    assert.equal(parsed.service, 'signing-sidecar');
-    assert.equal(parsed.gatewayCode, outcomes[1]!.outcome.gatewayCode);
-    assert.equal(parsed.payloadBytes, 0);
-    assert.equal(parsed.msg, 'request answered');
-    assert.equal('causeCode' in parsed, false);
-    assert.match(out.lines[1]!, /\n$/);
-  });
-
-  it('escapes the message of each line it writes, when the message changes', () => {
-    const out = capture();
-    const log = createLogger('info', out);
-    for (const message of ['first', 'a "quoted"\nmessage', 'first']) {
-      log.info({ a: 1 }, message);
-      writeLine(log, 'info', '"a":1', message);
-    }
-    for (let i = 0; i < out.lines.length; i += 2) assert.equal(sameTime(out.lines[i + 1]!), sameTime(out.lines[i]!));
-  });
-});
-
-describe('isoTimeAt', () => {
-  it("writes pino's isoTime text for every millisecond, across second boundaries and clock steps back", () => {
-    const start = Date.UTC(2026, 10, 21, 23, 59, 58, 990);
-    const instants = [...Array.from({ length: 2_100 }, (_, i) => start + i), start + 5, start - 86_400_000, start + 1_000, 0, 999, 1_000];
-    for (const ms of instants) assert.equal(isoTimeAt(ms), `,"time":"${new Date(ms).toISOString()}"`, String(ms));
-  });
-});
+}
 
 describe('stdout logging', () => {
-  it('keeps memory flat when the log reader goes away (EPIPE): lines are dropped, not queued', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'sidecar-epipe-'));
-    const child = join(dir, 'child.mts');
-    const logModule = pathToFileURL(fileURLToPath(new URL('../../src/observability/log.ts', import.meta.url))).href;
-    await writeFile(
-      child,
-      `import { createLogger } from ${JSON.stringify(logModule)};
-const log = createLogger('info');
+  it('has a line on stdout as soon as the call returns: a SIGKILL right after it loses nothing', async () => {
+    const result = await runLogging(
+      `const log = createLogger('info');
+await new Promise((r) => setTimeout(r, 100));
+log.info({ event: 'request', requestId: 'last-words' }, 'request answered');
+process.kill(process.pid, 'SIGKILL');
+`,
+      { closeStdout: false },
+    );
+    assert.equal(result.signal, 'SIGKILL', result.stderr);
+    assert.match(result.stdout, /"requestId":"last-words".*"msg":"request answered"/);
+  });
+
+  it('keeps memory flat and the process alive when the log reader goes away (EPIPE): lines are dropped, not queued', async () => {
+    const result = await runLogging(
+      `const log = createLogger('info');
 const used = () => { const m = process.memoryUsage(); return m.arrayBuffers + m.heapUsed; };
 await new Promise((r) => setTimeout(r, 200)); // the parent has closed the reading end by now
 const before = used();
@@ -119,20 +189,12 @@ await new Promise((r) => setTimeout(r, 300));
 process.stderr.write(JSON.stringify({ lines: n, grownMb: (used() - before) / 1e6 }) + '\\n');
 process.exit(0);
 `,
+      { closeStdout: true },
     );
-    try {
-      const proc = spawn(process.execPath, ['--import', 'tsx', child], { stdio: ['ignore', 'pipe', 'pipe'] });
-      proc.stdout.destroy(); // the reader goes away: every write to stdout now fails with EPIPE
-      let stderr = '';
-      proc.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-      const code = await new Promise<number | null>((resolve) => proc.on('exit', resolve));
-      assert.equal(code, 0, stderr);
-      const report = JSON.parse(stderr.trim().split('\n').at(-1) ?? '{}') as { lines: number; grownMb: number };
-      assert.equal(report.lines, 200_000);
-      // 200,000 lines of about 400 bytes: about 80 MB if they were kept.
-      assert.ok(report.grownMb < 20, `memory grew by ${report.grownMb.toFixed(1)} MB`);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    assert.equal(result.code, 0, result.stderr);
+    const report = JSON.parse(result.stderr.trim().split('\n').at(-1) ?? '{}') as { lines: number; grownMb: number };
+    assert.equal(report.lines, 200_000);
+    // 200,000 lines of about 400 bytes: about 80 MB if they were kept.
+    assert.ok(report.grownMb < 20, `memory grew by ${report.grownMb.toFixed(1)} MB`);
   });
 });

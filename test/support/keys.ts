@@ -1,8 +1,8 @@
 import { generateKeyPair } from 'node:crypto';
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { scratchDir } from './scratch.js';
 
 const generate = promisify(generateKeyPair);
 
@@ -14,9 +14,9 @@ export interface TestKeys {
   readonly publicKeyFile: string;
 }
 
-/** A fresh RSA key pair written to a temp folder (PKCS#8 private key, SPKI public key). */
+/** A fresh RSA key pair written to a scratch folder (PKCS#8 private key, SPKI public key). */
 export async function makeKeys(bits = 2048, format: 'pkcs8' | 'pkcs1' = 'pkcs8'): Promise<TestKeys> {
-  const dir = await mkdtemp(join(tmpdir(), 'sidecar-keys-'));
+  const dir = scratchDir('sidecar-keys-');
   const { privateKey, publicKey } = await generate('rsa', {
     modulusLength: bits,
     publicKeyEncoding: { type: 'spki', format: 'pem' },

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
-import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { chmod, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { keyPermissions } from '../../src/tools/key-permissions.js';
+import { scratchDir } from '../support/scratch.js';
 
 describe('check: key file permissions', () => {
   const file = async (mode: number) => {
-    const path = join(await mkdtemp(join(tmpdir(), 'key-perm-')), 'key.pem');
+    const path = join(scratchDir('key-perm-'), 'key.pem');
     await writeFile(path, 'x');
     await chmod(path, mode);
     return path;

@@ -4,7 +4,8 @@ import { after, before, describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseBaseAddress } from '../../src/config/base-url.js';
 import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
-import { createForwarder, type Forwarder, type ForwarderOptions } from '../../src/upstream/forwarder.js';
+import { answerCorrelation } from '../../src/proxy/answer-correlation.js';
+import { createForwarder, errorCode, upstreamErrors, type Forwarder, type ForwarderOptions } from '../../src/upstream/forwarder.js';
 import { makeKeys } from '../support/keys.js';
 
 const BASE_OPTIONS = { ca: undefined, connectTimeoutMs: 2_000, responseTimeoutMs: 2_000, connections: 2 };
@@ -39,21 +40,20 @@ async function tcpServer(t: TestContext, onSocket: (socket: Socket) => void): Pr
   return { url: `http://127.0.0.1:${port}`, accepted: () => accepted, close };
 }
 
-// The same contract for both clients: the native one (the default) and undici (the fallback setting).
-for (const client of ['native', 'undici'] as const) describe(`forwarder (${client}): did any byte leave?`, () => {
+/** A forwarder destroyed when the test ends, pass or fail. */
+function forwarderFor(t: TestContext, url: string, options: Partial<ForwarderOptions> = {}): Forwarder {
+  const forwarder = createForwarder(parseBaseAddress(url), { ...BASE_OPTIONS, ...options });
+  t.after(() => forwarder.destroy());
+  return forwarder;
+}
+
+describe('forwarder: did any byte leave?', () => {
   let sim: RunningSimulator;
   before(async () => {
     const keys = await makeKeys();
     sim = await startSimulator({ tls: true, accounts: [{ username: 'u@example.com', password: 'pw', publicKeyPem: keys.publicKeyPem }] });
   });
   after(() => sim.close());
-
-  /** A forwarder destroyed when the test ends, pass or fail. */
-  function forwarderFor(t: TestContext, url: string, options: Partial<ForwarderOptions> = {}): Forwarder {
-    const forwarder = createForwarder(parseBaseAddress(url), { ...BASE_OPTIONS, client, ...options });
-    t.after(() => forwarder.destroy());
-    return forwarder;
-  }
 
   it('refused connection: not sent, transient (worth retrying)', async (t) => {
     const gateway = await tcpServer(t, () => undefined);
@@ -176,5 +176,118 @@ for (const client of ['native', 'undici'] as const) describe(`forwarder (${clien
     await sleep(600);
     assert.equal((await forwarder.send(REQUEST)).kind, 'response');
     assert.equal(gateway.accepted(), 2, 'a new connection after the idle limit, whatever the hint');
+  });
+});
+
+/** Answers every request on a socket with `answer`, written at once. */
+const answering = (answer: string) => (socket: Socket) => socket.on('data', () => socket.write(answer));
+const OK = 'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\n\r\n{"ok":true}';
+// Malformed answers must be refused at once: a response timeout far beyond the test's own limit proves it.
+const PATIENT = { responseTimeoutMs: 60_000 };
+const QUICK = { timeout: 10_000 };
+
+describe('forwarder: answers undici must read as the hand-written client did', () => {
+  for (const [what, interim] of [
+    ['an unsolicited 100 Continue', 'HTTP/1.1 100 Continue\r\n\r\n'],
+    ['two 100 Continue heads', 'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 100 Continue\r\nx-a: 1\r\n\r\n'],
+    ['103 Early Hints', 'HTTP/1.1 103 Early Hints\r\nlink: </style.css>\r\n\r\n'],
+  ] as const) {
+    it(`${what} before the final answer is skipped: the final status, headers and body come back`, QUICK, async (t) => {
+      const gateway = await tcpServer(t, answering(interim + OK));
+      const forwarder = forwarderFor(t, gateway.url, PATIENT);
+      const outcome = await forwarder.send(REQUEST);
+      assert.equal(outcome.kind, 'response');
+      if (outcome.kind !== 'response') return;
+      assert.equal(outcome.response.status, 200);
+      assert.equal(outcome.response.body.toString(), '{"ok":true}');
+      assert.equal(outcome.response.headers.link, undefined, "the interim head's fields are not the answer's");
+      assert.equal((await forwarder.send(REQUEST)).kind, 'response', 'the connection stays usable');
+      assert.equal(gateway.accepted(), 1);
+    });
+  }
+
+  it('a 100 Continue split across packets, byte by byte, is skipped as well', QUICK, async (t) => {
+    const gateway = await tcpServer(t, (socket) =>
+      socket.on('data', () => {
+        const bytes = Buffer.from('HTTP/1.1 100 Continue\r\n\r\n' + OK);
+        bytes.forEach((byte, i) => setTimeout(() => socket.write(Buffer.of(byte)), i));
+      }),
+    );
+    const outcome = await forwarderFor(t, gateway.url, PATIENT).send(REQUEST);
+    assert.equal(outcome.kind === 'response' && outcome.response.status, 200);
+  });
+
+  it('a gateway head over 16 KiB is refused: sent, no answer, with a cause code (never passed on)', QUICK, async (t) => {
+    const gateway = await tcpServer(t, answering(`HTTP/1.1 200 OK\r\nx-big: ${'a'.repeat(17_000)}\r\ncontent-length: 2\r\n\r\n{}`));
+    const outcome = await forwarderFor(t, gateway.url, PATIENT).send(REQUEST);
+    assert.equal(outcome.kind, 'sent_no_answer');
+    assert.equal(errorCode(outcome.kind === 'sent_no_answer' ? outcome.error : undefined), 'UND_ERR_HEADERS_OVERFLOW');
+  });
+
+  it('a head just under 16 KiB is accepted', QUICK, async (t) => {
+    const gateway = await tcpServer(t, answering(`HTTP/1.1 200 OK\r\nx-big: ${'a'.repeat(15_000)}\r\ncontent-length: 2\r\n\r\n{}`));
+    const outcome = await forwarderFor(t, gateway.url, PATIENT).send(REQUEST);
+    assert.equal(outcome.kind, 'response');
+  });
+
+  for (const [what, answer, code] of [
+    ['bare LF line ends', 'HTTP/1.1 200 OK\ncontent-length: 2\n\n{}', 'ERR_GATEWAY_MALFORMED_ANSWER'],
+    ['a 100 Continue with bare LF line ends', 'HTTP/1.1 100 Continue\n\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}', undefined],
+    ['garbage instead of a status line', 'garbage garbage\r\n\r\n', undefined],
+    ['a bad chunk size', 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n', undefined],
+    ['a malformed status code', 'HTTP/1.1 2OO OK\r\ncontent-length: 2\r\n\r\n{}', undefined],
+  ] as const) {
+    it(`${what}: refused at once as sent, no answer, with a cause code`, QUICK, async (t) => {
+      const gateway = await tcpServer(t, answering(answer));
+      const outcome = await forwarderFor(t, gateway.url, PATIENT).send(REQUEST);
+      assert.equal(outcome.kind, 'sent_no_answer');
+      if (outcome.kind !== 'sent_no_answer') return;
+      assert.equal(outcome.timedOut, false);
+      const cause = errorCode(outcome.error);
+      assert.ok(cause !== undefined && cause !== '', 'a cause code for the log line');
+      if (code !== undefined) assert.equal(cause, code);
+    });
+  }
+
+  it('an answer its request rejects (checkAnswer): sent, no answer, and that connection is destroyed', QUICK, async (t) => {
+    const gateway = await tcpServer(t, answering(OK));
+    const forwarder = forwarderFor(t, gateway.url);
+    const rejected = await forwarder.send({ ...REQUEST, checkAnswer: () => upstreamErrors.answerMismatch('invoice_no') });
+    assert.equal(rejected.kind, 'sent_no_answer');
+    assert.equal(errorCode(rejected.kind === 'sent_no_answer' ? rejected.error : undefined), 'ERR_GATEWAY_ANSWER_MISMATCH');
+    assert.equal((await forwarder.send(REQUEST)).kind, 'response');
+    assert.equal(gateway.accepted(), 2, 'the next request went on a new connection');
+  });
+});
+
+describe('forwarder + answer correlation: an answer is never handed to the wrong payment', () => {
+  it('a gateway writing a stray second copy of each answer (Nagle on): 0 wrong answers in 200 payments', { timeout: 60_000 }, async (t) => {
+    // The stray copy sits in the gateway's kernel until the next request's ACK, then arrives as that
+    // request's answer. Each answer echoes the invoice_no of the request it was written for.
+    const gateway = await tcpServer(t, (socket) => {
+      socket.setNoDelay(false);
+      socket.on('data', (chunk: Buffer) => {
+        const invoice = /"invoice_no":"([^"]+)"/.exec(chunk.toString('latin1'))?.[1] ?? 'none';
+        const body = JSON.stringify({ invoice_no: invoice, transaction_link: `https://pay.example/${invoice}` });
+        const answer = `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`;
+        socket.write(answer);
+        setTimeout(() => socket.writable && socket.write(answer), 3);
+      });
+    });
+    const forwarder = forwarderFor(t, gateway.url, { connections: 1 });
+    let wrong = 0;
+    let refused = 0;
+    for (let i = 0; i < 200; i++) {
+      const payload = { invoice_no: `INV-${i}`, amount: '10.00' };
+      const body = JSON.stringify(payload);
+      const outcome = await forwarder.send({ ...REQUEST, body, checkAnswer: answerCorrelation(['invoice_no'], payload) });
+      if (outcome.kind === 'response') {
+        const answered = JSON.parse(outcome.response.body.toString()) as { invoice_no: string };
+        if (answered.invoice_no !== payload.invoice_no) wrong++;
+      } else refused++;
+    }
+    t.diagnostic(`stray answers refused as outcome_unknown: ${refused} of 200`);
+    assert.equal(wrong, 0, 'no payment got another payment\'s answer');
+    assert.ok(refused < 200, 'payments still get their own answers');
   });
 });

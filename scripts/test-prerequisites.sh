@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The first step of `npm test`: the suite uses real parts (Prometheus scraping the metrics, promtool checking the
+# rules, openssl verifying signatures on its own, curl as a client, kubectl rendering the manifests). Run as root
+# with apt-get, it installs the missing Debian packages; otherwise it stops at once, naming them.
+set -euo pipefail
+
+declare -A package_of=([prometheus]=prometheus [promtool]=prometheus [openssl]=openssl [curl]=curl [kubectl]=kubectl)
+missing=()
+for tool in prometheus promtool openssl curl kubectl; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("${package_of[$tool]}")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && [[ ! " ${missing[*]} " =~ " kubectl " ]]; then
+  echo "npm test: installing Debian packages: ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" ca-certificates >/dev/null
+  exit 0
+fi
+echo "npm test needs these packages, missing here: ${missing[*]} (as root: apt-get install ${missing[*]})" >&2
+exit 1

@@ -1,0 +1,86 @@
+import type { Dispatcher } from 'undici';
+import {
+  causeCode,
+  isTimeout,
+  isTransientConnectError,
+  upstreamErrors,
+  UpstreamError,
+  type SendOutcome,
+  type UpstreamResponse,
+} from './outcome.js';
+
+/**
+ * One request's life in undici. It settles exactly once: with the final answer, or with whether the failure came
+ * before any byte was written. undici calls onRequestStart on a connected socket right before it writes the
+ * first byte, so "sent or not" is decided by that moment, never guessed from an error code.
+ */
+export class Exchange implements Dispatcher.DispatchHandler {
+  private started = false;
+  private status = 0;
+  private headers: Record<string, string | string[]> = {};
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly settle: (outcome: SendOutcome) => void,
+    private readonly timeoutMs: number,
+    private readonly maxBytes: number,
+  ) {}
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.started = true;
+    this.timer = setTimeout(() => controller.abort(upstreamErrors.responseTimeout()), this.timeoutMs);
+  }
+
+  onResponseStart(
+    _controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Record<string, string | string[] | undefined>,
+  ): void {
+    // RFC 9110 15.2: interim answers (103 Early Hints and the like) come before the final one and are skipped;
+    // undici hands them to the handler. An unsolicited 100 never gets here (see interim-continue.ts).
+    if (statusCode < 200) return;
+    this.status = statusCode;
+    this.headers = definedHeaders(headers);
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.size += chunk.length;
+    if (this.size > this.maxBytes) controller.abort(upstreamErrors.tooLarge(this.maxBytes));
+    else this.chunks.push(chunk);
+  }
+
+  onResponseEnd(): void {
+    const response: UpstreamResponse = {
+      status: this.status,
+      headers: this.headers,
+      body: Buffer.concat(this.chunks, this.size),
+    };
+    this.finish({ kind: 'response', response });
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    if (!this.started) this.finish({ kind: 'not_sent', error, transient: isTransientConnectError(error) });
+    else this.finish({ kind: 'sent_no_answer', error: withCauseCode(error), timedOut: isTimeout(error) });
+  }
+
+  private finish(outcome: SendOutcome): void {
+    clearTimeout(this.timer);
+    this.settle(outcome);
+  }
+}
+
+/** undici's parser errors for a malformed answer carry no code: give them one, so the log line can say why. */
+function withCauseCode(error: Error): Error {
+  return (error as { code?: unknown }).code === undefined ? new UpstreamError(causeCode(error), error.message) : error;
+}
+
+function definedHeaders(raw: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const name of Object.keys(raw)) {
+    const value = raw[name];
+    if (value !== undefined) out[name] = value;
+  }
+  return out;
+}

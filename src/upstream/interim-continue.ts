@@ -1,0 +1,105 @@
+import type { Socket } from 'node:net';
+import { Duplex } from 'node:stream';
+import { MAX_HEAD_BYTES } from './outcome.js';
+
+const CONTINUE_START = Buffer.from('HTTP/1.1 100 ', 'latin1');
+const HEAD_END = Buffer.from('\r\n\r\n', 'latin1');
+const CR = 0x0d;
+const LF = 0x0a;
+
+/**
+ * RFC 9110 15.2: a client must skip 1xx answers before the final one, even unrequested. undici hands 103 and the
+ * like to the dispatch handler, but destroys the connection on an unsolicited `100 Continue` before any handler
+ * sees it (nodejs/undici#197), which would turn an answer on its way into outcome_unknown. This wrapper sits
+ * between undici and the socket and drops a complete, CRLF-terminated `HTTP/1.1 100` head found at the start of
+ * an answer. Nothing else is read here: any other byte, and anything that only looks like a 100 head (bare LF,
+ * no end within MAX_HEAD_BYTES), goes to undici's parser (llhttp) unchanged, to be accepted or refused there.
+ */
+export class InterimContinueFilter extends Duplex {
+  /** True from the moment a request is written until the first byte of its answer that is not a 100 head. */
+  private atAnswerStart = false;
+  private held: Buffer = Buffer.alloc(0);
+
+  constructor(private readonly socket: Socket) {
+    super({ allowHalfOpen: false });
+    socket.on('data', (chunk: Buffer) => this.inbound(chunk));
+    socket.on('end', () => {
+      this.pass(this.held);
+      this.push(null);
+    });
+    socket.on('error', (error) => this.destroy(error));
+    socket.on('close', () => this.destroy());
+  }
+
+  override _write(chunk: Buffer, encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+    // undici writes a request only once the previous answer is complete (no pipelining): what comes next starts
+    // this request's answer.
+    this.atAnswerStart = true;
+    this.socket.write(chunk, encoding, callback);
+  }
+
+  override _final(callback: (error?: Error | null) => void): void {
+    this.socket.end(callback);
+  }
+
+  override _read(): void {
+    this.socket.resume();
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    this.socket.destroy(error ?? undefined);
+    callback(error);
+  }
+
+  // The socket methods undici calls on the connection it is given.
+  setKeepAlive(enable?: boolean, initialDelay?: number): this {
+    this.socket.setKeepAlive(enable, initialDelay);
+    return this;
+  }
+
+  setNoDelay(noDelay?: boolean): this {
+    this.socket.setNoDelay(noDelay);
+    return this;
+  }
+
+  ref(): this {
+    this.socket.ref();
+    return this;
+  }
+
+  unref(): this {
+    this.socket.unref();
+    return this;
+  }
+
+  private inbound(chunk: Buffer): void {
+    if (!this.atAnswerStart) return this.pass(chunk);
+    const bytes = this.held.length === 0 ? chunk : Buffer.concat([this.held, chunk]);
+    this.held = Buffer.alloc(0);
+    const decided = Math.min(bytes.length, CONTINUE_START.length);
+    const mayBeContinue = bytes.subarray(0, decided).equals(CONTINUE_START.subarray(0, decided));
+    const end = mayBeContinue ? bytes.indexOf(HEAD_END) : -1;
+    if (mayBeContinue && end === -1 && bytes.length <= MAX_HEAD_BYTES && !hasBareLf(bytes)) {
+      this.held = bytes; // wait for the rest of the head
+      return;
+    }
+    if (!mayBeContinue || end === -1 || decided < CONTINUE_START.length || hasBareLf(bytes.subarray(0, end))) {
+      this.atAnswerStart = false;
+      return this.pass(bytes);
+    }
+    const rest = bytes.subarray(end + HEAD_END.length);
+    if (rest.length > 0) this.inbound(rest); // still at the start: another interim head, or the final one
+  }
+
+  private pass(bytes: Buffer): void {
+    if (bytes.length > 0 && !this.push(bytes)) this.socket.pause();
+  }
+}
+
+/** A line end without its CR: llhttp refuses such a head at once, so it is handed over rather than held. */
+function hasBareLf(bytes: Buffer): boolean {
+  for (let i = bytes.indexOf(LF); i !== -1; i = bytes.indexOf(LF, i + 1)) {
+    if (i === 0 || bytes[i - 1] !== CR) return true;
+  }
+  return false;
+}

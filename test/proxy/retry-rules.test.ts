@@ -1,0 +1,193 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { parseBaseAddress } from '../../src/config/base-url.js';
+import { Secret } from '../../src/config/secret.js';
+import { sidecarErrors } from '../../src/errors.js';
+import { sendSigned, type SendResult, type SignedSendDeps } from '../../src/proxy/signed-send.js';
+import type { TokenSet } from '../../src/token/token-set.js';
+import { UpstreamError, type SendOutcome, type UpstreamRequest } from '../../src/upstream/forwarder.js';
+
+// DESIGN.md's retry rules as a table: each send outcome, times token state, times attempt. A fake forwarder
+// plays the outcomes in order; each row says how many copies the gateway receives and what the client gets.
+
+type Step = 'not_sent_transient' | 'not_sent_permanent' | 'sent_no_answer' | 'sent_timed_out' | 'failed_401' | 'replayed_401' | 'ok_200' | 'error_500';
+type TokenState = 'valid' | 'fetched_on_demand' | 'unavailable';
+type AfterRejection = 'fresh_token' | 'no_token';
+
+interface Row {
+  readonly steps: readonly Step[];
+  readonly token?: TokenState;
+  readonly afterRejection?: AfterRejection;
+  /** Calls to the forwarder, including those that never left. */
+  readonly sends: number;
+  readonly expect: { status: number; code?: string; retryable?: boolean; attempts: number };
+}
+
+const ROWS: Record<string, Row> = {
+  'a 200 goes back as is': { steps: ['ok_200'], sends: 1, expect: { status: 200, attempts: 1 } },
+  'a 500 goes back as is, never resent': { steps: ['error_500'], sends: 1, expect: { status: 500, attempts: 1 } },
+  'signature.nonce.replayed goes back, never resent': { steps: ['replayed_401'], sends: 1, expect: { status: 401, attempts: 1 } },
+  'not sent (transient), then 200: resent with a fresh signature': {
+    steps: ['not_sent_transient', 'ok_200'],
+    sends: 2,
+    expect: { status: 200, attempts: 1 },
+  },
+  'not sent (permanent, e.g. an untrusted certificate): unreachable at once, retryable': {
+    steps: ['not_sent_permanent'],
+    sends: 1,
+    expect: { status: 502, code: 'sidecar.upstream.unreachable', retryable: true, attempts: 0 },
+  },
+  'sent, no answer: outcome_unknown 502, never resent': {
+    steps: ['sent_no_answer'],
+    sends: 1,
+    expect: { status: 502, code: 'sidecar.upstream.outcome_unknown', retryable: false, attempts: 1 },
+  },
+  'sent, timed out: outcome_unknown 504, never resent': {
+    steps: ['sent_timed_out'],
+    sends: 1,
+    expect: { status: 504, code: 'sidecar.upstream.outcome_unknown', retryable: false, attempts: 1 },
+  },
+  '401 FAILED, fresh token, then 200: sent once more': {
+    steps: ['failed_401', 'ok_200'],
+    afterRejection: 'fresh_token',
+    sends: 2,
+    expect: { status: 200, attempts: 2 },
+  },
+  '401 FAILED twice: the second goes back, no third send': {
+    steps: ['failed_401', 'failed_401'],
+    afterRejection: 'fresh_token',
+    sends: 2,
+    expect: { status: 401, attempts: 2 },
+  },
+  '401 FAILED and no fresh token to be had: the gateway 401 goes back': {
+    steps: ['failed_401'],
+    afterRejection: 'no_token',
+    sends: 1,
+    expect: { status: 401, attempts: 1 },
+  },
+  '401 FAILED, then sent with no answer: outcome_unknown, two copies may exist': {
+    steps: ['failed_401', 'sent_no_answer'],
+    afterRejection: 'fresh_token',
+    sends: 2,
+    expect: { status: 502, code: 'sidecar.upstream.outcome_unknown', retryable: false, attempts: 2 },
+  },
+  '401 FAILED, then not sent (transient), then 200': {
+    steps: ['failed_401', 'not_sent_transient', 'ok_200'],
+    afterRejection: 'fresh_token',
+    sends: 3,
+    expect: { status: 200, attempts: 2 },
+  },
+  'not sent (transient), 401 FAILED, then 200': {
+    steps: ['not_sent_transient', 'failed_401', 'ok_200'],
+    afterRejection: 'fresh_token',
+    sends: 3,
+    expect: { status: 200, attempts: 2 },
+  },
+  'no token yet, one is fetched on demand: sent': {
+    steps: ['ok_200'],
+    token: 'fetched_on_demand',
+    sends: 1,
+    expect: { status: 200, attempts: 1 },
+  },
+  'no token to be had: token.unavailable, nothing sent': {
+    steps: [],
+    token: 'unavailable',
+    sends: 0,
+    expect: { status: 503, code: 'sidecar.token.unavailable', retryable: true, attempts: 0 },
+  },
+};
+
+function tokenSet(generation: number): TokenSet {
+  return {
+    generation,
+    accessToken: new Secret(`access-${generation}`),
+    refreshToken: new Secret(`refresh-${generation}`),
+    accessExpiresAtMs: 0,
+    refreshExpiresAtMs: 0,
+    accessDeadline: 0,
+    refreshDeadline: 0,
+  };
+}
+
+function outcomeOf(step: Step): SendOutcome {
+  const answer = (status: number, body: object): SendOutcome => ({
+    kind: 'response',
+    response: { status, headers: {}, body: Buffer.from(JSON.stringify(body)) },
+  });
+  switch (step) {
+    case 'not_sent_transient':
+      return { kind: 'not_sent', error: new UpstreamError('ECONNREFUSED', 'refused'), transient: true };
+    case 'not_sent_permanent':
+      return { kind: 'not_sent', error: new UpstreamError('UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'untrusted'), transient: false };
+    case 'sent_no_answer':
+      return { kind: 'sent_no_answer', error: new UpstreamError('ECONNRESET', 'reset'), timedOut: false };
+    case 'sent_timed_out':
+      return { kind: 'sent_no_answer', error: new UpstreamError('ERR_GATEWAY_RESPONSE_TIMEOUT', 'slow'), timedOut: true };
+    case 'failed_401':
+      return answer(401, { code: 'FAILED', message: 'token expired' });
+    case 'replayed_401':
+      return answer(401, { code: 'signature.nonce.replayed', message: 'replayed' });
+    case 'ok_200':
+      return answer(200, { transaction_link: 'https://pay.example/t/1' });
+    case 'error_500':
+      return answer(500, { message: 'oops' });
+  }
+}
+
+async function run(row: Row): Promise<{ result: SendResult; sent: UpstreamRequest[] }> {
+  const steps = [...row.steps];
+  const sent: UpstreamRequest[] = [];
+  const noop = (): void => undefined;
+  const current = tokenSet(1);
+  const deps: SignedSendDeps = {
+    base: parseBaseAddress('https://gateway.example.com'),
+    signer: { sign: (text) => Promise.resolve(Buffer.from(text).toString('base64')) },
+    tokens: {
+      usableToken: () => (row.token === undefined || row.token === 'valid' ? current : undefined),
+      token: () => (row.token === 'unavailable' ? Promise.reject(sidecarErrors.tokenUnavailable()) : Promise.resolve(current)),
+      tokenAfterRejection: (generation) =>
+        row.afterRejection === 'no_token' ? Promise.reject(sidecarErrors.tokenUnavailable()) : Promise.resolve(tokenSet(generation + 1)),
+    },
+    forwarder: {
+      send: (request) => {
+        sent.push(request);
+        const step = steps.shift();
+        assert.ok(step !== undefined, 'the sidecar sent more often than the rules allow');
+        return Promise.resolve(outcomeOf(step));
+      },
+    },
+    metrics: { signed: noop, gatewayRoundTrip: noop, gatewayError: noop, clockSkew: noop, retry: noop, answerMismatch: noop },
+    connectRetryDeadlineMs: 5_000,
+  };
+  const envelope = { data: 'e30=', json: '{"data":"e30="}' };
+  const result = await sendSigned(deps, { route: '/api/v2/transaction/init', target: { path: '/api/v2/transaction/init', query: '' }, envelope, headers: {} });
+  return { result, sent };
+}
+
+describe('retry rules (sendSigned with a fake forwarder)', () => {
+  for (const [name, row] of Object.entries(ROWS)) {
+    it(name, async () => {
+      const { result, sent } = await run(row);
+      assert.equal(sent.length, row.sends, 'calls to the forwarder');
+      assert.equal(result.attempts, row.expect.attempts, 'copies that reached (or may have reached) the gateway');
+      if (result.kind === 'answered') {
+        assert.equal(row.expect.code, undefined, `expected ${row.expect.code ?? ''}, got the gateway's answer`);
+        assert.equal(result.response.status, row.expect.status);
+      } else {
+        assert.equal(result.error.status, row.expect.status);
+        assert.equal(result.error.code, row.expect.code);
+        assert.equal(result.error.retryable, row.expect.retryable);
+      }
+      const nonces = sent.map((request) => request.headers['x-nonce']);
+      assert.equal(new Set(nonces).size, nonces.length, 'a fresh nonce for every send');
+    });
+  }
+
+  it('the send after 401 FAILED carries the fresh token, not the rejected one', async () => {
+    const { sent } = await run(ROWS['401 FAILED, fresh token, then 200: sent once more'] as Row);
+    assert.deepEqual(
+      sent.map((request) => request.headers.authorization),
+      ['Bearer access-1', 'Bearer access-2'],
+    );
+  });
+});
