@@ -39,7 +39,11 @@ export interface RunningSidecar {
 export async function startSidecar(config: Config, deps: SidecarDeps = {}): Promise<RunningSidecar> {
   const log = createLogger(config.logLevel, deps.logDestination);
   const fingerprint = publicKeyFingerprint(config.privateKey);
-  const metrics = new SidecarMetrics({ version: packageVersion(), environment: config.environment, keyFingerprint: fingerprint });
+  const metrics = new SidecarMetrics({
+    version: packageVersion(),
+    environment: config.environment,
+    keyFingerprint: fingerprint,
+  });
   metrics.initRoutes(config.signedRoutes);
   const forwarder = createForwarder(config.base, config.upstream);
   const tokens = createTokenManager(config, forwarder, metrics, log, deps.now ?? Date.now);
@@ -95,11 +99,27 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const proxyUrl = await listen(proxy, config.listen.host, config.listen.port);
   const adminUrl = await listen(admin, config.admin.host, config.admin.port);
   tokens.start();
-  log.info({ event: 'start', proxyUrl, adminUrl, baseUrl: `${config.base.origin}${config.base.pathPrefix}`, environment: config.environment, keyFingerprint: fingerprint }, 'signing-sidecar started');
+  log.info(
+    {
+      event: 'start',
+      proxyUrl,
+      adminUrl,
+      baseUrl: `${config.base.origin}${config.base.pathPrefix}`,
+      environment: config.environment,
+      keyFingerprint: fingerprint,
+    },
+    'signing-sidecar started',
+  );
   return { proxyUrl, adminUrl, metrics, tokens, log, isReady, shutdown, stopped };
 }
 
-function createTokenManager(config: Config, forwarder: Forwarder, metrics: SidecarMetrics, log: Logger, now: () => number): TokenManager {
+function createTokenManager(
+  config: Config,
+  forwarder: Forwarder,
+  metrics: SidecarMetrics,
+  log: Logger,
+  now: () => number,
+): TokenManager {
   const client = createTokenClient(forwarder, {
     base: config.base,
     username: config.username,

@@ -40,8 +40,7 @@ export class SidecarError extends Error {
 
 /** Factories keep statuses and retryable flags in one table instead of at every throw site. */
 export const sidecarErrors = {
-  routeNotFound: () =>
-    new SidecarError('sidecar.route.not_found', 404, 'no signed route at this path', true),
+  routeNotFound: () => new SidecarError('sidecar.route.not_found', 404, 'no signed route at this path', true),
   methodNotAllowed: (allowed: string) =>
     new SidecarError('sidecar.method.not_allowed', 405, `only ${allowed} is allowed on this path`, true),
   unsupportedMediaType: () =>
@@ -55,13 +54,9 @@ export const sidecarErrors = {
   tokenUnavailable: () =>
     new SidecarError('sidecar.token.unavailable', 503, 'no valid access token yet; try again shortly', true),
   upstreamUnreachable: (cause: unknown) =>
-    new SidecarError(
-      'sidecar.upstream.unreachable',
-      502,
-      'could not connect to the gateway; nothing was sent',
-      true,
-      { cause },
-    ),
+    new SidecarError('sidecar.upstream.unreachable', 502, 'could not connect to the gateway; nothing was sent', true, {
+      cause,
+    }),
   outcomeUnknown: (status: 502 | 504, cause: unknown) =>
     new SidecarError(
       'sidecar.upstream.outcome_unknown',

@@ -62,4 +62,3 @@ export function closeServer(server: Server): Promise<void> {
     server.closeIdleConnections();
   });
 }
-

@@ -24,7 +24,10 @@ export interface ShutdownParts {
  * drain delay so endpoints and load balancers move away, stop accepting, let in-flight requests finish up to the
  * maximum delay, then answer whoever is still waiting and close everything.
  */
-export function createShutdown(parts: ShutdownParts): { shutdown: (reason: string) => Promise<void>; stopped: Promise<void> } {
+export function createShutdown(parts: ShutdownParts): {
+  shutdown: (reason: string) => Promise<void>;
+  stopped: Promise<void>;
+} {
   let finish: () => void = () => undefined;
   const stopped = new Promise<void>((resolve) => (finish = resolve));
   let running: Promise<void> | undefined;
@@ -39,7 +42,16 @@ export function createShutdown(parts: ShutdownParts): { shutdown: (reason: strin
 async function stop(parts: ShutdownParts, reason: string): Promise<void> {
   const { proxy, tracker, log } = parts;
   parts.beginDraining();
-  log.info({ event: 'shutdown.begin', reason, drainDelayMs: parts.drainDelayMs, maxDelayMs: parts.maxDelayMs, inFlight: tracker.active }, 'draining');
+  log.info(
+    {
+      event: 'shutdown.begin',
+      reason,
+      drainDelayMs: parts.drainDelayMs,
+      maxDelayMs: parts.maxDelayMs,
+      inFlight: tracker.active,
+    },
+    'draining',
+  );
   await sleep(parts.drainDelayMs);
   const closing = closeServer(proxy);
   const drained = await tracker.waitIdle(parts.maxDelayMs);

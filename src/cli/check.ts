@@ -32,7 +32,11 @@ const NOT_CHECKED =
 function loadOrReport(env: NodeJS.ProcessEnv, report: CheckReport): Config | undefined {
   try {
     const config = loadConfig(env);
-    report.line('✔', 'config', `valid (${config.environment}, base URL ${config.base.origin}${config.base.pathPrefix}, user ${config.username})`);
+    report.line(
+      '✔',
+      'config',
+      `valid (${config.environment}, base URL ${config.base.origin}${config.base.pathPrefix}, user ${config.username})`,
+    );
     return config;
   } catch (err) {
     // ConfigError messages name the setting and never carry secret values.
@@ -52,7 +56,8 @@ async function checkGateway(config: Config, report: CheckReport): Promise<void> 
   const login = await probeLogin(config);
   report.line(login.mark, 'password login', login.detail);
   // Unknown is not out of range: warn rather than fail, so a gateway without Date headers does not fail check.
-  if (login.skew === undefined) report.line('!', 'clock skew', 'no Date header in the answer; skew unknown (check NTP on this host)');
+  if (login.skew === undefined)
+    report.line('!', 'clock skew', 'no Date header in the answer; skew unknown (check NTP on this host)');
   else {
     const skew = judgeSkew(login.skew);
     report.line(skew.mark, 'clock skew', skew.detail);
@@ -66,7 +71,11 @@ export const check: Command = async (argv, io) => {
   const config = loadOrReport(io.env, report);
   if (config === undefined) return EXIT.failed;
   const bits = config.privateKey.asymmetricKeyDetails?.modulusLength ?? 0;
-  report.line('✔', 'private key', `RSA ${bits} bits, public key fingerprint ${publicKeyFingerprint(config.privateKey)}`);
+  report.line(
+    '✔',
+    'private key',
+    `RSA ${bits} bits, public key fingerprint ${publicKeyFingerprint(config.privateKey)}`,
+  );
   const perms = await keyPermissions(config.privateKeyFile);
   report.line(perms.mark, 'key file permissions', perms.detail);
   await checkGateway(config, report);

@@ -8,11 +8,32 @@ export interface CommandEntry {
 
 /** Every subcommand, by name. */
 export const COMMANDS: Record<string, CommandEntry> = {
-  serve: { load: async () => (await import('./serve.js')).serve, summary: 'run the signing proxy (configured by SIDECAR_* settings)' },
-  simulate: { load: async () => (await import('./simulate.js')).simulate, summary: 'run the strict gateway simulator (local development, CI)' },
-  demo: { load: async () => (await import('./demo.js')).demo, summary: 'run a deposit, a withdrawal and a postback through the sidecar and the simulator' },
-  keygen: { load: async () => (await import('./keygen.js')).keygen, summary: 'make an RSA key pair and print the public key fingerprint' },
-  check: { load: async () => (await import('./check.js')).check, summary: 'check config, key, TLS, login and clock skew against the gateway' },
-  sign: { load: async () => (await import('./sign.js')).sign, summary: 'print the signing string and headers for one request' },
-  verify: { load: async () => (await import('./verify.js')).verify, summary: 'explain whether a captured request or postback signature verifies' },
+  serve: {
+    load: async () => (await import('./serve.js')).serve,
+    summary: 'run the signing proxy (configured by SIDECAR_* settings)',
+  },
+  simulate: {
+    load: async () => (await import('./simulate.js')).simulate,
+    summary: 'run the strict gateway simulator (local development, CI)',
+  },
+  demo: {
+    load: async () => (await import('./demo.js')).demo,
+    summary: 'run a deposit, a withdrawal and a postback through the sidecar and the simulator',
+  },
+  keygen: {
+    load: async () => (await import('./keygen.js')).keygen,
+    summary: 'make an RSA key pair and print the public key fingerprint',
+  },
+  check: {
+    load: async () => (await import('./check.js')).check,
+    summary: 'check config, key, TLS, login and clock skew against the gateway',
+  },
+  sign: {
+    load: async () => (await import('./sign.js')).sign,
+    summary: 'print the signing string and headers for one request',
+  },
+  verify: {
+    load: async () => (await import('./verify.js')).verify,
+    summary: 'explain whether a captured request or postback signature verifies',
+  },
 };

@@ -48,7 +48,15 @@ async function run(dir: string, say: (line: string) => void, cleanup: Array<() =
   say('2. starting the gateway simulator (HTTPS, signed postbacks on)');
   const sim = await startSimulator({
     tls: true,
-    accounts: [{ username: USERNAME, password: keys.password, publicKeyPem: keys.publicKeyPem, webhookUrl: webhook.url, signedPostbacks: true }],
+    accounts: [
+      {
+        username: USERNAME,
+        password: keys.password,
+        publicKeyPem: keys.publicKeyPem,
+        webhookUrl: webhook.url,
+        signedPostbacks: true,
+      },
+    ],
   });
   cleanup.push(() => sim.close());
   const sidecar = await startDemoSidecar(dir, sim);
@@ -56,11 +64,18 @@ async function run(dir: string, say: (line: string) => void, cleanup: Array<() =
   say(`3. sidecar ${sidecar.proxyUrl} -> gateway ${sim.baseUrl}, token obtained`);
 
   const deposit = await postJson(sidecar, '/api/v2/transaction/init', {
-    amount: '100.50', currency: 'USD', gateway: 'card', user_id: 'u1', invoice_no: `inv-${Date.now()}`,
+    amount: '100.50',
+    currency: 'USD',
+    gateway: 'card',
+    user_id: 'u1',
+    invoice_no: `inv-${Date.now()}`,
   });
   say(`4. deposit:    HTTP ${deposit.status} ${JSON.stringify(deposit.body)}`);
   const withdrawal = await postJson(sidecar, '/api/v2/transfer-out/init', {
-    amount: '25.00', currency: 'USD', user_id: 'u1', invoice_no: `out-${Date.now()}`,
+    amount: '25.00',
+    currency: 'USD',
+    user_id: 'u1',
+    invoice_no: `out-${Date.now()}`,
   });
   say(`5. withdrawal: HTTP ${withdrawal.status} ${JSON.stringify(withdrawal.body)}`);
   const link = deposit.body.transaction_link;
@@ -73,7 +88,9 @@ async function run(dir: string, say: (line: string) => void, cleanup: Array<() =
   await sim.complete(id, 'SUCCESS');
   say(`6. completed ${id} as SUCCESS; waiting for the postback`);
   const postback = await webhook.next(POSTBACK_WAIT_MS, sim.postbackPublicKeyPem);
-  say(`7. postback received: ${JSON.stringify(postback.payload)} (signature ${postback.verified ? 'verified' : 'NOT verified'})`);
+  say(
+    `7. postback received: ${JSON.stringify(postback.payload)} (signature ${postback.verified ? 'verified' : 'NOT verified'})`,
+  );
   if (!postback.verified || postback.payload.status !== 'SUCCESS') return EXIT.failed;
   say('demo complete: cleaning up');
   return EXIT.ok;
@@ -162,8 +179,19 @@ function readPostback(url: string, headers: IncomingMessage['headers'], body: st
   const data = (JSON.parse(body) as { data: string }).data;
   const payload = JSON.parse(Buffer.from(data, 'base64').toString('utf8')) as Record<string, unknown>;
   const header = (name: string) => String(headers[name] ?? '');
-  const text = signingString({ method: 'POST', fullUrl: url, timestamp: header('x-timestamp'), nonce: header('x-nonce'), data });
-  const verified = rsaVerify('sha256', Buffer.from(text), createPublicKey(publicKeyPem), Buffer.from(header('x-signature'), 'base64'));
+  const text = signingString({
+    method: 'POST',
+    fullUrl: url,
+    timestamp: header('x-timestamp'),
+    nonce: header('x-nonce'),
+    data,
+  });
+  const verified = rsaVerify(
+    'sha256',
+    Buffer.from(text),
+    createPublicKey(publicKeyPem),
+    Buffer.from(header('x-signature'), 'base64'),
+  );
   return { payload, verified };
 }
 

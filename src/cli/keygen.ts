@@ -41,7 +41,12 @@ function nextSteps(publicKeyPath: string, privateKeyPath: string): string {
 }
 
 export const keygen: Command = async (argv, io) => {
-  const parsed = parseCommandLine(argv, { bits: { type: 'string' }, out: { type: 'string' }, name: { type: 'string' } }, io, { usage: USAGE, help: HELP });
+  const parsed = parseCommandLine(
+    argv,
+    { bits: { type: 'string' }, out: { type: 'string' }, name: { type: 'string' } },
+    io,
+    { usage: USAGE, help: HELP },
+  );
   if (typeof parsed === 'number') return parsed;
   const bits = parseBits(parsed.bits);
   if (typeof bits === 'string') return usageFailure(io, USAGE, bits);
@@ -59,7 +64,10 @@ export const keygen: Command = async (argv, io) => {
   try {
     await writeKeyPair(paths, privatePem, publicPem);
   } catch (err) {
-    return runtimeFailure(io, `could not write the key pair: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    return runtimeFailure(
+      io,
+      `could not write the key pair: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+    );
   }
   io.stdout.write(
     [

@@ -112,7 +112,13 @@ export const sign: Command = async (argv, io) => {
   if (opts.url !== undefined && opts.url.trim() !== req.url) {
     io.stderr.write(`note: URL canonicalised by spec 5.2: ${opts.url.trim()} -> ${req.url}\n`);
   }
-  const text = signingString({ method: req.method, fullUrl: req.url, timestamp: req.timestamp, nonce: req.nonce, data: req.data });
+  const text = signingString({
+    method: req.method,
+    fullUrl: req.url,
+    timestamp: req.timestamp,
+    nonce: req.nonce,
+    data: req.data,
+  });
   const signature = await createSigner(key.key).sign(text);
   io.stdout.write(render(req, text, signature, key.fingerprint, opts.json === true));
   return EXIT.ok;

@@ -103,7 +103,11 @@ export const simulate: Command = async (argv, io) => {
   return run(options, flags, io);
 };
 
-async function run(options: SimulatorOptions, flags: Flags, io: CommandIo): Promise<typeof EXIT.ok | typeof EXIT.failed> {
+async function run(
+  options: SimulatorOptions,
+  flags: Flags,
+  io: CommandIo,
+): Promise<typeof EXIT.ok | typeof EXIT.failed> {
   let sim;
   try {
     sim = await startSimulator(options);
@@ -120,7 +124,9 @@ async function run(options: SimulatorOptions, flags: Flags, io: CommandIo): Prom
       `gateway simulator listening on ${sim.listenUrl}`,
       `public base URL (sign for this): ${sim.baseUrl}`,
       ...(flags['ca-out'] !== undefined && sim.caPem !== undefined ? [`CA written to ${flags['ca-out']}`] : []),
-      ...(flags['postback-key-out'] !== undefined ? [`postback public key written to ${flags['postback-key-out']}`] : []),
+      ...(flags['postback-key-out'] !== undefined
+        ? [`postback public key written to ${flags['postback-key-out']}`]
+        : []),
       '',
     ].join('\n'),
   );
@@ -165,8 +171,15 @@ async function buildOptions(flags: Flags, io: CommandIo): Promise<SimulatorOptio
 }
 
 async function accountsFrom(flags: Flags): Promise<SimulatorAccountInput[]> {
-  const single = ['username', 'password', 'password-file', 'public-key', 'allow-ip', 'webhook-url', 'signed-postbacks']
-    .filter((name) => flags[name as keyof Flags] !== undefined);
+  const single = [
+    'username',
+    'password',
+    'password-file',
+    'public-key',
+    'allow-ip',
+    'webhook-url',
+    'signed-postbacks',
+  ].filter((name) => flags[name as keyof Flags] !== undefined);
   if (flags.config !== undefined) {
     if (single.length > 0) throw new UsageError(`--config cannot be combined with --${single.join(', --')}`);
     return readAccountsFile(flags.config);

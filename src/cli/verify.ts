@@ -41,7 +41,8 @@ type VerifyOptions = Flags<typeof VERIFY_FLAGS>;
 
 function usageProblem(opts: VerifyOptions): string | undefined {
   if (opts['public-key'] === undefined) return '--public-key is required';
-  if (opts.scheme !== undefined && opts.scheme !== 'https' && opts.scheme !== 'http') return '--scheme must be https or http';
+  if (opts.scheme !== undefined && opts.scheme !== 'https' && opts.scheme !== 'http')
+    return '--scheme must be https or http';
   if (opts.now !== undefined && !/^\d{1,12}$/.test(opts.now)) return '--now must be Unix seconds';
   return undefined;
 }
@@ -71,7 +72,14 @@ function report(io: CommandIo, loaded: Loaded, nowSeconds: number): ExitCode {
     io.stdout.write(`${out.join('\n')}\n`);
     return EXIT.failed;
   }
-  const request = { method: capture.method, url, timestamp: header('x-timestamp'), nonce: header('x-nonce'), signature: header('x-signature'), rawBody: capture.body };
+  const request = {
+    method: capture.method,
+    url,
+    timestamp: header('x-timestamp'),
+    nonce: header('x-nonce'),
+    signature: header('x-signature'),
+    rawBody: capture.body,
+  };
   const result = diagnose(request, key.key, nowSeconds);
   out.push('signing string (rebuilt by spec 5.2):', result.signingString);
   out.push(...result.findings.map((f) => `${f.mark} ${f.text}`));

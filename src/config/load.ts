@@ -34,7 +34,11 @@ function describeFileError(err: unknown): string {
   const line = /line (\d+)/i.exec(message)?.[1];
   const column = /column (\d+)/i.exec(message)?.[1];
   const position = /position (\d+)/i.exec(message)?.[1];
-  const where = line ? ` at line ${line}${column ? `, column ${column}` : ''}` : position ? ` at character ${position}` : '';
+  const where = line
+    ? ` at line ${line}${column ? `, column ${column}` : ''}`
+    : position
+      ? ` at character ${position}`
+      : '';
   return `syntax error${where} (not valid JSON or YAML)`;
 }
 
@@ -128,10 +132,16 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       'must not exceed SIDECAR_TOKEN_REFRESH_AHEAD_MAX_SECONDS',
     );
   }
-  const routes = schema.get('signedRoutes').map((r: unknown) => String(r).trim()).filter((r: string) => r !== '');
+  const routes = schema
+    .get('signedRoutes')
+    .map((r: unknown) => String(r).trim())
+    .filter((r: string) => r !== '');
   for (const route of routes) {
     if (!route.startsWith('/') || /[?#]/.test(route)) {
-      throw new ConfigError(settingName(schema, 'signedRoutes'), `"${route}" must be a path starting with / without query`);
+      throw new ConfigError(
+        settingName(schema, 'signedRoutes'),
+        `"${route}" must be a path starting with / without query`,
+      );
     }
   }
   const correlationFields = schema

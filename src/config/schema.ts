@@ -18,164 +18,178 @@ const nonNegativeInt = (name: string) => (value: unknown) => {
 export function buildSchema(env: NodeJS.ProcessEnv) {
   return convict(
     {
-    baseUrl: {
-      doc: 'Gateway base address: the one value used both for signing and for sending.',
-      format: String,
-      default: '',
-      env: 'SIDECAR_BASE_URL',
-    },
-    environment: {
-      doc: 'staging or production (production requires https).',
-      format: String,
-      default: '',
-      env: 'SIDECAR_ENVIRONMENT',
-    },
-    username: {
-      doc: 'Vendor account email.',
-      format: String,
-      default: '',
-      env: 'SIDECAR_USERNAME',
-    },
-    passwordFile: {
-      doc: 'File holding the account password (preferred over SIDECAR_PASSWORD).',
-      format: String,
-      default: '',
-      env: 'SIDECAR_PASSWORD_FILE',
-    },
-    password: {
-      doc: 'Account password (prefer SIDECAR_PASSWORD_FILE).',
-      format: String,
-      default: '',
-      env: 'SIDECAR_PASSWORD',
-      sensitive: true,
-    },
-    privateKeyFile: {
-      doc: 'PEM RSA private key (PKCS#1 or PKCS#8), at least 2048 bits.',
-      format: String,
-      default: '',
-      env: 'SIDECAR_PRIVATE_KEY_FILE',
-    },
-    listen: {
-      host: { doc: 'Where internal services connect.', format: String, default: '127.0.0.1', env: 'SIDECAR_LISTEN_HOST' },
-      port: { doc: 'Proxy port (0 picks a free one).', format: 'port', default: 8080, env: 'SIDECAR_LISTEN_PORT' },
-    },
-    admin: {
-      host: { doc: 'Metrics and health listener host.', format: String, default: '0.0.0.0', env: 'SIDECAR_ADMIN_HOST' },
-      port: { doc: 'Metrics and health port (0 picks a free one).', format: 'port', default: 9464, env: 'SIDECAR_ADMIN_PORT' },
-    },
-    upstream: {
-      caFile: {
-        doc: "Extra CA bundle (PEM) trusted for the gateway's TLS, added to the system roots.",
+      baseUrl: {
+        doc: 'Gateway base address: the one value used both for signing and for sending.',
         format: String,
         default: '',
-        env: 'SIDECAR_UPSTREAM_CA_FILE',
+        env: 'SIDECAR_BASE_URL',
       },
-      connectTimeoutMs: {
-        doc: 'Time allowed to open a connection (TCP + TLS) to the gateway, and to wait for a free one.',
-        format: positiveInt('upstream.connectTimeoutMs'),
-        default: 5_000,
-        env: 'SIDECAR_UPSTREAM_CONNECT_TIMEOUT_MS',
-      },
-      responseTimeoutMs: {
-        doc: 'Time allowed for the gateway to answer once the request was sent (headers and body).',
-        format: positiveInt('upstream.responseTimeoutMs'),
-        default: 30_000,
-        env: 'SIDECAR_UPSTREAM_RESPONSE_TIMEOUT_MS',
-      },
-      connectRetryDeadlineMs: {
-        doc: 'Total time spent retrying connection failures (nothing sent) before answering unreachable.',
-        format: positiveInt('upstream.connectRetryDeadlineMs'),
-        default: 10_000,
-        env: 'SIDECAR_UPSTREAM_CONNECT_RETRY_DEADLINE_MS',
-      },
-      keepAliveTimeoutMs: {
-        doc: 'Close an idle gateway connection after this long (kept below the gateway idle timeout, so a request is never written to a socket the gateway is closing).',
-        format: positiveInt('upstream.keepAliveTimeoutMs'),
-        default: 4_000,
-        env: 'SIDECAR_UPSTREAM_KEEPALIVE_TIMEOUT_MS',
-      },
-      answerCorrelationFields: {
-        doc: "Payload fields that the gateway's JSON answer must echo with the same value when both carry them (comma-separated; empty turns the check off). A mismatch is a stray answer: outcome_unknown.",
-        format: Array,
-        default: ['invoice_no'],
-        env: 'SIDECAR_ANSWER_CORRELATION_FIELDS',
-      },
-      connections: {
-        doc: 'Maximum keep-alive connections to the gateway.',
-        format: positiveInt('upstream.connections'),
-        default: 64,
-        env: 'SIDECAR_UPSTREAM_CONNECTIONS',
-      },
-    },
-    signedRoutes: {
-      doc: 'Paths (below the base address) accepted and signed; POST only.',
-      format: Array,
-      default: ['/api/v2/transaction/init', '/api/v2/transfer-out/init'],
-      env: 'SIDECAR_SIGNED_ROUTES',
-    },
-    maxBodyBytes: {
-      doc: 'Largest accepted client body, in bytes.',
-      format: positiveInt('maxBodyBytes'),
-      default: 1_048_576,
-      env: 'SIDECAR_MAX_BODY_BYTES',
-    },
-    token: {
-      refreshTokenField: {
-        doc: 'Body field that carries the refresh token in the refresh grant (not in the spec; OAuth 2.0 name).',
+      environment: {
+        doc: 'staging or production (production requires https).',
         format: String,
-        default: 'refresh_token',
-        env: 'SIDECAR_TOKEN_REFRESH_FIELD',
+        default: '',
+        env: 'SIDECAR_ENVIRONMENT',
       },
-      refreshAheadMinSeconds: {
-        doc: 'Refresh at least this long before the access token expires.',
-        format: positiveInt('token.refreshAheadMinSeconds'),
-        default: 60,
-        env: 'SIDECAR_TOKEN_REFRESH_AHEAD_MIN_SECONDS',
+      username: {
+        doc: 'Vendor account email.',
+        format: String,
+        default: '',
+        env: 'SIDECAR_USERNAME',
       },
-      refreshAheadMaxSeconds: {
-        doc: 'Refresh at most this long before the access token expires (jittered between min and max).',
-        format: positiveInt('token.refreshAheadMaxSeconds'),
-        default: 120,
-        env: 'SIDECAR_TOKEN_REFRESH_AHEAD_MAX_SECONDS',
+      passwordFile: {
+        doc: 'File holding the account password (preferred over SIDECAR_PASSWORD).',
+        format: String,
+        default: '',
+        env: 'SIDECAR_PASSWORD_FILE',
       },
-      loginBackoffMaxMs: {
-        doc: 'Cap of the exponential backoff between failed logins.',
-        format: positiveInt('token.loginBackoffMaxMs'),
-        default: 30_000,
-        env: 'SIDECAR_TOKEN_LOGIN_BACKOFF_MAX_MS',
+      password: {
+        doc: 'Account password (prefer SIDECAR_PASSWORD_FILE).',
+        format: String,
+        default: '',
+        env: 'SIDECAR_PASSWORD',
+        sensitive: true,
+      },
+      privateKeyFile: {
+        doc: 'PEM RSA private key (PKCS#1 or PKCS#8), at least 2048 bits.',
+        format: String,
+        default: '',
+        env: 'SIDECAR_PRIVATE_KEY_FILE',
+      },
+      listen: {
+        host: {
+          doc: 'Where internal services connect.',
+          format: String,
+          default: '127.0.0.1',
+          env: 'SIDECAR_LISTEN_HOST',
+        },
+        port: { doc: 'Proxy port (0 picks a free one).', format: 'port', default: 8080, env: 'SIDECAR_LISTEN_PORT' },
+      },
+      admin: {
+        host: {
+          doc: 'Metrics and health listener host.',
+          format: String,
+          default: '0.0.0.0',
+          env: 'SIDECAR_ADMIN_HOST',
+        },
+        port: {
+          doc: 'Metrics and health port (0 picks a free one).',
+          format: 'port',
+          default: 9464,
+          env: 'SIDECAR_ADMIN_PORT',
+        },
+      },
+      upstream: {
+        caFile: {
+          doc: "Extra CA bundle (PEM) trusted for the gateway's TLS, added to the system roots.",
+          format: String,
+          default: '',
+          env: 'SIDECAR_UPSTREAM_CA_FILE',
+        },
+        connectTimeoutMs: {
+          doc: 'Time allowed to open a connection (TCP + TLS) to the gateway, and to wait for a free one.',
+          format: positiveInt('upstream.connectTimeoutMs'),
+          default: 5_000,
+          env: 'SIDECAR_UPSTREAM_CONNECT_TIMEOUT_MS',
+        },
+        responseTimeoutMs: {
+          doc: 'Time allowed for the gateway to answer once the request was sent (headers and body).',
+          format: positiveInt('upstream.responseTimeoutMs'),
+          default: 30_000,
+          env: 'SIDECAR_UPSTREAM_RESPONSE_TIMEOUT_MS',
+        },
+        connectRetryDeadlineMs: {
+          doc: 'Total time spent retrying connection failures (nothing sent) before answering unreachable.',
+          format: positiveInt('upstream.connectRetryDeadlineMs'),
+          default: 10_000,
+          env: 'SIDECAR_UPSTREAM_CONNECT_RETRY_DEADLINE_MS',
+        },
+        keepAliveTimeoutMs: {
+          doc: 'Close an idle gateway connection after this long (kept below the gateway idle timeout, so a request is never written to a socket the gateway is closing).',
+          format: positiveInt('upstream.keepAliveTimeoutMs'),
+          default: 4_000,
+          env: 'SIDECAR_UPSTREAM_KEEPALIVE_TIMEOUT_MS',
+        },
+        answerCorrelationFields: {
+          doc: "Payload fields that the gateway's JSON answer must echo with the same value when both carry them (comma-separated; empty turns the check off). A mismatch is a stray answer: outcome_unknown.",
+          format: Array,
+          default: ['invoice_no'],
+          env: 'SIDECAR_ANSWER_CORRELATION_FIELDS',
+        },
+        connections: {
+          doc: 'Maximum keep-alive connections to the gateway.',
+          format: positiveInt('upstream.connections'),
+          default: 64,
+          env: 'SIDECAR_UPSTREAM_CONNECTIONS',
+        },
+      },
+      signedRoutes: {
+        doc: 'Paths (below the base address) accepted and signed; POST only.',
+        format: Array,
+        default: ['/api/v2/transaction/init', '/api/v2/transfer-out/init'],
+        env: 'SIDECAR_SIGNED_ROUTES',
+      },
+      maxBodyBytes: {
+        doc: 'Largest accepted client body, in bytes.',
+        format: positiveInt('maxBodyBytes'),
+        default: 1_048_576,
+        env: 'SIDECAR_MAX_BODY_BYTES',
+      },
+      token: {
+        refreshTokenField: {
+          doc: 'Body field that carries the refresh token in the refresh grant (not in the spec; OAuth 2.0 name).',
+          format: String,
+          default: 'refresh_token',
+          env: 'SIDECAR_TOKEN_REFRESH_FIELD',
+        },
+        refreshAheadMinSeconds: {
+          doc: 'Refresh at least this long before the access token expires.',
+          format: positiveInt('token.refreshAheadMinSeconds'),
+          default: 60,
+          env: 'SIDECAR_TOKEN_REFRESH_AHEAD_MIN_SECONDS',
+        },
+        refreshAheadMaxSeconds: {
+          doc: 'Refresh at most this long before the access token expires (jittered between min and max).',
+          format: positiveInt('token.refreshAheadMaxSeconds'),
+          default: 120,
+          env: 'SIDECAR_TOKEN_REFRESH_AHEAD_MAX_SECONDS',
+        },
+        loginBackoffMaxMs: {
+          doc: 'Cap of the exponential backoff between failed logins.',
+          format: positiveInt('token.loginBackoffMaxMs'),
+          default: 30_000,
+          env: 'SIDECAR_TOKEN_LOGIN_BACKOFF_MAX_MS',
+        },
+      },
+      shutdown: {
+        drainDelayMs: {
+          doc: 'After SIGTERM, keep serving new requests this long while readiness is false, so endpoints drain.',
+          format: nonNegativeInt('shutdown.drainDelayMs'),
+          default: 5_000,
+          env: 'SIDECAR_SHUTDOWN_DRAIN_DELAY_MS',
+        },
+        maxDelayMs: {
+          doc: 'After the drain delay, wait at most this long for in-flight requests before exiting.',
+          format: positiveInt('shutdown.maxDelayMs'),
+          default: 30_000,
+          env: 'SIDECAR_SHUTDOWN_MAX_DELAY_MS',
+        },
+        quitEndpoint: {
+          doc: 'Enable loopback-only POST /quitquitquit on the admin listener.',
+          format: Boolean,
+          default: false,
+          env: 'SIDECAR_QUIT_ENDPOINT',
+        },
+      },
+      logLevel: {
+        doc: 'pino log level.',
+        format: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+        default: 'info',
+        env: 'SIDECAR_LOG_LEVEL',
       },
     },
-    shutdown: {
-      drainDelayMs: {
-        doc: 'After SIGTERM, keep serving new requests this long while readiness is false, so endpoints drain.',
-        format: nonNegativeInt('shutdown.drainDelayMs'),
-        default: 5_000,
-        env: 'SIDECAR_SHUTDOWN_DRAIN_DELAY_MS',
-      },
-      maxDelayMs: {
-        doc: 'After the drain delay, wait at most this long for in-flight requests before exiting.',
-        format: positiveInt('shutdown.maxDelayMs'),
-        default: 30_000,
-        env: 'SIDECAR_SHUTDOWN_MAX_DELAY_MS',
-      },
-      quitEndpoint: {
-        doc: 'Enable loopback-only POST /quitquitquit on the admin listener.',
-        format: Boolean,
-        default: false,
-        env: 'SIDECAR_QUIT_ENDPOINT',
-      },
-    },
-    logLevel: {
-      doc: 'pino log level.',
-      format: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
-      default: 'info',
-      env: 'SIDECAR_LOG_LEVEL',
-    },
-  },
     // Explicit env and no argv: only the settings above are read, never the command line.
     { env, args: [] },
   );
 }
 
 export type ConfigSchema = ReturnType<typeof buildSchema>;
-

@@ -9,27 +9,36 @@ export type AnswerCheck = (response: UpstreamResponse) => UpstreamError | undefi
  * the answer is not this request's. Answers without the field, or payloads without it, cannot be checked.
  * Undefined when the payload carries none of the fields: nothing to compare.
  */
-export function answerCorrelation(fields: readonly string[], payload: Readonly<Record<string, unknown>>): AnswerCheck | undefined {
-  const expected = fields.filter((field) => Object.hasOwn(payload, field)).map((field) => [field, comparable(payload[field])] as const);
+export function answerCorrelation(
+  fields: readonly string[],
+  payload: Readonly<Record<string, unknown>>,
+): AnswerCheck | undefined {
+  const expected = fields
+    .filter((field) => Object.hasOwn(payload, field))
+    .map((field) => [field, comparable(payload[field])] as const);
   if (expected.length === 0) return undefined;
   return (response) => {
     const answer = jsonObject(response.body);
     if (answer === undefined) return undefined;
-    const differing = expected.find(([field, value]) => Object.hasOwn(answer, field) && comparable(answer[field]) !== value);
+    const differing = expected.find(
+      ([field, value]) => Object.hasOwn(answer, field) && comparable(answer[field]) !== value,
+    );
     return differing === undefined ? undefined : upstreamErrors.answerMismatch(differing[0]);
   };
 }
 
 /** A gateway may echo `"123"` for `123`: values are compared as text, objects by their JSON. */
 function comparable(value: unknown): string {
-  return typeof value === 'string' ? value : JSON.stringify(value) ?? '';
+  return typeof value === 'string' ? value : (JSON.stringify(value) ?? '');
 }
 
 function jsonObject(body: Buffer): Record<string, unknown> | undefined {
   if (body.length === 0 || body.length > 64 * 1024) return undefined;
   try {
     const value: unknown = JSON.parse(body.toString('utf8'));
-    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+    return typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : undefined;
   } catch {
     return undefined;
   }

@@ -30,23 +30,39 @@ export function createProxyHandler(deps: HandlerDeps) {
   };
 }
 
+/** How a request ended, and its answer: written only once the request's line is out (see serve). */
+interface Handled {
+  readonly outcome: RequestOutcome;
+  readonly reply: () => void;
+}
+
 async function serve(deps: HandlerDeps, req: IncomingMessage, exchange: InboundExchange): Promise<void> {
   const started = performance.now();
   const match = deps.route(req.method ?? '', req.url ?? '/');
-  let outcome: RequestOutcome;
+  let handled: Handled;
   try {
-    outcome = await handle(deps, req, exchange, match);
+    handled = await handle(deps, req, exchange, match);
   } catch (err) {
-    outcome = fail(deps, req, exchange, asSidecarError(err));
+    handled = fail(deps, req, exchange, asSidecarError(err));
   }
-  outcome = exchange.finalOutcome(outcome);
+  const outcome = exchange.finalOutcome(handled.outcome);
   const durationMs = performance.now() - started;
   const route = match.kind === 'not_found' ? UNMATCHED_ROUTE : match.route;
-  deps.metrics.requestDone(route, outcome.status, outcome.code, durationMs / 1000);
-  logRequest(deps.log, exchange.id, route, durationMs, outcome);
+  try {
+    deps.metrics.requestDone(route, outcome.status, outcome.code, durationMs / 1000);
+    logRequest(deps.log, exchange.id, route, durationMs, outcome);
+  } finally {
+    // The line is on stdout before the answer leaves: a kill right after the client has its answer keeps it.
+    handled.reply();
+  }
 }
 
-async function handle(deps: HandlerDeps, req: IncomingMessage, exchange: InboundExchange, match: RouteMatch): Promise<RequestOutcome> {
+async function handle(
+  deps: HandlerDeps,
+  req: IncomingMessage,
+  exchange: InboundExchange,
+  match: RouteMatch,
+): Promise<Handled> {
   if (match.kind === 'not_found') throw sidecarErrors.routeNotFound();
   if (match.kind === 'method_not_allowed') throw sidecarErrors.methodNotAllowed('POST');
   if (!isJsonContentType(req.headers['content-type'])) throw sidecarErrors.unsupportedMediaType();
@@ -58,25 +74,32 @@ async function handle(deps: HandlerDeps, req: IncomingMessage, exchange: Inbound
   const result = await sendSigned(deps, { route: match.route, target: match.target, envelope, headers, checkAnswer });
   if (result.kind === 'failed') {
     const { error, attempts } = result;
-    exchange.fail(error);
     const cause = error.cause instanceof Error ? causeCode(error.cause) : errorCode(error.cause);
-    return { status: error.status, code: error.code, attempts, causeCode: cause, payload };
+    return {
+      outcome: { status: error.status, code: error.code, attempts, causeCode: cause, payload },
+      reply: () => exchange.fail(error),
+    };
   }
   const { response, gatewayCode, attempts } = result;
   if (gatewayCode === 'signature.verify.failed') logVerifyFailure(deps.log, exchange.id, result, envelope.data);
   const code = errorLabel(response.status, gatewayCode) ?? 'ok';
-  exchange.answer(response.status, forwardableResponseHeaders(response.headers), response.body, code);
-  return { status: response.status, code, gatewayCode: gatewayCode?.slice(0, 100), attempts, payload };
+  return {
+    outcome: { status: response.status, code, gatewayCode: gatewayCode?.slice(0, 100), attempts, payload },
+    reply: () => exchange.answer(response.status, forwardableResponseHeaders(response.headers), response.body, code),
+  };
 }
 
-function fail(deps: HandlerDeps, req: IncomingMessage, exchange: InboundExchange, error: SidecarError): RequestOutcome {
-  if (error.code === 'sidecar.internal') deps.log.error({ event: 'handler.error', ...describeBug(error.cause) }, 'unexpected error');
+function fail(deps: HandlerDeps, req: IncomingMessage, exchange: InboundExchange, error: SidecarError): Handled {
+  if (error.code === 'sidecar.internal')
+    deps.log.error({ event: 'handler.error', ...describeBug(error.cause) }, 'unexpected error');
   const headers: Record<string, string> = {};
   // A refused body may still be arriving: close the connection after answering rather than read it all.
   if (!req.complete) headers.connection = 'close';
   if (error.code === 'sidecar.method.not_allowed') headers.allow = 'POST';
-  exchange.fail(error, 'handler', headers);
-  return { status: error.status, code: error.code, attempts: 0 };
+  return {
+    outcome: { status: error.status, code: error.code, attempts: 0 },
+    reply: () => exchange.fail(error, 'handler', headers),
+  };
 }
 
 /**

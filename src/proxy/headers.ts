@@ -1,13 +1,43 @@
 import type { IncomingHttpHeaders } from 'node:http';
 
 // RFC 9110 7.6.1 hop-by-hop headers, plus those whose value the sidecar computes itself.
-const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade'];
+const HOP_BY_HOP = [
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+];
 
 // Never taken from a client: the sidecar alone authenticates and signs, and the destination is fixed.
-const OWNED_BY_SIDECAR = ['authorization', 'x-timestamp', 'x-nonce', 'x-signature', 'host', 'content-length', 'content-type', 'content-encoding', 'expect', 'accept-encoding'];
+const OWNED_BY_SIDECAR = [
+  'authorization',
+  'x-timestamp',
+  'x-nonce',
+  'x-signature',
+  'host',
+  'content-length',
+  'content-type',
+  'content-encoding',
+  'expect',
+  'accept-encoding',
+];
 
 // Internal context that has no business at a third party: session cookies and the cluster's addresses.
-const INTERNAL_ONLY = ['cookie', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'x-real-ip', 'via'];
+const INTERNAL_ONLY = [
+  'cookie',
+  'forwarded',
+  'x-forwarded-for',
+  'x-forwarded-host',
+  'x-forwarded-proto',
+  'x-forwarded-port',
+  'x-real-ip',
+  'via',
+];
 
 const DROP_REQUEST = new Set([...HOP_BY_HOP, ...OWNED_BY_SIDECAR, ...INTERNAL_ONLY]);
 const DROP_RESPONSE = new Set([...HOP_BY_HOP, 'content-length']);
@@ -19,7 +49,12 @@ function connectionNamed(connection: string | string[] | undefined): ReadonlySet
   // The usual values name no other header; skipping the split keeps the hot path free of garbage.
   if (connection === undefined || connection === 'keep-alive' || connection === 'close') return NO_NAMED_HEADERS;
   const value = Array.isArray(connection) ? connection.join(',') : connection;
-  return new Set(value.split(',').map((h) => h.trim().toLowerCase()).filter((h) => h !== ''));
+  return new Set(
+    value
+      .split(',')
+      .map((h) => h.trim().toLowerCase())
+      .filter((h) => h !== ''),
+  );
 }
 
 /** Client headers that may travel to the gateway (e.g. Accept, User-Agent, X-Request-Id). */
@@ -36,7 +71,9 @@ export function forwardableRequestHeaders(headers: IncomingHttpHeaders): Record<
 }
 
 /** Gateway headers handed back to the client unchanged, minus hop-by-hop ones. */
-export function forwardableResponseHeaders(headers: Record<string, string | string[]>): Record<string, string | string[]> {
+export function forwardableResponseHeaders(
+  headers: Record<string, string | string[]>,
+): Record<string, string | string[]> {
   const extra = connectionNamed(headers.connection);
   const out: Record<string, string | string[]> = {};
   for (const name of Object.keys(headers)) {

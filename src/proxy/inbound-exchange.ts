@@ -37,7 +37,11 @@ export class InboundExchange {
   /** Answers with a sidecar error; `headers` may add e.g. Allow or Connection: close. */
   fail(error: SidecarError, by: AnsweredBy = 'handler', headers: OutgoingHttpHeaders = {}): boolean {
     const body = JSON.stringify(error.toBody());
-    return this.write({ status: error.status, code: error.code, by }, { ...headers, 'content-type': 'application/json' }, body);
+    return this.write(
+      { status: error.status, code: error.code, by },
+      { ...headers, 'content-type': 'application/json' },
+      body,
+    );
   }
 
   /**

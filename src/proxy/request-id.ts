@@ -3,9 +3,8 @@ import { randomUUID } from 'node:crypto';
 const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
- * A request id that is safe to log, echo and write into JSON unescaped: only letters, digits and `._:-`. The
- * brand means it went through requestId(); the request log line relies on that. Create one only there: a cast
- * to RequestId anywhere else would let unchecked text into the log line unescaped.
+ * A request id that is safe to log and to echo in a header: only letters, digits and `._:-`. The brand means it
+ * went through requestId(); create one only there.
  */
 export type RequestId = string & { readonly __brand: 'RequestId' };
 

@@ -18,7 +18,10 @@ export interface SignedSendDeps {
   readonly signer: Signer;
   readonly tokens: Pick<TokenManager, 'usableToken' | 'token' | 'tokenAfterRejection'>;
   readonly forwarder: Pick<Forwarder, 'send'>;
-  readonly metrics: Pick<SidecarMetrics, 'signed' | 'gatewayRoundTrip' | 'gatewayError' | 'clockSkew' | 'retry' | 'answerMismatch'>;
+  readonly metrics: Pick<
+    SidecarMetrics,
+    'signed' | 'gatewayRoundTrip' | 'gatewayError' | 'clockSkew' | 'retry' | 'answerMismatch'
+  >;
   readonly connectRetryDeadlineMs: number;
   readonly now?: () => number;
 }
@@ -82,7 +85,8 @@ export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): 
       const delay = backoffDelayMs(connectFailures++, 100, 2_000);
       // A refused, unresolvable or timed-out connection may heal; a certificate the sidecar does not trust
       // will not, so it is answered at once (still retryable: nothing was sent).
-      if (!outcome.transient || performance.now() + delay >= giveUpAt) return failed(sidecarErrors.upstreamUnreachable(outcome.error));
+      if (!outcome.transient || performance.now() + delay >= giveUpAt)
+        return failed(sidecarErrors.upstreamUnreachable(outcome.error));
       deps.metrics.retry('connect_failed');
       await sleep(delay);
       continue;
@@ -119,7 +123,9 @@ async function attempt(
   const timestamp = unixTimestamp(nowMs);
   const nonce = newNonce();
   const started = performance.now();
-  const signature = await deps.signer.sign(signingString({ method: 'POST', fullUrl, timestamp, nonce, data: request.envelope.data }));
+  const signature = await deps.signer.sign(
+    signingString({ method: 'POST', fullUrl, timestamp, nonce, data: request.envelope.data }),
+  );
   deps.metrics.signed((performance.now() - started) / 1000);
   const sentAt = performance.now();
   const headers: Record<string, string> = {
@@ -141,7 +147,12 @@ async function attempt(
   return { outcome, signed: { fullUrl, timestamp, nonce } };
 }
 
-function observeAnswer(metrics: SignedSendDeps['metrics'], response: UpstreamResponse, code: string | undefined, nowMs: number): void {
+function observeAnswer(
+  metrics: SignedSendDeps['metrics'],
+  response: UpstreamResponse,
+  code: string | undefined,
+  nowMs: number,
+): void {
   const label = errorLabel(response.status, code);
   if (label) metrics.gatewayError(label);
   const date = response.headers.date;

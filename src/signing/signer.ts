@@ -15,10 +15,15 @@ export function createSigner(privateKey: KeyObject): Signer {
     sign(signingString: string): Promise<string> {
       return new Promise((resolve, reject) => {
         // RSA keys default to PKCS#1 v1.5 padding; it is stated anyway because PSS would fail verification.
-        sign('sha256', Buffer.from(signingString, 'utf8'), { key: privateKey, padding: constants.RSA_PKCS1_PADDING }, (err, signature) => {
-          if (err) reject(err);
-          else resolve(signature.toString('base64'));
-        });
+        sign(
+          'sha256',
+          Buffer.from(signingString, 'utf8'),
+          { key: privateKey, padding: constants.RSA_PKCS1_PADDING },
+          (err, signature) => {
+            if (err) reject(err);
+            else resolve(signature.toString('base64'));
+          },
+        );
       });
     },
   };

@@ -32,11 +32,7 @@ export function tokenRejected(message: string, details: Record<string, string> =
 }
 
 /** Signature problems: the spec leaves the status open; we chose 401 throughout (documented assumption). */
-export function signatureError(
-  code: string,
-  message: string,
-  details: Record<string, string | number> = {},
-): SimError {
+export function signatureError(code: string, message: string, details: Record<string, string | number> = {}): SimError {
   return new SimError(401, code, message, details);
 }
 

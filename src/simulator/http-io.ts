@@ -31,7 +31,13 @@ export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<
 }
 
 function tooLarge(limit: number): SimError {
-  return new SimError(413, 'request.body.too_large', `request body exceeds ${limit} bytes`, {}, { connection: 'close' });
+  return new SimError(
+    413,
+    'request.body.too_large',
+    `request body exceeds ${limit} bytes`,
+    {},
+    { connection: 'close' },
+  );
 }
 
 export function sendJson(
@@ -63,9 +69,11 @@ export function requireJsonContentType(req: IncomingMessage): void {
   const value = req.headers['content-type'];
   const mediaType = value?.split(';')[0]?.trim().toLowerCase();
   if (mediaType !== 'application/json') {
-    throw new SimError(415, 'request.content_type.invalid', `Content-Type must be application/json, got ${
-      value === undefined ? 'none' : JSON.stringify(value)
-    }`);
+    throw new SimError(
+      415,
+      'request.content_type.invalid',
+      `Content-Type must be application/json, got ${value === undefined ? 'none' : JSON.stringify(value)}`,
+    );
   }
 }
 

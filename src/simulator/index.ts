@@ -20,7 +20,11 @@ import { createPostbackSender } from './postbacks.js';
 import { createRequestListener } from './server.js';
 import { generateTlsMaterial } from './tls.js';
 import type { TlsMaterial } from './tls.js';
-import { DEFAULT_ACCESS_TOKEN_TTL_SECONDS, DEFAULT_REFRESH_TOKEN_TTL_SECONDS, createTokenStore } from './token-store.js';
+import {
+  DEFAULT_ACCESS_TOKEN_TTL_SECONDS,
+  DEFAULT_REFRESH_TOKEN_TTL_SECONDS,
+  createTokenStore,
+} from './token-store.js';
 import { createTransactionStore, transactionJson } from './transactions.js';
 import { MAX_BODY_BYTES } from './http-io.js';
 import type { PublicBase } from './canonical-url.js';
@@ -38,7 +42,6 @@ export { createSimLogger } from './log.js';
 export type { FaultSpec, FaultKind, FaultTarget, ArmedFault } from './faults.js';
 export type { PostbackAttempt, PostbackRetryOptions } from './postbacks.js';
 export type { FinalStatus, SimTransaction, TransactionStatus, TransactionType } from './transactions.js';
-
 
 export interface RunningSimulator {
   /** The public base address used to rebuild signed URLs: configure the sidecar's SIDECAR_BASE_URL with it. */
@@ -76,9 +79,10 @@ export async function startSimulator(options: SimulatorOptions): Promise<Running
     return base;
   });
   const listener = createRequestListener(ctx);
-  const server: Server = tls === undefined
-    ? createHttpServer(listener)
-    : createHttpsServer({ cert: tls.certPem, key: tls.keyPem }, listener);
+  const server: Server =
+    tls === undefined
+      ? createHttpServer(listener)
+      : createHttpsServer({ cert: tls.certPem, key: tls.keyPem }, listener);
   hardenServer(server, ctx);
   const listenUrl = await listen(server, options.host ?? DEFAULT_HOST, options.port ?? 0, tls !== undefined);
   base ??= parsePublicBase(listenUrl);
@@ -91,7 +95,11 @@ export async function startSimulator(options: SimulatorOptions): Promise<Running
     caPem: tls?.caPem,
     postbackPublicKeyPem: createPublicKey(postbackKey).export({ type: 'spki', format: 'pem' }).toString(),
     clock: ctx.clock,
-    faults: { inject: (spec) => ctx.faults.add(spec), clear: () => ctx.faults.clear(), pending: () => ctx.faults.list() },
+    faults: {
+      inject: (spec) => ctx.faults.add(spec),
+      clear: () => ctx.faults.clear(),
+      pending: () => ctx.faults.list(),
+    },
     transactions: () => ctx.transactions.list().map(transactionJson),
     complete: (id, status) => Promise.resolve().then(() => transactionJson(ctx.transactions.complete(id, status))),
     postbacks: () => ctx.postbacks.attempts(),
@@ -108,7 +116,12 @@ function buildContext(
 ): SimContext {
   const logger = options.logger ?? silentLogger();
   const clock = createClock();
-  const postbacks = createPostbackSender({ clock, privateKey: postbackKey, logger, retry: options.postbackRetry ?? {} });
+  const postbacks = createPostbackSender({
+    clock,
+    privateKey: postbackKey,
+    logger,
+    retry: options.postbackRetry ?? {},
+  });
   const transactions = createTransactionStore({
     clock,
     autoCompleteMs: options.postbackDelayMs ?? null,

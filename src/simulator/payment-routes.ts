@@ -43,8 +43,7 @@ function paymentLink(ctx: SimContext, tx: Transaction): string {
 
 /** A stand-in for the hosted payment page, so a followed transaction_link lands somewhere real. */
 export function paymentPageHtml(tx: Transaction): string {
-  const esc = (s: string): string =>
-    s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+  const esc = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
   return [
     '<!doctype html><meta charset="utf-8"><title>Simulated payment</title>',
     `<h1>Simulated payment page</h1><p>Transaction ${esc(tx.id)}: ${esc(tx.fields.amount)} `,

@@ -177,9 +177,10 @@ function openEnvelope(envelope: Record<string, unknown>, data: string): Record<s
   }
   const bytes = decodeStrictBase64(data);
   if (bytes === undefined) {
-    throw badRequest('envelope.data.invalid_base64', `"data" must be standard base64 with padding: ${
-      describeBase64Problem(data)
-    }`);
+    throw badRequest(
+      'envelope.data.invalid_base64',
+      `"data" must be standard base64 with padding: ${describeBase64Problem(data)}`,
+    );
   }
   return parseJsonObject(bytes, 'envelope.data.invalid_json', 'decoded "data"');
 }

@@ -30,7 +30,10 @@ export async function handleTokenRequest(
   if (grant === 'refresh_token') return toResponse(refreshGrant(ctx, body, info));
   // Only the type is echoed: a confused client may put anything (even the password) in this field.
   const got = grant === undefined ? 'nothing' : grant === null ? 'null' : `a ${typeof grant}`;
-  throw badRequest('token.grant_type.unsupported', `unsupported grant_type (${got}); use "password" or "refresh_token"`);
+  throw badRequest(
+    'token.grant_type.unsupported',
+    `unsupported grant_type (${got}); use "password" or "refresh_token"`,
+  );
 }
 
 function passwordGrant(ctx: SimContext, body: Record<string, unknown>, info: RequestInfo): IssuedTokens {

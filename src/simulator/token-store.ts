@@ -17,7 +17,11 @@ export interface IssuedTokens {
 /** Why a token was refused, precise enough for the log line a vendor reads while debugging. */
 export type TokenCheck =
   | { readonly ok: true; readonly username: string }
-  | { readonly ok: false; readonly reason: 'unknown' | 'expired' | 'superseded' | 'rotated'; readonly username?: string };
+  | {
+      readonly ok: false;
+      readonly reason: 'unknown' | 'expired' | 'superseded' | 'rotated';
+      readonly username?: string;
+    };
 
 interface AccessRecord {
   readonly username: string;
@@ -42,10 +46,7 @@ export interface TokenStore {
   refreshOwner(refreshToken: string): string | undefined;
 }
 
-export function createTokenStore(
-  clock: SimClock,
-  ttl: { accessSeconds: number; refreshSeconds: number },
-): TokenStore {
+export function createTokenStore(clock: SimClock, ttl: { accessSeconds: number; refreshSeconds: number }): TokenStore {
   const access = new Map<string, AccessRecord>();
   const refresh = new Map<string, RefreshRecord>();
   const generations = new Map<string, number>();

@@ -67,7 +67,9 @@ function interpret(response: UpstreamResponse, nowMs: number): GrantResult {
 function parseJson(bytes: Buffer): Record<string, unknown> | undefined {
   try {
     const value: unknown = JSON.parse(bytes.toString('utf8'));
-    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+    return typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : undefined;
   } catch {
     return undefined;
   }

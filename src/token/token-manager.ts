@@ -159,7 +159,10 @@ export class TokenManager {
       }
       // Rejected, or sent without an answer (the token may have been consumed): a refresh token is never sent
       // twice, so the only way on is a password login.
-      this.log.warn({ event: 'token.fallback', reason: refreshed.kind }, 'refresh failed; logging in with the password');
+      this.log.warn(
+        { event: 'token.fallback', reason: refreshed.kind },
+        'refresh failed; logging in with the password',
+      );
     }
     const login = await this.call('password', () => this.client.passwordGrant());
     if (login.kind === 'granted') return this.toSet(login.tokens);
@@ -172,15 +175,30 @@ export class TokenManager {
     this.metrics.tokenCall(grant, outcome);
     if (result.kind === 'granted') {
       this.log.info(
-        { event: 'token.granted', grant, accessExpiresAt: new Date(result.tokens.accessExpiresAtMs).toISOString(),
-          refreshExpiresAt: new Date(result.tokens.refreshExpiresAtMs).toISOString() },
+        {
+          event: 'token.granted',
+          grant,
+          accessExpiresAt: new Date(result.tokens.accessExpiresAtMs).toISOString(),
+          refreshExpiresAt: new Date(result.tokens.refreshExpiresAtMs).toISOString(),
+        },
         'token endpoint granted new tokens',
       );
     } else if (result.kind === 'rejected') {
-      this.log.warn({ event: 'token.rejected_grant', grant, status: result.status, code: result.code, gatewayMessage: result.message },
-        'token endpoint refused the grant');
+      this.log.warn(
+        {
+          event: 'token.rejected_grant',
+          grant,
+          status: result.status,
+          code: result.code,
+          gatewayMessage: result.message,
+        },
+        'token endpoint refused the grant',
+      );
     } else {
-      this.log.warn({ event: 'token.grant_failed', grant, sent: result.sent, reason: result.reason }, 'token endpoint call failed');
+      this.log.warn(
+        { event: 'token.grant_failed', grant, sent: result.sent, reason: result.reason },
+        'token endpoint call failed',
+      );
     }
     return result;
   }
@@ -219,8 +237,16 @@ export class TokenManager {
   }
 
   private scheduleRetry(): void {
-    const delay = backoffDelayMs(this.failures++, this.options.backoffBaseMs ?? 500, this.options.backoffMaxMs, this.options.random);
-    this.log.warn({ event: 'token.retry_scheduled', inMs: delay, failures: this.failures }, 'no new token; retrying with backoff');
+    const delay = backoffDelayMs(
+      this.failures++,
+      this.options.backoffBaseMs ?? 500,
+      this.options.backoffMaxMs,
+      this.options.random,
+    );
+    this.log.warn(
+      { event: 'token.retry_scheduled', inMs: delay, failures: this.failures },
+      'no new token; retrying with backoff',
+    );
     this.arm(delay);
   }
 

@@ -27,6 +27,11 @@ export interface GrantedTokens {
 export type GrantResult =
   | { readonly kind: 'granted'; readonly tokens: GrantedTokens }
   /** The gateway answered and refused (wrong password, rotated or expired refresh token...). */
-  | { readonly kind: 'rejected'; readonly status: number; readonly code: string | undefined; readonly message: string | undefined }
+  | {
+      readonly kind: 'rejected';
+      readonly status: number;
+      readonly code: string | undefined;
+      readonly message: string | undefined;
+    }
   /** No usable answer. `sent` tells whether the request may have reached the gateway. */
   | { readonly kind: 'failed'; readonly sent: boolean; readonly reason: string };

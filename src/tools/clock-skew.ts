@@ -32,13 +32,27 @@ export function skewSeconds(sample: SkewSample): number | undefined {
 
 export function judgeSkew(sample: SkewSample): SkewVerdict {
   const skew = skewSeconds(sample);
-  if (skew === undefined) return { mark: '✘', detail: `the gateway's Date header "${sample.dateHeader}" is not an HTTP date` };
+  if (skew === undefined)
+    return { mark: '✘', detail: `the gateway's Date header "${sample.dateHeader}" is not an HTTP date` };
   const precision = 0.5 + (sample.receivedMs - sample.sentMs) / 2000;
   const amount = `${Math.abs(skew).toFixed(1)} s (±${precision.toFixed(1)} s)`;
-  if (skew > MAX_AHEAD_S) return { mark: '✘', detail: `this clock is ${amount} AHEAD of the gateway; beyond ${MAX_AHEAD_S} s every signed request fails with signature.timestamp.future: fix NTP` };
-  if (-skew > MAX_BEHIND_S) return { mark: '✘', detail: `this clock is ${amount} BEHIND the gateway; beyond ${MAX_BEHIND_S} s every signed request fails with signature.timestamp.expired: fix NTP` };
-  if (skew > MAX_AHEAD_S / 2) return { mark: '!', detail: `this clock is ${amount} ahead of the gateway (limit ${MAX_AHEAD_S} s): check NTP` };
-  if (-skew > MAX_BEHIND_S / 2) return { mark: '!', detail: `this clock is ${amount} behind the gateway (limit ${MAX_BEHIND_S} s): check NTP` };
+  if (skew > MAX_AHEAD_S)
+    return {
+      mark: '✘',
+      detail: `this clock is ${amount} AHEAD of the gateway; beyond ${MAX_AHEAD_S} s every signed request fails with signature.timestamp.future: fix NTP`,
+    };
+  if (-skew > MAX_BEHIND_S)
+    return {
+      mark: '✘',
+      detail: `this clock is ${amount} BEHIND the gateway; beyond ${MAX_BEHIND_S} s every signed request fails with signature.timestamp.expired: fix NTP`,
+    };
+  if (skew > MAX_AHEAD_S / 2)
+    return { mark: '!', detail: `this clock is ${amount} ahead of the gateway (limit ${MAX_AHEAD_S} s): check NTP` };
+  if (-skew > MAX_BEHIND_S / 2)
+    return { mark: '!', detail: `this clock is ${amount} behind the gateway (limit ${MAX_BEHIND_S} s): check NTP` };
   const direction = skew >= 0 ? 'ahead of' : 'behind';
-  return { mark: '✔', detail: `this clock is ${amount} ${direction} the gateway (allowed: ${MAX_AHEAD_S} s ahead, ${MAX_BEHIND_S} s behind)` };
+  return {
+    mark: '✔',
+    detail: `this clock is ${amount} ${direction} the gateway (allowed: ${MAX_AHEAD_S} s ahead, ${MAX_BEHIND_S} s behind)`,
+  };
 }

@@ -47,7 +47,8 @@ export async function loadPublicKeyFile(path: string): Promise<LoadedKey> {
   } catch {
     throw new Error(`${path}: not a readable PEM public key or certificate`);
   }
-  if (key.asymmetricKeyType !== 'rsa') throw new Error(`${path}: key type is ${key.asymmetricKeyType ?? 'unknown'}, not RSA`);
+  if (key.asymmetricKeyType !== 'rsa')
+    throw new Error(`${path}: key type is ${key.asymmetricKeyType ?? 'unknown'}, not RSA`);
   return describe(key);
 }
 

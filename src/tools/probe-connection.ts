@@ -11,7 +11,12 @@ export interface ProbeResult {
 }
 
 // Certificate errors that a private gateway CA typically causes; the fix is the CA setting, so say so.
-const CA_ERRORS = new Set(['SELF_SIGNED_CERT_IN_CHAIN', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY']);
+const CA_ERRORS = new Set([
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+]);
 
 function failure(err: NodeJS.ErrnoException, what: string): ProbeResult {
   const code = err.code ?? err.message;
@@ -20,7 +25,12 @@ function failure(err: NodeJS.ErrnoException, what: string): ProbeResult {
 }
 
 /** Settles once: on the first of connect, error or timeout, and always destroys the socket. */
-function settle<S extends Socket>(socket: S, timeoutMs: number, onConnect: (s: S) => ProbeResult, what: string): Promise<ProbeResult> {
+function settle<S extends Socket>(
+  socket: S,
+  timeoutMs: number,
+  onConnect: (s: S) => ProbeResult,
+  what: string,
+): Promise<ProbeResult> {
   return new Promise((resolve) => {
     const done = (result: ProbeResult): void => {
       socket.destroy();
@@ -47,7 +57,12 @@ export function probeConnection(base: BaseAddress, ca: string | undefined, timeo
   const { host, port } = dialTarget(base.origin);
   if (base.protocol === 'http:') {
     const socket = netConnect({ host, port });
-    return settle(socket, timeoutMs, () => ({ mark: '✔', detail: 'TCP ok; TLS not applicable (http:// loopback address, simulator or tests only)' }), 'TCP connect');
+    return settle(
+      socket,
+      timeoutMs,
+      () => ({ mark: '✔', detail: 'TCP ok; TLS not applicable (http:// loopback address, simulator or tests only)' }),
+      'TCP connect',
+    );
   }
   const socket = tlsConnect({
     host,

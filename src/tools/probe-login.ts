@@ -37,9 +37,13 @@ function verdict(status: number, body: unknown, config: Config): Omit<LoginResul
   }
   const summary = errorSummary(body, config.password.reveal());
   const hint =
-    status === 403 ? ' (this host\'s outbound IP is probably not on the allowlist: spec 5.3)' :
-    status === 401 ? ' (wrong username or password, or the account is not enabled for v2)' :
-    status === 200 ? ' (HTTP 200 but no access_token in the body)' : '';
+    status === 403
+      ? " (this host's outbound IP is probably not on the allowlist: spec 5.3)"
+      : status === 401
+        ? ' (wrong username or password, or the account is not enabled for v2)'
+        : status === 200
+          ? ' (HTTP 200 but no access_token in the body)'
+          : '';
   return { mark: '✘', detail: `${who}: HTTP ${status}, ${summary}${hint}` };
 }
 
@@ -61,7 +65,11 @@ export async function probeLogin(config: Config): Promise<LoginResult> {
     const receivedMs = Date.now();
     if (outcome.kind !== 'response') {
       const code = errorCode(outcome.error) ?? outcome.error.message;
-      return { mark: '✘', detail: `as ${config.username}: no answer from ${config.base.origin}${path} (${code})`, skew: undefined };
+      return {
+        mark: '✘',
+        detail: `as ${config.username}: no answer from ${config.base.origin}${path} (${code})`,
+        skew: undefined,
+      };
     }
     const { status, headers, body } = outcome.response;
     const date = headers.date;

@@ -47,16 +47,25 @@ function bodyData(rawBody: string, findings: Finding[]): string {
     return '';
   }
   if (typeof body !== 'object' || body === null || typeof (body as { data?: unknown }).data !== 'string') {
-    findings.push({ mark: '✘', text: 'body has no string field "data": not the {"data":"<base64>"} envelope (spec 2.2)' });
+    findings.push({
+      mark: '✘',
+      text: 'body has no string field "data": not the {"data":"<base64>"} envelope (spec 2.2)',
+    });
     return '';
   }
   const extra = Object.keys(body).filter((k) => k !== 'data');
-  if (extra.length > 0) findings.push({ mark: '!', text: `body carries fields besides data (${extra.join(', ')}); the envelope carries nothing else` });
+  if (extra.length > 0)
+    findings.push({
+      mark: '!',
+      text: `body carries fields besides data (${extra.join(', ')}); the envelope carries nothing else`,
+    });
   const data = (body as { data: string }).data;
   const problem = base64Problem(data);
-  findings.push(problem === undefined
-    ? { mark: '✔', text: 'body data is standard base64 with padding' }
-    : { mark: '✘', text: `body data ${problem} (altered, or the signer used another encoding)` });
+  findings.push(
+    problem === undefined
+      ? { mark: '✔', text: 'body data is standard base64 with padding' }
+      : { mark: '✘', text: `body data ${problem} (altered, or the signer used another encoding)` },
+  );
   return data;
 }
 
@@ -64,25 +73,49 @@ function bodyData(rawBody: string, findings: Finding[]): string {
 function windowFinding(timestamp: string, nowSeconds: number): Finding | undefined {
   if (timestampProblem(timestamp) !== undefined) return undefined;
   const ahead = Number(timestamp) - nowSeconds;
-  if (ahead > MAX_AHEAD_S) return { mark: '!', text: `X-Timestamp is ${ahead} s ahead of now: the gateway answers signature.timestamp.future beyond ${MAX_AHEAD_S} s (check the signer's clock)` };
-  if (-ahead > MAX_BEHIND_S) return { mark: '!', text: `X-Timestamp is ${-ahead} s behind now: the gateway answers signature.timestamp.expired beyond ${MAX_BEHIND_S} s (expected for an old capture; --now evaluates at another time)` };
-  return { mark: '✔', text: `X-Timestamp is within the window (${ahead} s from now; allowed -${MAX_BEHIND_S} s to +${MAX_AHEAD_S} s)` };
+  if (ahead > MAX_AHEAD_S)
+    return {
+      mark: '!',
+      text: `X-Timestamp is ${ahead} s ahead of now: the gateway answers signature.timestamp.future beyond ${MAX_AHEAD_S} s (check the signer's clock)`,
+    };
+  if (-ahead > MAX_BEHIND_S)
+    return {
+      mark: '!',
+      text: `X-Timestamp is ${-ahead} s behind now: the gateway answers signature.timestamp.expired beyond ${MAX_BEHIND_S} s (expected for an old capture; --now evaluates at another time)`,
+    };
+  return {
+    mark: '✔',
+    text: `X-Timestamp is within the window (${ahead} s from now; allowed -${MAX_BEHIND_S} s to +${MAX_AHEAD_S} s)`,
+  };
 }
 
 function headerFindings(req: SignedRequest, findings: Finding[]): void {
   const ts = timestampProblem(req.timestamp);
-  findings.push(ts === undefined ? { mark: '✔', text: 'X-Timestamp is Unix seconds' } : { mark: '✘', text: `X-Timestamp ${ts}` });
+  findings.push(
+    ts === undefined ? { mark: '✔', text: 'X-Timestamp is Unix seconds' } : { mark: '✘', text: `X-Timestamp ${ts}` },
+  );
   const nonce = nonceProblem(req.nonce);
-  findings.push(nonce === undefined ? { mark: '✔', text: 'X-Nonce format is valid' } : { mark: '✘', text: `X-Nonce ${nonce}` });
+  findings.push(
+    nonce === undefined ? { mark: '✔', text: 'X-Nonce format is valid' } : { mark: '✘', text: `X-Nonce ${nonce}` },
+  );
   const sig = base64Problem(req.signature);
   if (sig !== undefined) findings.push({ mark: '✘', text: `X-Signature ${sig}` });
 }
 
 /** Explains a failed signature: a near-miss signing string that verifies, a size mismatch, or a wrong key. */
-function explainFailure(req: SignedRequest, data: string, key: KeyObject, signature: Buffer, findings: Finding[]): void {
+function explainFailure(
+  req: SignedRequest,
+  data: string,
+  key: KeyObject,
+  signature: Buffer,
+  findings: Finding[],
+): void {
   const keyBytes = (key.asymmetricKeyDetails?.modulusLength ?? 0) / 8;
   if (signature.length !== keyBytes) {
-    findings.push({ mark: '✘', text: `X-Signature is ${signature.length} bytes but this ${keyBytes * 8}-bit key makes ${keyBytes}-byte signatures: wrong key, or a truncated header` });
+    findings.push({
+      mark: '✘',
+      text: `X-Signature is ${signature.length} bytes but this ${keyBytes * 8}-bit key makes ${keyBytes}-byte signatures: wrong key, or a truncated header`,
+    });
     return;
   }
   for (const variant of signingVariants({ ...req, data })) {
@@ -92,14 +125,23 @@ function explainFailure(req: SignedRequest, data: string, key: KeyObject, signat
       return;
     }
   }
-  findings.push({ mark: '✘', text: 'signature does not match this public key: wrong key (compare fingerprints), or the URL, timestamp, nonce or data were altered after signing' });
+  findings.push({
+    mark: '✘',
+    text: 'signature does not match this public key: wrong key (compare fingerprints), or the URL, timestamp, nonce or data were altered after signing',
+  });
 }
 
 export function diagnose(req: SignedRequest, key: KeyObject, nowSeconds: number): Diagnosis {
   const findings: Finding[] = [];
   headerFindings(req, findings);
   const data = bodyData(req.rawBody, findings);
-  const text = signingString({ method: req.method, fullUrl: req.url.url, timestamp: req.timestamp, nonce: req.nonce, data });
+  const text = signingString({
+    method: req.method,
+    fullUrl: req.url.url,
+    timestamp: req.timestamp,
+    nonce: req.nonce,
+    data,
+  });
   const signature = Buffer.from(req.signature, 'base64');
   const verified = signature.length > 0 && rsaVerify(key, text, signature);
   const window = windowFinding(req.timestamp, nowSeconds);

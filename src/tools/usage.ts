@@ -21,7 +21,12 @@ export function parseCommandLine<const O extends FlagOptions>(
 ): Flags<O> | ExitCode {
   let values: Flags<O>;
   try {
-    values = parseArgs({ args: argv, strict: true, allowPositionals: false, options: { ...options, ...HELP_FLAG } }).values;
+    values = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: { ...options, ...HELP_FLAG },
+    }).values;
   } catch (err) {
     return usageFailure(io, text.usage, (err as Error).message);
   }

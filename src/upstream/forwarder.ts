@@ -59,14 +59,19 @@ function newClient(base: BaseAddress, options: ForwarderOptions): Client {
     keepAliveTimeout: keepAliveMs,
     keepAliveMaxTimeout: keepAliveMs,
     keepAliveTimeoutThreshold: KEEP_ALIVE_HINT_MARGIN_MS,
-    headersTimeout: options.responseTimeoutMs,
-    bodyTimeout: options.responseTimeoutMs,
+    // One deadline for the whole answer, the Exchange's own (from the first byte written): undici's per-phase
+    // timers would race it with other codes.
+    headersTimeout: 0,
+    bodyTimeout: 0,
   });
 }
 
 function dispatch(client: Client, request: UpstreamRequest, timeoutMs: number, maxBytes: number): Promise<SendOutcome> {
   return new Promise<SendOutcome>((resolve) => {
     const { path, headers, body } = request;
-    client.dispatch({ method: 'POST', path, headers, body, idempotent: false }, new Exchange(resolve, timeoutMs, maxBytes));
+    client.dispatch(
+      { method: 'POST', path, headers, body, idempotent: false },
+      new Exchange(resolve, timeoutMs, maxBytes),
+    );
   });
 }

@@ -70,7 +70,8 @@ export const upstreamErrors = {
   /** Every connection stayed busy past connectTimeoutMs: nothing was sent, and the retry loop may sign afresh. */
   poolTimeout: () => new UpstreamError('ERR_GATEWAY_POOL_TIMEOUT', 'no gateway connection free in time'),
   responseTimeout: () => new UpstreamError('ERR_GATEWAY_RESPONSE_TIMEOUT', 'gateway did not answer in time'),
-  tooLarge: (limit: number) => new UpstreamError('ERR_GATEWAY_RESPONSE_TOO_LARGE', `gateway answer exceeds ${limit} bytes`),
+  tooLarge: (limit: number) =>
+    new UpstreamError('ERR_GATEWAY_RESPONSE_TOO_LARGE', `gateway answer exceeds ${limit} bytes`),
   answerMismatch: (field: string) =>
     new UpstreamError('ERR_GATEWAY_ANSWER_MISMATCH', `the answer's ${field} is not the request's: a stray answer`),
 } as const;
@@ -110,10 +111,14 @@ export function errorCode(error: unknown): string | undefined {
  * none (a malformed answer) a stable one of ours. Never undefined, so every outcome_unknown line says why.
  */
 export function causeCode(error: Error): string {
-  return errorCode(error) ?? (error.name === 'HTTPParserError' ? 'ERR_GATEWAY_MALFORMED_ANSWER' : 'ERR_GATEWAY_UNKNOWN');
+  return (
+    errorCode(error) ?? (error.name === 'HTTPParserError' ? 'ERR_GATEWAY_MALFORMED_ANSWER' : 'ERR_GATEWAY_UNKNOWN')
+  );
 }
 
 export function isTimeout(error: Error): boolean {
   const code = errorCode(error);
-  return code === 'ERR_GATEWAY_RESPONSE_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
+  return (
+    code === 'ERR_GATEWAY_RESPONSE_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT'
+  );
 }

@@ -47,7 +47,8 @@ describe('config: refuses to start with one line naming the setting', () => {
     assert.equal(JSON.stringify(config).includes('"pw"'), false, 'the password never serialises');
   });
   it('reads the answer correlation fields as a comma-separated list; empty turns the check off', () => {
-    const fields = (value: string) => loadConfig({ ...env, SIDECAR_ANSWER_CORRELATION_FIELDS: value }).upstream.answerCorrelationFields;
+    const fields = (value: string) =>
+      loadConfig({ ...env, SIDECAR_ANSWER_CORRELATION_FIELDS: value }).upstream.answerCorrelationFields;
     assert.deepEqual(fields('invoice_no, order_id'), ['invoice_no', 'order_id']);
     assert.deepEqual(fields(''), []);
   });
@@ -55,31 +56,52 @@ describe('config: refuses to start with one line naming the setting', () => {
   for (const name of ['SIDECAR_BASE_URL', 'SIDECAR_ENVIRONMENT', 'SIDECAR_USERNAME', 'SIDECAR_PRIVATE_KEY_FILE']) {
     it(`refuses a missing ${name}`, () => refuse({ [name]: undefined }, name, /is required/));
   }
-  it('refuses when neither password setting is given', () => refuse({ SIDECAR_PASSWORD: undefined }, 'SIDECAR_PASSWORD_FILE', /required/));
-  it('refuses an unreadable password file', () => refuse({ SIDECAR_PASSWORD_FILE: '/nonexistent/pw' }, 'SIDECAR_PASSWORD_FILE', /cannot read/));
-  it('refuses an unreadable key file', () => refuse({ SIDECAR_PRIVATE_KEY_FILE: '/nonexistent/key.pem' }, 'SIDECAR_PRIVATE_KEY_FILE', /cannot read.*ENOENT/));
+  it('refuses when neither password setting is given', () =>
+    refuse({ SIDECAR_PASSWORD: undefined }, 'SIDECAR_PASSWORD_FILE', /required/));
+  it('refuses an unreadable password file', () =>
+    refuse({ SIDECAR_PASSWORD_FILE: '/nonexistent/pw' }, 'SIDECAR_PASSWORD_FILE', /cannot read/));
+  it('refuses an unreadable key file', () =>
+    refuse({ SIDECAR_PRIVATE_KEY_FILE: '/nonexistent/key.pem' }, 'SIDECAR_PRIVATE_KEY_FILE', /cannot read.*ENOENT/));
   it('refuses a key file that is not a PEM private key', async () => {
     const file = join(keys.dir, 'not-a-key.pem');
     await writeFile(file, keys.publicKeyPem);
     refuse({ SIDECAR_PRIVATE_KEY_FILE: file }, 'SIDECAR_PRIVATE_KEY_FILE', /not a PEM private key/);
   });
-  it('refuses a key under 2048 bits', () => refuse({ SIDECAR_PRIVATE_KEY_FILE: small.privateKeyFile }, 'SIDECAR_PRIVATE_KEY_FILE', /1024 bits; at least 2048/));
+  it('refuses a key under 2048 bits', () =>
+    refuse({ SIDECAR_PRIVATE_KEY_FILE: small.privateKeyFile }, 'SIDECAR_PRIVATE_KEY_FILE', /1024 bits; at least 2048/));
   it('accepts a PKCS#1 key as well as PKCS#8', async () => {
     const pkcs1 = await makeKeys(2048, 'pkcs1');
     assert.match(pkcs1.privateKeyPem, /BEGIN RSA PRIVATE KEY/);
-    assert.equal(loadConfig({ ...env, SIDECAR_PRIVATE_KEY_FILE: pkcs1.privateKeyFile }).privateKey.asymmetricKeyType, 'rsa');
+    assert.equal(
+      loadConfig({ ...env, SIDECAR_PRIVATE_KEY_FILE: pkcs1.privateKeyFile }).privateKey.asymmetricKeyType,
+      'rsa',
+    );
   });
-  it('refuses a base URL that is not absolute', () => refuse({ SIDECAR_BASE_URL: 'gateway.example.com/api' }, 'SIDECAR_BASE_URL', /not an absolute URL/));
-  it('refuses a base URL with a query', () => refuse({ SIDECAR_BASE_URL: 'https://gateway.example.com/?env=1' }, 'SIDECAR_BASE_URL', /query/));
-  it('refuses a base URL with a fragment', () => refuse({ SIDECAR_BASE_URL: 'https://gateway.example.com/#x' }, 'SIDECAR_BASE_URL', /fragment/));
+  it('refuses a base URL that is not absolute', () =>
+    refuse({ SIDECAR_BASE_URL: 'gateway.example.com/api' }, 'SIDECAR_BASE_URL', /not an absolute URL/));
+  it('refuses a base URL with a query', () =>
+    refuse({ SIDECAR_BASE_URL: 'https://gateway.example.com/?env=1' }, 'SIDECAR_BASE_URL', /query/));
+  it('refuses a base URL with a fragment', () =>
+    refuse({ SIDECAR_BASE_URL: 'https://gateway.example.com/#x' }, 'SIDECAR_BASE_URL', /fragment/));
   it('refuses http:// for a non-loopback host', () =>
-    refuse({ SIDECAR_BASE_URL: 'http://gateway.example.com', SIDECAR_ENVIRONMENT: 'staging' }, 'SIDECAR_BASE_URL', /loopback/));
-  it('refuses http:// in production even on loopback', () => refuse({ SIDECAR_BASE_URL: 'http://127.0.0.1:9000' }, 'SIDECAR_BASE_URL', /production requires/));
+    refuse(
+      { SIDECAR_BASE_URL: 'http://gateway.example.com', SIDECAR_ENVIRONMENT: 'staging' },
+      'SIDECAR_BASE_URL',
+      /loopback/,
+    ));
+  it('refuses http:// in production even on loopback', () =>
+    refuse({ SIDECAR_BASE_URL: 'http://127.0.0.1:9000' }, 'SIDECAR_BASE_URL', /production requires/));
   it('accepts http:// on loopback for staging (simulator, tests)', () => {
-    assert.equal(loadConfig({ ...env, SIDECAR_ENVIRONMENT: 'staging', SIDECAR_BASE_URL: 'http://localhost:9000/gw/' }).base.pathPrefix, '/gw');
+    assert.equal(
+      loadConfig({ ...env, SIDECAR_ENVIRONMENT: 'staging', SIDECAR_BASE_URL: 'http://localhost:9000/gw/' }).base
+        .pathPrefix,
+      '/gw',
+    );
   });
-  it('refuses an environment other than staging/production', () => refuse({ SIDECAR_ENVIRONMENT: 'prod' }, 'SIDECAR_ENVIRONMENT', /staging or production/));
-  it('refuses a non-numeric port, naming the env var', () => refuse({ SIDECAR_LISTEN_PORT: 'eighty' }, 'SIDECAR_LISTEN_PORT (listen.port)', /port/));
+  it('refuses an environment other than staging/production', () =>
+    refuse({ SIDECAR_ENVIRONMENT: 'prod' }, 'SIDECAR_ENVIRONMENT', /staging or production/));
+  it('refuses a non-numeric port, naming the env var', () =>
+    refuse({ SIDECAR_LISTEN_PORT: 'eighty' }, 'SIDECAR_LISTEN_PORT (listen.port)', /port/));
 
   it('reads a YAML config file, with env vars taking precedence over it', async () => {
     const file = join(keys.dir, 'sidecar.yaml');
@@ -116,6 +138,9 @@ describe('config: refuses to start with one line naming the setting', () => {
     const file = join(keys.dir, 'password');
     await writeFile(file, 's3cret\n');
     await chmod(file, 0o600);
-    assert.equal(loadConfig({ ...env, SIDECAR_PASSWORD: undefined, SIDECAR_PASSWORD_FILE: file }).password.reveal(), 's3cret');
+    assert.equal(
+      loadConfig({ ...env, SIDECAR_PASSWORD: undefined, SIDECAR_PASSWORD_FILE: file }).password.reveal(),
+      's3cret',
+    );
   });
 });

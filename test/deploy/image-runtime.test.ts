@@ -13,7 +13,9 @@ import { REPO_ROOT } from './support/render.js';
 
 const app = mkdtempSync(join(tmpdir(), 'deploy-image-'));
 after(() => rmSync(app, { recursive: true, force: true }));
-const pkg = JSON.parse(readFileSync(`${REPO_ROOT}package.json`, 'utf8')) as { devDependencies?: Record<string, string> };
+const pkg = JSON.parse(readFileSync(`${REPO_ROOT}package.json`, 'utf8')) as {
+  devDependencies?: Record<string, string>;
+};
 
 describe('Dockerfile and .dockerignore', () => {
   const dockerfile = readFileSync(`${REPO_ROOT}Dockerfile`, 'utf8');
@@ -26,7 +28,10 @@ describe('Dockerfile and .dockerignore', () => {
     assert.match(dockerfile, /^ARG NODE_IMAGE=node:24-[\w.-]*slim$/m, 'Node 24 LTS, slim');
     assert.doesNotMatch(runtime, /^RUN .*npm (ci|install)/m, 'nothing installed in the runtime stage');
     for (const copy of runtime.match(/^COPY .*$/gm) ?? []) {
-      assert.ok(/--from=/.test(copy) || /^COPY package\.json \.\/$/.test(copy), `runtime copies only built output: ${copy}`);
+      assert.ok(
+        /--from=/.test(copy) || /^COPY package\.json \.\/$/.test(copy),
+        `runtime copies only built output: ${copy}`,
+      );
     }
   });
 
@@ -40,7 +45,9 @@ describe('Dockerfile and .dockerignore', () => {
   });
 
   test('.dockerignore keeps dependencies, build output, git, tests and keys out of the context', () => {
-    const ignore = readFileSync(`${REPO_ROOT}.dockerignore`, 'utf8').split('\n').map((l) => l.trim());
+    const ignore = readFileSync(`${REPO_ROOT}.dockerignore`, 'utf8')
+      .split('\n')
+      .map((l) => l.trim());
     for (const entry of ['**/node_modules', 'dist', '.git', 'test', '**/*.pem', '**/*.key']) {
       assert.ok(ignore.includes(entry), `.dockerignore must list ${entry}`);
     }
@@ -56,11 +63,15 @@ describe('runtime stage reproduced in a clean folder', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
       timeout: 300_000,
     });
-    execFileSync(process.execPath, [`${REPO_ROOT}node_modules/typescript/bin/tsc`, '-p', 'tsconfig.build.json', '--outDir', join(app, 'dist')], {
-      cwd: REPO_ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      timeout: 300_000,
-    });
+    execFileSync(
+      process.execPath,
+      [`${REPO_ROOT}node_modules/typescript/bin/tsc`, '-p', 'tsconfig.build.json', '--outDir', join(app, 'dist')],
+      {
+        cwd: REPO_ROOT,
+        stdio: ['ignore', 'pipe', 'pipe'],
+        timeout: 300_000,
+      },
+    );
   });
 
   test('has no development dependency', () => {
@@ -71,26 +82,42 @@ describe('runtime stage reproduced in a clean folder', () => {
 
   test('loads every runtime module with production dependencies only', () => {
     const entries = ['app.js', 'config/load.js', 'simulator/index.js'].map((f) => `./dist/src/${f}`);
-    execFileSync(process.execPath, ['--input-type=module', '-e', entries.map((e) => `await import(${JSON.stringify(e)});`).join('')], {
-      cwd: app,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      timeout: 30_000,
-    });
+    execFileSync(
+      process.execPath,
+      ['--input-type=module', '-e', entries.map((e) => `await import(${JSON.stringify(e)});`).join('')],
+      {
+        cwd: app,
+        stdio: ['ignore', 'pipe', 'pipe'],
+        timeout: 30_000,
+      },
+    );
   });
 
   test('`node dist/src/main.js serve` answers a signed request, then stops on SIGTERM with exit 0', async (t) => {
     const placeholder = await makeVendor('http://127.0.0.1:1');
     const simulator = await startSimulator({
-      accounts: [{ username: placeholder.username, password: placeholder.password, publicKeyPem: placeholder.publicKeyPem }],
+      accounts: [
+        { username: placeholder.username, password: placeholder.password, publicKeyPem: placeholder.publicKeyPem },
+      ],
     });
     t.after(async () => {
       await simulator.close();
       rmSync(placeholder.dir, { recursive: true, force: true });
     });
-    const env = { ...placeholder.env, SIDECAR_BASE_URL: simulator.baseUrl, SIDECAR_LOG_LEVEL: 'info', PATH: process.env.PATH ?? '' };
+    const env = {
+      ...placeholder.env,
+      SIDECAR_BASE_URL: simulator.baseUrl,
+      SIDECAR_LOG_LEVEL: 'info',
+      PATH: process.env.PATH ?? '',
+    };
     // Exactly the image's ENTRYPOINT and CMD, with NODE_ENV as the image sets it.
-    const [, ...entrypointArgs] = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(`${REPO_ROOT}Dockerfile`, 'utf8'))![1]!) as string[];
-    const child = spawn(process.execPath, [...entrypointArgs, 'serve'], { cwd: app, env: { ...env, NODE_ENV: 'production' } });
+    const [, ...entrypointArgs] = JSON.parse(
+      /^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(`${REPO_ROOT}Dockerfile`, 'utf8'))![1]!,
+    ) as string[];
+    const child = spawn(process.execPath, [...entrypointArgs, 'serve'], {
+      cwd: app,
+      env: { ...env, NODE_ENV: 'production' },
+    });
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     t.after(() => child.kill('SIGKILL'));
     let stderr = '';
@@ -109,7 +136,7 @@ describe('runtime stage reproduced in a clean folder', () => {
     await waitFor(`${urls.adminUrl}/readyz`, 10_000);
     const deposit = await postDeposit(urls.proxyUrl);
     assert.ok(deposit.status >= 200 && deposit.status < 300, `deposit: ${deposit.status} ${deposit.body}`);
-    assert.equal(typeof (parseJson(deposit.body)?.transaction_link), 'string');
+    assert.equal(typeof parseJson(deposit.body)?.transaction_link, 'string');
     child.kill('SIGTERM');
     assert.equal(await exited, 0, `exit code after SIGTERM; stderr: ${stderr}`);
   });

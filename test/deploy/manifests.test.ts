@@ -17,7 +17,10 @@ const PROBES = { startupProbe: '/startupz', readinessProbe: '/readyz', livenessP
 const scratch = mkdtempSync(join(tmpdir(), 'deploy-manifests-'));
 after(() => rmSync(scratch, { recursive: true, force: true }));
 const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-writeFileSync(join(scratch, SECRET_FILES.SIDECAR_PRIVATE_KEY_FILE), privateKey.export({ type: 'pkcs8', format: 'pem' }));
+writeFileSync(
+  join(scratch, SECRET_FILES.SIDECAR_PRIVATE_KEY_FILE),
+  privateKey.export({ type: 'pkcs8', format: 'pem' }),
+);
 writeFileSync(join(scratch, SECRET_FILES.SIDECAR_PASSWORD_FILE), 'example-password\n');
 
 for (const which of KUSTOMIZATIONS) {
@@ -25,8 +28,14 @@ for (const which of KUSTOMIZATIONS) {
     test('renders, and every object validates against its schema', () => {
       const rendered = render(which);
       const kinds = rendered.ids.map((id) => id.split('/').slice(0, -1).join('/')).sort();
-      for (const kind of ['apps/v1/Deployment', 'networking.k8s.io/v1/NetworkPolicy', 'monitoring.coreos.com/v1/PodMonitor',
-        'monitoring.coreos.com/v1/PrometheusRule', 'v1/ConfigMap', 'v1/ServiceAccount']) {
+      for (const kind of [
+        'apps/v1/Deployment',
+        'networking.k8s.io/v1/NetworkPolicy',
+        'monitoring.coreos.com/v1/PodMonitor',
+        'monitoring.coreos.com/v1/PrometheusRule',
+        'v1/ConfigMap',
+        'v1/ServiceAccount',
+      ]) {
         assert.ok(kinds.includes(kind), `${kind} missing from ${rendered.ids.join(', ')}`);
       }
     });
@@ -49,7 +58,8 @@ for (const which of KUSTOMIZATIONS) {
       assert.ok(env.has('SIDECAR_PASSWORD_FILE') || env.has('SIDECAR_PASSWORD'), 'SIDECAR_PASSWORD_FILE is required');
       assert.ok(!env.has('SIDECAR_PASSWORD'), 'the password comes from the Secret file, never an env var');
       for (const c of podSpec(render(which)).containers) {
-        for (const e of c.env ?? []) assert.ok(!e.name.startsWith('SIDECAR_'), `${c.name} sets ${e.name}: sidecar only`);
+        for (const e of c.env ?? [])
+          assert.ok(!e.name.startsWith('SIDECAR_'), `${c.name} sets ${e.name}: sidecar only`);
       }
     });
 
@@ -69,8 +79,10 @@ for (const which of KUSTOMIZATIONS) {
       if (which !== 'base') assert.equal(config.environment, which.replace('overlays/', ''));
       const grace = podSpec(rendered).terminationGracePeriodSeconds ?? 30;
       const sidecarBudgetMs = config.shutdown.drainDelayMs + config.shutdown.maxDelayMs;
-      assert.ok(grace * 1000 >= sidecarBudgetMs + 15_000,
-        `terminationGracePeriodSeconds ${grace}s must exceed drain + max delay (${sidecarBudgetMs} ms) plus time for the app`);
+      assert.ok(
+        grace * 1000 >= sidecarBudgetMs + 15_000,
+        `terminationGracePeriodSeconds ${grace}s must exceed drain + max delay (${sidecarBudgetMs} ms) plus time for the app`,
+      );
     });
 
     test('probes hit the admin listener paths on the admin port', () => {
@@ -131,9 +143,12 @@ for (const which of KUSTOMIZATIONS) {
       const rendered = render(which);
       const policy = only(rendered.networkPolicies, 'NetworkPolicy').spec;
       const labels = deployment(rendered).spec?.template.metadata?.labels ?? {};
-      for (const [k, v] of Object.entries(policy?.podSelector.matchLabels ?? {})) assert.equal(labels[k], v, `selects pod label ${k}`);
+      for (const [k, v] of Object.entries(policy?.podSelector.matchLabels ?? {}))
+        assert.equal(labels[k], v, `selects pod label ${k}`);
       assert.deepEqual([...(policy?.policyTypes ?? [])].sort(), ['Egress', 'Ingress']);
-      const egressPorts = (policy?.egress ?? []).flatMap((rule) => (rule.ports ?? []).map((p) => `${p.protocol}/${p.port}`));
+      const egressPorts = (policy?.egress ?? []).flatMap((rule) =>
+        (rule.ports ?? []).map((p) => `${p.protocol}/${p.port}`),
+      );
       assert.deepEqual(egressPorts.sort(), ['TCP/443', 'TCP/53', 'UDP/53']);
       for (const rule of policy?.egress ?? []) {
         assert.ok((rule.to ?? []).length > 0, 'every egress rule names its destination');
@@ -141,14 +156,18 @@ for (const which of KUSTOMIZATIONS) {
       }
       const admin = (policy?.ingress ?? []).filter((r) => (r.ports ?? []).some((p) => p.port === adminPort(which)));
       assert.equal(admin.length, 1, 'one ingress rule for the admin port');
-      assert.ok((admin[0]?.from ?? []).every((p) => p.namespaceSelector !== undefined), 'admin port: Prometheus namespace only');
+      assert.ok(
+        (admin[0]?.from ?? []).every((p) => p.namespaceSelector !== undefined),
+        'admin port: Prometheus namespace only',
+      );
     });
 
     test('PodMonitor scrapes /metrics on the sidecar admin port of the example pods', () => {
       const rendered = render(which);
       const monitor = only(rendered.podMonitors, 'PodMonitor').spec;
       const labels = deployment(rendered).spec?.template.metadata?.labels ?? {};
-      for (const [k, v] of Object.entries(monitor.selector.matchLabels ?? {})) assert.equal(labels[k], v, `selects pod label ${k}`);
+      for (const [k, v] of Object.entries(monitor.selector.matchLabels ?? {}))
+        assert.equal(labels[k], v, `selects pod label ${k}`);
       const endpoint = only(monitor.podMetricsEndpoints ?? [], 'podMetricsEndpoint');
       assert.equal(endpoint.path, '/metrics');
       assert.equal(resolvePort(sidecar(rendered), endpoint.port ?? ''), adminPort(which));
@@ -181,7 +200,13 @@ function adminPort(which: (typeof KUSTOMIZATIONS)[number]): number {
 
 function secretMountPath(which: (typeof KUSTOMIZATIONS)[number]): string {
   const spec = podSpec(render(which));
-  const volume = only((spec.volumes ?? []).filter((v) => v.secret), 'secret volume');
-  const mount = only((sidecar(render(which)).volumeMounts ?? []).filter((m) => m.name === volume.name), 'secret mount');
+  const volume = only(
+    (spec.volumes ?? []).filter((v) => v.secret),
+    'secret volume',
+  );
+  const mount = only(
+    (sidecar(render(which)).volumeMounts ?? []).filter((m) => m.name === volume.name),
+    'secret mount',
+  );
   return mount.mountPath;
 }

@@ -74,19 +74,28 @@ describe('PrometheusRule', () => {
     after(() => rmSync(dir, { recursive: true, force: true }));
     writeFileSync(join(dir, 'rules.yaml'), stringify({ groups: rules }));
     const pod = 'namespace="payments", pod="p-1"';
-    const requests = (code: string) => `signing_sidecar_requests_total{${pod}, route="/api/v2/transaction/init", status_class="5xx", code="${code}"}`;
+    const requests = (code: string) =>
+      `signing_sidecar_requests_total{${pod}, route="/api/v2/transaction/init", status_class="5xx", code="${code}"}`;
     // promtool compares annotations too: render the rule's templates for the values this test feeds in.
     const annotations = (alertname: string, value: string) =>
       Object.fromEntries(
         Object.entries(alerts.find((a) => a.alert === alertname)?.annotations ?? {}).map(([k, v]) => [
           k,
-          v.replaceAll('{{ $labels.namespace }}', 'payments').replaceAll('{{ $labels.pod }}', 'p-1').replaceAll('{{ $value | humanize }}', value),
+          v
+            .replaceAll('{{ $labels.namespace }}', 'payments')
+            .replaceAll('{{ $labels.pod }}', 'p-1')
+            .replaceAll('{{ $value | humanize }}', value),
         ]),
       );
     const firing = (alertname: string, value: string, evalTime = '10m') => ({
       eval_time: evalTime,
       alertname,
-      exp_alerts: [{ exp_labels: { severity: 'warning', namespace: 'payments', pod: 'p-1' }, exp_annotations: annotations(alertname, value) }],
+      exp_alerts: [
+        {
+          exp_labels: { severity: 'warning', namespace: 'payments', pod: 'p-1' },
+          exp_annotations: annotations(alertname, value),
+        },
+      ],
     });
     const quiet = (alertname: string) => ({ eval_time: '10m', alertname, exp_alerts: [] });
     const tests = [
@@ -122,7 +131,10 @@ describe('PrometheusRule', () => {
     ];
     writeFileSync(join(dir, 'tests.yaml'), stringify({ rule_files: ['rules.yaml'], evaluation_interval: '1m', tests }));
     try {
-      execFileSync('promtool', ['test', 'rules', join(dir, 'tests.yaml')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+      execFileSync('promtool', ['test', 'rules', join(dir, 'tests.yaml')], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
     } catch (err) {
       const e = err as NodeJS.ErrnoException & { stdout?: string; stderr?: string };
       if (e.code === 'ENOENT') assert.fail('promtool not found: `apt-get install -y prometheus` (.ci/run installs it)');
@@ -132,15 +144,28 @@ describe('PrometheusRule', () => {
 
   test('the series those alerts watch exist at zero in a live scrape, before any failure', () => {
     for (const code of ['sidecar.upstream.outcome_unknown', 'sidecar.upstream.unreachable']) {
-      assert.match(scrape.metricsText, new RegExp(`signing_sidecar_requests_total\\{route="/api/v2/transaction/init",status_class="5xx",code="${code.replace(/\./g, '\\.')}"\\} 0`));
+      assert.match(
+        scrape.metricsText,
+        new RegExp(
+          `signing_sidecar_requests_total\\{route="/api/v2/transaction/init",status_class="5xx",code="${code.replace(/\./g, '\\.')}"\\} 0`,
+        ),
+      );
     }
   });
 
   test('covers what on-call acts on', () => {
     const names = alerts.map((a) => a.alert ?? '');
-    for (const alert of ['SigningSidecarSignatureVerifyFailed', 'SigningSidecarNonceReplayed', 'SigningSidecarTimestampRejected',
-      'SigningSidecarClockSkewHigh', 'SigningSidecarTokenRejected', 'SigningSidecarAccessTokenExpiring',
-      'SigningSidecarNotReady', 'SigningSidecarDown', 'SigningSidecarGatewayLatencyHigh']) {
+    for (const alert of [
+      'SigningSidecarSignatureVerifyFailed',
+      'SigningSidecarNonceReplayed',
+      'SigningSidecarTimestampRejected',
+      'SigningSidecarClockSkewHigh',
+      'SigningSidecarTokenRejected',
+      'SigningSidecarAccessTokenExpiring',
+      'SigningSidecarNotReady',
+      'SigningSidecarDown',
+      'SigningSidecarGatewayLatencyHigh',
+    ]) {
       assert.ok(names.includes(alert), `${alert} missing`);
     }
   });
@@ -151,7 +176,10 @@ describe('PrometheusRule', () => {
       assert.ok(['critical', 'warning'].includes(rule.labels?.severity ?? ''), `${rule.alert}: severity`);
       assert.ok(rule.annotations?.summary && rule.annotations.description, `${rule.alert}: summary and description`);
       const anchor = /^docs\/operations\.md#(.+)$/.exec(rule.annotations.runbook_url ?? '')?.[1];
-      assert.ok(anchor && (RUNBOOK_ANCHORS as readonly string[]).includes(anchor), `${rule.alert}: runbook_url ${rule.annotations.runbook_url}`);
+      assert.ok(
+        anchor && (RUNBOOK_ANCHORS as readonly string[]).includes(anchor),
+        `${rule.alert}: runbook_url ${rule.annotations.runbook_url}`,
+      );
     }
   });
 
@@ -159,7 +187,8 @@ describe('PrometheusRule', () => {
     const file = `${REPO_ROOT}docs/operations.md`;
     const readme = existsSync(file) ? readFileSync(file, 'utf8') : '';
     const anchors = new Set([...readme.matchAll(/^#{1,6}\s+(.+)$/gm)].map(([, h = '']) => githubAnchor(h)));
-    for (const anchor of RUNBOOK_ANCHORS) assert.ok(anchors.has(anchor), `docs/operations.md has no heading for #${anchor}`);
+    for (const anchor of RUNBOOK_ANCHORS)
+      assert.ok(anchors.has(anchor), `docs/operations.md has no heading for #${anchor}`);
   });
 
   test('every alert expression selects series the sidecar exports', () => {
@@ -168,9 +197,22 @@ describe('PrometheusRule', () => {
 });
 
 describe('Grafana dashboard', () => {
-  interface Target { expr?: string }
-  interface Panel { title?: string; type?: string; targets?: Target[]; panels?: Panel[]; datasource?: { uid?: string } }
-  interface Dashboard { uid?: string; title?: string; panels?: Panel[]; templating?: { list?: Array<{ name: string; query?: unknown }> } }
+  interface Target {
+    expr?: string;
+  }
+  interface Panel {
+    title?: string;
+    type?: string;
+    targets?: Target[];
+    panels?: Panel[];
+    datasource?: { uid?: string };
+  }
+  interface Dashboard {
+    uid?: string;
+    title?: string;
+    panels?: Panel[];
+    templating?: { list?: Array<{ name: string; query?: unknown }> };
+  }
   const file = `${DEPLOY_DIR}base/dashboards/signing-sidecar.json`;
   const dashboard = JSON.parse(readFileSync(file, 'utf8')) as Dashboard;
   const panels = (dashboard.panels ?? []).flatMap((p) => [p, ...(p.panels ?? [])]).filter((p) => p.type !== 'row');
@@ -195,7 +237,9 @@ describe('Grafana dashboard', () => {
   });
 
   test('shows every metric of the contract', () => {
-    const shown = new Set(panels.flatMap((p) => (p.targets ?? []).flatMap((t) => selectors(t.expr ?? '').map((s) => s.metric))));
+    const shown = new Set(
+      panels.flatMap((p) => (p.targets ?? []).flatMap((t) => selectors(t.expr ?? '').map((s) => s.metric))),
+    );
     const base = (name: string) => name.replace(/_(bucket|sum|count)$/, '');
     const shownBase = new Set([...shown].map(base));
     for (const name of exposition.series.keys()) {
@@ -211,7 +255,10 @@ function checkQuery(expr: string, where: string): void {
   assert.ok(found.length > 0, `${where}: no metric in ${expr}`);
   for (const { metric, matchers } of found) {
     if (PROMETHEUS_SERIES.has(metric)) {
-      assert.ok(matchers.some((m) => m.label === 'container' && m.value === SIDECAR_CONTAINER), `${where}: ${metric} must select container="${SIDECAR_CONTAINER}"`);
+      assert.ok(
+        matchers.some((m) => m.label === 'container' && m.value === SIDECAR_CONTAINER),
+        `${where}: ${metric} must select container="${SIDECAR_CONTAINER}"`,
+      );
       continue;
     }
     const labels = exposition.series.get(metric);
@@ -220,7 +267,11 @@ function checkQuery(expr: string, where: string): void {
       if (TARGET_LABELS.has(m.label)) continue;
       const values = labels.get(m.label);
       assert.ok(values, `${where}: ${metric} has no label ${m.label}`);
-      for (const value of literalValues(m)) assert.ok(knownValue(metric, m.label, value, values), `${where}: ${metric}{${m.label}="${value}"} never appears`);
+      for (const value of literalValues(m))
+        assert.ok(
+          knownValue(metric, m.label, value, values),
+          `${where}: ${metric}{${m.label}="${value}"} never appears`,
+        );
     }
   }
 }
@@ -235,5 +286,9 @@ function knownValue(metric: string, label: string, value: string, seen: Set<stri
 }
 
 function githubAnchor(heading: string): string {
-  return heading.trim().toLowerCase().replace(/[^\w\- ]/g, '').replace(/ /g, '-');
+  return heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\w\- ]/g, '')
+    .replace(/ /g, '-');
 }

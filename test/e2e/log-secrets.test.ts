@@ -7,7 +7,14 @@ import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { TEST_PASSWORD } from '../support/recording-gateway.js';
 import { waitUntilReady } from '../support/sidecar.js';
-import { deposit, postJson, provokeGatewayErrors, sentPayloads, startSimWorld, type SimWorld } from '../support/sim-world.js';
+import {
+  deposit,
+  postJson,
+  provokeGatewayErrors,
+  sentPayloads,
+  startSimWorld,
+  type SimWorld,
+} from '../support/sim-world.js';
 
 const SIDECAR_CODES = [
   'sidecar.route.not_found',
@@ -37,7 +44,9 @@ async function abandonBody(proxyUrl: string): Promise<void> {
   const { hostname, port } = new URL(proxyUrl);
   const socket = connect(Number(port), hostname);
   await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
-  socket.write('POST /api/v2/transaction/init HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"amount":');
+  socket.write(
+    'POST /api/v2/transaction/init HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"amount":',
+  );
   await new Promise((resolve) => setTimeout(resolve, 50));
   socket.destroy();
 }
@@ -65,7 +74,12 @@ describe('logs of a run through every path', () => {
       ['sidecar.body.not_object', postJson(proxyUrl, '[1]')],
       ['sidecar.body.too_large', postJson(proxyUrl, JSON.stringify({ pad: 'x'.repeat(5000) }))],
       ['sidecar.body.unsupported_media_type', postJson(proxyUrl, '{}', undefined, { 'content-type': 'text/plain' })],
-      ['sidecar.method.not_allowed', fetch(`${proxyUrl}/api/v2/transaction/init`).then(async (r) => ({ code: ((await r.json()) as { code?: string }).code }))],
+      [
+        'sidecar.method.not_allowed',
+        fetch(`${proxyUrl}/api/v2/transaction/init`).then(async (r) => ({
+          code: ((await r.json()) as { code?: string }).code,
+        })),
+      ],
     ];
     for (const [code, answer] of refused) assert.equal((await answer).code, code);
     await abandonBody(proxyUrl);
@@ -106,7 +120,10 @@ describe('logs of a run through every path', () => {
       ...world.relay.seen.signatures.map((s): [string, string] => ['X-Signature', s]),
       ...world.relay.seen.data.map((d): [string, string] => ['data', d]),
       ...sentPayloads.map((p): [string, string] => ['payload', p]),
-      ...world.keys.privateKeyPem.split('\n').filter((l) => l !== '' && !l.startsWith('-----')).map((l): [string, string] => ['private key line', l]),
+      ...world.keys.privateKeyPem
+        .split('\n')
+        .filter((l) => l !== '' && !l.startsWith('-----'))
+        .map((l): [string, string] => ['private key line', l]),
     ];
     assert.ok(world.relay.seen.accessTokens.length >= 4, 'logins and refreshes happened');
     assert.ok(world.relay.seen.signatures.length >= 10, 'signed requests went out');
@@ -119,7 +136,15 @@ describe('logs of a run through every path', () => {
     const codes = new Set(requests.map((l) => l.code));
     for (const code of SIDECAR_CODES) assert.ok(codes.has(code), `a request line for ${code}`);
     // FAILED is not here: the sidecar retries it with a fresh token, so that request ends "ok" after 2 attempts.
-    for (const code of ['ok', 'signature.verify.failed', 'signature.timestamp.expired', 'signature.timestamp.future', 'signature.nonce.replayed', 'ip.forbidden', 'other']) {
+    for (const code of [
+      'ok',
+      'signature.verify.failed',
+      'signature.timestamp.expired',
+      'signature.timestamp.future',
+      'signature.nonce.replayed',
+      'ip.forbidden',
+      'other',
+    ]) {
       assert.ok(codes.has(code), `a request line for ${code}`);
     }
     for (const l of requests) {
@@ -148,7 +173,10 @@ describe('logs of a run through every path', () => {
     assert.ok(diagnostic, 'a signature.verify.failed line');
     assert.equal(diagnostic.level, 40);
     const signing = String(diagnostic.signingString);
-    const match = /^POST\.(http:\/\/127\.0\.0\.1:\d+\/api\/v2\/transaction\/init)\.(\d{10})\.([A-Za-z0-9_-]{22})\.sha256:([0-9a-f]{64})$/.exec(signing);
+    const match =
+      /^POST\.(http:\/\/127\.0\.0\.1:\d+\/api\/v2\/transaction\/init)\.(\d{10})\.([A-Za-z0-9_-]{22})\.sha256:([0-9a-f]{64})$/.exec(
+        signing,
+      );
     assert.ok(match, signing);
     assert.equal(match[1], `${world.relay.url}/api/v2/transaction/init`);
     const digests = world.relay.seen.data.map((d) => createHash('sha256').update(d).digest('hex'));
@@ -163,8 +191,14 @@ describe('logs of a run through every path', () => {
       assert.match(String(l.accessExpiresAt), /^\d{4}-\d\d-\d\dT/);
       assert.match(String(l.refreshExpiresAt), /^\d{4}-\d\d-\d\dT/);
     }
-    assert.ok(lines.some((l) => l.event === 'token.fallback'), 'refresh failed, fell back to the password');
+    assert.ok(
+      lines.some((l) => l.event === 'token.fallback'),
+      'refresh failed, fell back to the password',
+    );
     assert.ok(lines.some((l) => l.event === 'token.rejected_grant' && l.grant === 'password'));
-    assert.ok(lines.some((l) => l.event === 'token.rejected'), 'the gateway refusing a token is logged');
+    assert.ok(
+      lines.some((l) => l.event === 'token.rejected'),
+      'the gateway refusing a token is logged',
+    );
   });
 });

@@ -16,10 +16,11 @@ const METRIC = 'signing_sidecar_gateway_errors_total';
 function requireTool(name: string): void {
   const probe = spawnSync(name, ['--version'], { encoding: 'utf8' });
   if (probe.error || probe.status !== 0) {
-    assert.fail(`${name} is required for this test but could not run (${probe.error?.message ?? `exit ${probe.status}`}); install the Debian package "prometheus" (apt-get install prometheus)`);
+    assert.fail(
+      `${name} is required for this test but could not run (${probe.error?.message ?? `exit ${probe.status}`}); install the Debian package "prometheus" (apt-get install prometheus)`,
+    );
   }
 }
-
 
 interface Sample {
   readonly metric: Record<string, string>;
@@ -75,12 +76,16 @@ describe('a real Prometheus scrapes the sidecar', () => {
     await writeFile(join(dir, 'prometheus.yml'), config);
     const port = await freePort();
     promUrl = `http://127.0.0.1:${port}`;
-    prometheus = spawn('prometheus', [
-      `--config.file=${join(dir, 'prometheus.yml')}`,
-      `--storage.tsdb.path=${join(dir, 'data')}`,
-      `--web.listen-address=127.0.0.1:${port}`,
-      '--log.level=warn',
-    ], { stdio: ['ignore', 'pipe', 'pipe'] });
+    prometheus = spawn(
+      'prometheus',
+      [
+        `--config.file=${join(dir, 'prometheus.yml')}`,
+        `--storage.tsdb.path=${join(dir, 'data')}`,
+        `--web.listen-address=127.0.0.1:${port}`,
+        '--log.level=warn',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     prometheus.stdout?.on('data', (c: Buffer) => (promLog += c.toString()));
     prometheus.stderr?.on('data', (c: Buffer) => (promLog += c.toString()));
     await eventually('prometheus ready', 15_000, async () => {
@@ -106,7 +111,9 @@ describe('a real Prometheus scrapes the sidecar', () => {
     await eventually('first scrape with every code at 0', 10_000, async () => {
       const seen = byCode(await query(promUrl, METRIC));
       const missing = GATEWAY_ERROR_CODES.filter((code) => seen.get(code) !== 0);
-      return missing.length === 0 ? undefined : `not at 0 yet: ${missing.join(', ')} (have ${JSON.stringify([...seen])})`;
+      return missing.length === 0
+        ? undefined
+        : `not at 0 yet: ${missing.join(', ')} (have ${JSON.stringify([...seen])})`;
     });
     const up = await query(promUrl, 'up{job="signing-sidecar"}');
     assert.equal(up[0]?.value[1], '1');

@@ -6,7 +6,13 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { RecordingGateway, TEST_PASSWORD } from '../support/recording-gateway.js';
-import { sidecarEnv, startTestSidecar, waitUntilReady, withReadySidecar, type TestSidecar } from '../support/sidecar.js';
+import {
+  sidecarEnv,
+  startTestSidecar,
+  waitUntilReady,
+  withReadySidecar,
+  type TestSidecar,
+} from '../support/sidecar.js';
 
 const exec = promisify(execFile);
 const DEPOSIT = '{"amount":"100.50","currency":"USD","gateway":"card","user_id":"u1","invoice_no":"inv-1"}';
@@ -37,8 +43,17 @@ describe('signing proxy core, end to end over real sockets', () => {
   });
 
   it('a curl of plain JSON reaches the gateway signed, and the signature verifies with openssl', async () => {
-    gateway.script.push({ status: 201, body: { transaction_link: 'https://pay.example/t/42', id: 'tx-42' }, headers: { 'x-trace': 'abc' } });
-    const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, ['-H', 'Content-Type: application/json', '--data-binary', DEPOSIT]);
+    gateway.script.push({
+      status: 201,
+      body: { transaction_link: 'https://pay.example/t/42', id: 'tx-42' },
+      headers: { 'x-trace': 'abc' },
+    });
+    const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
+      '-H',
+      'Content-Type: application/json',
+      '--data-binary',
+      DEPOSIT,
+    ]);
     // The gateway's answer comes back unchanged: status, its own headers, body bytes.
     assert.equal(answer.status, 201);
     assert.equal(answer.body, '{"transaction_link":"https://pay.example/t/42","id":"tx-42"}');
@@ -59,22 +74,59 @@ describe('signing proxy core, end to end over real sockets', () => {
     const signing = `POST.${gateway.url}/gw/api/v2/transaction/init.${String(recorded.headers['x-timestamp'])}.${String(recorded.headers['x-nonce'])}.${envelope.data!}`;
     await writeFile(join(keys.dir, 'signing.txt'), signing);
     await writeFile(join(keys.dir, 'signature.bin'), Buffer.from(recorded.headers['x-signature'] as string, 'base64'));
-    const { stdout } = await exec('openssl', ['dgst', '-sha256', '-verify', keys.publicKeyFile, '-signature', join(keys.dir, 'signature.bin'), join(keys.dir, 'signing.txt')]);
+    const { stdout } = await exec('openssl', [
+      'dgst',
+      '-sha256',
+      '-verify',
+      keys.publicKeyFile,
+      '-signature',
+      join(keys.dir, 'signature.bin'),
+      join(keys.dir, 'signing.txt'),
+    ]);
     assert.match(stdout, /Verified OK/);
   });
 
   it('keeps the query byte for byte in the posted and signed URL', async () => {
-    const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transfer-out/init?b=2&a=%2F+x`, ['-H', 'Content-Type: application/json', '--data-binary', '{"amount":"1.00"}']);
+    const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transfer-out/init?b=2&a=%2F+x`, [
+      '-H',
+      'Content-Type: application/json',
+      '--data-binary',
+      '{"amount":"1.00"}',
+    ]);
     assert.equal(answer.status, 201);
     assert.equal(gateway.requests.at(-1)!.url, '/gw/api/v2/transfer-out/init?b=2&a=%2F+x');
   });
 
   it('drops client Authorization, signature headers, Host and hop-by-hop headers, forwards the rest', async () => {
     const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
-      '-H', 'Content-Type: application/json', '-H', 'Authorization: Bearer stolen', '-H', 'X-Timestamp: 1', '-H', 'X-Nonce: client-nonce-000000',
-      '-H', 'X-Signature: forged', '-H', 'Host: evil.example', '-H', 'Connection: keep-alive, X-Drop-Me', '-H', 'X-Drop-Me: 1',
-      '-H', 'Keep-Alive: timeout=5', '-H', 'Proxy-Authorization: Basic eA==', '-H', 'X-Request-Id: req-123', '-H', 'X-Custom: kept',
-      '-H', 'Constructor: kept too', '--data-binary', DEPOSIT,
+      '-H',
+      'Content-Type: application/json',
+      '-H',
+      'Authorization: Bearer stolen',
+      '-H',
+      'X-Timestamp: 1',
+      '-H',
+      'X-Nonce: client-nonce-000000',
+      '-H',
+      'X-Signature: forged',
+      '-H',
+      'Host: evil.example',
+      '-H',
+      'Connection: keep-alive, X-Drop-Me',
+      '-H',
+      'X-Drop-Me: 1',
+      '-H',
+      'Keep-Alive: timeout=5',
+      '-H',
+      'Proxy-Authorization: Basic eA==',
+      '-H',
+      'X-Request-Id: req-123',
+      '-H',
+      'X-Custom: kept',
+      '-H',
+      'Constructor: kept too',
+      '--data-binary',
+      DEPOSIT,
     ]);
     assert.equal(answer.status, 201);
     assert.match(answer.headers, /^x-request-id: req-123$/m);
@@ -88,29 +140,98 @@ describe('signing proxy core, end to end over real sockets', () => {
     assert.equal(h['proxy-authorization'], undefined);
     assert.equal(h['keep-alive'], undefined);
     assert.equal(h['x-custom'], 'kept');
-    assert.equal(Object.hasOwn(h, 'constructor') ? h.constructor : undefined, 'kept too', 'a header named like an Object member is a header');
+    assert.equal(
+      Object.hasOwn(h, 'constructor') ? h.constructor : undefined,
+      'kept too',
+      'a header named like an Object member is a header',
+    );
     assert.equal(h['x-request-id'], 'req-123');
   });
 
   const refusals: Array<[string, string, string[], number, string]> = [
-    ['unknown path', '/api/v2/other', ['-H', 'Content-Type: application/json', '--data-binary', '{}'], 404, 'sidecar.route.not_found'],
-    ['token endpoint is not proxied', '/api/v2/auth/token', ['-H', 'Content-Type: application/json', '--data-binary', '{}'], 404, 'sidecar.route.not_found'],
-    ['trailing slash is another path', '/api/v2/transaction/init/', ['-H', 'Content-Type: application/json', '--data-binary', '{}'], 404, 'sidecar.route.not_found'],
+    [
+      'unknown path',
+      '/api/v2/other',
+      ['-H', 'Content-Type: application/json', '--data-binary', '{}'],
+      404,
+      'sidecar.route.not_found',
+    ],
+    [
+      'token endpoint is not proxied',
+      '/api/v2/auth/token',
+      ['-H', 'Content-Type: application/json', '--data-binary', '{}'],
+      404,
+      'sidecar.route.not_found',
+    ],
+    [
+      'trailing slash is another path',
+      '/api/v2/transaction/init/',
+      ['-H', 'Content-Type: application/json', '--data-binary', '{}'],
+      404,
+      'sidecar.route.not_found',
+    ],
     ['GET on a signed route', '/api/v2/transaction/init', [], 405, 'sidecar.method.not_allowed'],
-    ['PUT on a signed route', '/api/v2/transaction/init', ['-X', 'PUT', '-H', 'Content-Type: application/json', '--data-binary', '{}'], 405, 'sidecar.method.not_allowed'],
-    ['invalid JSON', '/api/v2/transaction/init', ['-H', 'Content-Type: application/json', '--data-binary', '{"amount":'], 400, 'sidecar.body.invalid_json'],
-    ['JSON array', '/api/v2/transaction/init', ['-H', 'Content-Type: application/json', '--data-binary', '[1,2]'], 400, 'sidecar.body.not_object'],
-    ['JSON string', '/api/v2/transaction/init', ['-H', 'Content-Type: application/json', '--data-binary', '"x"'], 400, 'sidecar.body.not_object'],
-    ['invalid UTF-8', '/api/v2/transaction/init', ['-H', 'Content-Type: application/json', '--data-binary', '@-'], 400, 'sidecar.body.invalid_json'],
-    ['form content type', '/api/v2/transaction/init', ['--data-binary', '{}'], 415, 'sidecar.body.unsupported_media_type'],
-    ['missing content type', '/api/v2/transaction/init', ['-H', 'Content-Type:', '--data-binary', '{}'], 415, 'sidecar.body.unsupported_media_type'],
+    [
+      'PUT on a signed route',
+      '/api/v2/transaction/init',
+      ['-X', 'PUT', '-H', 'Content-Type: application/json', '--data-binary', '{}'],
+      405,
+      'sidecar.method.not_allowed',
+    ],
+    [
+      'invalid JSON',
+      '/api/v2/transaction/init',
+      ['-H', 'Content-Type: application/json', '--data-binary', '{"amount":'],
+      400,
+      'sidecar.body.invalid_json',
+    ],
+    [
+      'JSON array',
+      '/api/v2/transaction/init',
+      ['-H', 'Content-Type: application/json', '--data-binary', '[1,2]'],
+      400,
+      'sidecar.body.not_object',
+    ],
+    [
+      'JSON string',
+      '/api/v2/transaction/init',
+      ['-H', 'Content-Type: application/json', '--data-binary', '"x"'],
+      400,
+      'sidecar.body.not_object',
+    ],
+    [
+      'invalid UTF-8',
+      '/api/v2/transaction/init',
+      ['-H', 'Content-Type: application/json', '--data-binary', '@-'],
+      400,
+      'sidecar.body.invalid_json',
+    ],
+    [
+      'form content type',
+      '/api/v2/transaction/init',
+      ['--data-binary', '{}'],
+      415,
+      'sidecar.body.unsupported_media_type',
+    ],
+    [
+      'missing content type',
+      '/api/v2/transaction/init',
+      ['-H', 'Content-Type:', '--data-binary', '{}'],
+      415,
+      'sidecar.body.unsupported_media_type',
+    ],
   ];
   for (const [name, path, args, status, code] of refusals) {
     it(`refuses ${name} with ${status} ${code}, and the gateway receives nothing`, async () => {
       const before = gateway.requests.length;
-      const answer: { status: number; body: string; headers?: string } = name === 'invalid UTF-8'
-        ? await rawPost(running.sidecar.proxyUrl, path, Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d]))
-        : await curl(`${running.sidecar.proxyUrl}${path}`, args);
+      const answer: { status: number; body: string; headers?: string } =
+        name === 'invalid UTF-8'
+          ? await rawPost(
+              running.sidecar.proxyUrl,
+              path,
+              Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d]),
+            )
+          : await curl(`${running.sidecar.proxyUrl}${path}`, args);
       assert.equal(answer.status, status);
       const body = JSON.parse(answer.body) as { code: string; retryable: boolean; message: string };
       assert.equal(body.code, code);
@@ -139,7 +260,12 @@ describe('signing proxy core, end to end over real sockets', () => {
     const decoy = await new RecordingGateway().start();
     try {
       const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
-        '--request-target', `${decoy.url}/api/v2/transaction/init`, '-H', 'Content-Type: application/json', '--data-binary', DEPOSIT,
+        '--request-target',
+        `${decoy.url}/api/v2/transaction/init`,
+        '-H',
+        'Content-Type: application/json',
+        '--data-binary',
+        DEPOSIT,
       ]);
       assert.equal(answer.status, 201);
       assert.equal(decoy.requests.length, 0);
@@ -167,7 +293,12 @@ describe('upstream failures map to the error contract', () => {
     await withReadySidecar({ SIDECAR_UPSTREAM_CONNECT_RETRY_DEADLINE_MS: '600' }, async ({ gateway, running }) => {
       await gateway.stop(); // the token is held; now nothing listens at the gateway's address
       const started = Date.now();
-      const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, ['-H', 'Content-Type: application/json', '--data-binary', DEPOSIT]);
+      const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
+        '-H',
+        'Content-Type: application/json',
+        '--data-binary',
+        DEPOSIT,
+      ]);
       assert.equal(answer.status, 502);
       assert.deepEqual(JSON.parse(answer.body), {
         code: 'sidecar.upstream.unreachable',
@@ -183,29 +314,48 @@ describe('upstream failures map to the error contract', () => {
   it('reset after the request was sent: 502 sidecar.upstream.outcome_unknown, not retryable, sent exactly once', async () => {
     await withReadySidecar({}, async ({ gateway, running }) => {
       gateway.script.push({ reset: true });
-      const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, ['-H', 'Content-Type: application/json', '--data-binary', DEPOSIT]);
+      const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
+        '-H',
+        'Content-Type: application/json',
+        '--data-binary',
+        DEPOSIT,
+      ]);
       assert.equal(answer.status, 502);
       const body = JSON.parse(answer.body) as { code: string; retryable: boolean };
       assert.equal(body.code, 'sidecar.upstream.outcome_unknown');
       assert.equal(body.retryable, false);
       assert.equal(gateway.requests.length, 1);
+      const line = running.logs.lines().find((l) => l.event === 'request');
+      assert.equal(line?.causeCode, 'ECONNRESET', 'the log line names why the outcome is unknown');
     });
   });
 
   it('no answer within the response timeout: 504 outcome_unknown, sent exactly once', async () => {
     await withReadySidecar({ SIDECAR_UPSTREAM_RESPONSE_TIMEOUT_MS: '300' }, async ({ gateway, running }) => {
       gateway.script.push({ hang: true });
-      const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, ['-H', 'Content-Type: application/json', '--data-binary', DEPOSIT]);
+      const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
+        '-H',
+        'Content-Type: application/json',
+        '--data-binary',
+        DEPOSIT,
+      ]);
       assert.equal(answer.status, 504);
       assert.equal((JSON.parse(answer.body) as { code: string }).code, 'sidecar.upstream.outcome_unknown');
       assert.equal(gateway.requests.length, 1);
+      const line = running.logs.lines().find((l) => l.event === 'request');
+      assert.equal(line?.causeCode, 'ERR_GATEWAY_RESPONSE_TIMEOUT');
     });
   });
 
   it('shutdown with a request still waiting for the gateway: the client gets 504 outcome_unknown, never silence', async () => {
     await withReadySidecar({ SIDECAR_SHUTDOWN_MAX_DELAY_MS: '300' }, async ({ gateway, running }) => {
       gateway.script.push({ hang: true });
-      const pending = curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, ['-H', 'Content-Type: application/json', '--data-binary', DEPOSIT]);
+      const pending = curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
+        '-H',
+        'Content-Type: application/json',
+        '--data-binary',
+        DEPOSIT,
+      ]);
       while (gateway.requests.length === 0) await new Promise((r) => setTimeout(r, 10));
       await running.stop();
       const answer = await pending;
@@ -215,6 +365,7 @@ describe('upstream failures map to the error contract', () => {
       assert.ok(id !== undefined, 'the 504 carries the request id');
       const line = running.logs.lines().find((l) => l.event === 'request' && l.requestId === id);
       assert.equal(line?.status, 504);
+      assert.equal(line?.causeCode, 'ERR_SIDECAR_SHUTDOWN');
       // What the handler saw once the pool was torn down is kept beside it.
       assert.equal(line?.lateCode, 'sidecar.upstream.outcome_unknown');
       assert.equal(typeof line?.lateStatus, 'number');
@@ -229,7 +380,11 @@ describe('upstream failures map to the error contract', () => {
 
   it('passes the bytes of the gateway answer through exactly, multi-byte UTF-8 and invalid bytes included', async () => {
     await withReadySidecar({}, async ({ gateway, running }) => {
-      const raw = Buffer.concat([Buffer.from('{"note":"paiement reçu ✓","bytes":"'), Buffer.from([0xff, 0x00, 0x80]), Buffer.from('"}')]);
+      const raw = Buffer.concat([
+        Buffer.from('{"note":"paiement reçu ✓","bytes":"'),
+        Buffer.from([0xff, 0x00, 0x80]),
+        Buffer.from('"}'),
+      ]);
       gateway.script.push({ status: 201, raw });
       const response = await fetch(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, {
         method: 'POST',
@@ -245,7 +400,12 @@ describe('upstream failures map to the error contract', () => {
   it('a 5xx from the gateway is passed through unchanged and not retried', async () => {
     await withReadySidecar({}, async ({ gateway, running }) => {
       gateway.script.push({ status: 503, body: { code: 'busy', message: 'try later' } });
-      const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, ['-H', 'Content-Type: application/json', '--data-binary', DEPOSIT]);
+      const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
+        '-H',
+        'Content-Type: application/json',
+        '--data-binary',
+        DEPOSIT,
+      ]);
       assert.equal(answer.status, 503);
       assert.equal(answer.body, '{"code":"busy","message":"try later"}');
       assert.equal(gateway.requests.length, 1);
@@ -255,7 +415,10 @@ describe('upstream failures map to the error contract', () => {
 
 /** A POST with exact bytes (curl cannot send invalid UTF-8 portably from an argument). */
 async function rawPost(base: string, path: string, body: Buffer): Promise<{ status: number; body: string }> {
-  const response = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+  const response = await fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body,
+  });
   return { status: response.status, body: await response.text() };
 }
-

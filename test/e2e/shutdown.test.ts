@@ -20,17 +20,24 @@ interface Reply {
 /** One request on its own fresh connection (agent: false), so "new connection" means exactly that. */
 function call(method: string, url: string, body?: string, agent: Agent | false = false): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method, agent, headers: body === undefined ? {} : { 'content-type': 'application/json' } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
-    });
+    const req = request(
+      url,
+      { method, agent, headers: body === undefined ? {} : { 'content-type': 'application/json' } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }),
+        );
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
 }
 
-const probe = async (s: SpawnedSidecar, path: string): Promise<number> => (await call('GET', `${s.adminUrl}${path}`)).status;
+const probe = async (s: SpawnedSidecar, path: string): Promise<number> =>
+  (await call('GET', `${s.adminUrl}${path}`)).status;
 
 /** "connected" or the connect error code (ECONNREFUSED once the listener is closed). */
 function tryConnect(url: string): Promise<string> {
@@ -57,7 +64,8 @@ async function until<T>(what: string, ms: number, step: () => Promise<T>, done: 
 
 function assertNoSecrets(text: string, keys: TestKeys, gateway: RecordingGateway): void {
   assert.equal(text.includes(TEST_PASSWORD), false, 'password in the output');
-  for (const token of [...gateway.issuedAccessTokens, ...gateway.issuedRefreshTokens]) assert.equal(text.includes(token), false, 'token in the output');
+  for (const token of [...gateway.issuedAccessTokens, ...gateway.issuedRefreshTokens])
+    assert.equal(text.includes(token), false, 'token in the output');
   for (const r of gateway.requests) {
     assert.equal(text.includes(String(r.headers['x-signature'])), false, 'signature in the output');
     assert.equal(text.includes((JSON.parse(r.body) as { data: string }).data), false, 'data in the output');
@@ -85,7 +93,12 @@ describe('process lifecycle', () => {
       assert.equal(await probe(sidecar, '/readyz'), 503);
       assert.equal(await probe(sidecar, '/startupz'), 503);
       gateway.refusePasswordLogins = false;
-      await until('ready after the login succeeds', 5_000, () => probe(sidecar, '/readyz'), (s) => s === 200);
+      await until(
+        'ready after the login succeeds',
+        5_000,
+        () => probe(sidecar, '/readyz'),
+        (s) => s === 200,
+      );
       assert.equal(await probe(sidecar, '/startupz'), 200);
       assert.equal(await probe(sidecar, '/livez'), 200);
       // The quit endpoint is off unless enabled.
@@ -93,19 +106,42 @@ describe('process lifecycle', () => {
 
       gateway.holdUntil = Number.MAX_SAFE_INTEGER; // the gateway holds every answer until release()
       const inFlight = call('POST', `${sidecar.proxyUrl}/api/v2/transaction/init`, DEPOSIT);
-      await until('the first request reaches the gateway', 3_000, () => Promise.resolve(gateway.requests.length), (n) => n === 1);
+      await until(
+        'the first request reaches the gateway',
+        3_000,
+        () => Promise.resolve(gateway.requests.length),
+        (n) => n === 1,
+      );
       const sigterm = Date.now();
       sidecar.child.kill('SIGTERM');
-      await until('readiness off', 500, () => probe(sidecar, '/readyz'), (s) => s === 503);
+      await until(
+        'readiness off',
+        500,
+        () => probe(sidecar, '/readyz'),
+        (s) => s === 503,
+      );
       assert.equal(await probe(sidecar, '/livez'), 200, 'still alive while draining');
       // A new connection during the drain delay is still served (endpoints take a while to drop the pod).
       // (A keep-alive client: the answer must tell it to close, which agent: false would do on its own.)
       const keepAlive = new Agent({ keepAlive: true });
       const duringDrain = call('POST', `${sidecar.proxyUrl}/api/v2/transaction/init`, DEPOSIT, keepAlive);
-      await until('the drain-time request reaches the gateway', 1_000, () => Promise.resolve(gateway.requests.length), (n) => n === 2);
+      await until(
+        'the drain-time request reaches the gateway',
+        1_000,
+        () => Promise.resolve(gateway.requests.length),
+        (n) => n === 2,
+      );
       assert.ok(Date.now() - sigterm < 1_500, 'sent within the drain delay');
-      await until('new connections refused after the drain delay', 5_000, () => tryConnect(sidecar.proxyUrl), (r) => r === 'ECONNREFUSED');
-      assert.ok(Date.now() - sigterm >= 1_400, `listener closed only after the drain delay (${Date.now() - sigterm} ms)`);
+      await until(
+        'new connections refused after the drain delay',
+        5_000,
+        () => tryConnect(sidecar.proxyUrl),
+        (r) => r === 'ECONNREFUSED',
+      );
+      assert.ok(
+        Date.now() - sigterm >= 1_400,
+        `listener closed only after the drain delay (${Date.now() - sigterm} ms)`,
+      );
       assert.equal(sidecar.child.exitCode, null, 'still waiting for the in-flight requests');
 
       gateway.release();
@@ -114,7 +150,10 @@ describe('process lifecycle', () => {
       assert.equal(second.status, 201, 'the drain-time request completed');
       assert.equal(second.headers.connection, 'close', 'drain-time answers ask clients to reconnect elsewhere');
       keepAlive.destroy();
-      const exit = await Promise.race([sidecar.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 5_000))]);
+      const exit = await Promise.race([
+        sidecar.exited,
+        new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 5_000)),
+      ]);
       assert.deepEqual(exit, { code: 0, signal: null });
       const { stdout, stderr } = sidecar.output();
       assert.match(stdout, /"event":"shutdown.begin"/);
@@ -134,11 +173,19 @@ describe('process lifecycle', () => {
     const env = await sidecarEnv(keys, gateway.url, { SIDECAR_QUIT_ENDPOINT: 'true', SIDECAR_LOG_LEVEL: 'info' });
     const sidecar = await spawnSidecar(env);
     try {
-      await until('ready', 5_000, () => probe(sidecar, '/readyz'), (s) => s === 200);
+      await until(
+        'ready',
+        5_000,
+        () => probe(sidecar, '/readyz'),
+        (s) => s === 200,
+      );
       const port = new URL(sidecar.adminUrl).port;
       const quit = await call('POST', `http://127.0.0.1:${port}/quitquitquit`);
       assert.equal(quit.status, 202);
-      const exit = await Promise.race([sidecar.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 5_000))]);
+      const exit = await Promise.race([
+        sidecar.exited,
+        new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 5_000)),
+      ]);
       assert.deepEqual(exit, { code: 0, signal: null });
       assert.match(sidecar.output().stdout, /"reason":"quitquitquit"/);
     } finally {

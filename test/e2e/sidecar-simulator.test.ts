@@ -40,13 +40,29 @@ async function pair(
 ): Promise<Pair> {
   const sim = await startSimulator({
     tls: true,
-    accounts: [{ username: TEST_USERNAME, password: TEST_PASSWORD, publicKeyPem: accountKeys.publicKeyPem, ...(allowIps ? { allowIps } : {}) }],
+    accounts: [
+      {
+        username: TEST_USERNAME,
+        password: TEST_PASSWORD,
+        publicKeyPem: accountKeys.publicKeyPem,
+        ...(allowIps ? { allowIps } : {}),
+      },
+    ],
     ...simOptions,
   });
   const caFile = join(sidecarKeys.dir, `ca-${sim.port}.pem`);
   await writeFile(caFile, sim.caPem ?? '');
-  const sidecar = await startTestSidecar(await sidecarEnv(sidecarKeys, sim.baseUrl, { SIDECAR_UPSTREAM_CA_FILE: caFile, ...extraEnv }));
-  return { sim, sidecar, stop: async () => { await sidecar.stop(); await sim.close(); } };
+  const sidecar = await startTestSidecar(
+    await sidecarEnv(sidecarKeys, sim.baseUrl, { SIDECAR_UPSTREAM_CA_FILE: caFile, ...extraEnv }),
+  );
+  return {
+    sim,
+    sidecar,
+    stop: async () => {
+      await sidecar.stop();
+      await sim.close();
+    },
+  };
 }
 
 async function metric(sidecar: TestSidecar, series: string): Promise<number> {
@@ -120,7 +136,12 @@ describe('sidecar + simulator, end to end', () => {
       assert.equal(sim.transactions().length, 0);
       const line = sidecar.logs.lines().find((l) => l.event === 'signature.verify.failed');
       assert.ok(line, 'the sidecar logs the signing string for diffing');
-      assert.match(String(line.signingString), new RegExp(`^POST\\.${sim.baseUrl.replace(/\./g, '\\.')}/api/v2/transaction/init\\.\\d+\\.[A-Za-z0-9_-]{22}\\.sha256:[0-9a-f]{64}$`));
+      assert.match(
+        String(line.signingString),
+        new RegExp(
+          `^POST\\.${sim.baseUrl.replace(/\./g, '\\.')}/api/v2/transaction/init\\.\\d+\\.[A-Za-z0-9_-]{22}\\.sha256:[0-9a-f]{64}$`,
+        ),
+      );
     } finally {
       await stop();
     }
@@ -145,7 +166,10 @@ describe('sidecar + simulator, end to end', () => {
         body: JSON.stringify({ grant_type: 'password', username: TEST_USERNAME, password: TEST_PASSWORD }),
       });
       const token = ((await login.json()) as { access_token: string }).access_token;
-      const answer = await sendCaptured(production.listenUrl, { ...captured, headers: { ...captured.headers, authorization: `Bearer ${token}` } });
+      const answer = await sendCaptured(production.listenUrl, {
+        ...captured,
+        headers: { ...captured.headers, authorization: `Bearer ${token}` },
+      });
       assert.equal(answer.status, 401);
       assert.equal((JSON.parse(answer.body.toString()) as { code: string }).code, 'signature.verify.failed');
       assert.equal(production.transactions().length, 0);
@@ -169,7 +193,9 @@ describe('sidecar + simulator, end to end', () => {
       assert.equal(answer.body.retryable, true);
       assert.equal(sim.transactions().length, 0);
       assert.ok(sidecar.logs.lines().some((l) => l.event === 'token.rejected_grant' && l.status === 403));
-      assert.ok((await metric(sidecar, 'signing_sidecar_token_requests_total{grant="password",outcome="rejected"}')) >= 1);
+      assert.ok(
+        (await metric(sidecar, 'signing_sidecar_token_requests_total{grant="password",outcome="rejected"}')) >= 1,
+      );
     } finally {
       await stop();
     }
@@ -195,10 +221,14 @@ describe('sidecar + simulator, end to end', () => {
 /** A password login to an HTTPS simulator, trusting its CA (what another replica or a script would do). */
 async function sideLogin(sim: RunningSimulator): Promise<void> {
   await new Promise<void>((resolve, reject) => {
-    const req = request(`${sim.baseUrl}/api/v2/auth/token`, { method: 'POST', ca: sim.caPem, headers: { 'content-type': 'application/json' } }, (res) => {
-      res.resume();
-      res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`login ${res.statusCode}`))));
-    });
+    const req = request(
+      `${sim.baseUrl}/api/v2/auth/token`,
+      { method: 'POST', ca: sim.caPem, headers: { 'content-type': 'application/json' } },
+      (res) => {
+        res.resume();
+        res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`login ${res.statusCode}`))));
+      },
+    );
     req.on('error', reject);
     req.end(JSON.stringify({ grant_type: 'password', username: TEST_USERNAME, password: TEST_PASSWORD }));
   });

@@ -23,7 +23,10 @@ describe('token lifecycle through the proxy', () => {
       // The first answers wait until all 50 requests have arrived with the superseded token.
       gateway.holdUntil = 50;
       const answers = await Promise.all(Array.from({ length: 50 }, () => post(running.sidecar.proxyUrl)));
-      assert.ok(answers.every((a) => a.status === 201), 'every client got the gateway success');
+      assert.ok(
+        answers.every((a) => a.status === 201),
+        'every client got the gateway success',
+      );
       assert.equal(gateway.grants.length - grantsBefore, 1, 'exactly one token call');
       assert.equal(gateway.grants.at(-1)!.grant, 'refresh_token');
       assert.equal(gateway.requests.length, 100, 'each request sent exactly twice');
@@ -42,21 +45,30 @@ describe('token lifecycle through the proxy', () => {
       gateway.rejectAllTokens = true;
       const answer = await post(running.sidecar.proxyUrl);
       assert.equal(answer.status, 401);
-      assert.deepEqual(JSON.parse(answer.body), { code: 'FAILED', message: 'access token invalid, expired or superseded' });
+      assert.deepEqual(JSON.parse(answer.body), {
+        code: 'FAILED',
+        message: 'access token invalid, expired or superseded',
+      });
       assert.equal(gateway.requests.length, 2);
     });
   });
 
-  it('401 FAILED and no fresh token to be had: the gateway\'s own 401 goes back (it did reach the gateway), sent once', async () => {
+  it("401 FAILED and no fresh token to be had: the gateway's own 401 goes back (it did reach the gateway), sent once", async () => {
     await withReadySidecar({}, async ({ gateway, running }) => {
       gateway.rejectAllTokens = true;
       gateway.revokeRefreshTokens();
       gateway.refusePasswordLogins = true;
       const answer = await post(running.sidecar.proxyUrl);
       assert.equal(answer.status, 401);
-      assert.deepEqual(JSON.parse(answer.body), { code: 'FAILED', message: 'access token invalid, expired or superseded' });
+      assert.deepEqual(JSON.parse(answer.body), {
+        code: 'FAILED',
+        message: 'access token invalid, expired or superseded',
+      });
       assert.equal(gateway.requests.length, 1);
-      assert.deepEqual(gateway.grants.map((g) => g.grant), ['password', 'refresh_token', 'password']);
+      assert.deepEqual(
+        gateway.grants.map((g) => g.grant),
+        ['password', 'refresh_token', 'password'],
+      );
     });
   });
 
@@ -76,10 +88,17 @@ describe('token lifecycle through the proxy', () => {
           }),
         );
         assert.ok(statuses.length > 200, `${statuses.length} requests`);
-        assert.deepEqual(statuses.filter((s) => s !== 201), [], 'no request saw anything but success');
+        assert.deepEqual(
+          statuses.filter((s) => s !== 201),
+          [],
+          'no request saw anything but success',
+        );
         const grants = gateway.grants.map((g) => g.grant);
         assert.ok(grants.filter((g) => g === 'refresh_token').length >= 3, `refreshed ahead: ${grants.join(',')}`);
-        assert.ok(grants.filter((g) => g === 'password').length >= 2, `logged in again at refresh expiry: ${grants.join(',')}`);
+        assert.ok(
+          grants.filter((g) => g === 'password').length >= 2,
+          `logged in again at refresh expiry: ${grants.join(',')}`,
+        );
         const logs = running.logs.text;
         assert.equal(logs.includes(TEST_PASSWORD), false);
         for (const token of gateway.issuedAccessTokens) assert.equal(logs.includes(token), false);

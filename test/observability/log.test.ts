@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Readable } from 'node:stream';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, it } from 'node:test';
 import type { LogLevel } from '../../src/config/config.js';
@@ -134,24 +135,36 @@ describe('every line', () => {
 
 const LOG_MODULE = pathToFileURL(fileURLToPath(new URL('../../src/observability/log.ts', import.meta.url))).href;
 
+/** How the parent reads the child's stdout: at once, never (the reader is gone), or only after a pause. */
+type Reader = 'reads' | 'gone' | 'slow';
+
+const SLOW_READER_PAUSE_MS = 500;
+
+/** Reads the child's stdout the way `reader` says; resolves once the pipe is read to its end. */
+function readStdout(proc: ChildProcess, reader: Reader): Promise<string> {
+  const stdout = proc.stdout as Readable;
+  // With the reader gone, every write to stdout fails with EPIPE.
+  if (reader === 'gone') stdout.destroy();
+  // Paused, the pipe fills (64 KiB) and the child's writes meet EAGAIN until reading resumes.
+  if (reader === 'slow') stdout.pause();
+  let text = '';
+  stdout.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
+  if (reader === 'slow') setTimeout(() => stdout.resume(), SLOW_READER_PAUSE_MS);
+  // 'close' comes after both pipes have been read to their end, not only after the exit.
+  return new Promise((resolve) => proc.on('close', () => resolve(text)));
+}
+
 /** Runs `body` (ES module text, with `createLogger` imported) in a child process whose stdout is the logger's. */
-async function runLogging(body: string, options: { closeStdout: boolean }) {
+async function runLogging(body: string, reader: Reader) {
   const dir = await mkdtemp(join(tmpdir(), 'sidecar-log-'));
   const child = join(dir, 'child.mts');
   await writeFile(child, `import { createLogger } from ${JSON.stringify(LOG_MODULE)};\n${body}`);
   try {
     const proc = spawn(process.execPath, ['--import', 'tsx', child], { stdio: ['ignore', 'pipe', 'pipe'] });
-    // With the reader gone, every write to stdout fails with EPIPE.
-    if (options.closeStdout) proc.stdout.destroy();
-    let stdout = '';
     let stderr = '';
-    proc.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
     proc.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-    // 'close' comes after both pipes have been read to their end, not only after the exit.
-    const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
-      proc.on('close', (c, s) => resolve([c, s])),
-    );
-    return { code, signal, stdout, stderr };
+    const stdout = await readStdout(proc, reader);
+    return { code: proc.exitCode, signal: proc.signalCode, stdout, stderr };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
@@ -165,7 +178,7 @@ await new Promise((r) => setTimeout(r, 100));
 log.info({ event: 'request', requestId: 'last-words' }, 'request answered');
 process.kill(process.pid, 'SIGKILL');
 `,
-      { closeStdout: false },
+      'reads',
     );
     assert.equal(result.signal, 'SIGKILL', result.stderr);
     assert.match(result.stdout, /"requestId":"last-words".*"msg":"request answered"/);
@@ -189,12 +202,32 @@ await new Promise((r) => setTimeout(r, 300));
 process.stderr.write(JSON.stringify({ lines: n, grownMb: (used() - before) / 1e6 }) + '\\n');
 process.exit(0);
 `,
-      { closeStdout: true },
+      'gone',
     );
     assert.equal(result.code, 0, result.stderr);
     const report = JSON.parse(result.stderr.trim().split('\n').at(-1) ?? '{}') as { lines: number; grownMb: number };
     assert.equal(report.lines, 200_000);
     // 200,000 lines of about 400 bytes: about 80 MB if they were kept.
     assert.ok(report.grownMb < 20, `memory grew by ${report.grownMb.toFixed(1)} MB`);
+  });
+
+  it('waits for a slow log reader instead of losing lines or crashing (EAGAIN)', async () => {
+    const result = await runLogging(
+      `void process.stdout; // as src/main.ts does: Node then makes the stdout pipe non-blocking
+const log = createLogger('info');
+for (let i = 0; i < 2000; i++) log.info({ event: 'request', n: i, pad: 'x'.repeat(300) }, 'request answered');
+`,
+      'slow',
+    );
+    assert.equal(result.code, 0, result.stderr);
+    const numbers = result.stdout
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => (JSON.parse(line) as { n: number }).n);
+    // 2,000 lines of about 420 bytes: far more than the pipe holds while nobody reads.
+    assert.deepEqual(
+      numbers,
+      Array.from({ length: 2000 }, (_, i) => i),
+    );
   });
 });

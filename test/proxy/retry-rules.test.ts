@@ -10,7 +10,15 @@ import { UpstreamError, type SendOutcome, type UpstreamRequest } from '../../src
 // DESIGN.md's retry rules as a table: each send outcome, times token state, times attempt. A fake forwarder
 // plays the outcomes in order; each row says how many copies the gateway receives and what the client gets.
 
-type Step = 'not_sent_transient' | 'not_sent_permanent' | 'sent_no_answer' | 'sent_timed_out' | 'failed_401' | 'replayed_401' | 'ok_200' | 'error_500';
+type Step =
+  | 'not_sent_transient'
+  | 'not_sent_permanent'
+  | 'sent_no_answer'
+  | 'sent_timed_out'
+  | 'failed_401'
+  | 'replayed_401'
+  | 'ok_200'
+  | 'error_500';
 type TokenState = 'valid' | 'fetched_on_demand' | 'unavailable';
 type AfterRejection = 'fresh_token' | 'no_token';
 
@@ -26,7 +34,11 @@ interface Row {
 const ROWS: Record<string, Row> = {
   'a 200 goes back as is': { steps: ['ok_200'], sends: 1, expect: { status: 200, attempts: 1 } },
   'a 500 goes back as is, never resent': { steps: ['error_500'], sends: 1, expect: { status: 500, attempts: 1 } },
-  'signature.nonce.replayed goes back, never resent': { steps: ['replayed_401'], sends: 1, expect: { status: 401, attempts: 1 } },
+  'signature.nonce.replayed goes back, never resent': {
+    steps: ['replayed_401'],
+    sends: 1,
+    expect: { status: 401, attempts: 1 },
+  },
   'not sent (transient), then 200: resent with a fresh signature': {
     steps: ['not_sent_transient', 'ok_200'],
     sends: 2,
@@ -118,11 +130,19 @@ function outcomeOf(step: Step): SendOutcome {
     case 'not_sent_transient':
       return { kind: 'not_sent', error: new UpstreamError('ECONNREFUSED', 'refused'), transient: true };
     case 'not_sent_permanent':
-      return { kind: 'not_sent', error: new UpstreamError('UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'untrusted'), transient: false };
+      return {
+        kind: 'not_sent',
+        error: new UpstreamError('UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'untrusted'),
+        transient: false,
+      };
     case 'sent_no_answer':
       return { kind: 'sent_no_answer', error: new UpstreamError('ECONNRESET', 'reset'), timedOut: false };
     case 'sent_timed_out':
-      return { kind: 'sent_no_answer', error: new UpstreamError('ERR_GATEWAY_RESPONSE_TIMEOUT', 'slow'), timedOut: true };
+      return {
+        kind: 'sent_no_answer',
+        error: new UpstreamError('ERR_GATEWAY_RESPONSE_TIMEOUT', 'slow'),
+        timedOut: true,
+      };
     case 'failed_401':
       return answer(401, { code: 'FAILED', message: 'token expired' });
     case 'replayed_401':
@@ -144,9 +164,12 @@ async function run(row: Row): Promise<{ result: SendResult; sent: UpstreamReques
     signer: { sign: (text) => Promise.resolve(Buffer.from(text).toString('base64')) },
     tokens: {
       usableToken: () => (row.token === undefined || row.token === 'valid' ? current : undefined),
-      token: () => (row.token === 'unavailable' ? Promise.reject(sidecarErrors.tokenUnavailable()) : Promise.resolve(current)),
+      token: () =>
+        row.token === 'unavailable' ? Promise.reject(sidecarErrors.tokenUnavailable()) : Promise.resolve(current),
       tokenAfterRejection: (generation) =>
-        row.afterRejection === 'no_token' ? Promise.reject(sidecarErrors.tokenUnavailable()) : Promise.resolve(tokenSet(generation + 1)),
+        row.afterRejection === 'no_token'
+          ? Promise.reject(sidecarErrors.tokenUnavailable())
+          : Promise.resolve(tokenSet(generation + 1)),
     },
     forwarder: {
       send: (request) => {
@@ -156,11 +179,23 @@ async function run(row: Row): Promise<{ result: SendResult; sent: UpstreamReques
         return Promise.resolve(outcomeOf(step));
       },
     },
-    metrics: { signed: noop, gatewayRoundTrip: noop, gatewayError: noop, clockSkew: noop, retry: noop, answerMismatch: noop },
+    metrics: {
+      signed: noop,
+      gatewayRoundTrip: noop,
+      gatewayError: noop,
+      clockSkew: noop,
+      retry: noop,
+      answerMismatch: noop,
+    },
     connectRetryDeadlineMs: 5_000,
   };
   const envelope = { data: 'e30=', json: '{"data":"e30="}' };
-  const result = await sendSigned(deps, { route: '/api/v2/transaction/init', target: { path: '/api/v2/transaction/init', query: '' }, envelope, headers: {} });
+  const result = await sendSigned(deps, {
+    route: '/api/v2/transaction/init',
+    target: { path: '/api/v2/transaction/init', query: '' },
+    envelope,
+    headers: {},
+  });
   return { result, sent };
 }
 

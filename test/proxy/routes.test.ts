@@ -9,7 +9,9 @@ const route = createRouter(['/api/v2/transaction/init', '/api/v2/transfer-out/in
 describe('routes: the path alone decides, the destination never changes', () => {
   it('matches POST on a configured path, keeping the query as sent', () => {
     assert.deepEqual(route('POST', '/api/v2/transaction/init?b=2&a=1'), {
-      kind: 'signed', route: '/api/v2/transaction/init', target: { path: '/api/v2/transaction/init', query: 'b=2&a=1' },
+      kind: 'signed',
+      route: '/api/v2/transaction/init',
+      target: { path: '/api/v2/transaction/init', query: 'b=2&a=1' },
     });
   });
   it('reduces an absolute-form request line to its path, whatever host it names', () => {
@@ -18,7 +20,13 @@ describe('routes: the path alone decides, the destination never changes', () => 
     assert.deepEqual(match.kind === 'signed' && match.target, { path: '/api/v2/transfer-out/init', query: 'x=1' });
   });
   it('knows no other path: not the token endpoint, not a trailing slash, not a case variant, not "*"', () => {
-    for (const target of ['/api/v2/auth/token', '/api/v2/transaction/init/', '/API/v2/transaction/init', '*', 'http://evil.example']) {
+    for (const target of [
+      '/api/v2/auth/token',
+      '/api/v2/transaction/init/',
+      '/API/v2/transaction/init',
+      '*',
+      'http://evil.example',
+    ]) {
       assert.equal(route('POST', target).kind, 'not_found', target);
     }
   });
@@ -43,23 +51,49 @@ describe('envelope: the exact bytes, standard padded base64, nothing else', () =
   });
   it('refuses invalid JSON, invalid UTF-8 and non-objects with stable codes', () => {
     assert.throws(() => wrapEnvelope(Buffer.from('{"a":')), { code: 'sidecar.body.invalid_json' });
-    assert.throws(() => wrapEnvelope(Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x3a, 0x31, 0x7d])), { code: 'sidecar.body.invalid_json' });
-    for (const text of ['[]', 'null', '"x"', '42']) assert.throws(() => wrapEnvelope(Buffer.from(text)), { code: 'sidecar.body.not_object' });
+    assert.throws(() => wrapEnvelope(Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x3a, 0x31, 0x7d])), {
+      code: 'sidecar.body.invalid_json',
+    });
+    for (const text of ['[]', 'null', '"x"', '42'])
+      assert.throws(() => wrapEnvelope(Buffer.from(text)), { code: 'sidecar.body.not_object' });
   });
 });
 
 describe('headers', () => {
   it('drops credentials, signing headers, Host, hop-by-hop and internal context; forwards the rest', () => {
     const out = forwardableRequestHeaders({
-      authorization: 'Bearer x', 'x-timestamp': '1', 'x-nonce': 'n', 'x-signature': 's', host: 'h', connection: 'keep-alive, x-hop',
-      'x-hop': '1', 'keep-alive': 'timeout=5', te: 'trailers', 'transfer-encoding': 'chunked', 'proxy-authorization': 'p',
-      cookie: 'session=1', 'x-forwarded-for': '10.0.0.1', forwarded: 'for=10.0.0.1', 'content-length': '10', 'content-type': 'text/plain',
-      'user-agent': 'svc/1.0', 'x-request-id': 'r1', accept: 'application/json',
+      authorization: 'Bearer x',
+      'x-timestamp': '1',
+      'x-nonce': 'n',
+      'x-signature': 's',
+      host: 'h',
+      connection: 'keep-alive, x-hop',
+      'x-hop': '1',
+      'keep-alive': 'timeout=5',
+      te: 'trailers',
+      'transfer-encoding': 'chunked',
+      'proxy-authorization': 'p',
+      cookie: 'session=1',
+      'x-forwarded-for': '10.0.0.1',
+      forwarded: 'for=10.0.0.1',
+      'content-length': '10',
+      'content-type': 'text/plain',
+      'user-agent': 'svc/1.0',
+      'x-request-id': 'r1',
+      accept: 'application/json',
     });
     assert.deepEqual(out, { 'user-agent': 'svc/1.0', 'x-request-id': 'r1', accept: 'application/json' });
   });
   it('passes gateway headers back, minus hop-by-hop ones and the length it no longer describes', () => {
-    const out = forwardableResponseHeaders({ 'content-type': 'application/json', 'set-cookie': ['a=1', 'b=2'], connection: 'keep-alive', 'keep-alive': 'timeout=5', 'transfer-encoding': 'chunked', 'content-length': '3', 'x-trace': 't' });
+    const out = forwardableResponseHeaders({
+      'content-type': 'application/json',
+      'set-cookie': ['a=1', 'b=2'],
+      connection: 'keep-alive',
+      'keep-alive': 'timeout=5',
+      'transfer-encoding': 'chunked',
+      'content-length': '3',
+      'x-trace': 't',
+    });
     assert.deepEqual(out, { 'content-type': 'application/json', 'set-cookie': ['a=1', 'b=2'], 'x-trace': 't' });
   });
 });

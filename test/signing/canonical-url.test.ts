@@ -6,14 +6,22 @@ import { signedUrl, splitRequestTarget, upstreamPath } from '../../src/signing/c
 const url = (base: string, target: string) => signedUrl(parseBaseAddress(base), splitRequestTarget(target));
 
 describe('FULL_URL rules of spec 5.2, one case each', () => {
-  it('scheme is lowercase', () => assert.equal(url('HTTPS://gateway.example.com', '/p'), 'https://gateway.example.com/p'));
-  it('host is lowercase', () => assert.equal(url('https://GateWay.Example.COM', '/p'), 'https://gateway.example.com/p'));
-  it('default port 443 is omitted for https', () => assert.equal(url('https://g.example.com:443', '/p'), 'https://g.example.com/p'));
+  it('scheme is lowercase', () =>
+    assert.equal(url('HTTPS://gateway.example.com', '/p'), 'https://gateway.example.com/p'));
+  it('host is lowercase', () =>
+    assert.equal(url('https://GateWay.Example.COM', '/p'), 'https://gateway.example.com/p'));
+  it('default port 443 is omitted for https', () =>
+    assert.equal(url('https://g.example.com:443', '/p'), 'https://g.example.com/p'));
   it('default port 80 is omitted for http', () => assert.equal(url('http://127.0.0.1:80', '/p'), 'http://127.0.0.1/p'));
-  it('a non-default port is kept', () => assert.equal(url('https://g.example.com:8443', '/p'), 'https://g.example.com:8443/p'));
+  it('a non-default port is kept', () =>
+    assert.equal(url('https://g.example.com:8443', '/p'), 'https://g.example.com:8443/p'));
   it('the path is exactly as posted: case, encoding and dot segments untouched', () =>
     assert.equal(url('https://g.example.com', '/API/v2/./a%2fb/../c'), 'https://g.example.com/API/v2/./a%2fb/../c'));
-  it('a trailing slash is kept', () => assert.equal(url('https://g.example.com', '/api/v2/transaction/init/'), 'https://g.example.com/api/v2/transaction/init/'));
+  it('a trailing slash is kept', () =>
+    assert.equal(
+      url('https://g.example.com', '/api/v2/transaction/init/'),
+      'https://g.example.com/api/v2/transaction/init/',
+    ));
   it('an empty query is omitted with its "?"', () => {
     assert.equal(url('https://g.example.com', '/p?'), 'https://g.example.com/p');
     assert.equal(upstreamPath(parseBaseAddress('https://g.example.com'), splitRequestTarget('/p?')), '/p');

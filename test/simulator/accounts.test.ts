@@ -33,8 +33,12 @@ describe('accounts', () => {
   after(() => rm(dir, { recursive: true, force: true }));
 
   // Deliberately loose input: these tests feed the loader what a hand-written config file could contain.
-  const account = (over: Record<string, unknown>): SimulatorAccountInput =>
-    ({ username: 'v@example.com', password: 'pw', publicKeyPem: keys.publicKeyPem, ...over });
+  const account = (over: Record<string, unknown>): SimulatorAccountInput => ({
+    username: 'v@example.com',
+    password: 'pw',
+    publicKeyPem: keys.publicKeyPem,
+    ...over,
+  });
 
   it('loads a valid account with loopback allowlisted by default', () => {
     const loaded = loadAccounts([account({})]).get('v@example.com');
@@ -55,12 +59,15 @@ describe('accounts', () => {
       [{ webhookUrl: 'ftp://x' }, /webhookUrl/],
     ];
     for (const [over, message] of cases) {
-      assert.throws(() => loadAccounts([account(over)]), (err: Error) => {
-        assert.ok(err instanceof AccountConfigError);
-        assert.match(err.message, /v@example\.com/);
-        assert.match(err.message, message);
-        return true;
-      });
+      assert.throws(
+        () => loadAccounts([account(over)]),
+        (err: Error) => {
+          assert.ok(err instanceof AccountConfigError);
+          assert.match(err.message, /v@example\.com/);
+          assert.match(err.message, message);
+          return true;
+        },
+      );
     }
     assert.throws(() => loadAccounts([account({}), account({})]), /defined twice/);
     assert.throws(() => loadAccounts([]), /at least one/);

@@ -95,8 +95,21 @@ describe('simulate command', () => {
     const caOut = join(dir, 'ca.pem');
     const keyOut = join(dir, 'postback.pub.pem');
     const argv = [
-      '--username', USERNAME, '--password', PASSWORD, '--public-key', join(dir, 'vendor.pub.pem'),
-      '--port', '0', '--tls', '--ca-out', caOut, '--postback-key-out', keyOut, '--log-level', 'silent',
+      '--username',
+      USERNAME,
+      '--password',
+      PASSWORD,
+      '--public-key',
+      join(dir, 'vendor.pub.pem'),
+      '--port',
+      '0',
+      '--tls',
+      '--ca-out',
+      caOut,
+      '--postback-key-out',
+      keyOut,
+      '--log-level',
+      'silent',
     ];
     const running = simulate(argv, h.io);
     await until(() => /listening on (https:\/\/\S+)/.test(h.stdout()));

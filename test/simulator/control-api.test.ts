@@ -48,10 +48,18 @@ describe('control API', () => {
   it('shifts the clock, which provokes expired and future timestamps for a correct client', async () => {
     const behind = await control(sim, 'POST', '/_sim/clock', { offset_seconds: 120 });
     assert.equal(behind.json().offset_seconds, 120);
-    const expired = await signedPost(sim, { key: keys.privateKey, token, timestamp: String(Math.floor(Date.now() / 1000)) });
+    const expired = await signedPost(sim, {
+      key: keys.privateKey,
+      token,
+      timestamp: String(Math.floor(Date.now() / 1000)),
+    });
     assert.equal(codeOf(expired), 'signature.timestamp.expired');
     await control(sim, 'POST', '/_sim/clock', { offset_seconds: -30 });
-    const future = await signedPost(sim, { key: keys.privateKey, token, timestamp: String(Math.floor(Date.now() / 1000)) });
+    const future = await signedPost(sim, {
+      key: keys.privateKey,
+      token,
+      timestamp: String(Math.floor(Date.now() / 1000)),
+    });
     assert.equal(codeOf(future), 'signature.timestamp.future');
     const shifted = await control(sim, 'POST', '/_sim/clock', { shift_seconds: 30 });
     assert.equal(shifted.json().offset_seconds, 0);
@@ -111,11 +119,14 @@ describe('control API', () => {
     // Tests send traffic to loopback addresses only, so a remote client is represented by its socket address:
     // handleControl is the same guard the server runs for every /_sim/ request.
     const remote = { socket: { remoteAddress: '203.0.113.9' }, method: 'GET' } as unknown as IncomingMessage;
-    await assert.rejects(handleControl(undefined as unknown as SimContext, remote, '/_sim/transactions'), (err: unknown) => {
-      assert.equal((err as { code?: string }).code, 'sim.control.forbidden');
-      assert.equal((err as { status?: number }).status, 403);
-      return true;
-    });
+    await assert.rejects(
+      handleControl(undefined as unknown as SimContext, remote, '/_sim/transactions'),
+      (err: unknown) => {
+        assert.equal((err as { code?: string }).code, 'sim.control.forbidden');
+        assert.equal((err as { status?: number }).status, 403);
+        return true;
+      },
+    );
     const local = await send(sim.listenUrl, { method: 'GET', path: '/_sim/transactions' });
     assert.equal(local.status, 200);
   });

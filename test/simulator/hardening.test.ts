@@ -19,7 +19,6 @@ function alignToSecondStart(sim: RunningSimulator): void {
   sim.clock.setOffset(((1050 - (Date.now() % 1000)) % 1000) / 1000);
 }
 
-
 describe('hardening', () => {
   let keys: TestKeys;
   let sim: RunningSimulator;
@@ -98,7 +97,12 @@ describe('hardening', () => {
 
   it('refuses a UTF-8 byte order mark before a JSON body', async () => {
     const data = b64({ amount: '1.00', currency: 'USD', user_id: 'u', invoice_no: 'i' });
-    const signed = await signedPost(sim, { key: keys.privateKey, token: access, data, body: `\ufeff{"data":"${data}"}` });
+    const signed = await signedPost(sim, {
+      key: keys.privateKey,
+      token: access,
+      data,
+      body: `\ufeff{"data":"${data}"}`,
+    });
     assert.equal(codeOf(signed), 'request.body.invalid_json');
     const login = await send(sim.listenUrl, {
       path: '/api/v2/auth/token',

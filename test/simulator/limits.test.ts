@@ -16,7 +16,12 @@ import type { PaymentFields } from '../../src/simulator/payloads.js';
 import type { Transaction } from '../../src/simulator/transactions.js';
 
 const FIELDS: PaymentFields = {
-  amount: '1.00', currency: 'USD', userId: 'u', invoiceNo: 'inv-secret-42', gateway: undefined, extra: {},
+  amount: '1.00',
+  currency: 'USD',
+  userId: 'u',
+  invoiceNo: 'inv-secret-42',
+  gateway: undefined,
+  extra: {},
 };
 
 function captureLogs(): { logger: ReturnType<typeof createSimLogger>; text(): string } {
@@ -49,7 +54,10 @@ describe('limits and log hygiene', () => {
     });
     const ids = Array.from({ length: 5 }, () => store.create('deposit', 'v', FIELDS).id);
     store.complete(ids[2] ?? '', 'SUCCESS');
-    assert.deepEqual(store.list().map((t) => t.id), ids.slice(2));
+    assert.deepEqual(
+      store.list().map((t) => t.id),
+      ids.slice(2),
+    );
     assert.equal(store.get(ids[0] ?? ''), undefined);
     store.create('deposit', 'v', FIELDS);
     assert.equal(store.get(ids[2] ?? ''), undefined, 'completion does not make a transaction younger');
@@ -66,15 +74,23 @@ describe('limits and log hygiene', () => {
       maxLogEntries: 2,
     });
     const tx: Transaction = {
-      id: 'txn_01', type: 'deposit', username: 'v', status: 'SUCCESS', fields: FIELDS,
-      createdAt: '2025-01-01T00:00:00Z', completedAt: '2025-01-01T00:00:01Z',
+      id: 'txn_01',
+      type: 'deposit',
+      username: 'v',
+      status: 'SUCCESS',
+      fields: FIELDS,
+      createdAt: '2025-01-01T00:00:00Z',
+      completedAt: '2025-01-01T00:00:01Z',
     };
     // Port 9 (discard) on loopback refuses the connection: five failed attempts, of which two are kept.
     sender.send({ url: 'http://127.0.0.1:9/hook', signed: false }, tx);
     // An unparsable URL makes signing throw before any HTTP call: the delivery ends with a log line.
     sender.send({ url: 'not a url', signed: true }, tx);
     await until(() => logs.text().includes('postback.abandoned') && logs.text().includes('postback.error'));
-    assert.deepEqual(sender.attempts().map((a) => a.attempt), [4, 5]);
+    assert.deepEqual(
+      sender.attempts().map((a) => a.attempt),
+      [4, 5],
+    );
     await sender.close();
   });
 

@@ -87,8 +87,14 @@ describe('postbacks', () => {
       const nonces = new Set(hook.received.map((r) => r.headers['x-nonce']));
       assert.equal(nonces.size, 3, 'every attempt has a fresh nonce');
       const attempts = sim.postbacks();
-      assert.deepEqual(attempts.map((a) => a.status), [500, 500, 204]);
-      assert.deepEqual(attempts.map((a) => a.delivered), [false, false, true]);
+      assert.deepEqual(
+        attempts.map((a) => a.status),
+        [500, 500, 204],
+      );
+      assert.deepEqual(
+        attempts.map((a) => a.delivered),
+        [false, false, true],
+      );
       await assert.rejects(sim.complete(id, 'FAILED'), /already SUCCESS/);
     } finally {
       await Promise.all([sim.close(), hook.close()]);

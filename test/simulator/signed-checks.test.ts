@@ -34,7 +34,12 @@ describe('signed endpoints', () => {
 
   it('accepts a withdrawal with optional account fields and a non-empty query kept in the signed URL', async () => {
     const payload = { amount: '5.00', currency: 'EUR', user_id: 'u2', invoice_no: 'out-7', account_number: '123' };
-    const res = await signedPost(sim, { key: keys.privateKey, token, path: '/api/v2/transfer-out/init?b=2&a=1', payload });
+    const res = await signedPost(sim, {
+      key: keys.privateKey,
+      token,
+      path: '/api/v2/transfer-out/init?b=2&a=1',
+      payload,
+    });
     assert.equal(res.status, 200, res.text);
     assert.equal(res.json().status, 'PENDING');
     assert.equal(res.json().transaction_link, undefined);
@@ -112,7 +117,11 @@ describe('signed endpoints', () => {
     const wrongKey = await signedPost(sim, { key: otherKeys.privateKey, token });
     assert.equal(codeOf(wrongKey), 'signature.verify.failed');
     assert.equal(wrongKey.status, 401);
-    const altered = await signedPost(sim, { key: keys.privateKey, token, body: JSON.stringify({ data: b64({ ...DEPOSIT, amount: '999.00' }) }) });
+    const altered = await signedPost(sim, {
+      key: keys.privateKey,
+      token,
+      body: JSON.stringify({ data: b64({ ...DEPOSIT, amount: '999.00' }) }),
+    });
     assert.equal(codeOf(altered), 'signature.verify.failed');
     const good = await signedPost(sim, { key: keys.privateKey, token });
     assert.equal(good.status, 200);

@@ -72,7 +72,12 @@ export function send(listenUrl: string, req: RawRequest): Promise<RawResponse> {
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('end', () => {
           const text = Buffer.concat(chunks).toString('utf8');
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json: () => JSON.parse(text) as Record<string, unknown> });
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            text,
+            json: () => JSON.parse(text) as Record<string, unknown>,
+          });
         });
         res.on('error', reject);
       },

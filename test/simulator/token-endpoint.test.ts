@@ -20,7 +20,11 @@ describe('token endpoint', () => {
   let sim: RunningSimulator;
   before(async () => {
     keys = await makeKeys();
-    sim = await startWithAccount(keys, { accessTokenTtlSeconds: 30, refreshTokenTtlSeconds: 120, refreshTokenField: 'token' });
+    sim = await startWithAccount(keys, {
+      accessTokenTtlSeconds: 30,
+      refreshTokenTtlSeconds: 120,
+      refreshTokenField: 'token',
+    });
   });
   after(() => sim.close());
 
@@ -28,7 +32,10 @@ describe('token endpoint', () => {
     const before = sim.clock.nowSeconds();
     const tokens = await login(sim);
     assert.deepEqual(Object.keys(tokens).sort(), [
-      'access_token', 'access_token_expires_at', 'refresh_token', 'refresh_token_expires_at',
+      'access_token',
+      'access_token_expires_at',
+      'refresh_token',
+      'refresh_token_expires_at',
     ]);
     assert.match(tokens.access_token_expires_at ?? '', RFC3339);
     assert.match(tokens.refresh_token_expires_at ?? '', RFC3339);

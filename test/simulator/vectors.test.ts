@@ -24,7 +24,13 @@ describe('known-answer vectors (openssl) against the simulator verifier', () => 
   for (const v of vectors) {
     it(`${v.name}: URL, signing string and signature`, async () => {
       assert.equal(signedUrlFor(parsePublicBase(v.base_url), targetAsReceived(v)), v.full_url);
-      const signingString = buildSigningString({ method: v.method, fullUrl: v.full_url, timestamp: v.timestamp, nonce: v.nonce, data: v.data });
+      const signingString = buildSigningString({
+        method: v.method,
+        fullUrl: v.full_url,
+        timestamp: v.timestamp,
+        nonce: v.nonce,
+        data: v.data,
+      });
       assert.equal(signingString, v.signing_string);
       assert.equal(Buffer.from(v.data, 'base64').toString('utf8'), v.payload);
       const signature = Buffer.from(v.signature, 'base64');

@@ -29,11 +29,18 @@ export function sendCaptured(origin: string, out: Captured, localAddress?: strin
   delete headers['keep-alive'];
   delete headers['transfer-encoding'];
   return new Promise((resolve, reject) => {
-    const upstream = request(`${origin}${out.url}`, { method: 'POST', headers, agent: false, ...(localAddress ? { localAddress } : {}) });
+    const upstream = request(`${origin}${out.url}`, {
+      method: 'POST',
+      headers,
+      agent: false,
+      ...(localAddress ? { localAddress } : {}),
+    });
     upstream.on('response', (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 502, headers: res.headers, body: Buffer.concat(chunks) }));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 502, headers: res.headers, body: Buffer.concat(chunks) }),
+      );
     });
     upstream.on('error', reject);
     upstream.end(out.body);
@@ -69,10 +76,14 @@ export class GatewayRelay {
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
         const incoming = { url: req.url ?? '/', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') };
-        this.forward(this.rewrite(incoming), (status, headers, body) => {
-          res.writeHead(status, headers);
-          res.end(body);
-        }, () => res.socket?.destroy());
+        this.forward(
+          this.rewrite(incoming),
+          (status, headers, body) => {
+            res.writeHead(status, headers);
+            res.end(body);
+          },
+          () => res.socket?.destroy(),
+        );
       });
     });
   }

@@ -50,7 +50,12 @@ export class RecordingGateway {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        const record = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') };
+        const record = {
+          method: req.method ?? '',
+          url: req.url ?? '',
+          headers: req.headers,
+          body: Buffer.concat(chunks).toString('utf8'),
+        };
         if (record.url.endsWith('/api/v2/auth/token')) return this.token(record, res);
         this.requests.push(record);
         const respond = () => {
@@ -88,7 +93,9 @@ export class RecordingGateway {
     const refreshExpiry = refreshToken === undefined ? undefined : this.validRefresh.get(refreshToken);
     const ok =
       grant === 'password'
-        ? !this.refusePasswordLogins && body.username === 'vendor@example.com' && body.password === 'correct horse battery staple'
+        ? !this.refusePasswordLogins &&
+          body.username === 'vendor@example.com' &&
+          body.password === 'correct horse battery staple'
         : refreshExpiry !== undefined && refreshExpiry > now;
     if (!ok) return json(res, 401, { code: 'FAILED', message: 'invalid grant' });
     if (grant === 'password') {
@@ -137,7 +144,10 @@ export class RecordingGateway {
   }
 
   private answer(res: ServerResponse): void {
-    const next = this.script.shift() ?? { status: 201, body: { transaction_link: 'https://pay.example/t/1', status: 'PENDING' } };
+    const next = this.script.shift() ?? {
+      status: 201,
+      body: { transaction_link: 'https://pay.example/t/1', status: 'PENDING' },
+    };
     if ('reset' in next) return void res.socket?.resetAndDestroy();
     if ('hang' in next) return;
     if ('raw' in next) {

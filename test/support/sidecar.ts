@@ -14,7 +14,10 @@ export class CapturedOutput extends Writable {
     callback();
   }
   lines(): Array<Record<string, unknown>> {
-    return this.text.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
+    return this.text
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
   }
 }
 
@@ -25,7 +28,11 @@ export interface TestSidecar {
 }
 
 /** The env a user would set, pointed at a test gateway, listeners on port 0. */
-export async function sidecarEnv(keys: TestKeys, baseUrl: string, extra: NodeJS.ProcessEnv = {}): Promise<NodeJS.ProcessEnv> {
+export async function sidecarEnv(
+  keys: TestKeys,
+  baseUrl: string,
+  extra: NodeJS.ProcessEnv = {},
+): Promise<NodeJS.ProcessEnv> {
   const passwordFile = join(keys.dir, 'password');
   await writeFile(passwordFile, `${TEST_PASSWORD}\n`, { mode: 0o600 });
   return {

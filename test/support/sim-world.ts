@@ -50,8 +50,17 @@ export interface Answer {
   readonly requestId: string | null;
 }
 
-export async function postJson(proxyUrl: string, body: string, path = DEPOSIT_PATH, headers: Record<string, string> = {}): Promise<Answer> {
-  const res = await fetch(`${proxyUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+export async function postJson(
+  proxyUrl: string,
+  body: string,
+  path = DEPOSIT_PATH,
+  headers: Record<string, string> = {},
+): Promise<Answer> {
+  const res = await fetch(`${proxyUrl}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body,
+  });
   const text = await res.text();
   let code: string | undefined;
   try {
@@ -70,7 +79,13 @@ export const sentPayloads: string[] = [];
 /** A fresh deposit payload each time, so every `data` value is distinct. */
 export function deposit(): string {
   invoice++;
-  const payload = JSON.stringify({ amount: `${invoice}.00`, currency: 'USD', gateway: 'card', user_id: 'u-1', invoice_no: `inv-${invoice}-${Date.now()}` });
+  const payload = JSON.stringify({
+    amount: `${invoice}.00`,
+    currency: 'USD',
+    gateway: 'card',
+    user_id: 'u-1',
+    invoice_no: `inv-${invoice}-${Date.now()}`,
+  });
   sentPayloads.push(payload);
   return payload;
 }

@@ -38,9 +38,19 @@ export async function spawnSidecar(env: NodeJS.ProcessEnv, startMs = 15_000): Pr
   };
   const deadline = Date.now() + startMs;
   for (;;) {
-    const start = stdout.split('\n').map(parseLine).find((l) => l?.event === 'start');
+    const start = stdout
+      .split('\n')
+      .map(parseLine)
+      .find((l) => l?.event === 'start');
     if (start && typeof start.proxyUrl === 'string' && typeof start.adminUrl === 'string') {
-      return { child, proxyUrl: start.proxyUrl, adminUrl: start.adminUrl, output: () => ({ stdout, stderr }), exited, kill };
+      return {
+        child,
+        proxyUrl: start.proxyUrl,
+        adminUrl: start.adminUrl,
+        output: () => ({ stdout, stderr }),
+        exited,
+        kill,
+      };
     }
     if (child.exitCode !== null || Date.now() > deadline) {
       await kill();

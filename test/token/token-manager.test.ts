@@ -58,7 +58,13 @@ function manager(client: FakeTokenClient, clock: { t: number }, logs = new Captu
   const metrics = new SidecarMetrics({ version: 't', environment: 'staging', keyFingerprint: 'f' });
   const tokens = new TokenManager(
     client,
-    { refreshAheadMinSeconds: 60, refreshAheadMaxSeconds: 120, backoffMaxMs: 200, backoffBaseMs: 20, monotonicNow: () => clock.t },
+    {
+      refreshAheadMinSeconds: 60,
+      refreshAheadMaxSeconds: 120,
+      backoffMaxMs: 200,
+      backoffBaseMs: 20,
+      monotonicNow: () => clock.t,
+    },
     metrics,
     createLogger('debug', logs),
   );
@@ -117,7 +123,10 @@ describe('token manager: single flight and generations', () => {
     clock.t += 10_000;
     client.next.push('rejected');
     const token = await tokens.token();
-    assert.deepEqual(client.calls.map((c) => c.grant), ['password', 'refresh_token', 'password']);
+    assert.deepEqual(
+      client.calls.map((c) => c.grant),
+      ['password', 'refresh_token', 'password'],
+    );
     assert.equal(token.generation, 2);
     tokens.stop();
   });
@@ -133,7 +142,10 @@ describe('token manager: single flight and generations', () => {
     await waitFor('the retry after backoff', () => client.calls.length === 4);
     const refreshes = client.calls.filter((c) => c.refreshToken === held.refreshToken.reveal());
     assert.equal(refreshes.length, 1, 'the possibly consumed refresh token went out once');
-    assert.deepEqual(client.calls.map((c) => c.grant), ['password', 'refresh_token', 'password', 'password']);
+    assert.deepEqual(
+      client.calls.map((c) => c.grant),
+      ['password', 'refresh_token', 'password', 'password'],
+    );
     await waitFor('a token again', () => tokens.hasValidToken());
     tokens.stop();
   });
@@ -150,7 +162,10 @@ describe('token manager: single flight and generations', () => {
     await waitFor('the third refresh attempt to succeed', () => generation() === held.generation + 1);
     assert.equal(tokens.hasValidToken(), true);
     assert.equal((await tokens.token()).generation, held.generation + 1);
-    assert.deepEqual(client.calls.map((c) => c.grant), ['password', 'refresh_token', 'refresh_token', 'refresh_token']);
+    assert.deepEqual(
+      client.calls.map((c) => c.grant),
+      ['password', 'refresh_token', 'refresh_token', 'refresh_token'],
+    );
     tokens.stop();
   });
 
@@ -161,7 +176,10 @@ describe('token manager: single flight and generations', () => {
     const { tokens, logs } = manager(client, clock);
     const started = Date.now();
     tokens.start();
-    await waitFor('the first refused login', () => client.calls.length >= 1 && !(tokens as unknown as { inflight?: unknown }).inflight);
+    await waitFor(
+      'the first refused login',
+      () => client.calls.length >= 1 && !(tokens as unknown as { inflight?: unknown }).inflight,
+    );
     assert.equal(tokens.hasValidToken(), false);
     await assert.rejects(tokens.token(), { code: 'sidecar.token.unavailable', status: 503, retryable: true });
     // Kept retrying with backoff (not a tight loop, not given up), and logged why.

@@ -56,7 +56,10 @@ describe('check against the simulator', () => {
     const run = await runCommand(check, [], env);
     assert.equal(run.code, 0, run.stdout);
     assert.match(run.stdout, /^✔ config: valid \(staging/m);
-    assert.match(run.stdout, /^✔ private key: RSA 2048 bits, public key fingerprint a2c17aeb611726079e4a3b1d781d30327740bbedb7f4fb27dc386af342291cc3$/m);
+    assert.match(
+      run.stdout,
+      /^✔ private key: RSA 2048 bits, public key fingerprint a2c17aeb611726079e4a3b1d781d30327740bbedb7f4fb27dc386af342291cc3$/m,
+    );
     assert.match(run.stdout, /^✔ key file permissions: .* mode 0600/m);
     assert.match(run.stdout, /^✔ base URL reachable: .*TLS not applicable/m);
     assert.match(run.stdout, /^✔ password login: as vendor@example\.com: access token issued, valid until \d{4}-/m);
@@ -66,7 +69,11 @@ describe('check against the simulator', () => {
   });
 
   it('passes over TLS when SIDECAR_UPSTREAM_CA_FILE trusts the simulator CA', async () => {
-    const run = await runCommand(check, [], { ...env, SIDECAR_BASE_URL: tlsSim.baseUrl, SIDECAR_UPSTREAM_CA_FILE: join(dir, 'ca.pem') });
+    const run = await runCommand(check, [], {
+      ...env,
+      SIDECAR_BASE_URL: tlsSim.baseUrl,
+      SIDECAR_UPSTREAM_CA_FILE: join(dir, 'ca.pem'),
+    });
     assert.equal(run.code, 0, run.stdout);
     assert.match(run.stdout, /^✔ base URL reachable: https:\/\/127\.0\.0\.1:\d+: TCP and TLS ok \(TLSv1\.[23]/m);
     assert.match(run.stdout, /^✔ password login/m);
@@ -75,7 +82,10 @@ describe('check against the simulator', () => {
   it('fails over TLS without the CA, and points at SIDECAR_UPSTREAM_CA_FILE', async () => {
     const run = await runCommand(check, [], { ...env, SIDECAR_BASE_URL: tlsSim.baseUrl });
     assert.equal(run.code, 1);
-    assert.match(run.stdout, /^✘ base URL reachable: .*TLS handshake failed: \w+ \(trust the gateway CA with SIDECAR_UPSTREAM_CA_FILE\)/m);
+    assert.match(
+      run.stdout,
+      /^✘ base URL reachable: .*TLS handshake failed: \w+ \(trust the gateway CA with SIDECAR_UPSTREAM_CA_FILE\)/m,
+    );
     assert.match(run.stdout, /^- not checked: password login and clock skew/m);
   });
 
@@ -92,7 +102,10 @@ describe('check against the simulator', () => {
     try {
       const run = await runCommand(check, [], env);
       assert.equal(run.code, 1);
-      const match = /^✘ clock skew: this clock is (\d+\.\d) s .* BEHIND the gateway.*signature\.timestamp\.expired/m.exec(run.stdout);
+      const match =
+        /^✘ clock skew: this clock is (\d+\.\d) s .* BEHIND the gateway.*signature\.timestamp\.expired/m.exec(
+          run.stdout,
+        );
       assert.ok(match, run.stdout);
       assert.ok(Math.abs(Number(match[1]) - 90) <= 1.5, `measured ${match[1]} s for a 90 s shift`);
     } finally {
@@ -105,7 +118,10 @@ describe('check against the simulator', () => {
     try {
       const run = await runCommand(check, [], env);
       assert.equal(run.code, 1);
-      assert.match(run.stdout, /^✘ clock skew: this clock is \d+\.\d s .* AHEAD of the gateway.*signature\.timestamp\.future/m);
+      assert.match(
+        run.stdout,
+        /^✘ clock skew: this clock is \d+\.\d s .* AHEAD of the gateway.*signature\.timestamp\.future/m,
+      );
     } finally {
       sim.clock.setOffset(0);
     }
@@ -128,7 +144,10 @@ describe('check against the simulator', () => {
     await chmod(loose, 0o644);
     const run = await runCommand(check, [], { ...env, SIDECAR_PRIVATE_KEY_FILE: loose });
     assert.equal(run.code, 0, run.stdout);
-    assert.match(run.stdout, /^! key file permissions: .*loose\.pem has mode 0644: group\/others can access it; run chmod 600/m);
+    assert.match(
+      run.stdout,
+      /^! key file permissions: .*loose\.pem has mode 0644: group\/others can access it; run chmod 600/m,
+    );
   });
 
   it('fails on a 1024-bit key, naming the setting, and checks nothing further', async () => {
@@ -159,4 +178,3 @@ describe('check against the simulator', () => {
     assert.match(help.stdout, /invalidates access tokens issued before it/);
   });
 });
-

@@ -16,7 +16,7 @@ describe('check: key file permissions', () => {
   it('owner-only (0600, 0400) passes', async () => {
     for (const mode of [0o600, 0o400]) assert.equal((await keyPermissions(await file(mode))).mark, '✔');
   });
-  it('group-readable by the process\'s own group and nobody else (a Kubernetes fsGroup Secret, 0440) passes', async () => {
+  it("group-readable by the process's own group and nobody else (a Kubernetes fsGroup Secret, 0440) passes", async () => {
     const result = await keyPermissions(await file(0o440));
     assert.equal(result.mark, '✔', result.detail);
     assert.match(result.detail, /fsGroup/);

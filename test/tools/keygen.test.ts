@@ -28,7 +28,10 @@ describe('keygen', () => {
     assert.equal(publicKeyFingerprint(key), fingerprint, 'the two files are one pair');
     assert.ok(run.stdout.includes(fingerprint), 'fingerprint printed');
     assert.match(run.stdout, /next steps/);
-    assert.ok(!run.stdout.includes('PRIVATE KEY') && !run.stdout.includes(privatePem.split('\n')[1]!), 'private key never printed');
+    assert.ok(
+      !run.stdout.includes('PRIVATE KEY') && !run.stdout.includes(privatePem.split('\n')[1]!),
+      'private key never printed',
+    );
   });
 
   it('never overwrites an existing key: exit 1, both files untouched', async () => {

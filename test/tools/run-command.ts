@@ -21,7 +21,12 @@ function capture(): { stream: PassThrough; text: () => string } {
 export async function runCommand(command: Command, argv: string[], env: NodeJS.ProcessEnv = {}): Promise<CommandRun> {
   const out = capture();
   const err = capture();
-  const io: CommandIo = { stdout: out.stream, stderr: err.stream, env, stopSignal: new Promise<NodeJS.Signals>(() => {}) };
+  const io: CommandIo = {
+    stdout: out.stream,
+    stderr: err.stream,
+    env,
+    stopSignal: new Promise<NodeJS.Signals>(() => {}),
+  };
   const code = await command(argv, io);
   out.stream.end();
   err.stream.end();

@@ -35,7 +35,20 @@ describe('sign', () => {
     it(`${v.name}: reproduces the openssl signing string and signature byte for byte`, async () => {
       // The vectors give base address + target; a vendor passes the URL as they post it, uncanonicalised.
       const url = `${v.base_url}${v.request_target}`;
-      const run = await runCommand(sign, ['--url', url, '--data', v.data, '--timestamp', v.timestamp, '--nonce', v.nonce, '--key', keyFile, '--method', v.method]);
+      const run = await runCommand(sign, [
+        '--url',
+        url,
+        '--data',
+        v.data,
+        '--timestamp',
+        v.timestamp,
+        '--nonce',
+        v.nonce,
+        '--key',
+        keyFile,
+        '--method',
+        v.method,
+      ]);
       assert.equal(run.code, 0, run.stderr);
       const lines = run.stdout.split('\n');
       assert.equal(lines[1], v.signing_string);
@@ -47,7 +60,19 @@ describe('sign', () => {
 
   it('--json with --payload: base64-encodes the payload, and the signature verifies with the public key', async () => {
     const v = vectors[0]!;
-    const run = await runCommand(sign, ['--json', '--url', v.full_url, '--payload', v.payload, '--timestamp', v.timestamp, '--nonce', v.nonce, '--key', keyFile]);
+    const run = await runCommand(sign, [
+      '--json',
+      '--url',
+      v.full_url,
+      '--payload',
+      v.payload,
+      '--timestamp',
+      v.timestamp,
+      '--nonce',
+      v.nonce,
+      '--key',
+      keyFile,
+    ]);
     assert.equal(run.code, 0, run.stderr);
     const out = JSON.parse(run.stdout) as SignJson;
     assert.equal(out.signingString, v.signing_string);
@@ -64,12 +89,24 @@ describe('sign', () => {
     assert.ok(ts >= before && ts <= before + 2);
     assert.match(a.headers['X-Nonce']!, NONCE_PATTERN);
     assert.notEqual(a.headers['X-Nonce'], b.headers['X-Nonce']);
-    const ok = verify('sha256', Buffer.from(a.signingString), createPublicKey(vectorPublicKeyPem), Buffer.from(a.headers['X-Signature']!, 'base64'));
+    const ok = verify(
+      'sha256',
+      Buffer.from(a.signingString),
+      createPublicKey(vectorPublicKeyPem),
+      Buffer.from(a.headers['X-Signature']!, 'base64'),
+    );
     assert.equal(ok, true);
   });
 
   it('tells the vendor when the URL was canonicalised (uppercase host, default port, empty query)', async () => {
-    const run = await runCommand(sign, ['--url', 'HTTPS://Gateway.Example.COM:443/api/v2/transaction/init?', '--data', vectors[0]!.data, '--key', keyFile]);
+    const run = await runCommand(sign, [
+      '--url',
+      'HTTPS://Gateway.Example.COM:443/api/v2/transaction/init?',
+      '--data',
+      vectors[0]!.data,
+      '--key',
+      keyFile,
+    ]);
     assert.equal(run.code, 0);
     assert.match(run.stderr, /canonicalised .* -> https:\/\/gateway\.example\.com\/api\/v2\/transaction\/init\n/);
   });
@@ -98,7 +135,14 @@ describe('sign', () => {
   });
 
   it('refuses a 1024-bit key (exit 1) without printing key material', async () => {
-    const run = await runCommand(sign, ['--url', 'https://gateway.example.com/x', '--data', 'eyJhIjoxfQ==', '--key', smallKeyFile]);
+    const run = await runCommand(sign, [
+      '--url',
+      'https://gateway.example.com/x',
+      '--data',
+      'eyJhIjoxfQ==',
+      '--key',
+      smallKeyFile,
+    ]);
     assert.equal(run.code, 1);
     assert.match(run.stderr, /1024 bits; at least 2048/);
     assert.ok(!`${run.stdout}${run.stderr}`.includes('BEGIN'));

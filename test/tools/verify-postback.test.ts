@@ -43,7 +43,11 @@ describe('verify a signed postback delivered by the simulator', () => {
     });
     await new Promise<void>((resolve) => webhook.listen(0, '127.0.0.1', resolve));
     const webhookUrl = `http://127.0.0.1:${(webhook.address() as AddressInfo).port}/hooks/payments`;
-    sim = await startSimulator({ accounts: [{ username: USERNAME, password: PASSWORD, publicKeyPem: vectorPublicKeyPem, webhookUrl, signedPostbacks: true }] });
+    sim = await startSimulator({
+      accounts: [
+        { username: USERNAME, password: PASSWORD, publicKeyPem: vectorPublicKeyPem, webhookUrl, signedPostbacks: true },
+      ],
+    });
     const tmp = await tempDir();
     cleanup = tmp.cleanup;
     gatewayKeyFile = join(tmp.dir, 'gateway-pub.pem');
@@ -63,14 +67,24 @@ describe('verify a signed postback delivered by the simulator', () => {
       body: JSON.stringify({ grant_type: 'password', username: USERNAME, password: PASSWORD }),
     });
     const { access_token: token } = (await login.json()) as { access_token: string };
-    const data = Buffer.from(JSON.stringify({ amount: '10.00', currency: 'USD', user_id: 'u1', invoice_no: 'inv-pb' })).toString('base64');
+    const data = Buffer.from(
+      JSON.stringify({ amount: '10.00', currency: 'USD', user_id: 'u1', invoice_no: 'inv-pb' }),
+    ).toString('base64');
     const url = `${sim.baseUrl}/api/v2/transaction/init`;
     const timestamp = unixTimestamp(Date.now());
     const nonce = newNonce();
-    const signature = await createSigner(parsePrivateKey(vectorPrivateKeyPem)).sign(signingString({ method: 'POST', fullUrl: url, timestamp, nonce, data }));
+    const signature = await createSigner(parsePrivateKey(vectorPrivateKeyPem)).sign(
+      signingString({ method: 'POST', fullUrl: url, timestamp, nonce, data }),
+    );
     const res = await fetch(url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}`, 'x-timestamp': timestamp, 'x-nonce': nonce, 'x-signature': signature },
+      headers: {
+        'content-type': 'application/json',
+        authorization: `Bearer ${token}`,
+        'x-timestamp': timestamp,
+        'x-nonce': nonce,
+        'x-signature': signature,
+      },
       body: JSON.stringify({ data }),
     });
     const body = (await res.json()) as { transaction_id: string };
@@ -84,7 +98,10 @@ describe('verify a signed postback delivered by the simulator', () => {
     const capture = await received;
     const ok = await runCommand(createVerify(stdinOf(capture)), ['--public-key', gatewayKeyFile, '--scheme', 'http']);
     assert.equal(ok.code, 0, ok.stdout + ok.stderr);
-    assert.match(ok.stdout, /signing string \(rebuilt by spec 5\.2\):\nPOST\.http:\/\/127\.0\.0\.1:\d+\/hooks\/payments\.\d+\./);
+    assert.match(
+      ok.stdout,
+      /signing string \(rebuilt by spec 5\.2\):\nPOST\.http:\/\/127\.0\.0\.1:\d+\/hooks\/payments\.\d+\./,
+    );
     assert.match(ok.stdout, /result: signature VERIFIES/);
 
     const data = /"data":"([^"]+)"/.exec(capture)![1]!;

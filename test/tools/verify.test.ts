@@ -10,7 +10,14 @@ import { runCommand, stdinOf, tempDir } from './run-command.js';
 const v0 = vectors[0]!;
 
 /** A raw HTTP capture as a vendor's webhook log or `nc -l` shows it. */
-function rawCapture(o: { target: string; host: string; ts: string; nonce: string; signature: string; body: string }): string {
+function rawCapture(o: {
+  target: string;
+  host: string;
+  ts: string;
+  nonce: string;
+  signature: string;
+  body: string;
+}): string {
   return [
     `POST ${o.target} HTTP/1.1`,
     `Host: ${o.host}`,
@@ -23,7 +30,10 @@ function rawCapture(o: { target: string; host: string; ts: string; nonce: string
   ].join('\r\n');
 }
 
-function vectorCapture(v: SignatureVector, overrides: Partial<{ body: string; signature: string; target: string; host: string }> = {}): string {
+function vectorCapture(
+  v: SignatureVector,
+  overrides: Partial<{ body: string; signature: string; target: string; host: string }> = {},
+): string {
   const url = new URL(v.full_url);
   return rawCapture({
     target: overrides.target ?? `${url.pathname}${url.search}`,
@@ -37,7 +47,10 @@ function vectorCapture(v: SignatureVector, overrides: Partial<{ body: string; si
 
 /** Signs an arbitrary (mis-built) signing string with the vector key, as a buggy vendor signer would. */
 function signRaw(text: string): string {
-  return rsaSign('sha256', Buffer.from(text), { key: vectorPrivateKeyPem, padding: constants.RSA_PKCS1_PADDING }).toString('base64');
+  return rsaSign('sha256', Buffer.from(text), {
+    key: vectorPrivateKeyPem,
+    padding: constants.RSA_PKCS1_PADDING,
+  }).toString('base64');
 }
 
 describe('verify', () => {
@@ -60,7 +73,14 @@ describe('verify', () => {
   for (const v of vectors.filter((x) => x.name !== 'empty-query-dropped')) {
     it(`${v.name}: a raw HTTP capture on stdin verifies (exit 0) and the rebuilt signing string is the vector's`, async () => {
       const scheme = new URL(v.full_url).protocol.slice(0, -1);
-      const run = await verifyWith(vectorCapture(v), ['--public-key', pubFile, '--scheme', scheme, '--now', v.timestamp]);
+      const run = await verifyWith(vectorCapture(v), [
+        '--public-key',
+        pubFile,
+        '--scheme',
+        scheme,
+        '--now',
+        v.timestamp,
+      ]);
       assert.equal(run.code, 0, run.stdout + run.stderr);
       assert.ok(run.stdout.split('\n').includes(v.signing_string), run.stdout);
       assert.match(run.stdout, /✔ X-Timestamp is within the window/);
@@ -70,7 +90,12 @@ describe('verify', () => {
 
   it('an empty "?" on the request line is not signed (empty-query vector)', async () => {
     const v = vectors.find((x) => x.name === 'empty-query-dropped')!;
-    const run = await verifyWith(vectorCapture(v, { target: '/api/v2/transaction/init?' }), ['--public-key', pubFile, '--now', v.timestamp]);
+    const run = await verifyWith(vectorCapture(v, { target: '/api/v2/transaction/init?' }), [
+      '--public-key',
+      pubFile,
+      '--now',
+      v.timestamp,
+    ]);
     assert.equal(run.code, 0, run.stdout);
   });
 
@@ -78,7 +103,16 @@ describe('verify', () => {
     const file = join(dir, 'capture.json');
     const headers = { 'X-Timestamp': v0.timestamp, 'x-nonce': v0.nonce, 'X-SIGNATURE': v0.signature };
     await writeFile(file, JSON.stringify({ method: 'POST', headers, body: { data: v0.data } }));
-    const run = await runCommand(createVerify(stdinOf('')), ['--public-key', pubFile, '--request', file, '--url', v0.full_url, '--now', v0.timestamp]);
+    const run = await runCommand(createVerify(stdinOf('')), [
+      '--public-key',
+      pubFile,
+      '--request',
+      file,
+      '--url',
+      v0.full_url,
+      '--now',
+      v0.timestamp,
+    ]);
     assert.equal(run.code, 0, run.stdout + run.stderr);
   });
 
@@ -91,21 +125,39 @@ describe('verify', () => {
   it('altered data fails (exit 1) and is blamed on the key or altered parts, with the rebuilt signing string', async () => {
     const payload = v0.payload.replace('100.50', '900.50');
     const data = Buffer.from(payload).toString('base64');
-    const run = await verifyWith(vectorCapture(v0, { body: JSON.stringify({ data }) }), ['--public-key', pubFile, '--now', v0.timestamp]);
+    const run = await verifyWith(vectorCapture(v0, { body: JSON.stringify({ data }) }), [
+      '--public-key',
+      pubFile,
+      '--now',
+      v0.timestamp,
+    ]);
     assert.equal(run.code, 1);
     assert.ok(run.stdout.includes(`${v0.timestamp}.${v0.nonce}.${data}`), 'rebuilt signing string printed');
-    assert.match(run.stdout, /✘ signature does not match this public key: wrong key .* or the URL, timestamp, nonce or data were altered/);
+    assert.match(
+      run.stdout,
+      /✘ signature does not match this public key: wrong key .* or the URL, timestamp, nonce or data were altered/,
+    );
     assert.match(run.stdout, /result: signature does NOT verify/);
   });
 
   it('data that lost its base64 padding is reported as such', async () => {
-    const run = await verifyWith(vectorCapture(v0, { body: JSON.stringify({ data: v0.data.replace(/=+$/, '') }) }), ['--public-key', pubFile, '--now', v0.timestamp]);
+    const run = await verifyWith(vectorCapture(v0, { body: JSON.stringify({ data: v0.data.replace(/=+$/, '') }) }), [
+      '--public-key',
+      pubFile,
+      '--now',
+      v0.timestamp,
+    ]);
     assert.equal(run.code, 1);
     assert.match(run.stdout, /✘ body data lacks "=" padding/);
   });
 
   it('a body that is not the {"data"} envelope is reported', async () => {
-    const run = await verifyWith(vectorCapture(v0, { body: v0.payload }), ['--public-key', pubFile, '--now', v0.timestamp]);
+    const run = await verifyWith(vectorCapture(v0, { body: v0.payload }), [
+      '--public-key',
+      pubFile,
+      '--now',
+      v0.timestamp,
+    ]);
     assert.equal(run.code, 1);
     assert.match(run.stdout, /body has no string field "data"/);
   });
@@ -118,17 +170,48 @@ describe('verify', () => {
   });
 
   const urlMistakes: { name: string; signedUrl: string; argv: string[]; rule: RegExp }[] = [
-    { name: 'default port signed', signedUrl: 'https://gateway.example.com:443/api/v2/transaction/init', argv: [], rule: /default port written out/ },
-    { name: 'uppercase host signed', signedUrl: 'https://Gateway.Example.com/api/v2/transaction/init', argv: ['--url', 'https://Gateway.Example.com/api/v2/transaction/init'], rule: /host or port not canonical/ },
-    { name: 'other scheme', signedUrl: 'https://gateway.example.com/api/v2/transaction/init', argv: ['--scheme', 'http'], rule: /scheme https signed but http posted/ },
-    { name: 'trailing slash dropped', signedUrl: 'https://gateway.example.com/api/v2/transaction/init', argv: ['--url', 'https://gateway.example.com/api/v2/transaction/init/'], rule: /trailing "\/" differs/ },
-    { name: 'query dropped', signedUrl: 'https://gateway.example.com/api/v2/transaction/init', argv: ['--url', 'https://gateway.example.com/api/v2/transaction/init?a=1'], rule: /query left out/ },
+    {
+      name: 'default port signed',
+      signedUrl: 'https://gateway.example.com:443/api/v2/transaction/init',
+      argv: [],
+      rule: /default port written out/,
+    },
+    {
+      name: 'uppercase host signed',
+      signedUrl: 'https://Gateway.Example.com/api/v2/transaction/init',
+      argv: ['--url', 'https://Gateway.Example.com/api/v2/transaction/init'],
+      rule: /host or port not canonical/,
+    },
+    {
+      name: 'other scheme',
+      signedUrl: 'https://gateway.example.com/api/v2/transaction/init',
+      argv: ['--scheme', 'http'],
+      rule: /scheme https signed but http posted/,
+    },
+    {
+      name: 'trailing slash dropped',
+      signedUrl: 'https://gateway.example.com/api/v2/transaction/init',
+      argv: ['--url', 'https://gateway.example.com/api/v2/transaction/init/'],
+      rule: /trailing "\/" differs/,
+    },
+    {
+      name: 'query dropped',
+      signedUrl: 'https://gateway.example.com/api/v2/transaction/init',
+      argv: ['--url', 'https://gateway.example.com/api/v2/transaction/init?a=1'],
+      rule: /query left out/,
+    },
     { name: 'path only', signedUrl: '/api/v2/transaction/init', argv: [], rule: /origin left out/ },
   ];
   for (const m of urlMistakes) {
     it(`names the broken URL rule when the signer erred: ${m.name}`, async () => {
       const signature = signRaw(`POST.${m.signedUrl}.${v0.timestamp}.${v0.nonce}.${v0.data}`);
-      const run = await verifyWith(vectorCapture(v0, { signature }), ['--public-key', pubFile, '--now', v0.timestamp, ...m.argv]);
+      const run = await verifyWith(vectorCapture(v0, { signature }), [
+        '--public-key',
+        pubFile,
+        '--now',
+        v0.timestamp,
+        ...m.argv,
+      ]);
       assert.equal(run.code, 1, run.stdout);
       assert.match(run.stdout, m.rule);
       assert.ok(run.stdout.includes(`the signer signed: POST.${m.signedUrl}.`), run.stdout);
@@ -152,7 +235,14 @@ describe('verify', () => {
       [badNonce, signature, /✘ X-Nonce is 11 characters/],
       [badNonce, urlSafe, /✘ X-Nonce/],
     ] as const) {
-      const capture = rawCapture({ target, host: 'gateway.example.com', ts: v0.timestamp, nonce, signature: sig, body: JSON.stringify({ data: v0.data }) });
+      const capture = rawCapture({
+        target,
+        host: 'gateway.example.com',
+        ts: v0.timestamp,
+        nonce,
+        signature: sig,
+        body: JSON.stringify({ data: v0.data }),
+      });
       const run = await verifyWith(capture, ['--public-key', pubFile, '--now', v0.timestamp]);
       assert.match(run.stdout, complaint);
       assert.match(run.stdout, /✔ signature verifies/);
@@ -162,7 +252,14 @@ describe('verify', () => {
   });
 
   it('reports a future timestamp and a malformed nonce', async () => {
-    const capture = rawCapture({ target: '/api/v2/transaction/init', host: 'gateway.example.com', ts: v0.timestamp, nonce: 'not+a/nonce=', signature: v0.signature, body: JSON.stringify({ data: v0.data }) });
+    const capture = rawCapture({
+      target: '/api/v2/transaction/init',
+      host: 'gateway.example.com',
+      ts: v0.timestamp,
+      nonce: 'not+a/nonce=',
+      signature: v0.signature,
+      body: JSON.stringify({ data: v0.data }),
+    });
     const run = await verifyWith(capture, ['--public-key', pubFile, '--now', String(Number(v0.timestamp) - 30)]);
     assert.equal(run.code, 1);
     assert.match(run.stdout, /✘ X-Nonce is 12 characters/);
@@ -170,7 +267,10 @@ describe('verify', () => {
   });
 
   it('an unsigned capture (no X-Signature) fails and says signing may not be enabled', async () => {
-    const run = await verifyWith(`POST /hook HTTP/1.1\nHost: vendor.example.com\n\n{"data":"${v0.data}"}`, ['--public-key', pubFile]);
+    const run = await verifyWith(`POST /hook HTTP/1.1\nHost: vendor.example.com\n\n{"data":"${v0.data}"}`, [
+      '--public-key',
+      pubFile,
+    ]);
     assert.equal(run.code, 1);
     assert.match(run.stdout, /missing header\(s\): x-timestamp, x-nonce, x-signature/);
   });

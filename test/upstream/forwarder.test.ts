@@ -5,7 +5,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseBaseAddress } from '../../src/config/base-url.js';
 import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
 import { answerCorrelation } from '../../src/proxy/answer-correlation.js';
-import { createForwarder, errorCode, upstreamErrors, type Forwarder, type ForwarderOptions } from '../../src/upstream/forwarder.js';
+import {
+  createForwarder,
+  errorCode,
+  upstreamErrors,
+  type Forwarder,
+  type ForwarderOptions,
+} from '../../src/upstream/forwarder.js';
 import { makeKeys } from '../support/keys.js';
 
 const BASE_OPTIONS = { ca: undefined, connectTimeoutMs: 2_000, responseTimeoutMs: 2_000, connections: 2 };
@@ -51,7 +57,10 @@ describe('forwarder: did any byte leave?', () => {
   let sim: RunningSimulator;
   before(async () => {
     const keys = await makeKeys();
-    sim = await startSimulator({ tls: true, accounts: [{ username: 'u@example.com', password: 'pw', publicKeyPem: keys.publicKeyPem }] });
+    sim = await startSimulator({
+      tls: true,
+      accounts: [{ username: 'u@example.com', password: 'pw', publicKeyPem: keys.publicKeyPem }],
+    });
   });
   after(() => sim.close());
 
@@ -83,7 +92,9 @@ describe('forwarder: did any byte leave?', () => {
   });
 
   it('answer cut short (10 bytes promised, 3 sent, then closed): sent, no answer', async (t) => {
-    const gateway = await tcpServer(t, (socket) => socket.once('data', () => socket.end('HTTP/1.1 201 Created\r\ncontent-length: 10\r\n\r\nabc')));
+    const gateway = await tcpServer(t, (socket) =>
+      socket.once('data', () => socket.end('HTTP/1.1 201 Created\r\ncontent-length: 10\r\n\r\nabc')),
+    );
     const outcome = await forwarderFor(t, gateway.url).send(REQUEST);
     assert.equal(outcome.kind, 'sent_no_answer');
   });
@@ -103,7 +114,11 @@ describe('forwarder: did any byte leave?', () => {
         if (Buffer.concat(received).includes('}')) socket.end(NO_CONTENT);
       }),
     );
-    const outcome = await forwarderFor(t, gateway.url).send({ ...REQUEST, headers: { 'x-note': 'caf\u00e9' }, body: '{"name":"caf\u00e9"}' });
+    const outcome = await forwarderFor(t, gateway.url).send({
+      ...REQUEST,
+      headers: { 'x-note': 'caf\u00e9' },
+      body: '{"name":"caf\u00e9"}',
+    });
     assert.equal(outcome.kind, 'response');
     const bytes = Buffer.concat(received);
     assert.ok(bytes.includes(Buffer.from('x-note: caf\xe9\r\n', 'latin1')), 'header value as latin1');
@@ -136,18 +151,27 @@ describe('forwarder: did any byte leave?', () => {
     const first = forwarder.send({ ...REQUEST, path: '/first' });
     const second = await forwarder.send({ ...REQUEST, path: '/second' });
     assert.equal(second.kind, 'not_sent');
-    assert.equal(second.kind === 'not_sent' && second.transient, true, 'worth retrying: a fresh signature goes with it');
+    assert.equal(
+      second.kind === 'not_sent' && second.transient,
+      true,
+      'worth retrying: a fresh signature goes with it',
+    );
     assert.equal(second.kind === 'not_sent' && (second.error as { code?: string }).code, 'ERR_GATEWAY_POOL_TIMEOUT');
     assert.equal((await first).kind, 'response');
     assert.deepEqual(paths, ['/first']);
   });
 
   it('close() answers the request in flight and the one waiting for a connection, then resolves', async (t) => {
-    const gateway = await tcpServer(t, (socket) => socket.on('data', () => setTimeout(() => socket.write(NO_CONTENT), 50)));
+    const gateway = await tcpServer(t, (socket) =>
+      socket.on('data', () => setTimeout(() => socket.write(NO_CONTENT), 50)),
+    );
     const forwarder = forwarderFor(t, gateway.url, { connections: 1 });
     const sends = [forwarder.send(REQUEST), forwarder.send(REQUEST)];
     await forwarder.close();
-    assert.deepEqual((await Promise.all(sends)).map((o) => o.kind), ['response', 'response']);
+    assert.deepEqual(
+      (await Promise.all(sends)).map((o) => o.kind),
+      ['response', 'response'],
+    );
     const late = await forwarder.send(REQUEST);
     assert.equal(late.kind === 'not_sent' && !late.transient, true, 'after close: not sent, not worth retrying');
   });
@@ -217,22 +241,39 @@ describe('forwarder: answers undici must read as the hand-written client did', (
     assert.equal(outcome.kind === 'response' && outcome.response.status, 200);
   });
 
-  it('a gateway head over 16 KiB is refused: sent, no answer, with a cause code (never passed on)', QUICK, async (t) => {
-    const gateway = await tcpServer(t, answering(`HTTP/1.1 200 OK\r\nx-big: ${'a'.repeat(17_000)}\r\ncontent-length: 2\r\n\r\n{}`));
-    const outcome = await forwarderFor(t, gateway.url, PATIENT).send(REQUEST);
-    assert.equal(outcome.kind, 'sent_no_answer');
-    assert.equal(errorCode(outcome.kind === 'sent_no_answer' ? outcome.error : undefined), 'UND_ERR_HEADERS_OVERFLOW');
-  });
+  it(
+    'a gateway head over 16 KiB is refused: sent, no answer, with a cause code (never passed on)',
+    QUICK,
+    async (t) => {
+      const gateway = await tcpServer(
+        t,
+        answering(`HTTP/1.1 200 OK\r\nx-big: ${'a'.repeat(17_000)}\r\ncontent-length: 2\r\n\r\n{}`),
+      );
+      const outcome = await forwarderFor(t, gateway.url, PATIENT).send(REQUEST);
+      assert.equal(outcome.kind, 'sent_no_answer');
+      assert.equal(
+        errorCode(outcome.kind === 'sent_no_answer' ? outcome.error : undefined),
+        'UND_ERR_HEADERS_OVERFLOW',
+      );
+    },
+  );
 
   it('a head just under 16 KiB is accepted', QUICK, async (t) => {
-    const gateway = await tcpServer(t, answering(`HTTP/1.1 200 OK\r\nx-big: ${'a'.repeat(15_000)}\r\ncontent-length: 2\r\n\r\n{}`));
+    const gateway = await tcpServer(
+      t,
+      answering(`HTTP/1.1 200 OK\r\nx-big: ${'a'.repeat(15_000)}\r\ncontent-length: 2\r\n\r\n{}`),
+    );
     const outcome = await forwarderFor(t, gateway.url, PATIENT).send(REQUEST);
     assert.equal(outcome.kind, 'response');
   });
 
   for (const [what, answer, code] of [
     ['bare LF line ends', 'HTTP/1.1 200 OK\ncontent-length: 2\n\n{}', 'ERR_GATEWAY_MALFORMED_ANSWER'],
-    ['a 100 Continue with bare LF line ends', 'HTTP/1.1 100 Continue\n\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}', undefined],
+    [
+      'a 100 Continue with bare LF line ends',
+      'HTTP/1.1 100 Continue\n\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}',
+      undefined,
+    ],
     ['garbage instead of a status line', 'garbage garbage\r\n\r\n', undefined],
     ['a bad chunk size', 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n', undefined],
     ['a malformed status code', 'HTTP/1.1 2OO OK\r\ncontent-length: 2\r\n\r\n{}', undefined],
@@ -249,45 +290,63 @@ describe('forwarder: answers undici must read as the hand-written client did', (
     });
   }
 
-  it('an answer its request rejects (checkAnswer): sent, no answer, and that connection is destroyed', QUICK, async (t) => {
-    const gateway = await tcpServer(t, answering(OK));
-    const forwarder = forwarderFor(t, gateway.url);
-    const rejected = await forwarder.send({ ...REQUEST, checkAnswer: () => upstreamErrors.answerMismatch('invoice_no') });
-    assert.equal(rejected.kind, 'sent_no_answer');
-    assert.equal(errorCode(rejected.kind === 'sent_no_answer' ? rejected.error : undefined), 'ERR_GATEWAY_ANSWER_MISMATCH');
-    assert.equal((await forwarder.send(REQUEST)).kind, 'response');
-    assert.equal(gateway.accepted(), 2, 'the next request went on a new connection');
-  });
+  it(
+    'an answer its request rejects (checkAnswer): sent, no answer, and that connection is destroyed',
+    QUICK,
+    async (t) => {
+      const gateway = await tcpServer(t, answering(OK));
+      const forwarder = forwarderFor(t, gateway.url);
+      const rejected = await forwarder.send({
+        ...REQUEST,
+        checkAnswer: () => upstreamErrors.answerMismatch('invoice_no'),
+      });
+      assert.equal(rejected.kind, 'sent_no_answer');
+      assert.equal(
+        errorCode(rejected.kind === 'sent_no_answer' ? rejected.error : undefined),
+        'ERR_GATEWAY_ANSWER_MISMATCH',
+      );
+      assert.equal((await forwarder.send(REQUEST)).kind, 'response');
+      assert.equal(gateway.accepted(), 2, 'the next request went on a new connection');
+    },
+  );
 });
 
 describe('forwarder + answer correlation: an answer is never handed to the wrong payment', () => {
-  it('a gateway writing a stray second copy of each answer (Nagle on): 0 wrong answers in 200 payments', { timeout: 60_000 }, async (t) => {
-    // The stray copy sits in the gateway's kernel until the next request's ACK, then arrives as that
-    // request's answer. Each answer echoes the invoice_no of the request it was written for.
-    const gateway = await tcpServer(t, (socket) => {
-      socket.setNoDelay(false);
-      socket.on('data', (chunk: Buffer) => {
-        const invoice = /"invoice_no":"([^"]+)"/.exec(chunk.toString('latin1'))?.[1] ?? 'none';
-        const body = JSON.stringify({ invoice_no: invoice, transaction_link: `https://pay.example/${invoice}` });
-        const answer = `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`;
-        socket.write(answer);
-        setTimeout(() => socket.writable && socket.write(answer), 3);
+  it(
+    'a gateway writing a stray second copy of each answer (Nagle on): 0 wrong answers in 200 payments',
+    { timeout: 60_000 },
+    async (t) => {
+      // The stray copy sits in the gateway's kernel until the next request's ACK, then arrives as that
+      // request's answer. Each answer echoes the invoice_no of the request it was written for.
+      const gateway = await tcpServer(t, (socket) => {
+        socket.setNoDelay(false);
+        socket.on('data', (chunk: Buffer) => {
+          const invoice = /"invoice_no":"([^"]+)"/.exec(chunk.toString('latin1'))?.[1] ?? 'none';
+          const body = JSON.stringify({ invoice_no: invoice, transaction_link: `https://pay.example/${invoice}` });
+          const answer = `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`;
+          socket.write(answer);
+          setTimeout(() => socket.writable && socket.write(answer), 3);
+        });
       });
-    });
-    const forwarder = forwarderFor(t, gateway.url, { connections: 1 });
-    let wrong = 0;
-    let refused = 0;
-    for (let i = 0; i < 200; i++) {
-      const payload = { invoice_no: `INV-${i}`, amount: '10.00' };
-      const body = JSON.stringify(payload);
-      const outcome = await forwarder.send({ ...REQUEST, body, checkAnswer: answerCorrelation(['invoice_no'], payload) });
-      if (outcome.kind === 'response') {
-        const answered = JSON.parse(outcome.response.body.toString()) as { invoice_no: string };
-        if (answered.invoice_no !== payload.invoice_no) wrong++;
-      } else refused++;
-    }
-    t.diagnostic(`stray answers refused as outcome_unknown: ${refused} of 200`);
-    assert.equal(wrong, 0, 'no payment got another payment\'s answer');
-    assert.ok(refused < 200, 'payments still get their own answers');
-  });
+      const forwarder = forwarderFor(t, gateway.url, { connections: 1 });
+      let wrong = 0;
+      let refused = 0;
+      for (let i = 0; i < 200; i++) {
+        const payload = { invoice_no: `INV-${i}`, amount: '10.00' };
+        const body = JSON.stringify(payload);
+        const outcome = await forwarder.send({
+          ...REQUEST,
+          body,
+          checkAnswer: answerCorrelation(['invoice_no'], payload),
+        });
+        if (outcome.kind === 'response') {
+          const answered = JSON.parse(outcome.response.body.toString()) as { invoice_no: string };
+          if (answered.invoice_no !== payload.invoice_no) wrong++;
+        } else refused++;
+      }
+      t.diagnostic(`stray answers refused as outcome_unknown: ${refused} of 200`);
+      assert.equal(wrong, 0, "no payment got another payment's answer");
+      assert.ok(refused < 200, 'payments still get their own answers');
+    },
+  );
 });

@@ -79,7 +79,9 @@ export async function postDeposit(proxyUrl: string): Promise<{ status: number; b
 export async function scrapeLiveSidecar(): Promise<Scrape> {
   const placeholder = await makeVendor('http://127.0.0.1:1');
   const simulator = await startSimulator({
-    accounts: [{ username: placeholder.username, password: placeholder.password, publicKeyPem: placeholder.publicKeyPem }],
+    accounts: [
+      { username: placeholder.username, password: placeholder.password, publicKeyPem: placeholder.publicKeyPem },
+    ],
   });
   const vendor = { ...placeholder, env: { ...placeholder.env, SIDECAR_BASE_URL: simulator.baseUrl } };
   try {

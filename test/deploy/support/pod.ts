@@ -30,7 +30,10 @@ export function sidecarEnv(rendered: Rendered): Map<string, string> {
   for (const from of container.envFrom ?? []) {
     if (from.secretRef) throw new Error('envFrom secretRef: secrets must come from files (*_FILE), not env vars');
     const name = from.configMapRef?.name;
-    const cm = only(rendered.configMaps.filter((c) => c.metadata?.name === name), `ConfigMap ${String(name)}`);
+    const cm = only(
+      rendered.configMaps.filter((c) => c.metadata?.name === name),
+      `ConfigMap ${String(name)}`,
+    );
     for (const [key, value] of Object.entries(cm.data ?? {})) env.set(`${from.prefix ?? ''}${key}`, value);
   }
   for (const entry of container.env ?? []) {

@@ -12,7 +12,19 @@ export interface Selector {
   readonly matchers: readonly Matcher[];
 }
 
-const KEYWORDS = new Set(['by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'bool', 'and', 'or', 'unless', 'offset']);
+const KEYWORDS = new Set([
+  'by',
+  'without',
+  'on',
+  'ignoring',
+  'group_left',
+  'group_right',
+  'bool',
+  'and',
+  'or',
+  'unless',
+  'offset',
+]);
 const IDENT = /(?<![\w.$:])([a-zA-Z_:][\w:]*)(\s*\{([^}]*)\})?/g;
 const MATCHER = /([a-zA-Z_]\w*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"/g;
 
@@ -48,7 +60,8 @@ export function labelValuesSelector(query: string): string {
 /** The values a matcher accepts when it is an equality or an alternation of literals ("a|b"). */
 export function literalValues(m: Matcher): string[] {
   if (m.op === '=') return [m.value];
-  if (m.op === '=~' && /^[\w.|-]+$/.test(m.value.replace(/\\\./g, '.'))) return m.value.replace(/\\\./g, '.').split('|');
+  if (m.op === '=~' && /^[\w.|-]+$/.test(m.value.replace(/\\\./g, '.')))
+    return m.value.replace(/\\\./g, '.').split('|');
   return [];
 }
 

@@ -7,7 +7,10 @@ import { ConfigMap, type IConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { ServiceAccount, type IServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { Deployment, type IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import { NetworkPolicy, type INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
-import { PodMonitor, type IPodMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor';
+import {
+  PodMonitor,
+  type IPodMonitor,
+} from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor';
 import {
   PrometheusRule,
   type IPrometheusRule,
