@@ -1,60 +1,58 @@
-// The floor of this stack: the least a Node signing proxy can do per request with the same parts as the sidecar
-// (node:http server, the sidecar's gateway client and signer) and nothing else: no validation, no token
-// lifecycle, no retry rules, no logs, no metrics, no request tracking. It is a yardstick, never a product: the
-// bench runs it under the same load to show how much of the gap to the signing limit the stack itself takes.
-// It speaks the sidecar's start protocol (a JSON "start" line, an admin /readyz), so the bench drives it alike.
+// The floor: the least a Node signing proxy can do per request with the sidecar's parts, node:http in, crypto.sign
+// on libuv's pool (the sidecar's signer), undici out, and nothing else: no validation, token lifecycle, retry
+// rules, logs or metrics. A yardstick, never a product: the bench loads it like the sidecar to show how much of
+// the gap to the signing limit is the stack's own. Reads the sidecar's settings; logs in, then prints {"url"}.
 import { createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { parseBaseAddress } from '../src/config/base-url.js';
-import { Secret } from '../src/config/secret.js';
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Pool } from 'undici';
 import { createSigner } from '../src/signing/signer.js';
 import { signingString } from '../src/signing/signing-string.js';
-import { passwordGrant, TOKEN_PATH } from '../src/token/token-client.js';
-import { createForwarder } from '../src/upstream/forwarder.js';
-import { listenOnLoopback } from './gateway.js';
 
-const env = (name: string): string => {
-  const value = process.env[name];
-  if (value === undefined) throw new Error(`${name} is not set`);
-  return value;
-};
-
-const base = env('SIDECAR_BASE_URL');
-const signer = createSigner(createPrivateKey(readFileSync(env('SIDECAR_PRIVATE_KEY_FILE'))));
-const forwarder = createForwarder(parseBaseAddress(base), { ca: undefined, connectTimeoutMs: 5_000, responseTimeoutMs: 30_000, connections: 64 });
-const login = await fetch(`${base}${TOKEN_PATH}`, {
+const setting = (name: string): string => process.env[name] ?? '';
+const base = setting('SIDECAR_BASE_URL');
+const signer = createSigner(createPrivateKey(readFileSync(setting('SIDECAR_PRIVATE_KEY_FILE'))));
+const gateway = new Pool(base, { connections: 64, headersTimeout: 30_000, bodyTimeout: 30_000 });
+const login = await gateway.request({
   method: 'POST',
+  path: '/api/v2/auth/token',
   headers: { 'content-type': 'application/json' },
-  body: JSON.stringify(passwordGrant(env('SIDECAR_USERNAME'), new Secret(readFileSync(env('SIDECAR_PASSWORD_FILE'), 'utf8').trim()))),
+  body: JSON.stringify({
+    grant_type: 'password',
+    username: setting('SIDECAR_USERNAME'),
+    password: readFileSync(setting('SIDECAR_PASSWORD_FILE'), 'utf8').trim(),
+  }),
 });
-const { access_token: token } = (await login.json()) as { access_token: string };
-let nonce = 0;
+const { access_token: token } = (await login.body.json()) as { access_token: string };
+let count = 0;
 
-async function forward(req: IncomingMessage, res: ServerResponse, body: Buffer): Promise<void> {
+async function forward(path: string, body: Buffer, res: ServerResponse): Promise<void> {
   const data = body.toString('base64');
   const timestamp = String(Math.floor(Date.now() / 1000));
-  const requestNonce = `floor-nonce-${(nonce++).toString(36).padStart(10, '0')}`;
-  const path = req.url ?? '/';
-  const signature = await signer.sign(signingString({ method: 'POST', fullUrl: `${base}${path}`, timestamp, nonce: requestNonce, data }));
-  const headers = { 'content-type': 'application/json', authorization: `Bearer ${token}`, 'x-timestamp': timestamp, 'x-nonce': requestNonce, 'x-signature': signature };
-  const outcome = await forwarder.send({ path, headers, body: `{"data":"${data}"}` });
-  if (outcome.kind !== 'response') {
-    res.writeHead(502);
-    res.end();
-    return;
-  }
-  res.writeHead(outcome.response.status, { 'content-type': 'application/json', 'content-length': outcome.response.body.length });
-  res.end(outcome.response.body);
+  const nonce = `floor-${(count++).toString(36).padStart(26, '0')}`;
+  const signature = await signer.sign(
+    signingString({ method: 'POST', fullUrl: `${base}${path}`, timestamp, nonce, data }),
+  );
+  const headers = {
+    'content-type': 'application/json',
+    authorization: `Bearer ${token}`,
+    'x-timestamp': timestamp,
+    'x-nonce': nonce,
+    'x-signature': signature,
+  };
+  const answer = await gateway.request({ method: 'POST', path, headers, body: `{"data":"${data}"}` });
+  const bytes = Buffer.from(await answer.body.arrayBuffer());
+  res.writeHead(answer.statusCode, { 'content-type': 'application/json', 'content-length': bytes.length });
+  res.end(bytes);
 }
 
-const proxy = createServer((req, res) => {
+const server = createServer((req, res) => {
   const chunks: Buffer[] = [];
   req.on('data', (chunk: Buffer) => chunks.push(chunk));
-  req.on('end', () => void forward(req, res, Buffer.concat(chunks)).catch(() => res.destroy()));
+  req.on('end', () => void forward(req.url ?? '/', Buffer.concat(chunks), res).catch(() => res.destroy()));
 });
-const admin = createServer((_req, res) => res.end('ok'));
-const proxyUrl = await listenOnLoopback(proxy);
-const adminUrl = await listenOnLoopback(admin);
-process.stdout.write(`${JSON.stringify({ event: 'start', proxyUrl, adminUrl })}\n`);
-process.once('SIGTERM', () => process.exit(0));
+server.listen(0, '127.0.0.1', () =>
+  console.log(JSON.stringify({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })),
+);
+process.stdin.once('end', () => process.exit(0)).resume();

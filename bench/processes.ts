@@ -1,81 +1,77 @@
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+// The bench's child processes; CPU time and RSS come from /proc (Linux). Tests import freePort from here too.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { createServer, type AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
-import type { AddressInfo } from 'node:net';
 
 const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+const running = new Set<ChildProcess>();
 
-export interface Started {
-  readonly child: ChildProcess;
-  /** Resolves with the first stdout line that is JSON and passes `pick`. */
-  readonly line: Promise<Record<string, unknown>>;
+export interface Child {
+  readonly pid: number;
+  readonly url: string;
+  stop(): Promise<void>;
 }
 
-/**
- * Spawns a child whose stdout is JSON lines, keeps draining that stdout (a full pipe would block the child's
- * synchronous logger and distort every number), and resolves with the first line `pick` accepts.
- */
-export function spawnJsonLines(
-  args: readonly string[],
-  env: NodeJS.ProcessEnv,
-  pick: (line: Record<string, unknown>) => boolean,
-  timeoutMs = 15_000,
-  launcher: readonly string[] = [],
-): Started {
-  // A launcher (e.g. valgrind and its options) runs node itself. valgrind runs it in its own process, so the pid
-  // is node's; a launcher that forks (strace, say) would leave the pid of the launcher instead.
-  const [command, ...rest] = [...launcher, process.execPath, ...args] as [string, ...string[]];
-  const child = spawn(command, rest, { env, stdio: ['pipe', 'pipe', 'pipe'] });
+/** Runs `node ...args`; resolves once it prints a JSON line {"url": ...} (it is ready), fails after `timeoutMs`. */
+export function startNode(args: readonly string[], env: NodeJS.ProcessEnv, timeoutMs = 15_000): Promise<Child> {
+  const child = spawn(process.execPath, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  running.add(child);
   let stderr = '';
-  child.stderr?.on('data', (c: Buffer) => (stderr = (stderr + c.toString('utf8')).slice(-4000)));
-  const line = new Promise<Record<string, unknown>>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${args.join(' ')}: no start line in ${timeoutMs} ms\n${stderr}`)), timeoutMs);
-    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited early (${code})\n${stderr}`)));
-    const lines = createInterface({ input: child.stdout });
-    let found = false;
-    lines.on('line', (text) => {
-      if (found || !text.startsWith('{')) return;
-      const parsed = JSON.parse(text) as Record<string, unknown>;
-      if (!pick(parsed)) return;
-      found = true;
+  child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
+  return new Promise((resolve, reject) => {
+    const fail = (why: string): void => {
       clearTimeout(timer);
-      resolve(parsed);
+      void stop(child);
+      reject(new Error(`${args.at(-1)}: ${why}\n${stderr}`));
+    };
+    const timer = setTimeout(() => fail(`not ready within ${timeoutMs} ms`), timeoutMs);
+    const onExit = (code: number | null): void => fail(`exited early (${code})`);
+    child.once('exit', onExit);
+    // Every line is read, which also keeps the pipe drained: a full pipe would block the child.
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      const url = /^\{"url":"([^"]+)"\}$/.exec(line)?.[1];
+      if (url === undefined) return;
+      clearTimeout(timer);
+      child.off('exit', onExit);
+      resolve({ pid: child.pid ?? 0, url, stop: () => stop(child) });
     });
   });
-  return { child, line };
 }
 
-/** Ends a child we started: SIGTERM, then SIGKILL if it has not exited within `graceMs`. */
-export async function stop(child: ChildProcess, graceMs = 5_000): Promise<void> {
+/** SIGTERM, then SIGKILL if the child is still there after `graceMs`. */
+async function stop(child: ChildProcess, graceMs = 5_000): Promise<void> {
+  running.delete(child);
   if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.stdin?.end();
+  const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGTERM');
   const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
   await exited;
   clearTimeout(timer);
 }
 
-/** CPU seconds (user + system, all threads) the process has used so far: /proc/<pid>/stat fields 14 and 15. */
+export async function stopAll(): Promise<void> {
+  await Promise.all([...running].map((child) => stop(child)));
+}
+
+/** The last resort at exit, when there is no time left to wait. */
+export function killAllNow(): void {
+  for (const child of running) child.kill('SIGKILL');
+}
+
+/** CPU seconds (user + system, all threads) used so far: fields 14 and 15 of /proc/<pid>/stat. */
 export function cpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  // The command name in field 2 may contain spaces; everything after its closing parenthesis is fixed-format.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // after the command name, which may hold spaces
   return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
 }
 
 /** Resident set size in MB: VmRSS of /proc/<pid>/status. */
 export function rssMb(pid: number): number {
-  const match = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return match ? Number(match[1]) / 1024 : Number.NaN;
+  return Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
 }
 
-/**
- * A loopback port that was free a moment ago and has nothing listening now. The bench uses it when the sidecar runs
- * at a level that hides its "start" line (warn); tests use it for Prometheus (which cannot listen on port 0) and
- * for a connection that must be refused. The port is released before it is used: a small race, acceptable there.
- */
+/** A loopback port that was free a moment ago (tests: Prometheus cannot listen on port 0). The bench uses port 0. */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
