@@ -1,4 +1,5 @@
 import { upstreamErrors, type UpstreamError, type UpstreamResponse } from '../upstream/forwarder.js';
+import { jsonObject } from '../upstream/json-body.js';
 
 export type AnswerCheck = (response: UpstreamResponse) => UpstreamError | undefined;
 
@@ -30,16 +31,4 @@ export function answerCorrelation(
 /** A gateway may echo `"123"` for `123`: values are compared as text, objects by their JSON. */
 function comparable(value: unknown): string {
   return typeof value === 'string' ? value : (JSON.stringify(value) ?? '');
-}
-
-function jsonObject(body: Buffer): Record<string, unknown> | undefined {
-  if (body.length === 0 || body.length > 64 * 1024) return undefined;
-  try {
-    const value: unknown = JSON.parse(body.toString('utf8'));
-    return typeof value === 'object' && value !== null && !Array.isArray(value)
-      ? (value as Record<string, unknown>)
-      : undefined;
-  } catch {
-    return undefined;
-  }
 }

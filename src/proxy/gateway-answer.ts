@@ -1,20 +1,15 @@
 import { GATEWAY_ERROR_CODES, type GatewayErrorCode } from '../observability/metric-names.js';
 import type { UpstreamResponse } from '../upstream/forwarder.js';
+import { jsonObject } from '../upstream/json-body.js';
 
 /**
  * The gateway's own `code` field of an error answer, if its body is a JSON object that has one. Successes are
  * not parsed: nothing reads their code, and they are the hot path.
  */
 export function gatewayCode(response: UpstreamResponse): string | undefined {
-  if (response.status < 400 || response.body.length === 0 || response.body.length > 64 * 1024) return undefined;
-  try {
-    const value: unknown = JSON.parse(response.body.toString('utf8'));
-    if (typeof value !== 'object' || value === null) return undefined;
-    const code = (value as { code?: unknown }).code;
-    return typeof code === 'string' ? code : undefined;
-  } catch {
-    return undefined;
-  }
+  if (response.status < 400) return undefined;
+  const code = jsonObject(response.body)?.code;
+  return typeof code === 'string' ? code : undefined;
 }
 
 /** Spec 5.1: HTTP 401 with body code FAILED means the token was refused before anything was done. */

@@ -1,6 +1,7 @@
 import type { BaseAddress } from '../config/base-url.js';
 import { Secret } from '../config/secret.js';
 import type { Forwarder, UpstreamResponse } from '../upstream/forwarder.js';
+import { jsonObject } from '../upstream/json-body.js';
 import type { GrantResult, GrantedTokens } from './token-set.js';
 
 export const TOKEN_PATH = '/api/v2/auth/token';
@@ -49,7 +50,7 @@ function describe(error: Error): string {
 }
 
 function interpret(response: UpstreamResponse, nowMs: number): GrantResult {
-  const body = parseJson(response.body);
+  const body = jsonObject(response.body);
   if (response.status >= 200 && response.status < 300) {
     const tokens = body ? parseTokens(body, gatewayNow(response, nowMs)) : undefined;
     if (tokens) return { kind: 'granted', tokens };
@@ -62,17 +63,6 @@ function interpret(response: UpstreamResponse, nowMs: number): GrantResult {
     code: typeof body?.code === 'string' ? body.code : undefined,
     message: typeof body?.message === 'string' ? body.message.slice(0, 200) : undefined,
   };
-}
-
-function parseJson(bytes: Buffer): Record<string, unknown> | undefined {
-  try {
-    const value: unknown = JSON.parse(bytes.toString('utf8'));
-    return typeof value === 'object' && value !== null && !Array.isArray(value)
-      ? (value as Record<string, unknown>)
-      : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 /**
