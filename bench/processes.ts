@@ -1,7 +1,6 @@
-// The bench's child processes; CPU time and RSS come from /proc (Linux). Tests import freePort from here too.
+// The bench's child processes; CPU time and RSS come from /proc (Linux).
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
 
 const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
@@ -69,16 +68,4 @@ export function cpuSeconds(pid: number): number {
 /** Resident set size in MB: VmRSS of /proc/<pid>/status. */
 export function rssMb(pid: number): number {
   return Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
-}
-
-/** A loopback port that was free a moment ago (tests: Prometheus cannot listen on port 0). The bench uses port 0. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }

@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { asSidecarError, sidecarErrors, type SidecarError } from '../errors.js';
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
-import { causeCode, errorCode } from '../upstream/forwarder.js';
+import { errorCode } from '../upstream/forwarder.js';
 import { answerCorrelation } from './answer-correlation.js';
 import { isJsonContentType, readBody } from './body.js';
 import { wrapEnvelope } from './envelope.js';
@@ -74,9 +74,8 @@ async function handle(
   const result = await sendSigned(deps, { route: match.route, target: match.target, envelope, headers, checkAnswer });
   if (result.kind === 'failed') {
     const { error, attempts } = result;
-    const cause = error.cause instanceof Error ? causeCode(error.cause) : errorCode(error.cause);
     return {
-      outcome: { status: error.status, code: error.code, attempts, causeCode: cause, payload },
+      outcome: { status: error.status, code: error.code, attempts, causeCode: errorCode(error.cause), payload },
       reply: () => exchange.fail(error),
     };
   }

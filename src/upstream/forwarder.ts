@@ -16,7 +16,7 @@ import {
 import { trustedCas } from './trusted-cas.js';
 
 export type { Forwarder, ForwarderOptions, SendOutcome, UpstreamRequest, UpstreamResponse } from './outcome.js';
-export { causeCode, errorCode, UpstreamError, upstreamErrors } from './outcome.js';
+export { errorCode, UpstreamError, upstreamErrors } from './outcome.js';
 
 /**
  * The one HTTP client to the gateway: undici, one connection per Client, to the one configured origin (nothing

@@ -117,8 +117,5 @@ export function causeCode(error: Error): string {
 }
 
 export function isTimeout(error: Error): boolean {
-  const code = errorCode(error);
-  return (
-    code === 'ERR_GATEWAY_RESPONSE_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT'
-  );
+  return errorCode(error) === 'ERR_GATEWAY_RESPONSE_TIMEOUT';
 }

@@ -7,7 +7,7 @@ import { check } from '../../src/cli/check.js';
 import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
 import { vectorPrivateKeyPem, vectorPublicKeyPem } from '../support/vectors.js';
 import { runCommand, tempDir } from './run-command.js';
-import { freePort } from '../../bench/processes.js';
+import { freePort } from '../support/free-port.js';
 
 const USERNAME = 'vendor@example.com';
 const PASSWORD = 'correct horse battery staple';
