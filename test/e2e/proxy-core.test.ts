@@ -13,9 +13,10 @@ import {
   withReadySidecar,
   type TestSidecar,
 } from '../support/sidecar.js';
+import { depositJson } from '../support/payloads.js';
 
 const exec = promisify(execFile);
-const DEPOSIT = '{"amount":"100.50","currency":"USD","gateway":"card","user_id":"u1","invoice_no":"inv-1"}';
+const DEPOSIT = depositJson();
 
 async function curl(url: string, args: string[]): Promise<{ status: number; body: string; headers: string }> {
   const { stdout } = await exec('curl', ['-sS', '-D', '-', '-o', '-', '-w', '\n%{http_code}', ...args, url]);

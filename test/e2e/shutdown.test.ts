@@ -8,8 +8,9 @@ import { makeKeys, type TestKeys } from '../support/keys.js';
 import { RecordingGateway, TEST_PASSWORD } from '../support/recording-gateway.js';
 import { sidecarEnv } from '../support/sidecar.js';
 import { spawnSidecar, type SpawnedSidecar } from '../support/spawned-sidecar.js';
+import { depositJson } from '../support/payloads.js';
 
-const DEPOSIT = '{"amount":"7.00","currency":"USD","gateway":"card","user_id":"u-9","invoice_no":"inv-shutdown"}';
+const DEPOSIT = depositJson({ amount: '7.00', invoice_no: 'inv-shutdown' });
 
 interface Reply {
   readonly status: number;

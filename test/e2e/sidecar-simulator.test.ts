@@ -9,17 +9,16 @@ import { makeKeys, type TestKeys } from '../support/keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
 import { DEPOSIT_PATH, startSimWorld } from '../support/sim-world.js';
 import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
+import { depositJson } from '../support/payloads.js';
 
 // Sidecar and simulator over real sockets, HTTPS unless a relay must read the bytes: every error row of spec
 // section 7 that a vendor can run into, provoked the way it happens in production.
-
-const DEPOSIT = { amount: '100.50', currency: 'USD', gateway: 'card', user_id: 'u1', invoice_no: 'inv-1' };
 
 async function deposit(proxyUrl: string): Promise<{ status: number; body: Record<string, unknown> }> {
   const response = await fetch(`${proxyUrl}/api/v2/transaction/init`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ ...DEPOSIT, invoice_no: `inv-${Math.random()}` }),
+    body: depositJson({ invoice_no: `inv-${Math.random()}` }),
   });
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }

@@ -2,8 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { TEST_PASSWORD } from '../support/recording-gateway.js';
 import { withReadySidecar } from '../support/sidecar.js';
+import { depositJson } from '../support/payloads.js';
 
-const DEPOSIT = '{"amount":"10.00","currency":"USD","gateway":"card","user_id":"u1","invoice_no":"inv-1"}';
+const DEPOSIT = depositJson({ amount: '10.00' });
 
 async function post(proxyUrl: string): Promise<{ status: number; body: string }> {
   const response = await fetch(`${proxyUrl}/api/v2/transaction/init`, {

@@ -8,14 +8,9 @@ import { makeKeys } from '../support/keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
 import { sidecarEnv } from '../support/sidecar.js';
 import { spawnSidecar, type SpawnedSidecar } from '../support/spawned-sidecar.js';
+import { depositJson } from '../support/payloads.js';
 
-const DEPOSIT = JSON.stringify({
-  amount: '5.00',
-  currency: 'USD',
-  gateway: 'card',
-  user_id: 'u-1',
-  invoice_no: `inv-kill-${Date.now()}`,
-});
+const DEPOSIT = depositJson({ amount: '5.00', invoice_no: `inv-kill-${Date.now()}` });
 
 async function untilReady(sidecar: SpawnedSidecar, ms: number): Promise<void> {
   const deadline = Date.now() + ms;

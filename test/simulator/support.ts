@@ -9,6 +9,9 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { promisify } from 'node:util';
 import { startSimulator } from '../../src/simulator/index.js';
 import type { RunningSimulator, SimulatorOptions } from '../../src/simulator/index.js';
+import { DEPOSIT } from '../support/payloads.js';
+
+export { DEPOSIT };
 
 export const USERNAME = 'vendor@example.com';
 export const PASSWORD = 'correct horse battery staple';
@@ -129,8 +132,6 @@ export interface SignedOptions {
   readonly localAddress?: string;
   readonly ca?: string;
 }
-
-export const DEPOSIT = { amount: '100.50', currency: 'USD', gateway: 'card', user_id: 'u1', invoice_no: 'inv-1' };
 
 /** Builds and sends a signed request the way spec 5.2 describes it. */
 export function signedPost(sim: RunningSimulator, o: SignedOptions): Promise<RawResponse> {

@@ -1,14 +1,11 @@
 // Starts the real sidecar (startSidecar) against the gateway simulator, sends one signed deposit through it
 // and scrapes its admin listener: what the alerts and the dashboard are checked against.
-import { generateKeyPairSync } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { startSidecar } from '../../../src/app.js';
-import { loadConfig } from '../../../src/config/load.js';
+import { rm } from 'node:fs/promises';
 import { startSimulator } from '../../../src/simulator/index.js';
-
-export const DEPOSIT = { amount: '100.50', currency: 'USD', gateway: 'card', user_id: 'u-1', invoice_no: 'inv-1' };
+import { makeKeys } from '../../support/keys.js';
+import { depositJson } from '../../support/payloads.js';
+import { TEST_PASSWORD, TEST_USERNAME } from '../../support/recording-gateway.js';
+import { sidecarEnv, startTestSidecar } from '../../support/sidecar.js';
 
 export interface Scrape {
   readonly metricsText: string;
@@ -19,35 +16,17 @@ export interface Scrape {
 
 export interface Vendor {
   readonly dir: string;
-  readonly env: Record<string, string>;
+  readonly env: NodeJS.ProcessEnv;
   readonly publicKeyPem: string;
   readonly username: string;
   readonly password: string;
 }
 
-/** A vendor's key and password in files, and the sidecar env that points at them and at `baseUrl`. */
+/** A vendor's key and password in files (the shared test fixtures), and the sidecar env pointed at `baseUrl`. */
 export async function makeVendor(baseUrl: string): Promise<Vendor> {
-  const dir = await mkdtemp(join(tmpdir(), 'deploy-vendor-'));
-  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  const username = 'vendor@example.com';
-  const password = 'example-password';
-  await writeFile(join(dir, 'private-key.pem'), privateKey.export({ type: 'pkcs8', format: 'pem' }));
-  await writeFile(join(dir, 'password'), `${password}\n`);
-  const env = {
-    SIDECAR_BASE_URL: baseUrl,
-    SIDECAR_ENVIRONMENT: 'staging',
-    SIDECAR_USERNAME: username,
-    SIDECAR_PASSWORD_FILE: join(dir, 'password'),
-    SIDECAR_PRIVATE_KEY_FILE: join(dir, 'private-key.pem'),
-    SIDECAR_LISTEN_HOST: '127.0.0.1',
-    SIDECAR_LISTEN_PORT: '0',
-    SIDECAR_ADMIN_HOST: '127.0.0.1',
-    SIDECAR_ADMIN_PORT: '0',
-    SIDECAR_SHUTDOWN_DRAIN_DELAY_MS: '0',
-    SIDECAR_SHUTDOWN_MAX_DELAY_MS: '2000',
-    SIDECAR_LOG_LEVEL: 'warn',
-  };
-  return { dir, env, publicKeyPem: publicKey.export({ type: 'spki', format: 'pem' }).toString(), username, password };
+  const keys = await makeKeys();
+  const env = await sidecarEnv(keys, baseUrl, { SIDECAR_LISTEN_HOST: '127.0.0.1', SIDECAR_LOG_LEVEL: 'warn' });
+  return { dir: keys.dir, env, publicKeyPem: keys.publicKeyPem, username: TEST_USERNAME, password: TEST_PASSWORD };
 }
 
 export async function waitFor(url: string, timeoutMs: number): Promise<void> {
@@ -71,7 +50,7 @@ export async function postDeposit(proxyUrl: string): Promise<{ status: number; b
   const res = await fetch(`${proxyUrl}/api/v2/transaction/init`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(DEPOSIT),
+    body: depositJson(),
   });
   return { status: res.status, body: await res.text() };
 }
@@ -85,7 +64,7 @@ export async function scrapeLiveSidecar(): Promise<Scrape> {
   });
   const vendor = { ...placeholder, env: { ...placeholder.env, SIDECAR_BASE_URL: simulator.baseUrl } };
   try {
-    const sidecar = await startSidecar(loadConfig(vendor.env), { logDestination: { write: () => undefined } });
+    const { sidecar } = await startTestSidecar(vendor.env);
     try {
       await waitFor(`${sidecar.adminUrl}/readyz`, 10_000);
       const deposit = await postDeposit(sidecar.proxyUrl);
