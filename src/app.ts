@@ -15,6 +15,15 @@ import { createForwarder, type Forwarder } from './upstream/forwarder.js';
 import { createShutdown } from './shutdown.js';
 import { packageVersion } from './version.js';
 
+/**
+ * The egress listener serves local callers only. A caller gets 10 s to send its headers and 60 s for the whole
+ * request (a body trickling in slower is cut); an idle keep-alive connection is closed after 5 s. The answer itself
+ * may take as long as the gateway does (SIDECAR_UPSTREAM_RESPONSE_TIMEOUT_MS): no timeout applies to it here.
+ */
+const EGRESS_LISTENER = { headersTimeout: 10_000, requestTimeout: 60_000, keepAliveTimeout: 5_000 } as const;
+/** More open connections than a pod's services need; past it, new ones are refused rather than piling up. */
+const EGRESS_MAX_CONNECTIONS = 1_024;
+
 export interface SidecarDeps {
   /** Where JSON log lines go (stdout by default); tests capture every byte here. */
   readonly logDestination?: DestinationStream;
@@ -61,21 +70,15 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     ...(deps.now ? { now: deps.now } : {}),
   });
   const tracker = new ConnectionTracker();
-  let draining = false;
-  // One request listener for tracking, draining and handling: a server 'request' event with several listeners
-  // copies the listener array on every request.
-  const proxy = createServer((req, res) => {
-    const exchange = tracker.track(req, res);
-    // While draining, every answer asks the client to close its connection, so keep-alive pools move to another
-    // replica instead of finding this listener closed (or their socket cut) after the drain delay.
-    if (draining) res.setHeader('connection', 'close');
-    handleRequest(req, exchange);
-  });
+  // One request listener for tracking and handling: a server 'request' event with several listeners copies the
+  // listener array on every request.
+  const proxy = createServer(EGRESS_LISTENER, (req, res) => handleRequest(req, tracker.track(req, res)));
+  proxy.maxConnections = EGRESS_MAX_CONNECTIONS;
   let started = false;
   // Startup latches at the first valid token: a later token outage makes the pod unready, never "not started"
   // (which Kubernetes answers with a restart that would not bring the gateway back).
   const isStarted = () => (started ||= tokens.hasValidToken());
-  const isReady = () => isStarted() && !draining && tokens.hasValidToken();
+  const isReady = () => isStarted() && !tracker.draining && tokens.hasValidToken();
   const { shutdown, stopped } = createShutdown({
     proxy,
     admin: () => admin,
@@ -85,7 +88,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     log,
     drainDelayMs: config.shutdown.drainDelayMs,
     maxDelayMs: config.shutdown.maxDelayMs,
-    beginDraining: () => (draining = true),
+    beginDraining: () => tracker.beginDraining(),
   });
   metrics.trackLiveState({ isReady, inFlight: () => tracker.active });
   const admin = createAdminServer({

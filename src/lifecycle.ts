@@ -6,10 +6,20 @@ import { requestId } from './proxy/request-id.js';
 export class ConnectionTracker {
   private readonly open = new Map<ServerResponse, InboundExchange>();
   private readonly idleWaiters: Array<() => void> = [];
+  private isDraining = false;
+
+  /** From shutdown's first step on: readiness is false and every answer asks its client to close the connection. */
+  get draining(): boolean {
+    return this.isDraining;
+  }
+
+  beginDraining(): void {
+    this.isDraining = true;
+  }
 
   /** Called once per request, from the server's request listener. */
   track(req: IncomingMessage, res: ServerResponse): InboundExchange {
-    const exchange = new InboundExchange(requestId(req.headers['x-request-id']), res);
+    const exchange = new InboundExchange(requestId(req.headers['x-request-id']), res, () => this.isDraining);
     this.open.set(res, exchange);
     res.once('close', () => this.finished(res));
     return exchange;

@@ -23,6 +23,8 @@ export class InboundExchange {
   constructor(
     readonly id: RequestId,
     private readonly res: ServerResponse,
+    /** True once shutdown began: see write(). */
+    private readonly draining: () => boolean = () => false,
   ) {}
 
   get isAnswered(): boolean {
@@ -69,6 +71,10 @@ export class InboundExchange {
     }
     this.answered = answer;
     headers['x-request-id'] = this.id; // the sidecar's id wins over any the gateway sent
+    // Decided when the answer is written, not when the request arrived: a request that came in before SIGTERM and
+    // is answered after it must close its connection too, or its caller sends the next payment onto a socket that
+    // is about to be cut, and gets no answer at all.
+    if (this.draining()) headers.connection = 'close';
     // The whole body is in hand: without a length, writeHead (called before end) would make Node send it chunked.
     // 204 and 304 answers carry no body and must not carry a length either (RFC 9110 8.6).
     if (answer.status !== 204 && answer.status !== 304) headers['content-length'] = Buffer.byteLength(body);
