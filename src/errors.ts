@@ -12,6 +12,7 @@ export type SidecarErrorCode =
   | 'sidecar.token.unavailable'
   | 'sidecar.upstream.unreachable'
   | 'sidecar.upstream.outcome_unknown'
+  | 'sidecar.shutdown.draining'
   | 'sidecar.internal';
 
 export interface SidecarErrorBody {
@@ -44,7 +45,12 @@ export const sidecarErrors = {
   methodNotAllowed: (allowed: string) =>
     new SidecarError('sidecar.method.not_allowed', 405, `only ${allowed} is allowed on this path`, true),
   unsupportedMediaType: () =>
-    new SidecarError('sidecar.body.unsupported_media_type', 415, 'Content-Type must be application/json', true),
+    new SidecarError(
+      'sidecar.body.unsupported_media_type',
+      415,
+      'Content-Type must be application/json (charset utf-8, if any)',
+      true,
+    ),
   invalidJson: () => new SidecarError('sidecar.body.invalid_json', 400, 'body is not valid JSON', true),
   notObject: () => new SidecarError('sidecar.body.not_object', 400, 'body must be a JSON object', true),
   tooLarge: (limit: number) =>
@@ -64,6 +70,13 @@ export const sidecarErrors = {
       'the request was sent but no answer came back; the transaction may exist: check before sending again',
       false,
       { cause },
+    ),
+  shuttingDown: () =>
+    new SidecarError(
+      'sidecar.shutdown.draining',
+      503,
+      'the sidecar is shutting down and did not send this request; send it again',
+      true,
     ),
   internal: (cause: unknown) =>
     // Not retryable: an unexpected failure cannot prove the gateway saw nothing.

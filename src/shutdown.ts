@@ -58,7 +58,13 @@ async function stop(parts: ShutdownParts, reason: string): Promise<void> {
   // Out of time: every client still waiting gets one definitive answer before its connection goes. The request
   // may be at the gateway, so that answer is outcome_unknown (never retryable), not silence.
   const abandoned = tracker.unanswered();
-  for (const exchange of abandoned) exchange.fail(sidecarErrors.outcomeUnknown(504, 'shutdown'), 'shutdown');
+  // A request that was never sent (its body still arriving, say) is told so, and retried elsewhere; one that may
+  // be at the gateway is outcome_unknown, never retryable.
+  const mayBeSent = abandoned.filter((exchange) => exchange.sendStarted);
+  for (const exchange of abandoned) {
+    const error = exchange.sendStarted ? sidecarErrors.outcomeUnknown(504, 'shutdown') : sidecarErrors.shuttingDown();
+    exchange.fail(error, 'shutdown');
+  }
   proxy.closeAllConnections();
   await closing;
   parts.tokens.stop();
@@ -66,5 +72,13 @@ async function stop(parts: ShutdownParts, reason: string): Promise<void> {
   const admin = parts.admin();
   await closeServer(admin);
   admin.closeAllConnections();
-  log.info({ event: 'shutdown.done', drained, answeredOutcomeUnknown: abandoned.length }, 'stopped');
+  log.info(
+    {
+      event: 'shutdown.done',
+      drained,
+      answeredOutcomeUnknown: mayBeSent.length,
+      answeredNotSent: abandoned.length - mayBeSent.length,
+    },
+    'stopped',
+  );
 }

@@ -2,9 +2,16 @@ import type { IncomingMessage } from 'node:http';
 import { sidecarErrors } from '../errors.js';
 
 const JSON_MEDIA_TYPE = /^application\/json\s*(;|$)/i;
+const CHARSET_PARAMETER = /;\s*charset\s*=\s*"?([^";\s]*)"?/i;
 
+/**
+ * application/json, with no charset or charset=utf-8 (RFC 8259 8.1: JSON exchanged between systems is UTF-8).
+ * Another charset is refused rather than read as UTF-8: the bytes are signed as they are.
+ */
 export function isJsonContentType(value: string | undefined): boolean {
-  return value !== undefined && JSON_MEDIA_TYPE.test(value.trim());
+  if (value === undefined || !JSON_MEDIA_TYPE.test(value.trim())) return false;
+  const charset = CHARSET_PARAMETER.exec(value)?.[1];
+  return charset === undefined || /^utf-?8$/i.test(charset);
 }
 
 /**
@@ -35,15 +42,23 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
       cleanup();
       reject(sidecarErrors.bodyIncomplete());
     };
+    // A connection destroyed mid-body (by the client, or by shutdown after answering) may signal nothing on the
+    // request itself: Node discards an unread body once its response has ended. The socket's close is certain.
+    const onClose = () => {
+      if (!req.complete) onAborted();
+    };
+    const socket = req.socket;
     const cleanup = () => {
       req.off('data', onData);
       req.off('end', onEnd);
       req.off('error', onAborted);
       req.off('aborted', onAborted);
+      socket.off('close', onClose);
     };
     req.on('data', onData);
     req.on('end', onEnd);
     req.on('error', onAborted);
     req.on('aborted', onAborted);
+    socket.on('close', onClose);
   });
 }

@@ -1,6 +1,8 @@
 import { sidecarErrors } from '../errors.js';
 
-const utf8 = new TextDecoder('utf-8', { fatal: true });
+// ignoreBOM keeps a leading byte order mark in the text, where JSON.parse refuses it: a BOM is not JSON (RFC 8259
+// 8.1), and the gateway refuses the bytes with it, which are what would be signed and sent.
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 export interface Envelope {
   /** Standard base64 (with padding) of the exact bytes received: spec 2.2. */

@@ -71,6 +71,8 @@ async function handle(
   const headers = forwardableRequestHeaders(req.headers);
   headers['x-request-id'] = exchange.id;
   const checkAnswer = answerCorrelation(deps.answerCorrelationFields, envelope.payload);
+  // Shutdown may have answered while the body was arriving, telling the client nothing was sent: keep it so.
+  if (!exchange.beginSending()) throw sidecarErrors.shuttingDown();
   const result = await sendSigned(deps, { route: match.route, target: match.target, envelope, headers, checkAnswer });
   if (result.kind === 'failed') {
     const { error, attempts } = result;

@@ -19,13 +19,32 @@ interface Answer {
  */
 export class InboundExchange {
   private answered: Answer | undefined;
+  private sending = false;
+  private clientClosed = false;
 
   constructor(
     readonly id: RequestId,
     private readonly res: ServerResponse,
     /** True once shutdown began: see write(). */
     private readonly draining: () => boolean = () => false,
-  ) {}
+  ) {
+    res.once('close', () => (this.clientClosed = true));
+  }
+
+  /**
+   * Called right before the request is signed and sent; false when the client was answered already (by shutdown,
+   * which told it nothing was sent): then it must not be sent at all.
+   */
+  beginSending(): boolean {
+    if (this.isAnswered) return false;
+    this.sending = true;
+    return true;
+  }
+
+  /** Whether the request may have reached the gateway: decides what shutdown answers for it. */
+  get sendStarted(): boolean {
+    return this.sending;
+  }
 
   get isAnswered(): boolean {
     return this.answered !== undefined || this.res.headersSent;
@@ -52,6 +71,8 @@ export class InboundExchange {
    */
   finalOutcome(handlerOutcome: RequestOutcome): RequestOutcome {
     const answered = this.answered;
+    // The caller went away before its answer: the line must say so, for the payment may exist all the same.
+    if (answered === undefined && this.clientClosed) return { ...handlerOutcome, delivered: false };
     if (answered === undefined || answered.by === 'handler') return handlerOutcome;
     return {
       ...handlerOutcome,

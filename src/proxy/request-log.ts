@@ -27,6 +27,8 @@ export interface RequestOutcome {
    * answer, or the error that ended the exchange). Kept for reconciliation; status and code are what the client got.
    */
   readonly late?: { readonly status: number; readonly code: string } | undefined;
+  /** false when the caller had closed its connection before the answer was written; absent when it was written. */
+  readonly delivered?: false | undefined;
 }
 
 /**
@@ -60,6 +62,7 @@ export function logRequest(
       payloadSha256: payload === undefined ? undefined : sha256Hex(payload),
       lateStatus: late?.status,
       lateCode: late?.code,
+      delivered: outcome.delivered,
     },
     'request answered',
   );

@@ -221,7 +221,38 @@ describe('signing proxy core, end to end over real sockets', () => {
       415,
       'sidecar.body.unsupported_media_type',
     ],
+    [
+      'a charset other than UTF-8',
+      '/api/v2/transaction/init',
+      ['-H', 'Content-Type: application/json; charset=utf-16', '--data-binary', '{}'],
+      415,
+      'sidecar.body.unsupported_media_type',
+    ],
+    [
+      'a body starting with a UTF-8 byte order mark',
+      '/api/v2/transaction/init',
+      ['-H', 'Content-Type: application/json', '--data-binary', '\ufeff{"amount":"1.00"}'],
+      400,
+      'sidecar.body.invalid_json',
+    ],
   ];
+  for (const contentType of [
+    'application/json; charset=utf-8',
+    'application/json;charset="UTF-8"',
+    'Application/JSON',
+  ]) {
+    it(`accepts Content-Type: ${contentType}`, async () => {
+      gateway.script.push({ status: 201, body: { ok: true } });
+      const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
+        '-H',
+        `Content-Type: ${contentType}`,
+        '--data-binary',
+        DEPOSIT,
+      ]);
+      assert.equal(answer.status, 201);
+    });
+  }
+
   for (const [name, path, args, status, code] of refusals) {
     it(`refuses ${name} with ${status} ${code}, and the gateway receives nothing`, async () => {
       const before = gateway.requests.length;

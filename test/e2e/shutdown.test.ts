@@ -106,7 +106,9 @@ describe('process lifecycle', () => {
       assert.notEqual((await call('POST', `${sidecar.adminUrl}/quitquitquit`)).status, 202);
 
       gateway.holdUntil = Number.MAX_SAFE_INTEGER; // the gateway holds every answer until release()
-      const inFlight = call('POST', `${sidecar.proxyUrl}/api/v2/transaction/init`, DEPOSIT);
+      // Keep-alive clients: each answer must tell its client to close, which agent: false would do on its own.
+      const keepAlive = new Agent({ keepAlive: true });
+      const inFlight = call('POST', `${sidecar.proxyUrl}/api/v2/transaction/init`, DEPOSIT, keepAlive);
       await until(
         'the first request reaches the gateway',
         3_000,
@@ -123,8 +125,6 @@ describe('process lifecycle', () => {
       );
       assert.equal(await probe(sidecar, '/livez'), 200, 'still alive while draining');
       // A new connection during the drain delay is still served (endpoints take a while to drop the pod).
-      // (A keep-alive client: the answer must tell it to close, which agent: false would do on its own.)
-      const keepAlive = new Agent({ keepAlive: true });
       const duringDrain = call('POST', `${sidecar.proxyUrl}/api/v2/transaction/init`, DEPOSIT, keepAlive);
       await until(
         'the drain-time request reaches the gateway',
@@ -150,6 +150,7 @@ describe('process lifecycle', () => {
       assert.equal(first.status, 201, 'the in-flight request completed');
       assert.equal(second.status, 201, 'the drain-time request completed');
       assert.equal(second.headers.connection, 'close', 'drain-time answers ask clients to reconnect elsewhere');
+      assert.equal(first.headers.connection, 'close', 'so do answers after SIGTERM to requests from before it');
       keepAlive.destroy();
       const exit = await Promise.race([
         sidecar.exited,
