@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # signing-sidecar image: build with dev dependencies, run with production dependencies only.
 # Pin the base image by digest in your own registry (node:24-bookworm-slim@sha256:...) for repeatable builds.
+# Node 24 is a supported version (package.json engines: 20 and 24), and CI runs the whole test suite on it.
 ARG NODE_IMAGE=node:24-bookworm-slim
 
 # --- build: compile TypeScript to dist/ --------------------------------------------------------------
@@ -27,8 +28,9 @@ RUN rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack 
       /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack
 ENV NODE_ENV=production
 WORKDIR /app
-# Files stay owned by root and read-only to the process: it writes nothing but its logs (stdout), so the
-# container runs with a read-only root filesystem.
+# Files stay owned by root and read-only to the process: it writes nothing to any filesystem, /tmp included (logs
+# go to stdout), so the container runs with a read-only root filesystem and no writable volume. The image test
+# runs `serve` under strace to keep this true.
 COPY --from=prod-deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY package.json ./

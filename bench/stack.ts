@@ -60,7 +60,7 @@ const { startSidecar } = await import(${JSON.stringify(pathToFileURL(join(DIST, 
 const sidecar = await startSidecar(loadConfig(process.env));
 process.once('SIGTERM', () => void sidecar.shutdown('SIGTERM').finally(() => process.exit(0)));
 process.stdin.once('end', () => process.exit(1)).resume();
-while (!sidecar.isReady()) await new Promise((resolve) => setTimeout(resolve, 20));
+while (!sidecar.tokens.hasValidToken()) await new Promise((resolve) => setTimeout(resolve, 20));
 console.log(JSON.stringify({ url: sidecar.proxyUrl }));`;
 
 export function startSidecar(ws: Workspace, gatewayUrl: string): Promise<Child> {

@@ -53,6 +53,10 @@ export interface RunningSidecar {
 /** Builds every component from a Config and starts both listeners. */
 export async function startSidecar(config: Config, deps: SidecarDeps = {}): Promise<RunningSidecar> {
   const log = createLogger(config.logLevel, deps.logDestination);
+  // Allowed but risky settings (a non-loopback listen host, docs/configuration.md): loud at start.
+  for (const warning of config.warnings) {
+    log.warn({ event: 'config.warning', setting: warning.setting }, warning.message);
+  }
   const fingerprint = publicKeyFingerprint(config.privateKey);
   const metrics = new SidecarMetrics({
     version: packageVersion(),
@@ -80,11 +84,15 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   // listener array on every request.
   const proxy = createServer(EGRESS_LISTENER, (req, res) => handleRequest(req, tracker.track(req, res)));
   proxy.maxConnections = EGRESS_MAX_CONNECTIONS;
+  // A native sidecar's readiness is the whole pod's (docs/operations.md, "Readiness and the access token"): ready
+  // means serving (listening, not draining) unless SIDECAR_READINESS_REQUIRES_TOKEN=true also asks for a valid
+  // token. Startup never waits for a token: Kubernetes answers a failed startup probe with a restart, which would
+  // not bring the gateway back, and the application behind it would never start.
+  const readinessRequiresToken = config.admin.readinessRequiresToken;
   let started = false;
-  // Startup latches at the first valid token: a later token outage makes the pod unready, never "not started"
-  // (which Kubernetes answers with a restart that would not bring the gateway back).
-  const isStarted = () => (started ||= tokens.hasValidToken());
-  const isReady = () => isStarted() && !tracker.draining && tokens.hasValidToken();
+  const isStarted = () => (started ||= proxy.listening);
+  const serving = () => isStarted() && proxy.listening && !tracker.draining;
+  const isReady = () => serving() && (!readinessRequiresToken || tokens.hasValidToken());
   const { shutdown, stopped } = createShutdown({
     proxy,
     admin: () => admin,
@@ -102,7 +110,14 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     health: {
       started: isStarted,
       ready: isReady,
+      serving,
+      token: () => {
+        const held = tokens.usableToken();
+        if (!held) return { valid: false };
+        return { valid: true, accessExpiresAtMs: held.accessExpiresAtMs, refreshExpiresAtMs: held.refreshExpiresAtMs };
+      },
     },
+    readinessRequiresToken,
     ...(config.shutdown.quitEndpoint ? { onQuit: () => void shutdown('quitquitquit') } : {}),
   });
   const proxyUrl = await listen(proxy, config.listen.host, config.listen.port);

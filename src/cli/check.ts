@@ -1,5 +1,5 @@
 import type { Config } from '../config/config.js';
-import { loadConfig } from '../config/load.js';
+import { collectConfig } from '../config/load.js';
 import { publicKeyFingerprint } from '../signing/keys.js';
 import { CheckReport } from '../tools/check-report.js';
 import { judgeSkew } from '../tools/clock-skew.js';
@@ -13,8 +13,9 @@ const USAGE = 'usage: signing-sidecar check';
 const HELP = `${USAGE}
 
 Loads the same settings as \`serve\` (SIDECAR_* environment variables, SIDECAR_CONFIG_FILE) and checks, one
-line each: the config, the private key (size, fingerprint, file mode), the connection to the base URL
-(TCP and TLS), a password login, and this host's clock against the gateway's Date header.
+line each: the config (every refused setting, one line each), the private key (size, fingerprint, file mode),
+the connection to the base URL (TCP and TLS), a password login, and this host's clock against the gateway's
+Date header.
 Marks: ✔ passed, ✘ failed, ! warning, - not checked. Never prints the password, tokens or key.
 
 The login is a real password login: it invalidates access tokens issued before it (spec 4.1), so a running
@@ -29,21 +30,23 @@ const NOT_CHECKED =
   'whether the gateway holds the public key with the fingerprint above, and the IP allowlist of the signed ' +
   'endpoints, show on the first real request; compare your signer with `signing-sidecar sign` and `verify`';
 
-function loadOrReport(env: NodeJS.ProcessEnv, report: CheckReport): Config | undefined {
-  try {
-    const config = loadConfig(env);
-    report.line(
-      '✔',
-      'config',
-      `valid (${config.environment}, base URL ${config.base.origin}${config.base.pathPrefix}, user ${config.username})`,
-    );
-    return config;
-  } catch (err) {
-    // ConfigError messages name the setting and never carry secret values.
-    report.line('✘', 'config', (err as Error).message);
+async function loadOrReport(env: NodeJS.ProcessEnv, report: CheckReport): Promise<Config | undefined> {
+  const loaded = await collectConfig(env);
+  if (!loaded.ok) {
+    // Every refused setting, one line each, so one run shows all there is to fix. ConfigError messages name the
+    // setting and never carry secret values.
+    for (const err of loaded.errors) report.line('✘', 'config', err.message);
     report.line('-', 'not checked', 'key, connection, login and clock: fix the config first');
     return undefined;
   }
+  const { config } = loaded;
+  report.line(
+    '✔',
+    'config',
+    `valid (${config.environment}, base URL ${config.base.origin}${config.base.pathPrefix}, user ${config.username})`,
+  );
+  for (const warning of config.warnings) report.line('!', 'config', `${warning.setting}: ${warning.message}`);
+  return config;
 }
 
 async function checkGateway(config: Config, report: CheckReport): Promise<void> {
@@ -68,7 +71,7 @@ export const check: Command = async (argv, io) => {
   const parsed = parseCommandLine(argv, {}, io, { usage: USAGE, help: HELP });
   if (typeof parsed === 'number') return parsed;
   const report = new CheckReport(io.stdout);
-  const config = loadOrReport(io.env, report);
+  const config = await loadOrReport(io.env, report);
   if (config === undefined) return EXIT.failed;
   const bits = config.privateKey.asymmetricKeyDetails?.modulusLength ?? 0;
   report.line(

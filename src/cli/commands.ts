@@ -36,4 +36,9 @@ export const COMMANDS: Record<string, CommandEntry> = {
     load: async () => (await import('./verify.js')).verify,
     summary: 'explain whether a captured request or postback signature verifies',
   },
+  // An option rather than a command, but main looks every first argument up here.
+  '--version': {
+    load: async () => (await import('./version.js')).version,
+    summary: 'print the package version',
+  },
 };

@@ -126,7 +126,7 @@ async function startDemoSidecar(dir: string, sim: RunningSimulator): Promise<Run
   });
   const sidecar = await startSidecar(config);
   const until = Date.now() + 10_000;
-  while (!sidecar.isReady()) {
+  while (!sidecar.tokens.hasValidToken()) {
     if (Date.now() > until) throw new Error('the sidecar obtained no token from the simulator');
     await new Promise((r) => setTimeout(r, 20));
   }

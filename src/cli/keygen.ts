@@ -35,7 +35,7 @@ function nextSteps(publicKeyPath: string, privateKeyPath: string): string {
     `  1. send ${publicKeyPath} to your account manager (it is public; the private key never leaves this host)`,
     '     and compare the fingerprint above with the one they confirm',
     `  2. point the sidecar at the private key: SIDECAR_PRIVATE_KEY_FILE=${privateKeyPath}`,
-    '  3. once the key is uploaded, run `signing-sidecar check`, then `signing-sidecar serve`',
+    '  3. once the key is uploaded, run `npx signing-sidecar check`, then `npx signing-sidecar serve`',
     '',
   ].join('\n');
 }

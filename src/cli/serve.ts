@@ -1,8 +1,9 @@
-import { startSidecar } from '../app.js';
-import { loadConfig } from '../config/load.js';
-import { ConfigError } from '../errors.js';
+import { startSidecar, type RunningSidecar } from '../app.js';
+import type { Config } from '../config/config.js';
+import { collectConfig } from '../config/load.js';
+import { settingName } from '../config/schema.js';
 import { parseCommandLine } from '../tools/usage.js';
-import { EXIT, type Command } from './command.js';
+import { EXIT, type Command, type CommandIo } from './command.js';
 
 const USAGE = `Usage: signing-sidecar serve
 
@@ -10,19 +11,45 @@ Runs the signing proxy. Every setting comes from SIDECAR_* environment variables
 SIDECAR_CONFIG_FILE (see README "Configuration"). Stops gracefully on SIGTERM/SIGINT.
 `;
 
+/** Listen failures that the configuration causes: a host that does not resolve, or is not an address of this host. */
+const CONFIG_LISTEN_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME', 'EADDRNOTAVAIL']);
+
+/**
+ * A listener that cannot start because of its host setting is a configuration error (exit 2) naming the setting.
+ * collectConfig resolves both hosts beforehand; this covers what only the listen call finds (an address that is not
+ * this host's, a name that stopped resolving in between).
+ */
+function listenRefusal(err: unknown, config: Config): string | undefined {
+  const e = err as NodeJS.ErrnoException & { hostname?: unknown; address?: unknown };
+  if (typeof e.code !== 'string' || !CONFIG_LISTEN_CODES.has(e.code)) return undefined;
+  const host = e.syscall === 'getaddrinfo' ? e.hostname : e.syscall === 'listen' ? e.address : undefined;
+  const key = host === config.listen.host ? 'listen.host' : host === config.admin.host ? 'admin.host' : undefined;
+  if (key === undefined || typeof host !== 'string') return undefined;
+  return `${settingName(key)}: cannot listen on "${host}" (${e.code})`;
+}
+
+function configurationError(io: CommandIo, message: string): typeof EXIT.usage {
+  io.stderr.write(`signing-sidecar: configuration error: ${message}\n`);
+  return EXIT.usage;
+}
+
 export const serve: Command = async (argv, io) => {
   const flags = parseCommandLine(argv, {}, io, { usage: USAGE, help: USAGE });
   if (typeof flags === 'number') return flags;
-  let config;
-  try {
-    config = loadConfig(io.env);
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    // One line naming the setting; the process refuses to start (no half-configured proxy).
-    io.stderr.write(`signing-sidecar: configuration error: ${err.message}\n`);
+  const loaded = await collectConfig(io.env);
+  if (!loaded.ok) {
+    // One line per refused setting, all of them; the process refuses to start (no half-configured proxy).
+    for (const err of loaded.errors) configurationError(io, err.message);
     return EXIT.usage;
   }
-  const sidecar = await startSidecar(config);
+  let sidecar: RunningSidecar;
+  try {
+    sidecar = await startSidecar(loaded.config);
+  } catch (err) {
+    const refusal = listenRefusal(err, loaded.config);
+    if (refusal === undefined) throw err;
+    return configurationError(io, refusal);
+  }
   const signal = await Promise.race([io.stopSignal, sidecar.stopped.then(() => undefined)]);
   if (signal) await sidecar.shutdown(signal);
   return EXIT.ok;

@@ -3,7 +3,7 @@ import { signingString, unixTimestamp } from '../signing/signing-string.js';
 import { newNonce } from '../signing/nonce.js';
 import { canonicalFullUrl } from '../tools/full-url.js';
 import { loadPrivateKeyFile } from '../tools/key-files.js';
-import { dataProblem, methodProblem, nonceProblem, timestampProblem } from '../tools/sign-inputs.js';
+import { dataProblem, methodProblem, nonceProblem, payloadProblem, timestampProblem } from '../tools/sign-inputs.js';
 import { parseCommandLine, runtimeFailure, usageFailure, type Flags } from '../tools/usage.js';
 import { EXIT, type Command } from './command.js';
 
@@ -16,9 +16,10 @@ body, so you can compare byte for byte with your own implementation. Sends nothi
 
   --url URL        full URL posted to; canonicalised (lowercase scheme/host, default port and empty "?" dropped)
   --data B64       the body's data string: standard base64 with padding, used exactly as given
-  --payload JSON   alternative to --data: the payload text, base64-encoded byte for byte
+  --payload JSON   alternative to --data: the payload text, base64-encoded byte for byte; it must be a JSON
+                   object, as the sidecar requires
   --key FILE       PEM RSA private key (default: $SIDECAR_PRIVATE_KEY_FILE)
-  --method M       HTTP method (default POST)
+  --method M       HTTP method, uppercase (default POST)
   --timestamp T    X-Timestamp, Unix seconds (default: now)
   --nonce N        X-Nonce, 16-64 of [A-Za-z0-9_-] (default: 16 random bytes, base64url)
   --json           print one JSON object instead of text
@@ -52,11 +53,12 @@ function resolve(opts: SignOptions, env: NodeJS.ProcessEnv): Request | string {
   if ((opts.data === undefined) === (opts.payload === undefined)) return 'give exactly one of --data or --payload';
   const keyFile = opts.key ?? env.SIDECAR_PRIVATE_KEY_FILE;
   if (keyFile === undefined || keyFile === '') return '--key is required (or set SIDECAR_PRIVATE_KEY_FILE)';
-  const method = (opts.method ?? 'POST').toUpperCase();
+  const method = opts.method ?? 'POST';
   const data = opts.data ?? Buffer.from(opts.payload ?? '', 'utf8').toString('base64');
   const timestamp = opts.timestamp ?? unixTimestamp(Date.now());
   const nonce = opts.nonce ?? newNonce();
   const problem =
+    (opts.payload === undefined ? undefined : prefixed('--payload', payloadProblem(opts.payload))) ??
     methodProblem(method) ??
     timestampProblem(timestamp) ??
     prefixed('--nonce', nonceProblem(nonce)) ??

@@ -2,11 +2,12 @@
 // or, for a single account, entirely from flags. Everything a vendor must copy into their own setup (listen URL,
 // base URL, CA file, postback key) is printed or written to files.
 import { readFile, writeFile } from 'node:fs/promises';
+import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import { AccountConfigError, createSimLogger, readAccountsFile, startSimulator } from '../simulator/index.js';
 import { EXIT } from './command.js';
 import type { Command, CommandIo } from './command.js';
-import type { SimulatorAccountInput, SimulatorOptions } from '../simulator/index.js';
+import type { RunningSimulator, SimulatorAccountInput, SimulatorOptions } from '../simulator/index.js';
 
 export const DEFAULT_SIMULATOR_PORT = 8443;
 /** pino's levels; anything else makes pino throw at start-up, which would be a runtime failure (exit 1). */
@@ -121,7 +122,7 @@ async function run(
   }
   io.stdout.write(
     [
-      `gateway simulator listening on ${sim.listenUrl}`,
+      ...listenLines(flags, sim),
       `public base URL (sign for this): ${sim.baseUrl}`,
       ...(flags['ca-out'] !== undefined && sim.caPem !== undefined ? [`CA written to ${flags['ca-out']}`] : []),
       ...(flags['postback-key-out'] !== undefined
@@ -134,6 +135,32 @@ async function run(
   io.stderr.write(`simulate: ${signal} received, closing\n`);
   await sim.close();
   return EXIT.ok;
+}
+
+/** True for an address that binds every interface: 0.0.0.0, or the IPv6 "::" in any spelling. */
+function isWildcard(host: string): boolean {
+  const bare = host.replace(/^\[|\]$/g, '');
+  return bare === '0.0.0.0' || (isIP(bare) === 6 && /^[0:]+$/.test(bare));
+}
+
+/**
+ * Where it listens. A wildcard bind is not an address anyone can connect to, so it is shown as what it is (every
+ * interface) followed by the URL a client on this host uses, and what clients on other hosts still need.
+ */
+function listenLines(flags: Flags, sim: RunningSimulator): string[] {
+  const host = flags.host;
+  if (host === undefined || !isWildcard(host)) return [`gateway simulator listening on ${sim.listenUrl}`];
+  const bound = host.includes(':') ? `[${host.replace(/^\[|\]$/g, '')}]` : host;
+  const scope = host.includes(':') ? 'every interface' : 'every IPv4 interface';
+  const missing = [
+    ...(flags['public-base-url'] === undefined ? ['--public-base-url (the address they post to and sign for)'] : []),
+    ...(flags['allow-ip'] === undefined ? ['--allow-ip (their addresses)'] : []),
+  ];
+  return [
+    `gateway simulator listening on ${bound}:${sim.port} (${scope})`,
+    `from this host: ${sim.listenUrl}`,
+    ...(missing.length > 0 ? [`clients on other hosts also need ${missing.join(' and ')}`] : []),
+  ];
 }
 
 async function buildOptions(flags: Flags, io: CommandIo): Promise<SimulatorOptions> {

@@ -5,6 +5,13 @@ import type { Secret } from './secret.js';
 export type Environment = 'staging' | 'production';
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
+/** A setting that is allowed but risky: logged at warn level when the sidecar starts, printed by `check`. */
+export interface ConfigWarning {
+  /** `ENV_VAR (file.key)`, as in ConfigError. */
+  readonly setting: string;
+  readonly message: string;
+}
+
 /** The validated settings, secrets loaded: a plain struct handed to app.ts (never read env vars elsewhere). */
 export interface Config {
   readonly base: BaseAddress;
@@ -13,8 +20,8 @@ export interface Config {
   readonly password: Secret;
   readonly privateKey: KeyObject;
   readonly privateKeyFile: string;
-  readonly listen: { readonly host: string; readonly port: number };
-  readonly admin: { readonly host: string; readonly port: number };
+  readonly listen: { readonly host: string; readonly port: number; readonly allowNonLoopback: boolean };
+  readonly admin: { readonly host: string; readonly port: number; readonly readinessRequiresToken: boolean };
   readonly upstream: {
     /** PEM text of the extra CA bundle, if any. */
     readonly ca: string | undefined;
@@ -36,4 +43,6 @@ export interface Config {
   };
   readonly shutdown: { readonly drainDelayMs: number; readonly maxDelayMs: number; readonly quitEndpoint: boolean };
   readonly logLevel: LogLevel;
+  /** Allowed but risky settings (a non-loopback listen host): the caller logs each one at start. */
+  readonly warnings: readonly ConfigWarning[];
 }

@@ -1,11 +1,14 @@
+import { lookup } from 'node:dns/promises';
 import { readFileSync } from 'node:fs';
+import { BlockList, isIP } from 'node:net';
+import { dirname, resolve } from 'node:path';
 import convict from 'convict';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError } from '../errors.js';
-import { parseBaseAddress } from './base-url.js';
-import type { Config, LogLevel } from './config.js';
+import { parseBaseAddress, type BaseAddress } from './base-url.js';
+import type { Config, ConfigWarning, Environment, LogLevel } from './config.js';
 import { parsePrivateKey } from './private-key.js';
-import { buildSchema, type ConfigSchema } from './schema.js';
+import { buildSchema, envVarOf, settingName, type ConfigSchema } from './schema.js';
 import { Secret } from './secret.js';
 
 convict.addParser([
@@ -13,15 +16,12 @@ convict.addParser([
   { extension: ['yml', 'yaml'], parse: parseYaml },
 ]);
 
-/** The env var that sets a schema key, so every refusal names what the operator actually sets. */
-function settingName(schema: ConfigSchema, key: string): string {
-  let node: unknown = schema.getSchema();
-  for (const part of key.split('.')) {
-    node = (node as { _cvtProperties?: Record<string, unknown> })._cvtProperties?.[part];
-  }
-  const env = (node as { env?: string } | undefined)?.env;
-  return env ? `${env} (${key})` : key;
-}
+/** Every refusal at once, or the Config: what `serve` and `check` print. */
+export type ConfigResult =
+  { readonly ok: true; readonly config: Config } | { readonly ok: false; readonly errors: readonly ConfigError[] };
+
+type PathKey = 'passwordFile' | 'privateKeyFile' | 'upstream.caFile';
+type HostKey = 'listen.host' | 'admin.host';
 
 /**
  * Parser messages quote the text around a syntax error, and a config file may hold the password: only the
@@ -50,118 +50,306 @@ function readSecretFile(setting: string, path: string): string {
   }
 }
 
-function required(schema: ConfigSchema, key: 'baseUrl' | 'environment' | 'username' | 'privateKeyFile'): string {
-  const value = schema.get(key);
-  if (value.trim() === '') throw new ConfigError(settingName(schema, key), 'is required');
-  return value.trim();
+/** The settings after the file and the environment were applied, and the keys their validation refused. */
+class Settings {
+  constructor(
+    readonly schema: ConfigSchema,
+    private readonly env: NodeJS.ProcessEnv,
+    /** Folder of SIDECAR_CONFIG_FILE, when one was loaded. */
+    private readonly fileDir: string | undefined,
+    /** Keys already refused by the schema validation: the checks that read them are skipped. */
+    readonly invalid: ReadonlySet<string>,
+  ) {}
+
+  required(key: 'baseUrl' | 'environment' | 'username' | 'privateKeyFile'): string {
+    const value = key === 'privateKeyFile' ? this.path(key) : this.schema.get(key).trim();
+    if (value === '') throw new ConfigError(settingName(key), 'is required');
+    return value;
+  }
+
+  /**
+   * A file path. One written in the config file resolves against the file's folder (like the simulator's --config),
+   * so a config folder works from any working directory; one from an env var stays relative to the working directory.
+   */
+  path(key: PathKey): string {
+    const value = this.schema.get(key).trim();
+    const envVar = envVarOf(key);
+    const fromEnv = envVar !== undefined && this.env[envVar] !== undefined;
+    return value === '' || fromEnv || this.fileDir === undefined ? value : resolve(this.fileDir, value);
+  }
 }
 
-function loadSchema(env: NodeJS.ProcessEnv): ConfigSchema {
-  // convict applies env vars over the file, which gives defaults < file < env.
+/** Collects refusals so that one run reports them all; checks that depend on a refused value are skipped. */
+class Refusals {
+  readonly errors: ConfigError[] = [];
+  readonly warnings: ConfigWarning[] = [];
+
+  constructor(private readonly invalid: ReadonlySet<string>) {}
+
+  add(setting: string, reason: string): void {
+    this.errors.push(new ConfigError(setting, reason));
+  }
+
+  /** Runs a check unless one of `keys` was refused already; its ConfigError is recorded and gives undefined. */
+  check<T>(keys: readonly string[], run: () => T): T | undefined {
+    if (keys.some((key) => this.invalid.has(key))) return undefined;
+    try {
+      return run();
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      this.errors.push(err);
+      return undefined;
+    }
+  }
+}
+
+/**
+ * Applies the config file and the environment (convict applies env vars over the file: defaults < file < env) and
+ * validates them. A file that cannot be loaded is the only refusal reported: nothing else can be judged without it.
+ */
+function loadSettings(env: NodeJS.ProcessEnv, errors: ConfigError[]): Settings | undefined {
   const schema = buildSchema(env);
   const file = env.SIDECAR_CONFIG_FILE;
+  let fileDir: string | undefined;
   if (file) {
     try {
       schema.loadFile(file);
     } catch (err) {
-      throw new ConfigError('SIDECAR_CONFIG_FILE', `cannot load ${file}: ${describeFileError(err)}`);
+      errors.push(new ConfigError('SIDECAR_CONFIG_FILE', `cannot load ${file}: ${describeFileError(err)}`));
+      return undefined;
     }
+    fileDir = dirname(resolve(file));
   }
+  const invalid = new Set<string>();
   try {
     schema.validate({ allowed: 'strict' });
   } catch (err) {
-    const first = (err as Error).message.split('\n')[0] ?? 'invalid';
-    // convict starts with the key ("listen.port: must be ..."); the operator set an env var, so name that.
-    const keyed = /^([A-Za-z][\w.]*): (.+)$/.exec(first);
-    if (keyed !== null) throw new ConfigError(settingName(schema, keyed[1]!), keyed[2]!);
-    throw new ConfigError('config', first);
+    // convict reports every problem, one per line, starting with the key ("listen.port: must be ..."); the
+    // operator set an env var, so name that.
+    for (const line of (err as Error).message.split('\n')) {
+      const keyed = /^([A-Za-z][\w.]*): (.+)$/.exec(line);
+      const missing = /^configuration param '([\w.]+)' missing/.exec(line);
+      const key = keyed?.[1] ?? missing?.[1];
+      if (key !== undefined) invalid.add(key);
+      errors.push(keyed ? new ConfigError(settingName(keyed[1]!), keyed[2]!) : new ConfigError('config', line));
+    }
   }
-  return schema;
+  return new Settings(schema, env, fileDir, invalid);
 }
 
-function loadPassword(schema: ConfigSchema): Secret {
-  const file = schema.get('passwordFile').trim();
+function baseAddress(settings: Settings): BaseAddress {
+  const raw = settings.required('baseUrl');
+  try {
+    return parseBaseAddress(raw);
+  } catch (err) {
+    throw new ConfigError(settingName('baseUrl'), (err as Error).message);
+  }
+}
+
+function environmentOf(settings: Settings): Environment {
+  const environment = settings.required('environment');
+  if (environment !== 'staging' && environment !== 'production') {
+    throw new ConfigError(settingName('environment'), `must be staging or production, not "${environment}"`);
+  }
+  return environment;
+}
+
+function loadPassword(settings: Settings): Secret {
+  const file = settings.path('passwordFile');
+  const inline = settings.schema.get('password');
+  const both = `${settingName('passwordFile')} / ${settingName('password')}`;
+  // Refused rather than ranked: with both set, the one not used is the one the operator may think is in effect.
+  if (file !== '' && inline !== '') throw new ConfigError(both, 'both are set; set only one (prefer the file)');
   if (file !== '') {
     // Secret files often end with a newline written by editors or `echo`; it is never part of the password.
-    const value = readSecretFile(settingName(schema, 'passwordFile'), file).replace(/\r?\n$/, '');
-    if (value === '') throw new ConfigError(settingName(schema, 'passwordFile'), `file ${file} is empty`);
+    const value = readSecretFile(settingName('passwordFile'), file).replace(/\r?\n$/, '');
+    if (value === '') throw new ConfigError(settingName('passwordFile'), `file ${file} is empty`);
     return new Secret(value);
   }
-  const inline = schema.get('password');
-  if (inline === '') throw new ConfigError('SIDECAR_PASSWORD_FILE / SIDECAR_PASSWORD', 'one of them is required');
+  if (inline === '') throw new ConfigError(both, 'one of them is required');
   return new Secret(inline);
 }
 
-/** Loads and validates every setting; throws ConfigError naming the first offending setting. */
-export function loadConfig(env: NodeJS.ProcessEnv): Config {
-  const schema = loadSchema(env);
-  const baseUrlRaw = required(schema, 'baseUrl');
-  let base;
+function loadPrivateKey(settings: Settings): { file: string; key: Config['privateKey'] } {
+  const file = settings.required('privateKeyFile');
+  const setting = settingName('privateKeyFile');
+  const pem = readSecretFile(setting, file);
   try {
-    base = parseBaseAddress(baseUrlRaw);
+    return { file, key: parsePrivateKey(pem) };
   } catch (err) {
-    throw new ConfigError(settingName(schema, 'baseUrl'), (err as Error).message);
+    throw new ConfigError(setting, `${file}: ${(err as Error).message}`);
   }
-  const environment = required(schema, 'environment');
-  if (environment !== 'staging' && environment !== 'production') {
-    throw new ConfigError(settingName(schema, 'environment'), `must be staging or production, not "${environment}"`);
+}
+
+function loadCa(settings: Settings): { pem: string | undefined } {
+  const file = settings.path('upstream.caFile');
+  if (file === '') return { pem: undefined };
+  const pem = readSecretFile(settingName('upstream.caFile'), file);
+  if (!pem.includes('-----BEGIN CERTIFICATE-----')) {
+    throw new ConfigError(settingName('upstream.caFile'), `${file} holds no PEM certificate`);
   }
-  if (environment === 'production' && base.protocol !== 'https:') {
-    throw new ConfigError(settingName(schema, 'baseUrl'), 'production requires an https:// base address');
+  return { pem };
+}
+
+/** Comma-separated in the environment (empty items dropped), a list in the file. */
+function textList(values: readonly unknown[]): string[] {
+  return values.map((value) => String(value).trim()).filter((value) => value !== '');
+}
+
+function signedRoutes(settings: Settings): string[] {
+  const routes = textList(settings.schema.get('signedRoutes'));
+  if (routes.length === 0) {
+    // An empty list starts a sidecar that answers every payment 404 while its readiness says ok.
+    throw new ConfigError(settingName('signedRoutes'), 'lists no path; give at least one (or leave it unset)');
   }
-  const username = required(schema, 'username');
-  const password = loadPassword(schema);
-  const privateKeyFile = required(schema, 'privateKeyFile');
-  const keySetting = settingName(schema, 'privateKeyFile');
-  let privateKey;
-  try {
-    privateKey = parsePrivateKey(readSecretFile(keySetting, privateKeyFile));
-  } catch (err) {
-    if (err instanceof ConfigError) throw err;
-    throw new ConfigError(keySetting, `${privateKeyFile}: ${(err as Error).message}`);
+  const bad = routes.filter((route) => !route.startsWith('/') || /[?#]/.test(route));
+  if (bad.length > 0) {
+    const quoted = bad.map((route) => `"${route}"`).join(', ');
+    throw new ConfigError(settingName('signedRoutes'), `${quoted}: each must be a path starting with / without query`);
   }
-  const caFile = schema.get('upstream.caFile').trim();
-  const ca = caFile === '' ? undefined : readSecretFile(settingName(schema, 'upstream.caFile'), caFile);
-  if (ca !== undefined && !ca.includes('-----BEGIN CERTIFICATE-----')) {
-    throw new ConfigError(settingName(schema, 'upstream.caFile'), `${caFile} holds no PEM certificate`);
-  }
-  const token = schema.get('token');
-  if (token.refreshAheadMinSeconds > token.refreshAheadMaxSeconds) {
+  return routes;
+}
+
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
+LOOPBACK.addAddress('::1', 'ipv6');
+
+/** 127.0.0.0/8, ::1 (also IPv4-mapped) and the name localhost: the only hosts the proxy listens on by default. */
+export function isLoopbackHost(host: string): boolean {
+  if (host.toLowerCase() === 'localhost') return true;
+  const family = isIP(host);
+  return family !== 0 && LOOPBACK.check(host, family === 6 ? 'ipv6' : 'ipv4');
+}
+
+/**
+ * The proxy signs whatever reaches it, without authentication: outside loopback that is everything on the pod
+ * network. Refused unless SIDECAR_LISTEN_ALLOW_NON_LOOPBACK says so, and then a warning for the start log.
+ */
+function listenHost(settings: Settings, warnings: ConfigWarning[]): string {
+  const host = settings.schema.get('listen.host').trim();
+  const setting = settingName('listen.host');
+  if (host === '') throw new ConfigError(setting, 'is empty, which listens on every interface; give an address');
+  if (isLoopbackHost(host)) return host;
+  const allow = settingName('listen.allowNonLoopback');
+  if (!settings.schema.get('listen.allowNonLoopback')) {
     throw new ConfigError(
-      settingName(schema, 'token.refreshAheadMinSeconds'),
-      'must not exceed SIDECAR_TOKEN_REFRESH_AHEAD_MAX_SECONDS',
+      setting,
+      `"${host}" is not loopback (127.0.0.0/8, ::1, localhost): anything that reaches it could have payments ` +
+        `signed, with no authentication; set ${allow} to true to allow it`,
     );
   }
-  const routes = schema
-    .get('signedRoutes')
-    .map((r: unknown) => String(r).trim())
-    .filter((r: string) => r !== '');
-  for (const route of routes) {
-    if (!route.startsWith('/') || /[?#]/.test(route)) {
-      throw new ConfigError(
-        settingName(schema, 'signedRoutes'),
-        `"${route}" must be a path starting with / without query`,
-      );
-    }
+  warnings.push({
+    setting,
+    message:
+      `"${host}" is not loopback (allowed by ${allow}): anything that reaches it can have payments signed ` +
+      'as this account, with no authentication; limit who reaches it (NetworkPolicy)',
+  });
+  return host;
+}
+
+interface Collected {
+  /** Set only when nothing was refused. */
+  readonly config: Config | undefined;
+  readonly errors: readonly ConfigError[];
+  /** Listener hosts that passed the other checks, for the name resolution that collectConfig adds. */
+  readonly hosts: ReadonlyArray<{ readonly key: HostKey; readonly host: string }>;
+}
+
+function collect(env: NodeJS.ProcessEnv): Collected {
+  const errors: ConfigError[] = [];
+  const settings = loadSettings(env, errors);
+  if (settings === undefined) return { config: undefined, errors, hosts: [] };
+  const { schema } = settings;
+  const refusals = new Refusals(settings.invalid);
+  const base = refusals.check(['baseUrl'], () => baseAddress(settings));
+  const environment = refusals.check(['environment'], () => environmentOf(settings));
+  if (environment === 'production' && base !== undefined && base.protocol !== 'https:') {
+    refusals.add(settingName('baseUrl'), 'production requires an https:// base address');
   }
-  const correlationFields = schema
-    .get('upstream.answerCorrelationFields')
-    .map((field: unknown) => String(field).trim())
-    .filter((field: string) => field !== '');
-  return {
+  const username = refusals.check(['username'], () => settings.required('username'));
+  const password = refusals.check(['passwordFile', 'password'], () => loadPassword(settings));
+  const key = refusals.check(['privateKeyFile'], () => loadPrivateKey(settings));
+  const ca = refusals.check(['upstream.caFile'], () => loadCa(settings));
+  refusals.check(['token.refreshAheadMinSeconds', 'token.refreshAheadMaxSeconds'], () => {
+    if (schema.get('token.refreshAheadMinSeconds') > schema.get('token.refreshAheadMaxSeconds')) {
+      const max = envVarOf('token.refreshAheadMaxSeconds') ?? 'token.refreshAheadMaxSeconds';
+      throw new ConfigError(settingName('token.refreshAheadMinSeconds'), `must not exceed ${max}`);
+    }
+  });
+  const routes = refusals.check(['signedRoutes'], () => signedRoutes(settings));
+  const host = refusals.check(['listen.host', 'listen.allowNonLoopback'], () =>
+    listenHost(settings, refusals.warnings),
+  );
+  const hosts: Array<{ key: HostKey; host: string }> = [];
+  if (host !== undefined) hosts.push({ key: 'listen.host', host });
+  // An empty admin host listens on every interface, like its default 0.0.0.0: nothing to resolve.
+  const adminHost = settings.invalid.has('admin.host') ? '' : schema.get('admin.host').trim();
+  if (adminHost !== '') hosts.push({ key: 'admin.host', host: adminHost });
+  errors.push(...refusals.errors);
+  if (
+    errors.length > 0 ||
+    base === undefined ||
+    environment === undefined ||
+    username === undefined ||
+    password === undefined ||
+    key === undefined ||
+    ca === undefined ||
+    routes === undefined ||
+    host === undefined
+  ) {
+    return { config: undefined, errors, hosts };
+  }
+  const config: Config = {
     base,
-    environment: environment,
+    environment,
     username,
     password,
-    privateKey,
-    privateKeyFile,
-    listen: schema.get('listen'),
-    admin: schema.get('admin'),
-    upstream: { ...schema.get('upstream'), ca, answerCorrelationFields: correlationFields },
+    privateKey: key.key,
+    privateKeyFile: key.file,
+    listen: { ...schema.get('listen'), host },
+    admin: { ...schema.get('admin'), host: adminHost },
+    upstream: {
+      ...schema.get('upstream'),
+      ca: ca.pem,
+      answerCorrelationFields: textList(schema.get('upstream.answerCorrelationFields')),
+    },
     signedRoutes: routes,
     maxBodyBytes: schema.get('maxBodyBytes'),
-    token,
+    token: schema.get('token'),
     shutdown: schema.get('shutdown'),
     logLevel: schema.get('logLevel') as LogLevel,
+    warnings: refusals.warnings,
   };
+  return { config, errors, hosts };
+}
+
+/**
+ * Loads and validates every setting and reads the secret files; throws a ConfigError naming the first offending
+ * setting. Synchronous, for embedding and tests: it does not resolve the listen hosts (collectConfig does).
+ */
+export function loadConfig(env: NodeJS.ProcessEnv): Config {
+  const { config, errors } = collect(env);
+  if (config === undefined) throw errors[0] ?? new ConfigError('config', 'invalid');
+  return config;
+}
+
+/**
+ * What `serve` and `check` use: every refusal of loadConfig at once rather than the first, plus the listen and
+ * admin hosts resolved as the listeners will resolve them, so an unknown host is a configuration error at start.
+ */
+export async function collectConfig(env: NodeJS.ProcessEnv): Promise<ConfigResult> {
+  const { config, errors, hosts } = collect(env);
+  const unresolved = await Promise.all(
+    hosts.map(async ({ key, host }) => {
+      try {
+        await lookup(host);
+        return [];
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code ?? 'error';
+        return [new ConfigError(settingName(key), `cannot resolve "${host}" (${code})`)];
+      }
+    }),
+  );
+  const all = [...errors, ...unresolved.flat()];
+  return config !== undefined && all.length === 0 ? { ok: true, config } : { ok: false, errors: all };
 }

@@ -3,17 +3,33 @@ import convict from 'convict';
 // Every setting of DESIGN.md's public contract, plus the tunables the issues ask to be configurable.
 // Each has an env var (SIDECAR_*) and a key in the optional config file. Defaults < file < env.
 
-const positiveInt = (name: string) => (value: unknown) => {
+// Refusals are reported as `ENV_VAR (file.key): <message>`, so the messages below do not repeat the name.
+const positiveInt = (value: unknown) => {
   if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) {
-    throw new Error(`${name} must be a positive integer`);
+    throw new Error('must be a positive integer');
   }
 };
 
-const nonNegativeInt = (name: string) => (value: unknown) => {
+const nonNegativeInt = (value: unknown) => {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
-    throw new Error(`${name} must be a whole number >= 0`);
+    throw new Error('must be a whole number >= 0');
   }
 };
+
+const BOOLEAN_TEXT: Readonly<Record<string, boolean>> = { true: true, false: false, '1': true, '0': false };
+
+/**
+ * Every boolean setting uses this format, never convict's Boolean: convict reads any text but "false" as true, so
+ * SIDECAR_QUIT_ENDPOINT=0, =no, =off or = (empty) turned the endpoint on. Text is true or false (any case), 1 or
+ * 0; anything else is left as text, which the validation then refuses.
+ */
+convict.addFormat({
+  name: 'strict-boolean',
+  coerce: (text: string): unknown => BOOLEAN_TEXT[text.toLowerCase()] ?? text,
+  validate: (value: unknown) => {
+    if (typeof value !== 'boolean') throw new Error('must be true or false (or 1 or 0)');
+  },
+});
 
 export function buildSchema(env: NodeJS.ProcessEnv) {
   return convict(
@@ -57,12 +73,18 @@ export function buildSchema(env: NodeJS.ProcessEnv) {
       },
       listen: {
         host: {
-          doc: 'Where internal services connect.',
+          doc: 'Where internal services connect: a loopback address unless allowNonLoopback is set.',
           format: String,
           default: '127.0.0.1',
           env: 'SIDECAR_LISTEN_HOST',
         },
         port: { doc: 'Proxy port (0 picks a free one).', format: 'port', default: 8080, env: 'SIDECAR_LISTEN_PORT' },
+        allowNonLoopback: {
+          doc: 'Allow a listen host outside loopback: anything that reaches it can have payments signed (warned at start).',
+          format: 'strict-boolean',
+          default: false,
+          env: 'SIDECAR_LISTEN_ALLOW_NON_LOOPBACK',
+        },
       },
       admin: {
         host: {
@@ -77,6 +99,12 @@ export function buildSchema(env: NodeJS.ProcessEnv) {
           default: 9464,
           env: 'SIDECAR_ADMIN_PORT',
         },
+        readinessRequiresToken: {
+          doc: '/readyz also requires a valid access token (off: ready means serving; token health is on /healthz/token, metrics and alerts).',
+          format: 'strict-boolean',
+          default: false,
+          env: 'SIDECAR_READINESS_REQUIRES_TOKEN',
+        },
       },
       upstream: {
         caFile: {
@@ -87,25 +115,25 @@ export function buildSchema(env: NodeJS.ProcessEnv) {
         },
         connectTimeoutMs: {
           doc: 'Time allowed to open a connection (TCP + TLS) to the gateway, and to wait for a free one.',
-          format: positiveInt('upstream.connectTimeoutMs'),
+          format: positiveInt,
           default: 5_000,
           env: 'SIDECAR_UPSTREAM_CONNECT_TIMEOUT_MS',
         },
         responseTimeoutMs: {
           doc: 'Time allowed for the gateway to answer once the request was sent (headers and body).',
-          format: positiveInt('upstream.responseTimeoutMs'),
+          format: positiveInt,
           default: 30_000,
           env: 'SIDECAR_UPSTREAM_RESPONSE_TIMEOUT_MS',
         },
         connectRetryDeadlineMs: {
           doc: 'Total time spent retrying connection failures (nothing sent) before answering unreachable.',
-          format: positiveInt('upstream.connectRetryDeadlineMs'),
+          format: positiveInt,
           default: 10_000,
           env: 'SIDECAR_UPSTREAM_CONNECT_RETRY_DEADLINE_MS',
         },
         keepAliveTimeoutMs: {
           doc: 'Close an idle gateway connection after this long (kept below the gateway idle timeout, so a request is never written to a socket the gateway is closing).',
-          format: positiveInt('upstream.keepAliveTimeoutMs'),
+          format: positiveInt,
           default: 4_000,
           env: 'SIDECAR_UPSTREAM_KEEPALIVE_TIMEOUT_MS',
         },
@@ -117,7 +145,7 @@ export function buildSchema(env: NodeJS.ProcessEnv) {
         },
         connections: {
           doc: 'Maximum keep-alive connections to the gateway.',
-          format: positiveInt('upstream.connections'),
+          format: positiveInt,
           default: 64,
           env: 'SIDECAR_UPSTREAM_CONNECTIONS',
         },
@@ -130,7 +158,7 @@ export function buildSchema(env: NodeJS.ProcessEnv) {
       },
       maxBodyBytes: {
         doc: 'Largest accepted client body, in bytes.',
-        format: positiveInt('maxBodyBytes'),
+        format: positiveInt,
         default: 1_048_576,
         env: 'SIDECAR_MAX_BODY_BYTES',
       },
@@ -143,19 +171,19 @@ export function buildSchema(env: NodeJS.ProcessEnv) {
         },
         refreshAheadMinSeconds: {
           doc: 'Refresh at least this long before the access token expires.',
-          format: positiveInt('token.refreshAheadMinSeconds'),
+          format: positiveInt,
           default: 60,
           env: 'SIDECAR_TOKEN_REFRESH_AHEAD_MIN_SECONDS',
         },
         refreshAheadMaxSeconds: {
           doc: 'Refresh at most this long before the access token expires (jittered between min and max).',
-          format: positiveInt('token.refreshAheadMaxSeconds'),
+          format: positiveInt,
           default: 120,
           env: 'SIDECAR_TOKEN_REFRESH_AHEAD_MAX_SECONDS',
         },
         loginBackoffMaxMs: {
           doc: 'Cap of the exponential backoff between failed logins.',
-          format: positiveInt('token.loginBackoffMaxMs'),
+          format: positiveInt,
           default: 30_000,
           env: 'SIDECAR_TOKEN_LOGIN_BACKOFF_MAX_MS',
         },
@@ -163,19 +191,19 @@ export function buildSchema(env: NodeJS.ProcessEnv) {
       shutdown: {
         drainDelayMs: {
           doc: 'After SIGTERM, keep serving new requests this long while readiness is false, so endpoints drain.',
-          format: nonNegativeInt('shutdown.drainDelayMs'),
+          format: nonNegativeInt,
           default: 5_000,
           env: 'SIDECAR_SHUTDOWN_DRAIN_DELAY_MS',
         },
         maxDelayMs: {
           doc: 'After the drain delay, wait at most this long for in-flight requests before exiting.',
-          format: positiveInt('shutdown.maxDelayMs'),
+          format: positiveInt,
           default: 30_000,
           env: 'SIDECAR_SHUTDOWN_MAX_DELAY_MS',
         },
         quitEndpoint: {
           doc: 'Enable loopback-only POST /quitquitquit on the admin listener.',
-          format: Boolean,
+          format: 'strict-boolean',
           default: false,
           env: 'SIDECAR_QUIT_ENDPOINT',
         },
@@ -193,3 +221,24 @@ export function buildSchema(env: NodeJS.ProcessEnv) {
 }
 
 export type ConfigSchema = ReturnType<typeof buildSchema>;
+
+interface SchemaNode {
+  readonly env?: string;
+  readonly _cvtProperties?: Record<string, SchemaNode>;
+}
+
+let settingsOnly: ConfigSchema | undefined;
+
+/** The env var of a schema key ("listen.port" gives "SIDECAR_LISTEN_PORT"), if it has one. */
+export function envVarOf(key: string): string | undefined {
+  settingsOnly ??= buildSchema({});
+  let node: SchemaNode | undefined = settingsOnly.getSchema() as unknown as SchemaNode;
+  for (const part of key.split('.')) node = node?._cvtProperties?.[part];
+  return node?.env;
+}
+
+/** How refusals name a setting: `ENV_VAR (file.key)`, so the operator sees what they actually set. */
+export function settingName(key: string): string {
+  const env = envVarOf(key);
+  return env === undefined ? key : `${env} (${key})`;
+}

@@ -1,19 +1,37 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 
+/** The access token as the admin listener reports it: state and expiry times only, never a token. */
+export interface TokenHealth {
+  /** A token that is not expired and not rejected is held. */
+  readonly valid: boolean;
+  /** Unix time (ms) when the held access token expires; absent without a valid token. */
+  readonly accessExpiresAtMs?: number;
+  /** Unix time (ms) when the held refresh token expires; absent without a valid token. */
+  readonly refreshExpiresAtMs?: number;
+}
+
 export interface HealthState {
-  /** Startup finished: the key loaded and a first token was obtained. */
+  /** Startup finished: the key is loaded and the proxy listener accepts connections. Never waits for a token. */
   started(): boolean;
-  /** Ready for traffic: valid token, not draining. */
+  /** /readyz: serving, and holding a valid token when readiness requires one (`readinessRequiresToken`). */
   ready(): boolean;
+  /** The proxy listener accepts connections and no shutdown has begun. */
+  serving(): boolean;
+  token(): TokenHealth;
 }
 
 export interface AdminOptions {
   readonly registry: Registry;
   readonly health: HealthState;
+  /** SIDECAR_READINESS_REQUIRES_TOKEN: whether `health.ready()` includes the token (reported by the detailed views). */
+  readonly readinessRequiresToken: boolean;
   /** When set, loopback-only POST /quitquitquit calls it (for jobs that must stop their sidecar). */
   readonly onQuit?: () => void;
 }
+
+/** Paths answered to GET and HEAD; /quitquitquit (POST) exists only when enabled. */
+const READ_PATHS = new Set(['/livez', '/startupz', '/readyz', '/healthz/token', '/metrics']);
 
 /**
  * The admin listener: probes and metrics on their own port, so a flood of client traffic or a slow gateway
@@ -28,25 +46,32 @@ export function createAdminServer(options: AdminOptions): Server {
 }
 
 async function route(options: AdminOptions, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const path = (req.url ?? '/').split('?', 1)[0];
-  if (req.method === 'POST' && path === '/quitquitquit' && options.onQuit) {
+  const url = req.url ?? '/';
+  const mark = url.indexOf('?');
+  const path = mark < 0 ? url : url.slice(0, mark);
+  const query = mark < 0 ? '' : url.slice(mark + 1);
+  if (path === '/quitquitquit' && options.onQuit) {
+    if (req.method !== 'POST') return send(res, 405, 'text/plain', 'method not allowed\n', { allow: 'POST' });
     if (!isLoopback(req.socket.remoteAddress)) return send(res, 403, 'text/plain', 'loopback only\n');
     send(res, 202, 'text/plain', 'shutting down\n');
     options.onQuit();
     return;
   }
-  if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'text/plain', 'method not allowed\n');
+  if (!READ_PATHS.has(path)) return send(res, 404, 'text/plain', 'not found\n');
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    return send(res, 405, 'text/plain', 'method not allowed\n', { allow: 'GET, HEAD' });
+  }
   switch (path) {
     case '/livez':
-      return send(res, 200, 'text/plain', 'ok\n');
-    case '/readyz':
-      return probe(res, options.health.ready());
+      return probe(res, true);
     case '/startupz':
       return probe(res, options.health.started());
-    case '/metrics':
-      return send(res, 200, options.registry.contentType, await options.registry.metrics());
+    case '/readyz':
+      return hasParam(query, 'verbose') ? readinessReport(res, options) : probe(res, options.health.ready());
+    case '/healthz/token':
+      return tokenReport(res, options);
     default:
-      return send(res, 404, 'text/plain', 'not found\n');
+      return send(res, 200, options.registry.contentType, await options.registry.metrics());
   }
 }
 
@@ -54,8 +79,68 @@ function probe(res: ServerResponse, ok: boolean): void {
   send(res, ok ? 200 : 503, 'text/plain', ok ? 'ok\n' : 'not ready\n');
 }
 
-function send(res: ServerResponse, status: number, contentType: string, body: string): void {
-  res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
+/** GET /readyz?verbose: the same status as /readyz, with each check that went into it. */
+function readinessReport(res: ServerResponse, options: AdminOptions): void {
+  const ready = options.health.ready();
+  const report = {
+    status: ready ? 'ready' : 'not ready',
+    checks: {
+      serving: options.health.serving(),
+      token: tokenView(options),
+    },
+  };
+  sendJson(res, ready ? 200 : 503, report);
+}
+
+/** GET /healthz/token: 200 while a valid access token is held, else 503; never part of a probe by default. */
+function tokenReport(res: ServerResponse, options: AdminOptions): void {
+  const view = tokenView(options);
+  sendJson(res, view.valid ? 200 : 503, view);
+}
+
+interface TokenView {
+  readonly valid: boolean;
+  readonly requiredForReadiness: boolean;
+  readonly accessExpiresAt?: string;
+  readonly accessExpiresInSeconds?: number;
+  readonly refreshExpiresAt?: string;
+}
+
+/** Built field by field from the token's times, so nothing else a TokenHealth might carry can leak. */
+function tokenView(options: AdminOptions): TokenView {
+  const token = options.health.token();
+  const view: TokenView = { valid: token.valid, requiredForReadiness: options.readinessRequiresToken };
+  if (!token.valid) return view;
+  return {
+    ...view,
+    ...(token.accessExpiresAtMs === undefined
+      ? {}
+      : {
+          accessExpiresAt: new Date(token.accessExpiresAtMs).toISOString(),
+          accessExpiresInSeconds: Math.max(0, Math.floor((token.accessExpiresAtMs - Date.now()) / 1000)),
+        }),
+    ...(token.refreshExpiresAtMs === undefined
+      ? {}
+      : { refreshExpiresAt: new Date(token.refreshExpiresAtMs).toISOString() }),
+  };
+}
+
+function hasParam(query: string, name: string): boolean {
+  return new URLSearchParams(query).has(name);
+}
+
+function sendJson(res: ServerResponse, status: number, body: object): void {
+  send(res, status, 'application/json', `${JSON.stringify(body)}\n`);
+}
+
+function send(
+  res: ServerResponse,
+  status: number,
+  contentType: string,
+  body: string,
+  headers: Record<string, string> = {},
+): void {
+  res.writeHead(status, { ...headers, 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
   res.end(body);
 }
 

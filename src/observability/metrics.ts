@@ -82,7 +82,7 @@ export class SidecarMetrics {
   // see, and the hot path pays nothing to keep them.
   private readonly readyGauge: Gauge = new Gauge({
     name: METRICS.ready,
-    help: '1 when the sidecar is ready to serve (valid token, not draining).',
+    help: '1 when /readyz answers 200: serving, not draining (and a valid token if SIDECAR_READINESS_REQUIRES_TOKEN).',
     registers: [this.registry],
     collect: (): void => this.readyGauge.set(this.live.isReady() ? 1 : 0),
   });

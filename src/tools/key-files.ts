@@ -1,6 +1,6 @@
 import { createPublicKey, type KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { MIN_RSA_BITS, parsePrivateKey } from '../config/private-key.js';
+import { MIN_RSA_BITS, notRsaKey, parsePrivateKey } from '../config/private-key.js';
 import { publicKeyFingerprint } from '../signing/keys.js';
 
 export interface LoadedKey {
@@ -47,8 +47,7 @@ export async function loadPublicKeyFile(path: string): Promise<LoadedKey> {
   } catch {
     throw new Error(`${path}: not a readable PEM public key or certificate`);
   }
-  if (key.asymmetricKeyType !== 'rsa')
-    throw new Error(`${path}: key type is ${key.asymmetricKeyType ?? 'unknown'}, not RSA`);
+  if (key.asymmetricKeyType !== 'rsa') throw new Error(`${path}: ${notRsaKey(key.asymmetricKeyType)}`);
   return describe(key);
 }
 

@@ -24,21 +24,30 @@ function failure(err: NodeJS.ErrnoException, what: string): ProbeResult {
   return { mark: '✘', detail: `${what} failed: ${code}${hint}` };
 }
 
-/** Settles once: on the first of connect, error or timeout, and always destroys the socket. */
+/**
+ * Settles once: on the first of connect, error or timeout, and always destroys the socket. A failure is named by
+ * the phase it happened in: the host name lookup, the TCP connect, or (for TLS) the handshake once TCP is up, so
+ * that a refused connection is not reported as a TLS problem.
+ */
 function settle<S extends Socket>(
   socket: S,
   timeoutMs: number,
   onConnect: (s: S) => ProbeResult,
-  what: string,
+  tls: boolean,
 ): Promise<ProbeResult> {
   return new Promise((resolve) => {
+    let tcpUp = false;
+    const phase = (): string => (tls && tcpUp ? 'TLS handshake' : 'TCP connect');
     const done = (result: ProbeResult): void => {
       socket.destroy();
       resolve(result);
     };
-    socket.setTimeout(timeoutMs, () => done({ mark: '✘', detail: `${what} timed out after ${timeoutMs} ms` }));
-    socket.once('error', (err: NodeJS.ErrnoException) => done(failure(err, what)));
-    socket.once(what === 'TLS handshake' ? 'secureConnect' : 'connect', () => done(onConnect(socket)));
+    socket.once('connect', () => (tcpUp = true));
+    socket.setTimeout(timeoutMs, () => done({ mark: '✘', detail: `${phase()} timed out after ${timeoutMs} ms` }));
+    socket.once('error', (err: NodeJS.ErrnoException) =>
+      done(failure(err, err.syscall === 'getaddrinfo' ? 'host name lookup' : phase())),
+    );
+    socket.once(tls ? 'secureConnect' : 'connect', () => done(onConnect(socket)));
   });
 }
 
@@ -61,7 +70,7 @@ export function probeConnection(base: BaseAddress, ca: string | undefined, timeo
       socket,
       timeoutMs,
       () => ({ mark: '✔', detail: 'TCP ok; TLS not applicable (http:// loopback address, simulator or tests only)' }),
-      'TCP connect',
+      false,
     );
   }
   const socket = tlsConnect({
@@ -72,5 +81,5 @@ export function probeConnection(base: BaseAddress, ca: string | undefined, timeo
     ca: trustedCas(ca),
     rejectUnauthorized: true,
   });
-  return settle(socket, timeoutMs, describeTls, 'TLS handshake');
+  return settle(socket, timeoutMs, describeTls, true);
 }

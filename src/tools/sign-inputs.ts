@@ -3,9 +3,36 @@ import { base64Problem } from './base64.js';
 
 const TIMESTAMP_PATTERN = /^\d+$/;
 
-/** Why --method is unusable, or undefined. The spec only signs POST, but postbacks or tests may use others. */
+/**
+ * Why --method is unusable, or undefined. The spec only signs POST, but postbacks or tests may use others.
+ * Spec 5.2 signs the method in uppercase: a lowercase one is refused, not fixed, so that a vendor comparing
+ * with their own signer sees the mistake instead of a signature their code would never produce.
+ */
 export function methodProblem(method: string): string | undefined {
-  return /^[A-Za-z]+$/.test(method) ? undefined : `--method "${method}" is not an HTTP method`;
+  if (/^[A-Z]+$/.test(method)) return undefined;
+  if (/^[A-Za-z]+$/.test(method)) {
+    return `--method "${method}" must be uppercase ("${method.toUpperCase()}"): spec 5.2 signs the method in uppercase`;
+  }
+  return `--method "${method}" is not an HTTP method`;
+}
+
+/**
+ * Why a --payload text is not a body the sidecar would sign, or undefined: like the sidecar, it must be JSON
+ * (no byte order mark) and a JSON object.
+ */
+export function payloadProblem(text: string): string | undefined {
+  if (text.startsWith('\uFEFF'))
+    return 'starts with a byte order mark (U+FEFF), which is not JSON (sidecar.body.invalid_json)';
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    return `is not valid JSON: ${(err as Error).message} (sidecar.body.invalid_json)`;
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return 'is JSON but not an object (sidecar.body.not_object)';
+  }
+  return undefined;
 }
 
 /** Why an X-Timestamp value breaks spec 5.2 (Unix seconds, decimal ASCII), or undefined. */

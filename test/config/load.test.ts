@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
-import { chmod, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { join, relative } from 'node:path';
 import { before, describe, it } from 'node:test';
-import { loadConfig } from '../../src/config/load.js';
+import { collectConfig, isLoopbackHost, loadConfig } from '../../src/config/load.js';
+import { buildSchema } from '../../src/config/schema.js';
 import { ConfigError } from '../../src/errors.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 
@@ -59,7 +60,11 @@ describe('config: refuses to start with one line naming the setting', () => {
   it('refuses when neither password setting is given', () =>
     refuse({ SIDECAR_PASSWORD: undefined }, 'SIDECAR_PASSWORD_FILE', /required/));
   it('refuses an unreadable password file', () =>
-    refuse({ SIDECAR_PASSWORD_FILE: '/nonexistent/pw' }, 'SIDECAR_PASSWORD_FILE', /cannot read/));
+    refuse(
+      { SIDECAR_PASSWORD: undefined, SIDECAR_PASSWORD_FILE: '/nonexistent/pw' },
+      'SIDECAR_PASSWORD_FILE',
+      /cannot read/,
+    ));
   it('refuses an unreadable key file', () =>
     refuse({ SIDECAR_PRIVATE_KEY_FILE: '/nonexistent/key.pem' }, 'SIDECAR_PRIVATE_KEY_FILE', /cannot read.*ENOENT/));
   it('refuses a key file that is not a PEM private key', async () => {
@@ -142,5 +147,258 @@ describe('config: refuses to start with one line naming the setting', () => {
       loadConfig({ ...env, SIDECAR_PASSWORD: undefined, SIDECAR_PASSWORD_FILE: file }).password.reveal(),
       's3cret',
     );
+  });
+
+  // Issue 18, item 3: convict read any text but "false" as true.
+  describe('booleans are strict', () => {
+    for (const [name, key] of [
+      ['SIDECAR_QUIT_ENDPOINT', 'shutdown.quitEndpoint'],
+      ['SIDECAR_LISTEN_ALLOW_NON_LOOPBACK', 'listen.allowNonLoopback'],
+    ] as const) {
+      const read = (value: string) => {
+        const config = loadConfig({ ...env, [name]: value });
+        return key === 'shutdown.quitEndpoint' ? config.shutdown.quitEndpoint : config.listen.allowNonLoopback;
+      };
+      it(`${name}: true, 1 (and TRUE) are true; false, 0 are false`, () => {
+        for (const value of ['true', '1', 'TRUE', 'True']) assert.equal(read(value), true, value);
+        for (const value of ['false', '0', 'FALSE']) assert.equal(read(value), false, value);
+      });
+      for (const value of ['', 'no', 'off', 'yes', 'on', ' true', '2', 'enabled']) {
+        it(`${name}=${JSON.stringify(value)} is refused, naming the env var`, () =>
+          refuse({ [name]: value }, `${name} (${key}): must be true or false`, /\(or 1 or 0\)/));
+      }
+    }
+    it('in a config file: a boolean or the same words, nothing else', async () => {
+      const file = join(keys.dir, 'bools.yaml');
+      await writeFile(file, 'shutdown:\n  quitEndpoint: true\n');
+      assert.equal(loadConfig({ ...env, SIDECAR_CONFIG_FILE: file }).shutdown.quitEndpoint, true);
+      await writeFile(file, 'shutdown:\n  quitEndpoint: "0"\n');
+      assert.equal(loadConfig({ ...env, SIDECAR_CONFIG_FILE: file }).shutdown.quitEndpoint, false);
+      await writeFile(file, 'shutdown:\n  quitEndpoint: "off"\n');
+      refuse({ SIDECAR_CONFIG_FILE: file }, 'SIDECAR_QUIT_ENDPOINT (shutdown.quitEndpoint)', /must be true or false/);
+    });
+    it('every boolean setting of the schema uses the strict format', () => {
+      const loose: string[] = [];
+      const walk = (node: unknown, key: string): void => {
+        const { format, _cvtProperties: children } = node as { format?: unknown; _cvtProperties?: object };
+        if (children) {
+          for (const [name, child] of Object.entries(children)) walk(child, key ? `${key}.${name}` : name);
+        } else if (typeof (node as { default?: unknown }).default === 'boolean' && format !== 'strict-boolean') {
+          loose.push(key);
+        }
+      };
+      walk(buildSchema({}).getSchema(), '');
+      assert.deepEqual(loose, []);
+    });
+  });
+
+  // Item 4: an empty list started a sidecar that answers every payment 404 while /readyz says ok.
+  describe('signed routes', () => {
+    for (const value of ['', ',', ' , ']) {
+      it(`SIDECAR_SIGNED_ROUTES=${JSON.stringify(value)} is refused`, () =>
+        refuse({ SIDECAR_SIGNED_ROUTES: value }, 'SIDECAR_SIGNED_ROUTES (signedRoutes)', /lists no path/));
+    }
+    it('an empty list in the config file is refused', async () => {
+      const file = join(keys.dir, 'no-routes.json');
+      await writeFile(file, JSON.stringify({ signedRoutes: [] }));
+      refuse({ SIDECAR_CONFIG_FILE: file }, 'SIDECAR_SIGNED_ROUTES (signedRoutes)', /lists no path/);
+    });
+    it('every bad route is named in one refusal', () =>
+      refuse(
+        { SIDECAR_SIGNED_ROUTES: '/ok, api/v2/x, /y?z=1' },
+        'SIDECAR_SIGNED_ROUTES (signedRoutes)',
+        /"api\/v2\/x", "\/y\?z=1": each must be a path/,
+      ));
+  });
+
+  // Item 5: with both set the file silently won.
+  describe('password: one source only', () => {
+    it('SIDECAR_PASSWORD and SIDECAR_PASSWORD_FILE both set is refused', async () => {
+      const file = join(keys.dir, 'password-both');
+      await writeFile(file, 'from-file\n', { mode: 0o600 });
+      refuse(
+        { SIDECAR_PASSWORD: 'inline', SIDECAR_PASSWORD_FILE: file },
+        'SIDECAR_PASSWORD_FILE (passwordFile) / SIDECAR_PASSWORD (password)',
+        /both are set; set only one/,
+      );
+    });
+    it('also when one comes from the config file and the other from the environment', async () => {
+      const file = join(keys.dir, 'password-in-file.yaml');
+      await writeFile(file, 'password: inline-in-file\n');
+      const passwordFile = join(keys.dir, 'password-both');
+      await writeFile(passwordFile, 'from-file\n', { mode: 0o600 });
+      refuse(
+        { SIDECAR_PASSWORD: undefined, SIDECAR_CONFIG_FILE: file, SIDECAR_PASSWORD_FILE: passwordFile },
+        'SIDECAR_PASSWORD_FILE (passwordFile) / SIDECAR_PASSWORD (password)',
+        /both are set/,
+      );
+    });
+  });
+
+  // Item 6: the proxy signs for whoever reaches it.
+  describe('listen host: loopback unless explicitly allowed', () => {
+    it('loopback is 127.0.0.0/8, ::1 and localhost', () => {
+      for (const host of [
+        '127.0.0.1',
+        '127.1.2.3',
+        '::1',
+        '0:0:0:0:0:0:0:1',
+        '::ffff:127.0.0.1',
+        'localhost',
+        'LOCALHOST',
+      ]) {
+        assert.equal(isLoopbackHost(host), true, host);
+      }
+      for (const host of ['0.0.0.0', '::', '10.0.0.7', '128.0.0.1', 'sidecar.example', '', '[::1]']) {
+        assert.equal(isLoopbackHost(host), false, host);
+      }
+    });
+    it('a loopback host is accepted without a warning', () => {
+      for (const host of ['127.0.0.1', '::1', 'localhost']) {
+        const config = loadConfig({ ...env, SIDECAR_LISTEN_HOST: host });
+        assert.equal(config.listen.host, host);
+        assert.deepEqual(config.warnings, []);
+      }
+    });
+    for (const host of ['0.0.0.0', '::', '10.0.0.7', 'sidecar.example']) {
+      it(`${host} is refused without SIDECAR_LISTEN_ALLOW_NON_LOOPBACK`, () =>
+        refuse(
+          { SIDECAR_LISTEN_HOST: host },
+          'SIDECAR_LISTEN_HOST (listen.host)',
+          /is not loopback .* set SIDECAR_LISTEN_ALLOW_NON_LOOPBACK \(listen\.allowNonLoopback\) to true/,
+        ));
+    }
+    it('an empty host (every interface) is refused even when allowed', () =>
+      refuse(
+        { SIDECAR_LISTEN_HOST: '', SIDECAR_LISTEN_ALLOW_NON_LOOPBACK: 'true' },
+        'SIDECAR_LISTEN_HOST (listen.host)',
+        /empty, which listens on every interface/,
+      ));
+    it('allowed explicitly, it starts with a warning naming the setting', () => {
+      const config = loadConfig({ ...env, SIDECAR_LISTEN_HOST: '0.0.0.0', SIDECAR_LISTEN_ALLOW_NON_LOOPBACK: 'true' });
+      assert.equal(config.listen.host, '0.0.0.0');
+      assert.equal(config.listen.allowNonLoopback, true);
+      assert.equal(config.warnings.length, 1);
+      assert.equal(config.warnings[0]?.setting, 'SIDECAR_LISTEN_HOST (listen.host)');
+      assert.match(config.warnings[0]?.message ?? '', /"0\.0\.0\.0" is not loopback .*no authentication/);
+    });
+    it('allowed by the config file key listen.allowNonLoopback too', async () => {
+      const file = join(keys.dir, 'exposed.yaml');
+      await writeFile(file, 'listen:\n  host: 0.0.0.0\n  allowNonLoopback: true\n');
+      assert.equal(loadConfig({ ...env, SIDECAR_CONFIG_FILE: file }).warnings.length, 1);
+    });
+    it('collectConfig refuses a host that does not resolve, naming the setting', async () => {
+      const result = await collectConfig({
+        ...env,
+        SIDECAR_LISTEN_HOST: 'sidecar.invalid',
+        SIDECAR_LISTEN_ALLOW_NON_LOOPBACK: 'true',
+        SIDECAR_ADMIN_HOST: 'admin.invalid',
+      });
+      assert.equal(result.ok, false);
+      const messages = result.ok ? [] : result.errors.map((err) => err.message);
+      assert.equal(messages.length, 2, messages.join('\n'));
+      assert.match(
+        messages[0] ?? '',
+        /^SIDECAR_LISTEN_HOST \(listen\.host\): cannot resolve "sidecar\.invalid" \(E\w+\)$/,
+      );
+      assert.match(messages[1] ?? '', /^SIDECAR_ADMIN_HOST \(admin\.host\): cannot resolve "admin\.invalid"/);
+    });
+  });
+
+  // Item 7: as the simulator's --config does.
+  describe('relative paths', () => {
+    it("paths in the config file resolve against the file's folder, whatever the working directory", async () => {
+      const folder = join(keys.dir, 'conf');
+      await mkdir(join(folder, 'secrets'), { recursive: true });
+      await writeFile(join(folder, 'secrets', 'key.pem'), keys.privateKeyPem, { mode: 0o600 });
+      await writeFile(join(folder, 'secrets', 'password'), 'from-folder\n', { mode: 0o600 });
+      await writeFile(join(folder, 'ca.pem'), '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
+      const file = join(folder, 'sidecar.yaml');
+      await writeFile(
+        file,
+        'privateKeyFile: secrets/key.pem\npasswordFile: ./secrets/password\nupstream:\n  caFile: ca.pem\n',
+      );
+      const config = loadConfig({
+        ...env,
+        SIDECAR_PASSWORD: undefined,
+        SIDECAR_PRIVATE_KEY_FILE: undefined,
+        // A relative SIDECAR_CONFIG_FILE is itself relative to the working directory.
+        SIDECAR_CONFIG_FILE: relative(process.cwd(), file),
+      });
+      assert.equal(config.privateKeyFile, join(folder, 'secrets', 'key.pem'));
+      assert.equal(config.password.reveal(), 'from-folder');
+      assert.match(config.upstream.ca ?? '', /BEGIN CERTIFICATE/);
+    });
+    it('a relative path from an env var stays relative to the working directory, config file or not', async () => {
+      const folder = join(keys.dir, 'elsewhere');
+      await mkdir(folder, { recursive: true });
+      const file = join(folder, 'sidecar.json');
+      await writeFile(file, JSON.stringify({ privateKeyFile: 'not-here.pem' }));
+      const fromCwd = relative(process.cwd(), keys.privateKeyFile);
+      const config = loadConfig({ ...env, SIDECAR_CONFIG_FILE: file, SIDECAR_PRIVATE_KEY_FILE: fromCwd });
+      assert.equal(config.privateKeyFile, fromCwd);
+    });
+    it('a refusal names the resolved path, so the operator sees which file was looked for', async () => {
+      const folder = join(keys.dir, 'missing-key');
+      await mkdir(folder, { recursive: true });
+      const file = join(folder, 'sidecar.json');
+      await writeFile(file, JSON.stringify({ privateKeyFile: 'key.pem' }));
+      refuse(
+        { SIDECAR_CONFIG_FILE: file, SIDECAR_PRIVATE_KEY_FILE: undefined },
+        'SIDECAR_PRIVATE_KEY_FILE',
+        new RegExp(`cannot read file ${join(folder, 'key.pem').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: ENOENT`),
+      );
+    });
+  });
+
+  // Item 8: `check` and `serve` print every refusal of one run.
+  describe('every refusal at once', () => {
+    const many: NodeJS.ProcessEnv = {
+      SIDECAR_BASE_URL: undefined,
+      SIDECAR_LISTEN_PORT: 'eighty',
+      SIDECAR_QUIT_ENDPOINT: 'no',
+      SIDECAR_SIGNED_ROUTES: ',',
+      SIDECAR_PASSWORD_FILE: '/nonexistent/pw',
+      SIDECAR_LISTEN_HOST: '0.0.0.0',
+      SIDECAR_TOKEN_REFRESH_AHEAD_MIN_SECONDS: '500',
+    };
+    it('collectConfig returns one ConfigError per refused setting, each naming it', async () => {
+      const result = await collectConfig({ ...env, ...many });
+      assert.equal(result.ok, false);
+      const messages = result.ok ? [] : result.errors.map((err) => err.message);
+      for (const setting of [
+        'SIDECAR_LISTEN_PORT (listen.port)',
+        'SIDECAR_QUIT_ENDPOINT (shutdown.quitEndpoint)',
+        'SIDECAR_BASE_URL (baseUrl)',
+        'SIDECAR_PASSWORD_FILE (passwordFile) / SIDECAR_PASSWORD (password)',
+        'SIDECAR_TOKEN_REFRESH_AHEAD_MIN_SECONDS (token.refreshAheadMinSeconds)',
+        'SIDECAR_SIGNED_ROUTES (signedRoutes)',
+        'SIDECAR_LISTEN_HOST (listen.host)',
+      ]) {
+        assert.equal(
+          messages.filter((m) => m.startsWith(`${setting}: `)).length,
+          1,
+          `${setting} in\n${messages.join('\n')}`,
+        );
+      }
+      assert.equal(messages.length, 7, messages.join('\n'));
+      assert.ok(messages.every((m) => !m.includes('\n')));
+    });
+    it('a refused value is not judged again by the checks that read it', async () => {
+      const result = await collectConfig({ ...env, SIDECAR_TOKEN_REFRESH_AHEAD_MAX_SECONDS: '0' });
+      const messages = result.ok ? [] : result.errors.map((err) => err.message);
+      assert.deepEqual(messages, [
+        'SIDECAR_TOKEN_REFRESH_AHEAD_MAX_SECONDS (token.refreshAheadMaxSeconds): must be a positive integer',
+      ]);
+    });
+    it('loadConfig still throws the first one', () =>
+      refuse(many, 'SIDECAR_LISTEN_PORT (listen.port)', /ports must be within range/));
+    it('a config file that cannot be loaded is reported alone (nothing else can be judged without it)', async () => {
+      const result = await collectConfig({ ...env, ...many, SIDECAR_CONFIG_FILE: join(keys.dir, 'absent.yaml') });
+      assert.equal(result.ok, false);
+      assert.deepEqual(result.ok ? [] : result.errors.map((err) => err.message), [
+        `SIDECAR_CONFIG_FILE: cannot load ${join(keys.dir, 'absent.yaml')}: cannot read it (ENOENT)`,
+      ]);
+    });
   });
 });

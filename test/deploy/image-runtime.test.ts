@@ -15,6 +15,7 @@ const app = mkdtempSync(join(tmpdir(), 'deploy-image-'));
 after(() => rmSync(app, { recursive: true, force: true }));
 const pkg = JSON.parse(readFileSync(`${REPO_ROOT}package.json`, 'utf8')) as {
   devDependencies?: Record<string, string>;
+  engines?: { node?: string };
 };
 
 describe('Dockerfile and .dockerignore', () => {
@@ -42,6 +43,26 @@ describe('Dockerfile and .dockerignore', () => {
     assert.match(runtime, /^CMD \["serve"\]$/m);
     assert.match(runtime, /^STOPSIGNAL SIGTERM$/m);
     assert.doesNotMatch(dockerfile, /^(ENV|ARG) \S*(PASSWORD|SECRET|TOKEN|PRIVATE_KEY)/im, 'no secrets in layers');
+  });
+
+  test('the Node.js the image runs is a supported version (engines), and CI runs the whole suite on it', () => {
+    const major = /^ARG NODE_IMAGE=node:(\d+)-/m.exec(dockerfile)?.[1];
+    assert.ok(major, 'NODE_IMAGE names a Node major');
+    const engines = pkg.engines?.node ?? '';
+    for (const supported of [major, process.versions.node.split('.')[0]]) {
+      assert.match(
+        engines,
+        new RegExp(`(^|\\|\\|)\\s*\\^${supported}\\.`),
+        `engines.node "${engines}" lists Node ${supported}`,
+      );
+    }
+    const ci = readFileSync(`${REPO_ROOT}.ci/run`, 'utf8');
+    assert.match(ci, new RegExp(`npm install .*\\bnode@${major}\\b`), `.ci/run installs Node ${major}`);
+    assert.match(
+      ci,
+      /^"\$node\d+" --import tsx --test .*test\/\*\/\*\.test\.ts$/m,
+      '.ci/run runs every test file on it',
+    );
   });
 
   test('.dockerignore keeps dependencies, build output, git, tests and keys out of the context', () => {
@@ -93,7 +114,7 @@ describe('runtime stage reproduced in a clean folder', () => {
     );
   });
 
-  test('`node dist/src/main.js serve` answers a signed request, then stops on SIGTERM with exit 0', async (t) => {
+  test('`node dist/src/main.js serve` answers a signed request, writes no file, then stops on SIGTERM with exit 0', async (t) => {
     const placeholder = await makeVendor('http://127.0.0.1:1');
     const simulator = await startSimulator({
       accounts: [
@@ -114,16 +135,32 @@ describe('runtime stage reproduced in a clean folder', () => {
     const [, ...entrypointArgs] = JSON.parse(
       /^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(`${REPO_ROOT}Dockerfile`, 'utf8'))![1]!,
     ) as string[];
-    const child = spawn(process.execPath, [...entrypointArgs, 'serve'], {
-      cwd: app,
-      env: { ...env, NODE_ENV: 'production' },
+    // Under strace, every file system call of the process and its threads is recorded: "writes nothing" (the
+    // read-only root filesystem, and no writable volume in the pod) is checked, not assumed.
+    const trace = join(app, 'serve.strace');
+    const child = spawn(
+      'strace',
+      ['-f', '-qq', '-e', 'trace=%file', '-o', trace, '--', process.execPath, ...entrypointArgs, 'serve'],
+      { cwd: app, env: { ...env, NODE_ENV: 'production' } },
+    );
+    const spawned = new Promise<void>((resolve, reject) => {
+      child.once('spawn', resolve);
+      child.once('error', (err: NodeJS.ErrnoException) =>
+        reject(
+          err.code === 'ENOENT'
+            ? new Error('strace not found: `apt-get install -y strace` (.ci/run installs it)')
+            : err,
+        ),
+      );
     });
+    await spawned;
+    // strace exits with its command's exit status.
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     t.after(() => child.kill('SIGKILL'));
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     const urls = await new Promise<{ proxyUrl: string; adminUrl: string }>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no start log line within 15 s; stderr: ${stderr}`)), 15_000);
+      const timer = setTimeout(() => reject(new Error(`no start log line within 30 s; stderr: ${stderr}`)), 30_000);
       void exited.then((code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
       createInterface({ input: child.stdout }).on('line', (line) => {
         const entry = parseJson(line);
@@ -133,14 +170,35 @@ describe('runtime stage reproduced in a clean folder', () => {
         }
       });
     });
-    await waitFor(`${urls.adminUrl}/readyz`, 10_000);
+    await waitFor(`${urls.adminUrl}/healthz/token`, 10_000);
+    assert.equal((await fetch(`${urls.adminUrl}/readyz`)).status, 200);
     const deposit = await postDeposit(urls.proxyUrl);
     assert.ok(deposit.status >= 200 && deposit.status < 300, `deposit: ${deposit.status} ${deposit.body}`);
     assert.equal(typeof parseJson(deposit.body)?.transaction_link, 'string');
-    child.kill('SIGTERM');
+    await fetch(`${urls.adminUrl}/metrics`).then((res) => res.arrayBuffer());
+    const node = Number(readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, 'utf8').trim().split(/\s+/)[0]);
+    assert.ok(node > 0, 'the node process under strace');
+    process.kill(node, 'SIGTERM');
     assert.equal(await exited, 0, `exit code after SIGTERM; stderr: ${stderr}`);
+    const calls = readFileSync(trace, 'utf8').split('\n');
+    assert.ok(
+      calls.some((line) => /\bopenat\(.*dist\/src\/main\.js"/.test(line)),
+      'the trace covers the process',
+    );
+    assert.deepEqual(calls.filter(writesFile), [], 'serve wrote to the filesystem');
   });
 });
+
+/** File system calls that create, change or remove a file, outside the kernel's own /dev, /proc and /sys. */
+function writesFile(straceLine: string): boolean {
+  const path = /"([^"]*)"/.exec(straceLine)?.[1] ?? '';
+  if (/^\/(dev|proc|sys)\//.test(path)) return false;
+  const call = /^\d+\s+(\w+)\(/.exec(straceLine)?.[1] ?? '';
+  if (/^(open|openat|openat2)$/.test(call)) return /\bO_(WRONLY|RDWR|CREAT|TRUNC|APPEND)\b/.test(straceLine);
+  return /^(creat|mkdir|mkdirat|rmdir|unlink|unlinkat|rename|renameat2?|link|linkat|symlink|symlinkat|truncate|chmod|fchmodat|chown|lchown|fchownat|utimes?|utimensat|futimesat|mknod|mknodat)$/.test(
+    call,
+  );
+}
 
 function parseJson(text: string): Record<string, unknown> | undefined {
   try {

@@ -1,13 +1,14 @@
 // The kustomize base and overlays, rendered and checked offline: schemas, settings, probes, security.
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { loadConfig } from '../../src/config/load.js';
 import { allContainers, deployment, knownSettings, podSpec, resolvePort, sidecar, sidecarEnv } from './support/pod.js';
-import { KUSTOMIZATIONS, SIDECAR_CONTAINER, only, render } from './support/render.js';
+import type { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
+import { KUSTOMIZATIONS, REPO_ROOT, SIDECAR_CONTAINER, only, render, type Rendered } from './support/render.js';
 
 const REQUIRED = ['SIDECAR_BASE_URL', 'SIDECAR_ENVIRONMENT', 'SIDECAR_USERNAME', 'SIDECAR_PRIVATE_KEY_FILE'];
 /** Files the Secret must hold (docs/operations.md: `kubectl create secret generic ... --from-file=<name>=...`). */
@@ -30,7 +31,6 @@ for (const which of KUSTOMIZATIONS) {
       const kinds = rendered.ids.map((id) => id.split('/').slice(0, -1).join('/')).sort();
       for (const kind of [
         'apps/v1/Deployment',
-        'networking.k8s.io/v1/NetworkPolicy',
         'monitoring.coreos.com/v1/PodMonitor',
         'monitoring.coreos.com/v1/PrometheusRule',
         'v1/ConfigMap',
@@ -38,6 +38,8 @@ for (const which of KUSTOMIZATIONS) {
       ]) {
         assert.ok(kinds.includes(kind), `${kind} missing from ${rendered.ids.join(', ')}`);
       }
+      // A NetworkPolicy limits the whole pod: applying the workload must never cut the application's own traffic.
+      assert.equal(rendered.networkPolicies.length, 0, 'the network policies are opt-in, applied on their own');
     });
 
     test('the sidecar is a native sidecar running `serve`, started before the application', () => {
@@ -122,6 +124,36 @@ for (const which of KUSTOMIZATIONS) {
       }
     });
 
+    test('the sidecar has no writable volume: it writes nothing (the image test traces it)', () => {
+      const spec = podSpec(render(which));
+      for (const mount of sidecar(render(which)).volumeMounts ?? []) {
+        assert.equal(mount.readOnly, true, `${mount.name} must be read-only`);
+        const volume = (spec.volumes ?? []).find((v) => v.name === mount.name);
+        assert.ok(volume?.secret, `${mount.name}: the sidecar mounts its Secret only`);
+      }
+    });
+
+    test('CPU and memory are sized from the bench figures (docs/performance.md) at the documented rate', () => {
+      const { requests, limits } = sidecar(render(which)).resources ?? {};
+      const figures = benchFigures();
+      // docs/operations.md, "Sizing": expected rate / signed requests per CPU second, x3 for bursts.
+      const busy = EXPECTED_PAYMENTS_PER_S / figures.minThroughputPerCore;
+      assert.ok(cpuCores(requests?.cpu) >= 3 * busy, `cpu request ${String(requests?.cpu)} < 3 x ${busy.toFixed(3)}`);
+      // No CPU limit, or at least one core: a limit near the request throttles bursts of signatures.
+      if (limits?.cpu !== undefined) assert.ok(cpuCores(limits.cpu) >= 1, `cpu limit ${String(limits.cpu)}`);
+      assert.ok(mebibytes(requests?.memory) >= figures.maxRssMib, `memory request below the bench's peak RSS`);
+      assert.ok(mebibytes(limits?.memory) >= 1.5 * figures.maxRssMib, `memory limit below 1.5 x the peak RSS`);
+    });
+
+    test('probes do not depend on the gateway: a short startup budget, since startup waits for no token', () => {
+      const container = sidecar(render(which));
+      const startup = container.startupProbe;
+      assert.ok(startup);
+      const budget = (startup.periodSeconds ?? 10) * (startup.failureThreshold ?? 3);
+      assert.ok(budget >= 10 && budget <= 60, `startup probe budget ${budget} s`);
+      assert.ok((startup.periodSeconds ?? 10) <= 2, 'the application starts within a second or two of the sidecar');
+    });
+
     test('the Secret is mounted as a directory (no subPath), read-only, group-readable only', () => {
       const spec = podSpec(render(which));
       const secretVolumes = (spec.volumes ?? []).filter((v) => v.secret);
@@ -139,29 +171,6 @@ for (const which of KUSTOMIZATIONS) {
       }
     });
 
-    test('NetworkPolicy: the pod reaches only DNS and the gateway (443); only Prometheus reaches the admin port', () => {
-      const rendered = render(which);
-      const policy = only(rendered.networkPolicies, 'NetworkPolicy').spec;
-      const labels = deployment(rendered).spec?.template.metadata?.labels ?? {};
-      for (const [k, v] of Object.entries(policy?.podSelector.matchLabels ?? {}))
-        assert.equal(labels[k], v, `selects pod label ${k}`);
-      assert.deepEqual([...(policy?.policyTypes ?? [])].sort(), ['Egress', 'Ingress']);
-      const egressPorts = (policy?.egress ?? []).flatMap((rule) =>
-        (rule.ports ?? []).map((p) => `${p.protocol}/${p.port}`),
-      );
-      assert.deepEqual(egressPorts.sort(), ['TCP/443', 'TCP/53', 'UDP/53']);
-      for (const rule of policy?.egress ?? []) {
-        assert.ok((rule.to ?? []).length > 0, 'every egress rule names its destination');
-        for (const peer of rule.to ?? []) assert.notEqual(peer.ipBlock?.cidr, '0.0.0.0/0', 'no open egress');
-      }
-      const admin = (policy?.ingress ?? []).filter((r) => (r.ports ?? []).some((p) => p.port === adminPort(which)));
-      assert.equal(admin.length, 1, 'one ingress rule for the admin port');
-      assert.ok(
-        (admin[0]?.from ?? []).every((p) => p.namespaceSelector !== undefined),
-        'admin port: Prometheus namespace only',
-      );
-    });
-
     test('PodMonitor scrapes /metrics on the sidecar admin port of the example pods', () => {
       const rendered = render(which);
       const monitor = only(rendered.podMonitors, 'PodMonitor').spec;
@@ -171,6 +180,75 @@ for (const which of KUSTOMIZATIONS) {
       const endpoint = only(monitor.podMetricsEndpoints ?? [], 'podMetricsEndpoint');
       assert.equal(endpoint.path, '/metrics');
       assert.equal(resolvePort(sidecar(rendered), endpoint.port ?? ''), adminPort(which));
+    });
+  });
+}
+
+for (const env of ['staging', 'production'] as const) {
+  describe(`deploy/overlays/${env}/network-policy (opt-in)`, () => {
+    const workload = (): Rendered => render(`overlays/${env}`);
+    const policies = (): NetworkPolicy[] => render(`overlays/${env}/network-policy`).networkPolicies;
+    const podLabels = (): Record<string, string> => deployment(workload()).spec?.template.metadata?.labels ?? {};
+    const selecting = (): NetworkPolicy[] =>
+      policies().filter((p) =>
+        Object.entries(p.spec?.podSelector.matchLabels ?? {}).every(([k, v]) => podLabels()[k] === v),
+      );
+    const sidecarPolicy = (): NetworkPolicy =>
+      only(
+        policies().filter((p) => p.metadata?.name === 'signing-sidecar'),
+        'NetworkPolicy signing-sidecar',
+      );
+
+    test('renders into the workload namespace, and every policy selects the example pods', () => {
+      assert.ok(policies().length >= 2, 'the sidecar policy and the application example');
+      for (const policy of policies()) {
+        assert.equal(policy.metadata?.namespace, deployment(workload()).metadata?.namespace);
+        assert.ok(selecting().includes(policy), `${String(policy.metadata?.name)} selects the example pods`);
+      }
+    });
+
+    test("the sidecar's policy: out to DNS and the gateway (443) only, the gateway range set for the environment", () => {
+      const policy = sidecarPolicy().spec;
+      assert.equal(policy?.podSelector.matchLabels?.['signing-sidecar/enabled'], 'true', 'selects pods running it');
+      assert.deepEqual([...(policy?.policyTypes ?? [])].sort(), ['Egress', 'Ingress']);
+      const egressPorts = (policy?.egress ?? []).flatMap((rule) =>
+        (rule.ports ?? []).map((p) => `${p.protocol}/${p.port}`),
+      );
+      assert.deepEqual(egressPorts.sort(), ['TCP/443', 'TCP/53', 'UDP/53']);
+      for (const rule of policy?.egress ?? []) {
+        assert.ok((rule.to ?? []).length > 0, 'every egress rule names its destination');
+        for (const peer of rule.to ?? []) {
+          assert.notEqual(peer.ipBlock?.cidr, '0.0.0.0/0', 'no open egress');
+          assert.notEqual(peer.ipBlock?.cidr, '192.0.2.0/24', 'the overlay sets the gateway range');
+        }
+      }
+    });
+
+    test("the sidecar's policy: the admin port from Prometheus's namespace and pods only", () => {
+      const port = Number(sidecarEnv(workload()).get('SIDECAR_ADMIN_PORT'));
+      const admin = (sidecarPolicy().spec?.ingress ?? []).filter((r) => (r.ports ?? []).some((p) => p.port === port));
+      assert.equal(admin.length, 1, 'one ingress rule for the admin port');
+      for (const peer of admin[0]?.from ?? []) {
+        assert.equal(peer.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name'], 'monitoring');
+        assert.equal(peer.podSelector?.matchLabels?.['app.kubernetes.io/name'], 'prometheus');
+      }
+    });
+
+    test('applied together, the policies leave the application its callers and its own egress', () => {
+      const ingressPorts = new Set(
+        selecting().flatMap((p) => (p.spec?.ingress ?? []).flatMap((r) => (r.ports ?? []).map((port) => port.port))),
+      );
+      for (const c of podSpec(workload()).containers) {
+        for (const port of c.ports ?? [])
+          assert.ok(ingressPorts.has(port.containerPort), `${c.name} port ${port.containerPort}`);
+      }
+      const egressPorts = selecting().flatMap((p) =>
+        (p.spec?.egress ?? []).flatMap((r) => (r.ports ?? []).map((port) => Number(port.port))),
+      );
+      assert.ok(
+        egressPorts.some((port) => port !== 53 && port !== 443),
+        'some egress of the application itself (the example: its database)',
+      );
     });
   });
 }
@@ -209,4 +287,43 @@ function secretMountPath(which: (typeof KUSTOMIZATIONS)[number]): string {
     'secret mount',
   );
   return mount.mountPath;
+}
+
+/** The expected rate the manifests are sized for (docs/operations.md, "Sizing"). */
+const EXPECTED_PAYMENTS_PER_S = 100;
+
+/** The bench's figures table (between the FIGURES markers of docs/performance.md): the cautious end of each. */
+function benchFigures(): { minThroughputPerCore: number; maxRssMib: number } {
+  const doc = readFileSync(`${REPO_ROOT}docs/performance.md`, 'utf8');
+  const table = /<!-- FIGURES[^>]*-->([\s\S]*?)<!-- \/FIGURES -->/.exec(doc)?.[1] ?? '';
+  const rows = table
+    .split('\n')
+    .filter((line) => line.startsWith('|'))
+    .map((line) =>
+      line
+        .split('|')
+        .slice(1, -1)
+        .map((cell) => cell.trim()),
+    );
+  const [header = [], , ...data] = rows;
+  const column = (name: string): number[] => {
+    const index = header.indexOf(name);
+    assert.ok(index >= 0, `docs/performance.md figures have no ${name} column`);
+    return data.map((row) => Number.parseFloat(row[index] ?? '')).filter((n) => Number.isFinite(n));
+  };
+  const perCore = column('throughput_per_core');
+  const rss = column('rss_mb_load');
+  assert.ok(perCore.length > 0 && rss.length > 0, 'docs/performance.md has no figures');
+  return { minThroughputPerCore: Math.min(...perCore), maxRssMib: Math.max(...rss) };
+}
+
+function cpuCores(quantity: string | number | undefined): number {
+  const text = String(quantity ?? '0');
+  return text.endsWith('m') ? Number(text.slice(0, -1)) / 1000 : Number(text);
+}
+
+function mebibytes(quantity: string | number | undefined): number {
+  const match = /^(\d+(?:\.\d+)?)(Mi|Gi)$/.exec(String(quantity ?? ''));
+  assert.ok(match, `memory quantity ${String(quantity)}: use Mi or Gi`);
+  return Number(match[1]) * (match[2] === 'Gi' ? 1024 : 1);
 }

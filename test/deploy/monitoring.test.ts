@@ -48,7 +48,7 @@ before(async () => {
 describe('the live sidecar behind the checks', () => {
   test('answered the signed deposit and its probes', () => {
     assert.equal(scrape.depositStatus < 300, true, `deposit: ${scrape.depositStatus} ${scrape.depositBody}`);
-    assert.deepEqual(scrape.probes, { '/livez': 200, '/readyz': 200, '/startupz': 200 });
+    assert.deepEqual(scrape.probes, { '/livez': 200, '/readyz': 200, '/startupz': 200, '/healthz/token': 200 });
   });
 });
 
@@ -87,12 +87,12 @@ describe('PrometheusRule', () => {
             .replaceAll('{{ $value | humanize }}', value),
         ]),
       );
-    const firing = (alertname: string, value: string, evalTime = '10m') => ({
+    const firing = (alertname: string, value: string, evalTime = '10m', severity = 'warning') => ({
       eval_time: evalTime,
       alertname,
       exp_alerts: [
         {
-          exp_labels: { severity: 'warning', namespace: 'payments', pod: 'p-1' },
+          exp_labels: { severity, namespace: 'payments', pod: 'p-1' },
           exp_annotations: annotations(alertname, value),
         },
       ],
@@ -129,6 +129,27 @@ describe('PrometheusRule', () => {
         alert_rule_test: [{ eval_time: '15m', alertname: 'SigningSidecarClockSkewHigh', exp_alerts: [] }],
       },
     ];
+    tests.push(
+      {
+        // A token outage: the sidecar still serves (ready 1, the pod stays in its Service) and holds no token
+        // (expiry gauge at 0). The token alert reports it; the readiness alert does not.
+        interval: '1m',
+        input_series: [
+          { series: `signing_sidecar_access_token_expiry_timestamp_seconds{${pod}}`, values: '0x15' },
+          { series: `signing_sidecar_ready{${pod}}`, values: '1x15' },
+        ],
+        alert_rule_test: [
+          firing('SigningSidecarAccessTokenExpiring', '', '10m', 'critical'),
+          quiet('SigningSidecarNotReady'),
+        ],
+      },
+      {
+        // Not serving (stuck draining) for more than 5 minutes.
+        interval: '1m',
+        input_series: [{ series: `signing_sidecar_ready{${pod}}`, values: '1x3 0x12' }],
+        alert_rule_test: [firing('SigningSidecarNotReady', '0', '10m', 'critical')],
+      },
+    );
     writeFileSync(join(dir, 'tests.yaml'), stringify({ rule_files: ['rules.yaml'], evaluation_interval: '1m', tests }));
     try {
       execFileSync('promtool', ['test', 'rules', join(dir, 'tests.yaml')], {

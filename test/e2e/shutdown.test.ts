@@ -89,15 +89,16 @@ describe('process lifecycle', () => {
     });
     const sidecar = await spawnSidecar(env);
     try {
-      // Before the first token: alive, not started, not ready.
+      // Before the first token: alive, started and ready (it serves); the token is reported on its own.
       assert.equal(await probe(sidecar, '/livez'), 200);
-      assert.equal(await probe(sidecar, '/readyz'), 503);
-      assert.equal(await probe(sidecar, '/startupz'), 503);
+      assert.equal(await probe(sidecar, '/startupz'), 200);
+      assert.equal(await probe(sidecar, '/readyz'), 200);
+      assert.equal(await probe(sidecar, '/healthz/token'), 503);
       gateway.refusePasswordLogins = false;
       await until(
-        'ready after the login succeeds',
+        'a token after the login succeeds',
         5_000,
-        () => probe(sidecar, '/readyz'),
+        () => probe(sidecar, '/healthz/token'),
         (s) => s === 200,
       );
       assert.equal(await probe(sidecar, '/startupz'), 200);

@@ -180,12 +180,12 @@ describe('sidecar + simulator, end to end', () => {
     }
   });
 
-  it('egress IP not allowlisted: the login is refused with 403, the sidecar stays not ready and answers 503 token.unavailable', async () => {
+  it('egress IP not allowlisted: the login is refused with 403, the sidecar holds no token and answers 503 token.unavailable', async () => {
     const keys = await makeKeys();
     const { sim, sidecar, stop } = await pair(keys, keys, {}, ['203.0.113.0/24']);
     try {
       await new Promise((r) => setTimeout(r, 300));
-      assert.equal(sidecar.sidecar.isReady(), false);
+      assert.equal(sidecar.sidecar.tokens.hasValidToken(), false);
       const answer = await deposit(sidecar.sidecar.proxyUrl);
       assert.equal(answer.status, 503);
       assert.equal(answer.body.code, 'sidecar.token.unavailable');

@@ -14,7 +14,7 @@ const DEPOSIT = depositJson({ amount: '5.00', invoice_no: `inv-kill-${Date.now()
 
 async function untilReady(sidecar: SpawnedSidecar, ms: number): Promise<void> {
   const deadline = Date.now() + ms;
-  while ((await fetch(`${sidecar.adminUrl}/readyz`)).status !== 200) {
+  while ((await fetch(`${sidecar.adminUrl}/healthz/token`)).status !== 200) {
     if (Date.now() > deadline) assert.fail(`sidecar not ready within ${ms} ms:\n${sidecar.output().stdout}`);
     await new Promise((resolve) => setTimeout(resolve, 25));
   }

@@ -90,6 +90,25 @@ describe('simulate command', () => {
     assert.match(h.stderr(), /invalid account/);
   });
 
+  it('--host 0.0.0.0: prints that it listens on every interface, and a URL a client on this host can use', async () => {
+    const h = harness();
+    const argv = ['--username', USERNAME, '--password', PASSWORD, '--public-key', join(dir, 'vendor.pub.pem')];
+    const running = simulate([...argv, '--host', '0.0.0.0', '--port', '0', '--log-level', 'silent'], h.io);
+    try {
+      await until(() => h.stdout().includes('public base URL'));
+      const out = h.stdout();
+      const port = /^gateway simulator listening on 0\.0\.0\.0:(\d+) \(every IPv4 interface\)$/m.exec(out)?.[1];
+      assert.ok(port !== undefined, out);
+      assert.match(out, new RegExp(`^from this host: http://127\\.0\\.0\\.1:${port}$`, 'm'));
+      assert.match(out, /^clients on other hosts also need --public-base-url .* and --allow-ip/m);
+      const res = await send(`http://127.0.0.1:${port}`, { method: 'GET', path: '/_sim/health' });
+      assert.equal(res.status, 200);
+    } finally {
+      h.stop();
+    }
+    assert.equal(await running, 0);
+  });
+
   it('runs from flags over HTTPS, writes the CA and postback key, serves, and stops on the signal', async () => {
     const h = harness();
     const caOut = join(dir, 'ca.pem');

@@ -60,7 +60,7 @@ export async function startTestSidecar(env: NodeJS.ProcessEnv, deps: SidecarDeps
 /** Resolves once the sidecar holds a token (or throws after `ms`). */
 export async function waitUntilReady(sidecar: RunningSidecar, ms = 5_000): Promise<void> {
   const until = Date.now() + ms;
-  while (!sidecar.isReady()) {
+  while (!sidecar.tokens.hasValidToken()) {
     if (Date.now() > until) throw new Error('sidecar did not become ready');
     await new Promise((r) => setTimeout(r, 10));
   }

@@ -164,6 +164,56 @@ describe('check against the simulator', () => {
     assert.match(run.stdout, /^✘ config: SIDECAR_BASE_URL.* is required/m);
   });
 
+  it('reports every refused setting at once, one ✘ line each, and checks nothing further', async () => {
+    const run = await runCommand(check, [], {
+      ...env,
+      SIDECAR_BASE_URL: '',
+      SIDECAR_QUIT_ENDPOINT: 'off',
+      SIDECAR_SIGNED_ROUTES: ',',
+      SIDECAR_PASSWORD: 'also-inline',
+      SIDECAR_LISTEN_HOST: '0.0.0.0',
+    });
+    assert.equal(run.code, 1);
+    const refused = run.stdout.split('\n').filter((line) => line.startsWith('✘ config: '));
+    assert.equal(refused.length, 5, run.stdout);
+    for (const setting of [
+      'SIDECAR_BASE_URL',
+      'SIDECAR_QUIT_ENDPOINT',
+      'SIDECAR_SIGNED_ROUTES',
+      'SIDECAR_PASSWORD_FILE',
+      'SIDECAR_LISTEN_HOST',
+    ]) {
+      assert.ok(
+        refused.some((line) => line.startsWith(`✘ config: ${setting} `)),
+        `${setting} in\n${run.stdout}`,
+      );
+    }
+    assert.match(run.stdout, /^- not checked: key, connection, login and clock: fix the config first$/m);
+    assert.doesNotMatch(run.stdout, /password login/);
+    assert.ok(!run.stdout.includes('also-inline'));
+  });
+
+  it('a listen host that does not resolve is a config failure naming the setting', async () => {
+    const run = await runCommand(check, [], {
+      ...env,
+      SIDECAR_LISTEN_HOST: 'sidecar.invalid',
+      SIDECAR_LISTEN_ALLOW_NON_LOOPBACK: 'true',
+    });
+    assert.equal(run.code, 1);
+    assert.match(run.stdout, /^✘ config: SIDECAR_LISTEN_HOST \(listen\.host\): cannot resolve "sidecar\.invalid"/m);
+  });
+
+  it('an allowed non-loopback listen host passes with a warning line', async () => {
+    const run = await runCommand(check, [], {
+      ...env,
+      SIDECAR_LISTEN_HOST: '0.0.0.0',
+      SIDECAR_LISTEN_ALLOW_NON_LOOPBACK: 'true',
+    });
+    assert.equal(run.code, 0, run.stdout);
+    assert.match(run.stdout, /^✔ config: valid/m);
+    assert.match(run.stdout, /^! config: SIDECAR_LISTEN_HOST \(listen\.host\): "0\.0\.0\.0" is not loopback/m);
+  });
+
   it('fails when nothing listens at the base URL', async () => {
     const port = await freePort();
     const run = await runCommand(check, [], { ...env, SIDECAR_BASE_URL: `http://127.0.0.1:${port}` });

@@ -28,6 +28,8 @@ describe('keygen', () => {
     assert.equal(publicKeyFingerprint(key), fingerprint, 'the two files are one pair');
     assert.ok(run.stdout.includes(fingerprint), 'fingerprint printed');
     assert.match(run.stdout, /next steps/);
+    // The bin is not on the PATH in a checkout: the steps name the command that works there.
+    assert.match(run.stdout, /run `npx signing-sidecar check`, then `npx signing-sidecar serve`/);
     assert.ok(
       !run.stdout.includes('PRIVATE KEY') && !run.stdout.includes(privatePem.split('\n')[1]!),
       'private key never printed',

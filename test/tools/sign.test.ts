@@ -17,15 +17,15 @@ interface SignJson {
 }
 
 describe('sign', () => {
+  let dir: string;
   let keyFile: string;
   let smallKeyFile: string;
   let cleanup: () => Promise<void>;
   before(async () => {
-    const tmp = await tempDir();
-    cleanup = tmp.cleanup;
-    keyFile = join(tmp.dir, 'vector-key.pem');
+    ({ dir, cleanup } = await tempDir());
+    keyFile = join(dir, 'vector-key.pem');
     await writeFile(keyFile, vectorPrivateKeyPem, { mode: 0o600 });
-    smallKeyFile = join(tmp.dir, 'small.pem');
+    smallKeyFile = join(dir, 'small.pem');
     const small = generateKeyPairSync('rsa', { modulusLength: 1024 });
     await writeFile(smallKeyFile, small.privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
   });
@@ -131,6 +131,51 @@ describe('sign', () => {
       assert.equal(run.code, 2, argv.join(' '));
       assert.match(run.stderr, message);
       assert.match(run.stderr, /usage: signing-sidecar sign/);
+    }
+  });
+
+  it('--payload must be what the sidecar would sign: JSON, an object, no byte order mark (exit 2)', async () => {
+    const base = ['--url', 'https://gateway.example.com/x', '--key', keyFile];
+    const cases: [string, RegExp][] = [
+      ['{"amount":"100.50"', /--payload is not valid JSON: .*\(sidecar\.body\.invalid_json\)/],
+      ['amount=100.50', /--payload is not valid JSON/],
+      ['[{"amount":"100.50"}]', /--payload is JSON but not an object \(sidecar\.body\.not_object\)/],
+      ['\uFEFF{"amount":"100.50"}', /--payload starts with a byte order mark/],
+    ];
+    for (const [payload, message] of cases) {
+      const run = await runCommand(sign, [...base, '--payload', payload]);
+      assert.equal(run.code, 2, payload);
+      assert.match(run.stderr, message);
+      assert.equal(run.stdout, '', 'nothing signed');
+    }
+  });
+
+  it('--method must be uppercase: a lowercase method is refused (exit 2), not fixed silently', async () => {
+    const base = ['--url', 'https://gateway.example.com/x', '--key', keyFile, '--data', 'eyJhIjoxfQ=='];
+    const lower = await runCommand(sign, [...base, '--method', 'post']);
+    assert.equal(lower.code, 2);
+    assert.match(lower.stderr, /--method "post" must be uppercase \("POST"\)/);
+    assert.equal(lower.stdout, '');
+    const upper = await runCommand(sign, [...base, '--method', 'PUT', '--json']);
+    assert.equal(upper.code, 0, upper.stderr);
+    assert.match((JSON.parse(upper.stdout) as SignJson).signingString, /^PUT\.https:/);
+  });
+
+  it('names a key that is not RSA (EC, Ed25519) as such, in SEC1 and PKCS#8 form (exit 1)', async () => {
+    const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey;
+    const ed = generateKeyPairSync('ed25519').privateKey;
+    const keys: [string, string, RegExp][] = [
+      ['ec-sec1.pem', ec.export({ type: 'sec1', format: 'pem' }).toString(), /an EC key: RSA required/],
+      ['ec-pkcs8.pem', ec.export({ type: 'pkcs8', format: 'pem' }).toString(), /an EC key: RSA required/],
+      ['ed25519.pem', ed.export({ type: 'pkcs8', format: 'pem' }).toString(), /an Ed25519 key: RSA required/],
+    ];
+    for (const [name, pem, message] of keys) {
+      await writeFile(join(dir, name), pem, { mode: 0o600 });
+      const run = await runCommand(sign, ['--url', 'https://x/y', '--data', 'eyJhIjoxfQ==', '--key', join(dir, name)]);
+      assert.equal(run.code, 1, name);
+      assert.match(run.stderr, message, name);
+      assert.doesNotMatch(run.stderr, /not a (readable )?PEM private key/, name);
+      assert.ok(!run.stderr.includes(pem.split('\n')[1]!), 'key material printed');
     }
   });
 

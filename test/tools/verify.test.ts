@@ -3,6 +3,7 @@ import { constants, generateKeyPairSync, sign as rsaSign } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { sign } from '../../src/cli/sign.js';
 import { createVerify } from '../../src/cli/verify.js';
 import { vectorPrivateKeyPem, vectorPublicKeyPem, vectors, type SignatureVector } from '../support/vectors.js';
 import { runCommand, stdinOf, tempDir } from './run-command.js';
@@ -273,6 +274,30 @@ describe('verify', () => {
     ]);
     assert.equal(run.code, 1);
     assert.match(run.stdout, /missing header\(s\): x-timestamp, x-nonce, x-signature/);
+  });
+
+  it('takes the output of `sign --json` as a capture: the key-pair round trip of First day step 4', async () => {
+    const keyFile = join(dir, 'vector-key.pem');
+    await writeFile(keyFile, vectorPrivateKeyPem, { mode: 0o600 });
+    const payload = '{"amount":"1.00","currency":"USD","user_id":"u-1","invoice_no":"KEY-CHECK-1"}';
+    const url = 'https://staging.gateway.example/api/v2/transaction/init';
+    const signed = await runCommand(sign, ['--json', '--key', keyFile, '--url', url, '--payload', payload]);
+    assert.equal(signed.code, 0, signed.stderr);
+    const good = await verifyWith(signed.stdout, ['--public-key', pubFile]);
+    assert.equal(good.code, 0, good.stdout);
+    assert.match(good.stdout, /^result: signature VERIFIES$/m);
+    const wrongKey = await verifyWith(signed.stdout, ['--public-key', otherPubFile]);
+    assert.equal(wrongKey.code, 1);
+    assert.match(wrongKey.stdout, /does not match this public key/);
+  });
+
+  it('an EC public key is named as such (exit 1)', async () => {
+    const ecPub = join(dir, 'ec-pub.pem');
+    const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey;
+    await writeFile(ecPub, ec.export({ type: 'spki', format: 'pem' }));
+    const run = await verifyWith(vectorCapture(v0), ['--public-key', ecPub]);
+    assert.equal(run.code, 1);
+    assert.match(run.stderr, /ec-pub\.pem: an EC key: RSA required/);
   });
 
   it('usage and input errors: exit 2 for bad flags, exit 1 for unreadable input', async () => {

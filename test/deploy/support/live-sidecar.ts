@@ -66,10 +66,11 @@ export async function scrapeLiveSidecar(): Promise<Scrape> {
   try {
     const { sidecar } = await startTestSidecar(vendor.env);
     try {
-      await waitFor(`${sidecar.adminUrl}/readyz`, 10_000);
+      // Ready means serving; the token is reported on its own endpoint, and the deposit needs one.
+      await waitFor(`${sidecar.adminUrl}/healthz/token`, 10_000);
       const deposit = await postDeposit(sidecar.proxyUrl);
       const probes: Record<string, number> = {};
-      for (const path of ['/livez', '/readyz', '/startupz']) {
+      for (const path of ['/livez', '/readyz', '/startupz', '/healthz/token']) {
         const res = await fetch(`${sidecar.adminUrl}${path}`);
         await res.arrayBuffer();
         probes[path] = res.status;

@@ -20,7 +20,13 @@ import { parseAllDocuments } from 'yaml';
 export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 export const DEPLOY_DIR = `${REPO_ROOT}deploy/`;
 export const KUSTOMIZATIONS = ['base', 'overlays/staging', 'overlays/production'] as const;
-export type Kustomization = (typeof KUSTOMIZATIONS)[number];
+/** The opt-in network policies, applied on their own (docs/operations.md, "Network policy"). */
+export const NETWORK_POLICY_KUSTOMIZATIONS = [
+  'network-policy',
+  'overlays/staging/network-policy',
+  'overlays/production/network-policy',
+] as const;
+export type Kustomization = (typeof KUSTOMIZATIONS)[number] | (typeof NETWORK_POLICY_KUSTOMIZATIONS)[number];
 
 /** The sidecar's container name: alerts (up{container=...}) and the tests find it by this name. */
 export const SIDECAR_CONTAINER = 'signing-sidecar';
