@@ -1,5 +1,6 @@
 // The base address is parsed once, here, and both the signer and the forwarder use the result, so the URL
 // that is signed and the URL that is posted cannot drift apart (spec 5.2: "one configuration value").
+import { isLoopbackHost } from './loopback.js';
 
 export interface BaseAddress {
   /** Canonical origin for the signed URL: lowercase scheme and host, default port omitted. */
@@ -9,12 +10,6 @@ export interface BaseAddress {
   readonly protocol: 'http:' | 'https:';
   readonly hostname: string;
   readonly isLoopback: boolean;
-}
-
-const LOOPBACK_NAMES = new Set(['localhost', '[::1]']);
-
-function isLoopbackHost(hostname: string): boolean {
-  return LOOPBACK_NAMES.has(hostname) || /^127(\.\d{1,3}){3}$/.test(hostname);
 }
 
 /** Throws an Error whose message says what is wrong with the value, in words an operator can act on. */
@@ -31,7 +26,8 @@ export function parseBaseAddress(raw: string): BaseAddress {
   if (url.search !== '' || raw.includes('?')) throw new Error('must not carry a query string');
   if (url.hash !== '' || raw.includes('#')) throw new Error('must not carry a fragment');
   if (url.username !== '' || url.password !== '') throw new Error('must not carry credentials');
-  const isLoopback = isLoopbackHost(url.hostname);
+  // URLs write IPv6 addresses in brackets ([::1]).
+  const isLoopback = isLoopbackHost(url.hostname.replace(/^\[(.*)\]$/, '$1'));
   if (url.protocol === 'http:' && !isLoopback) {
     throw new Error('http:// is allowed only for loopback hosts (simulator, tests); use https://');
   }

@@ -1,12 +1,11 @@
-import { lookup } from 'node:dns/promises';
 import { readFileSync } from 'node:fs';
-import { BlockList, isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import convict from 'convict';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError } from '../errors.js';
 import { parseBaseAddress, type BaseAddress } from './base-url.js';
 import type { Config, ConfigWarning, Environment, LogLevel } from './config.js';
+import { checkListenHost, unresolvableHosts, type HostKey } from './listen-host.js';
 import { parsePrivateKey } from './private-key.js';
 import { buildSchema, envVarOf, settingName, type ConfigSchema } from './schema.js';
 import { Secret } from './secret.js';
@@ -21,7 +20,6 @@ export type ConfigResult =
   { readonly ok: true; readonly config: Config } | { readonly ok: false; readonly errors: readonly ConfigError[] };
 
 type PathKey = 'passwordFile' | 'privateKeyFile' | 'upstream.caFile';
-type HostKey = 'listen.host' | 'admin.host';
 
 /**
  * Parser messages quote the text around a syntax error, and a config file may hold the password: only the
@@ -210,40 +208,11 @@ function signedRoutes(settings: Settings): string[] {
   return routes;
 }
 
-const LOOPBACK = new BlockList();
-LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
-LOOPBACK.addAddress('::1', 'ipv6');
-
-/** 127.0.0.0/8, ::1 (also IPv4-mapped) and the name localhost: the only hosts the proxy listens on by default. */
-export function isLoopbackHost(host: string): boolean {
-  if (host.toLowerCase() === 'localhost') return true;
-  const family = isIP(host);
-  return family !== 0 && LOOPBACK.check(host, family === 6 ? 'ipv6' : 'ipv4');
-}
-
-/**
- * The proxy signs whatever reaches it, without authentication: outside loopback that is everything on the pod
- * network. Refused unless SIDECAR_LISTEN_ALLOW_NON_LOOPBACK says so, and then a warning for the start log.
- */
+/** The proxy's own host, checked by the listen-host rules (listen-host.ts). */
 function listenHost(settings: Settings, warnings: ConfigWarning[]): string {
   const host = settings.schema.get('listen.host').trim();
-  const setting = settingName('listen.host');
-  if (host === '') throw new ConfigError(setting, 'is empty, which listens on every interface; give an address');
-  if (isLoopbackHost(host)) return host;
-  const allow = settingName('listen.allowNonLoopback');
-  if (!settings.schema.get('listen.allowNonLoopback')) {
-    throw new ConfigError(
-      setting,
-      `"${host}" is not loopback (127.0.0.0/8, ::1, localhost): anything that reaches it could have payments ` +
-        `signed, with no authentication; set ${allow} to true to allow it`,
-    );
-  }
-  warnings.push({
-    setting,
-    message:
-      `"${host}" is not loopback (allowed by ${allow}): anything that reaches it can have payments signed ` +
-      'as this account, with no authentication; limit who reaches it (NetworkPolicy)',
-  });
+  const warning = checkListenHost(host, settings.schema.get('listen.allowNonLoopback'));
+  if (warning !== undefined) warnings.push(warning);
   return host;
 }
 
@@ -339,17 +308,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
  */
 export async function collectConfig(env: NodeJS.ProcessEnv): Promise<ConfigResult> {
   const { config, errors, hosts } = collect(env);
-  const unresolved = await Promise.all(
-    hosts.map(async ({ key, host }) => {
-      try {
-        await lookup(host);
-        return [];
-      } catch (err) {
-        const code = (err as NodeJS.ErrnoException).code ?? 'error';
-        return [new ConfigError(settingName(key), `cannot resolve "${host}" (${code})`)];
-      }
-    }),
-  );
-  const all = [...errors, ...unresolved.flat()];
+  const unresolved = await unresolvableHosts(hosts);
+  const all = [...errors, ...unresolved];
   return config !== undefined && all.length === 0 ? { ok: true, config } : { ok: false, errors: all };
 }

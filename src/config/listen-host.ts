@@ -1,0 +1,49 @@
+import { lookup } from 'node:dns/promises';
+import { ConfigError } from '../errors.js';
+import type { ConfigWarning } from './config.js';
+import { isLoopbackHost } from './loopback.js';
+import { settingName } from './schema.js';
+
+export type HostKey = 'listen.host' | 'admin.host';
+
+/**
+ * The proxy signs whatever reaches it, without authentication: outside loopback that is everything on the pod
+ * network. Refused unless SIDECAR_LISTEN_ALLOW_NON_LOOPBACK says so; then a warning for the start log.
+ */
+export function checkListenHost(host: string, allowNonLoopback: boolean): ConfigWarning | undefined {
+  const setting = settingName('listen.host');
+  if (host === '') throw new ConfigError(setting, 'is empty, which listens on every interface; give an address');
+  if (isLoopbackHost(host)) return undefined;
+  const allow = settingName('listen.allowNonLoopback');
+  if (!allowNonLoopback) {
+    throw new ConfigError(
+      setting,
+      `"${host}" is not loopback (127.0.0.0/8, ::1, localhost): anything that reaches it could have payments ` +
+        `signed, with no authentication; set ${allow} to true to allow it`,
+    );
+  }
+  return {
+    setting,
+    message:
+      `"${host}" is not loopback (allowed by ${allow}): anything that reaches it can have payments signed ` +
+      'as this account, with no authentication; limit who reaches it (NetworkPolicy)',
+  };
+}
+
+/** The hosts the listeners would fail to resolve, as errors naming their setting: found at start, not at listen. */
+export async function unresolvableHosts(
+  hosts: ReadonlyArray<{ readonly key: HostKey; readonly host: string }>,
+): Promise<ConfigError[]> {
+  const failures = await Promise.all(
+    hosts.map(async ({ key, host }) => {
+      try {
+        await lookup(host);
+        return [];
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code ?? 'error';
+        return [new ConfigError(settingName(key), `cannot resolve "${host}" (${code})`)];
+      }
+    }),
+  );
+  return failures.flat();
+}
