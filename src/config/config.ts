@@ -41,6 +41,7 @@ export interface Config {
     readonly refreshAheadMaxSeconds: number;
     readonly loginBackoffMaxMs: number;
   };
+  readonly clock: { readonly skewCorrection: boolean; readonly maxCorrectionSeconds: number };
   readonly shutdown: { readonly drainDelayMs: number; readonly maxDelayMs: number; readonly quitEndpoint: boolean };
   readonly logLevel: LogLevel;
   /** Allowed but risky settings (a non-loopback listen host): the caller logs each one at start. */

@@ -285,6 +285,7 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     signedRoutes: routes,
     maxBodyBytes: schema.get('maxBodyBytes'),
     token: schema.get('token'),
+    clock: schema.get('clock'),
     shutdown: schema.get('shutdown'),
     logLevel: schema.get('logLevel') as LogLevel,
     warnings: refusals.warnings,

@@ -162,6 +162,20 @@ export function buildSchema(env: NodeJS.ProcessEnv) {
         default: 1_048_576,
         env: 'SIDECAR_MAX_BODY_BYTES',
       },
+      clock: {
+        skewCorrection: {
+          doc: "Sign with the local time plus the gateway clock's measured offset (from its Date header), so a node whose clock is off keeps working while the clock-skew alert asks for NTP to be fixed.",
+          format: 'strict-boolean',
+          default: false,
+          env: 'SIDECAR_CLOCK_SKEW_CORRECTION',
+        },
+        maxCorrectionSeconds: {
+          doc: 'The largest correction applied; a measured offset beyond it is refused (counted) and the correction stays.',
+          format: positiveInt,
+          default: 30,
+          env: 'SIDECAR_CLOCK_SKEW_MAX_CORRECTION_SECONDS',
+        },
+      },
       token: {
         refreshTokenField: {
           doc: 'Body field that carries the refresh token in the refresh grant (not in the spec; OAuth 2.0 name).',

@@ -25,6 +25,10 @@ export const METRICS = {
   requestDuration: 'signing_sidecar_request_duration_seconds',
   /** gauge: gateway Date header minus local clock, seconds (positive: gateway ahead). */
   clockSkew: 'signing_sidecar_gateway_clock_skew_seconds',
+  /** gauge: seconds added to the local clock for X-Timestamp (SIDECAR_CLOCK_SKEW_CORRECTION; 0 when off). */
+  clockCorrection: 'signing_sidecar_clock_correction_seconds',
+  /** counter: measured offsets beyond SIDECAR_CLOCK_SKEW_MAX_CORRECTION_SECONDS, not applied. */
+  clockCorrectionsRefused: 'signing_sidecar_clock_corrections_refused_total',
   /** gauge{version, environment, key_fingerprint} = 1. */
   buildInfo: 'signing_sidecar_build_info',
   /** gauge: 1 when ready to serve (key loaded, valid token, not draining). */

@@ -77,6 +77,15 @@ export class SidecarMetrics {
     'Whole client request through the sidecar.',
   );
   private readonly skew = this.gauge(METRICS.clockSkew, 'Gateway Date header minus local clock, in seconds.');
+  private readonly correction = this.gauge(
+    METRICS.clockCorrection,
+    'Seconds added to the local clock for X-Timestamp.',
+  );
+  private readonly correctionsRefused = new Counter({
+    name: METRICS.clockCorrectionsRefused,
+    help: 'Measured gateway clock offsets beyond the largest correction allowed, not applied.',
+    registers: [this.registry],
+  });
   private live: LiveState = { isReady: () => false, inFlight: () => 0 };
   // Both are read from the live state at scrape time: they can never lag behind what /readyz and the server
   // see, and the hot path pays nothing to keep them.
@@ -164,6 +173,14 @@ export class SidecarMetrics {
 
   clockSkew(seconds: number): void {
     this.skew.set(seconds);
+  }
+
+  clockCorrection(seconds: number): void {
+    this.correction.set(seconds);
+  }
+
+  clockCorrectionRefused(): void {
+    this.correctionsRefused.inc();
   }
 
   trackLiveState(live: LiveState): void {
