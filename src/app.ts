@@ -5,10 +5,14 @@ import { ConnectionTracker, listen } from './lifecycle.js';
 import { createAdminServer } from './observability/health.js';
 import { createLogger, type Logger } from './observability/log.js';
 import { SidecarMetrics } from './observability/metrics.js';
+import { measuringGatewayClock } from './proxy/gateway-clock.js';
 import { createProxyHandler } from './proxy/handler.js';
 import { createRouter } from './proxy/routes.js';
+import { ClockCorrection } from './signing/clock-correction.js';
 import { publicKeyFingerprint } from './signing/keys.js';
 import { createSigner } from './signing/signer.js';
+import { createSecretRotation, PasswordHolder } from './secret-rotation.js';
+import type { ReloadReport } from './config/secret-watch.js';
 import { createTokenClient } from './token/token-client.js';
 import { TokenManager } from './token/token-manager.js';
 import { createForwarder, type Forwarder } from './upstream/forwarder.js';
@@ -44,6 +48,8 @@ export interface RunningSidecar {
   readonly tokens: TokenManager;
   readonly log: Logger;
   isReady(): boolean;
+  /** Reads the secret files now (SIGHUP), as their polling does; resolves with what happened to each. */
+  reload(): Promise<ReloadReport[]>;
   /** Graceful stop: readiness false, keep serving for the drain delay, finish in-flight work, close. */
   shutdown(reason: string): Promise<void>;
   /** Resolves once a shutdown (from a signal or /quitquitquit) has completed. */
@@ -64,11 +70,17 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     keyFingerprint: fingerprint,
   });
   metrics.initRoutes(config.signedRoutes);
-  const forwarder = createForwarder(config.base, config.upstream);
-  const tokens = createTokenManager(config, forwarder, metrics, log, deps.now ?? Date.now);
+  const clock = new ClockCorrection(config.clock, metrics);
+  const upstream = createForwarder(config.base, config.upstream);
+  const forwarder = measuringGatewayClock(upstream, clock, Date.now);
+  const password = new PasswordHolder(config.password);
+  const tokens = createTokenManager(config, password, forwarder, metrics, log, deps.now ?? Date.now);
+  const signer = createSigner(config.privateKey);
+  const secrets = createSecretRotation(config, { signer, password, forwarder: upstream }, metrics, log);
   const handleRequest = createProxyHandler({
     base: config.base,
-    signer: createSigner(config.privateKey),
+    clock,
+    signer,
     tokens,
     forwarder,
     metrics,
@@ -123,6 +135,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const proxyUrl = await listen(proxy, config.listen.host, config.listen.port);
   const adminUrl = await listen(admin, config.admin.host, config.admin.port);
   tokens.start();
+  await secrets.start();
   log.info(
     {
       event: 'start',
@@ -134,11 +147,14 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     },
     'signing-sidecar started',
   );
-  return { proxyUrl, adminUrl, metrics, tokens, log, isReady, shutdown, stopped };
+  void stopped.then(() => secrets.stop());
+  const reload = () => secrets.reloadNow();
+  return { proxyUrl, adminUrl, metrics, tokens, log, isReady, reload, shutdown, stopped };
 }
 
 function createTokenManager(
   config: Config,
+  password: PasswordHolder,
   forwarder: Forwarder,
   metrics: SidecarMetrics,
   log: Logger,
@@ -147,7 +163,7 @@ function createTokenManager(
   const client = createTokenClient(forwarder, {
     base: config.base,
     username: config.username,
-    password: config.password,
+    password: () => password.current(),
     refreshTokenField: config.token.refreshTokenField,
     now,
   });

@@ -23,7 +23,14 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`signing-sidecar: unknown command "${name}"\n${usage()}`);
     return EXIT.usage;
   }
-  const io: CommandIo = { stdout: process.stdout, stderr: process.stderr, env: process.env, stopSignal };
+  const io: CommandIo = {
+    stdout: process.stdout,
+    stderr: process.stderr,
+    env: process.env,
+    stopSignal,
+    // Only a command that registers a listener (serve) gives SIGHUP a meaning; others keep its default (exit).
+    onReloadSignal: (listener) => process.on('SIGHUP', listener),
+  };
   const run = await command.load();
   return run(rest, io);
 }

@@ -7,6 +7,8 @@ export interface CommandIo {
   readonly env: NodeJS.ProcessEnv;
   /** Resolves when the process is asked to stop (SIGTERM/SIGINT); long-running commands await it. */
   readonly stopSignal: Promise<NodeJS.Signals>;
+  /** Registers what SIGHUP does (serve: read the secret files again); without it SIGHUP keeps its default. */
+  readonly onReloadSignal?: (listener: () => void) => void;
 }
 
 /** Exit codes as values (cloud-sql-proxy style): 0 ok, 1 a failed check or runtime failure, 2 bad usage. */

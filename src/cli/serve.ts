@@ -8,7 +8,8 @@ import { EXIT, type Command, type CommandIo } from './command.js';
 const USAGE = `Usage: signing-sidecar serve
 
 Runs the signing proxy. Every setting comes from SIDECAR_* environment variables or the file named by
-SIDECAR_CONFIG_FILE (see README "Configuration"). Stops gracefully on SIGTERM/SIGINT.
+SIDECAR_CONFIG_FILE (see README "Configuration"). Stops gracefully on SIGTERM/SIGINT. SIGHUP reads the
+secret files (private key, password, upstream CA) again at once; they are also polled every second.
 `;
 
 /** Listen failures that the configuration causes: a host that does not resolve, or is not an address of this host. */
@@ -42,7 +43,10 @@ export const serve: Command = async (argv, io) => {
     for (const err of loaded.errors) configurationError(io, err.message);
     return EXIT.usage;
   }
-  let sidecar: RunningSidecar;
+  let sidecar: RunningSidecar | undefined;
+  // Registered before start: a SIGHUP during start-up must not kill the process (its default); it is a no-op
+  // until the sidecar runs, and the files are polled anyway.
+  io.onReloadSignal?.(() => void sidecar?.reload());
   try {
     sidecar = await startSidecar(loaded.config);
   } catch (err) {
@@ -50,7 +54,8 @@ export const serve: Command = async (argv, io) => {
     if (refusal === undefined) throw err;
     return configurationError(io, refusal);
   }
-  const signal = await Promise.race([io.stopSignal, sidecar.stopped.then(() => undefined)]);
-  if (signal) await sidecar.shutdown(signal);
+  const running = sidecar;
+  const signal = await Promise.race([io.stopSignal, running.stopped.then(() => undefined)]);
+  if (signal) await running.shutdown(signal);
   return EXIT.ok;
 };

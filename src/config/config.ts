@@ -20,6 +20,15 @@ export interface Config {
   readonly password: Secret;
   readonly privateKey: KeyObject;
   readonly privateKeyFile: string;
+  /**
+   * The other secret files the sidecar watches for rotation (secret-watch.ts), when set, and how often their
+   * content is read (SIDECAR_SECRET_POLL_INTERVAL_MS).
+   */
+  readonly secretFiles: {
+    readonly password: string | undefined;
+    readonly upstreamCa: string | undefined;
+    readonly pollIntervalMs: number;
+  };
   readonly listen: { readonly host: string; readonly port: number; readonly allowNonLoopback: boolean };
   readonly admin: { readonly host: string; readonly port: number; readonly readinessRequiresToken: boolean };
   readonly upstream: {

@@ -6,9 +6,9 @@ import { ConfigError } from '../errors.js';
 import { parseBaseAddress, type BaseAddress } from './base-url.js';
 import type { Config, ConfigWarning, Environment, LogLevel } from './config.js';
 import { checkListenHost, unresolvableHosts, type HostKey } from './listen-host.js';
-import { parsePrivateKey } from './private-key.js';
 import { buildSchema, envVarOf, settingName, type ConfigSchema } from './schema.js';
 import { Secret } from './secret.js';
+import { caFromFile, passwordFromFile, privateKeyFromFile } from './secret-files.js';
 
 convict.addParser([
   { extension: 'json', parse: JSON.parse },
@@ -152,41 +152,31 @@ function environmentOf(settings: Settings): Environment {
   return environment;
 }
 
-function loadPassword(settings: Settings): Secret {
+function loadPassword(settings: Settings): { file: string | undefined; password: Secret } {
   const file = settings.path('passwordFile');
   const inline = settings.schema.get('password');
   const both = `${settingName('passwordFile')} / ${settingName('password')}`;
   // Refused rather than ranked: with both set, the one not used is the one the operator may think is in effect.
   if (file !== '' && inline !== '') throw new ConfigError(both, 'both are set; set only one (prefer the file)');
   if (file !== '') {
-    // Secret files often end with a newline written by editors or `echo`; it is never part of the password.
-    const value = readSecretFile(settingName('passwordFile'), file).replace(/\r?\n$/, '');
-    if (value === '') throw new ConfigError(settingName('passwordFile'), `file ${file} is empty`);
-    return new Secret(value);
+    const setting = settingName('passwordFile');
+    return { file, password: passwordFromFile(setting, file, readSecretFile(setting, file)) };
   }
   if (inline === '') throw new ConfigError(both, 'one of them is required');
-  return new Secret(inline);
+  return { file: undefined, password: new Secret(inline) };
 }
 
 function loadPrivateKey(settings: Settings): { file: string; key: Config['privateKey'] } {
   const file = settings.required('privateKeyFile');
   const setting = settingName('privateKeyFile');
-  const pem = readSecretFile(setting, file);
-  try {
-    return { file, key: parsePrivateKey(pem) };
-  } catch (err) {
-    throw new ConfigError(setting, `${file}: ${(err as Error).message}`);
-  }
+  return { file, key: privateKeyFromFile(setting, file, readSecretFile(setting, file)) };
 }
 
-function loadCa(settings: Settings): { pem: string | undefined } {
+function loadCa(settings: Settings): { file: string | undefined; pem: string | undefined } {
   const file = settings.path('upstream.caFile');
-  if (file === '') return { pem: undefined };
-  const pem = readSecretFile(settingName('upstream.caFile'), file);
-  if (!pem.includes('-----BEGIN CERTIFICATE-----')) {
-    throw new ConfigError(settingName('upstream.caFile'), `${file} holds no PEM certificate`);
-  }
-  return { pem };
+  if (file === '') return { file: undefined, pem: undefined };
+  const setting = settingName('upstream.caFile');
+  return { file, pem: caFromFile(setting, file, readSecretFile(setting, file)) };
 }
 
 /** Comma-separated in the environment (empty items dropped), a list in the file. */
@@ -272,9 +262,10 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     base,
     environment,
     username,
-    password,
+    password: password.password,
     privateKey: key.key,
     privateKeyFile: key.file,
+    secretFiles: { password: password.file, upstreamCa: ca.file, pollIntervalMs: schema.get('secretPollIntervalMs') },
     listen: { ...schema.get('listen'), host },
     admin: { ...schema.get('admin'), host: adminHost },
     upstream: {

@@ -176,6 +176,12 @@ export function buildSchema(env: NodeJS.ProcessEnv) {
           env: 'SIDECAR_CLOCK_SKEW_MAX_CORRECTION_SECONDS',
         },
       },
+      secretPollIntervalMs: {
+        doc: 'How often the secret files (private key, password, upstream CA) are read for a rotated content; a valid new content is used from the next request or login.',
+        format: positiveInt,
+        default: 1000,
+        env: 'SIDECAR_SECRET_POLL_INTERVAL_MS',
+      },
       token: {
         refreshTokenField: {
           doc: 'Body field that carries the refresh token in the refresh grant (not in the spec; OAuth 2.0 name).',

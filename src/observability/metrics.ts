@@ -16,6 +16,7 @@ const UNLINTABLE_DEFAULT_METRICS = [
 export type TokenGrant = 'password' | 'refresh_token';
 export type TokenCallOutcome = 'success' | 'rejected' | 'error';
 export type RetryReason = 'token_rejected' | 'connect_failed';
+export type ConfigReloadOutcome = 'success' | 'error';
 
 /** State the sidecar already keeps, exported as gauges at scrape time. */
 export interface LiveState {
@@ -86,6 +87,14 @@ export class SidecarMetrics {
     help: 'Measured gateway clock offsets beyond the largest correction allowed, not applied.',
     registers: [this.registry],
   });
+  private readonly configReloads = new Counter({
+    name: METRICS.configReloads,
+    help: 'Secret files read again after a change (or SIGHUP), by setting and outcome (error: the old value stays in use).',
+    labelNames: ['setting', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  private readonly build: Gauge<'version' | 'environment' | 'key_fingerprint'>;
+  private readonly info: BuildInfo;
   private live: LiveState = { isReady: () => false, inFlight: () => 0 };
   // Both are read from the live state at scrape time: they can never lag behind what /readyz and the server
   // see, and the hot path pays nothing to keep them.
@@ -108,13 +117,14 @@ export class SidecarMetrics {
     // have _total suffix") and which misleads rate(). The same numbers are sum() of the labelled gauges
     // (nodejs_active_handles{type} etc.), so nothing is lost by dropping them.
     for (const name of UNLINTABLE_DEFAULT_METRICS) this.registry.removeSingleMetric(METRIC_PREFIX + name);
-    const build = new Gauge({
+    this.info = info;
+    this.build = new Gauge({
       name: METRICS.buildInfo,
-      help: 'Build and key identity (the public key fingerprint, never the key).',
+      help: 'Build and key identity (the public key fingerprint in use, never the key).',
       labelNames: ['version', 'environment', 'key_fingerprint'] as const,
       registers: [this.registry],
     });
-    build.set({ version: info.version, environment: info.environment, key_fingerprint: info.keyFingerprint }, 1);
+    this.signingKey(info.keyFingerprint);
     // Created at zero so that rate() and alerts work before the first error happens.
     for (const code of GATEWAY_ERROR_CODES) this.gatewayErrors.inc({ code }, 0);
     for (const grant of ['password', 'refresh_token'] as const) {
@@ -135,6 +145,26 @@ export class SidecarMetrics {
       'sidecar.internal',
     ];
     for (const route of routes) for (const code of alerted) this.requests.inc({ route, status_class: '5xx', code }, 0);
+  }
+
+  /** Creates the reload series of the watched settings at zero, so that the alert sees the first error. */
+  initConfigReloads(settings: readonly string[]): void {
+    for (const setting of settings) {
+      for (const outcome of ['success', 'error'] as const) this.configReloads.inc({ setting, outcome }, 0);
+    }
+  }
+
+  configReload(setting: string, outcome: ConfigReloadOutcome): void {
+    this.configReloads.inc({ setting, outcome });
+  }
+
+  /** The key in use: build_info keeps one series, so /metrics never shows the fingerprint of a retired key. */
+  signingKey(keyFingerprint: string): void {
+    this.build.reset();
+    this.build.set(
+      { version: this.info.version, environment: this.info.environment, key_fingerprint: keyFingerprint },
+      1,
+    );
   }
 
   requestDone(route: string, status: number, code: string, seconds: number): void {

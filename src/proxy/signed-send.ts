@@ -8,20 +8,18 @@ import { signingString, unixTimestamp } from '../signing/signing-string.js';
 import { backoffDelayMs, sleep } from '../token/backoff.js';
 import type { TokenManager } from '../token/token-manager.js';
 import { errorCode, type Forwarder, type SendOutcome, type UpstreamResponse } from '../upstream/forwarder.js';
+import type { ClockCorrection } from '../signing/clock-correction.js';
 import type { AnswerCheck } from './answer-correlation.js';
 import { errorLabel, gatewayCode, isTokenRejection } from './gateway-answer.js';
-
-const DATE_RESOLUTION_MS = 1000;
 
 export interface SignedSendDeps {
   readonly base: BaseAddress;
   readonly signer: Signer;
   readonly tokens: Pick<TokenManager, 'usableToken' | 'token' | 'tokenAfterRejection'>;
   readonly forwarder: Pick<Forwarder, 'send'>;
-  readonly metrics: Pick<
-    SidecarMetrics,
-    'signed' | 'gatewayRoundTrip' | 'gatewayError' | 'clockSkew' | 'retry' | 'answerMismatch'
-  >;
+  /** Signing time and its re-measurement (SIDECAR_CLOCK_SKEW_CORRECTION); the forwarder measures every answer. */
+  readonly clock: Pick<ClockCorrection, 'timestampMs' | 'remeasure'>;
+  readonly metrics: Pick<SidecarMetrics, 'signed' | 'gatewayRoundTrip' | 'gatewayError' | 'retry' | 'answerMismatch'>;
   readonly connectRetryDeadlineMs: number;
   readonly now?: () => number;
 }
@@ -80,7 +78,7 @@ export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): 
   let tokenRetried = false;
   let connectFailures = 0;
   for (;;) {
-    const { outcome, signed } = await attempt(deps, request, token.accessToken.reveal(), now());
+    const { outcome, signed } = await attempt(deps, request, token.accessToken.reveal(), deps.clock.timestampMs(now()));
     if (outcome.kind === 'not_sent') {
       const delay = backoffDelayMs(connectFailures++, 100, 2_000);
       // A refused, unresolvable or timed-out connection may heal; a certificate the sidecar does not trust
@@ -98,7 +96,9 @@ export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): 
     }
     const { response } = outcome;
     const code = gatewayCode(response);
-    observeAnswer(deps.metrics, response, code, now());
+    const label = errorLabel(response.status, code);
+    if (label) deps.metrics.gatewayError(label);
+    if (code !== undefined && TIMESTAMP_REFUSALS.has(code)) deps.clock.remeasure(response.headers.date, now());
     const answered: SendResult = { kind: 'answered', response, gatewayCode: code, attempts, signed };
     if (!isTokenRejection(response, code) || tokenRetried) return answered;
     tokenRetried = true;
@@ -147,18 +147,5 @@ async function attempt(
   return { outcome, signed: { fullUrl, timestamp, nonce } };
 }
 
-function observeAnswer(
-  metrics: SignedSendDeps['metrics'],
-  response: UpstreamResponse,
-  code: string | undefined,
-  nowMs: number,
-): void {
-  const label = errorLabel(response.status, code);
-  if (label) metrics.gatewayError(label);
-  const date = response.headers.date;
-  const gatewayMs = typeof date === 'string' ? Date.parse(date) : Number.NaN;
-  // The Date header is truncated to the second, so the gateway's clock read somewhere in [date, date + 1 s):
-  // the midpoint makes the estimate unbiased (error +/- 0.5 s, enough to spot the skews of seconds that break
-  // the timestamp window). Without it the gauge would show about -0.5 s against a perfectly synced gateway.
-  if (!Number.isNaN(gatewayMs)) metrics.clockSkew((gatewayMs + DATE_RESOLUTION_MS / 2 - nowMs) / 1000);
-}
+/** Spec 7's timestamp refusals: the gateway's clock moved away from what the correction assumed. */
+const TIMESTAMP_REFUSALS = new Set(['signature.timestamp.expired', 'signature.timestamp.future']);

@@ -5,20 +5,35 @@ export interface Signer {
   sign(signingString: string): Promise<string>;
 }
 
+/** A Signer whose key can be replaced while requests are being signed (secret rotation). */
+export interface SwappableSigner extends Signer {
+  /** The key the next signature uses; a signature already started finishes with the key it started with. */
+  replaceKey(privateKey: KeyObject): void;
+  currentKey(): KeyObject;
+}
+
 /**
  * Signs on libuv's thread pool (the callback form of crypto.sign), so an RSA operation of ~0.2 ms never blocks
  * the event loop that serves other requests. The key is a parsed KeyObject: no PEM parsing per request.
- * The signer holds no per-request state, so one instance is shared safely by concurrent requests.
+ * The signer holds no per-request state, so one instance is shared safely by concurrent requests. The key is read
+ * once, synchronously, when a signature starts: replaceKey() is atomic for the requests that follow and never
+ * changes the key under a signature in progress.
  */
-export function createSigner(privateKey: KeyObject): Signer {
+export function createSigner(privateKey: KeyObject): SwappableSigner {
+  let key = privateKey;
   return {
+    replaceKey(next: KeyObject): void {
+      key = next;
+    },
+    currentKey: () => key,
     sign(signingString: string): Promise<string> {
+      const signingKey = key;
       return new Promise((resolve, reject) => {
         // RSA keys default to PKCS#1 v1.5 padding; it is stated anyway because PSS would fail verification.
         sign(
           'sha256',
           Buffer.from(signingString, 'utf8'),
-          { key: privateKey, padding: constants.RSA_PKCS1_PADDING },
+          { key: signingKey, padding: constants.RSA_PKCS1_PADDING },
           (err, signature) => {
             if (err) reject(err);
             else resolve(signature.toString('base64'));

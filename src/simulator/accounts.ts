@@ -25,8 +25,15 @@ export interface SimulatorAccountInput {
 
 export interface Account {
   readonly username: string;
-  readonly publicKey: KeyObject;
+  /** Bits of the first public key the account was loaded with. */
   readonly keyBits: number;
+  /**
+   * The public keys a signature may verify with: one normally, two during a key rotation (the vendor uploads the
+   * new key, the client switches to it, the old key is withdrawn).
+   */
+  publicKeys(): readonly KeyObject[];
+  /** Replaces the account's public keys (each checked as at load); throws AccountConfigError and keeps the old. */
+  setPublicKeys(pems: readonly string[]): void;
   readonly allowIps: readonly string[];
   readonly allowList: IpAllowList;
   readonly webhookUrl: string | undefined;
@@ -70,10 +77,15 @@ function loadAccount(input: SimulatorAccountInput, index: number): Account {
   const webhookUrl = input.webhookUrl === undefined || input.webhookUrl === '' ? undefined : input.webhookUrl;
   if (webhookUrl !== undefined) checkWebhookUrl(webhookUrl, fail);
   const passwordDigest = sha256(input.password);
+  let publicKeys: readonly KeyObject[] = [key];
   return {
     username: input.username,
-    publicKey: key,
     keyBits: bits,
+    publicKeys: () => publicKeys,
+    setPublicKeys: (pems) => {
+      if (pems.length === 0) fail('at least one public key is required');
+      publicKeys = pems.map((pem) => parsePublicKey(pem, fail).key);
+    },
     allowIps: [...allowIps],
     allowList,
     webhookUrl,

@@ -1,6 +1,7 @@
 // The control API under /_sim/: the levers a test or a vendor pulls (complete a transaction, shift the clock,
 // inject faults, read the postback log). It is a backdoor, so it answers loopback clients only.
 import type { IncomingMessage } from 'node:http';
+import { AccountConfigError } from './accounts.js';
 import { rfc3339 } from './clock.js';
 import { SimError, badRequest } from './errors.js';
 import { parseJsonObject, readBody, requireJsonContentType } from './http-io.js';
@@ -38,6 +39,7 @@ const ROUTES: readonly ControlRoute[] = [
   { method: 'POST', pattern: /^faults$/, handler: addFault },
   { method: 'DELETE', pattern: /^faults$/, handler: clearFaults },
   { method: 'GET', pattern: /^postbacks$/, handler: listPostbacks },
+  { method: 'PUT', pattern: /^accounts\/([^/]+)\/public-keys$/, handler: setPublicKeys },
 ];
 
 export async function handleControl(ctx: SimContext, req: IncomingMessage, path: string): Promise<ControlResult> {
@@ -134,6 +136,25 @@ async function addFault(ctx: SimContext, req: IncomingMessage): Promise<ControlR
 function clearFaults(ctx: SimContext): ControlResult {
   ctx.faults.clear();
   return ok({ faults: [] });
+}
+
+/** A key rotation as the vendor does it: `{"public_keys_pem": [old, new]}`, later `[new]`. */
+async function setPublicKeys(ctx: SimContext, req: IncomingMessage, param: string): Promise<ControlResult> {
+  const username = decodeURIComponent(param);
+  const account = ctx.accounts.get(username);
+  if (account === undefined) throw new SimError(404, 'sim.account.not_found', `no account ${username}`);
+  const { public_keys_pem: pems } = await jsonBody(ctx, req);
+  if (!Array.isArray(pems) || !pems.every((pem): pem is string => typeof pem === 'string')) {
+    throw badRequest('sim.public_keys.invalid', 'send {"public_keys_pem": ["-----BEGIN PUBLIC KEY-----..."]}');
+  }
+  try {
+    account.setPublicKeys(pems);
+  } catch (err) {
+    if (err instanceof AccountConfigError) throw badRequest('sim.public_keys.invalid', err.message);
+    throw err;
+  }
+  ctx.logger.info({ event: 'sim.public_keys', account: username, count: pems.length }, 'public keys replaced');
+  return ok({ account: username, public_keys: pems.length });
 }
 
 function listPostbacks(ctx: SimContext): ControlResult {

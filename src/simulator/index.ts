@@ -7,7 +7,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { promisify } from 'node:util';
-import { loadAccounts } from './accounts.js';
+import { AccountConfigError, loadAccounts } from './accounts.js';
 import type { Account } from './accounts.js';
 import { parsePublicBase } from './canonical-url.js';
 import { createClock } from './clock.js';
@@ -64,6 +64,8 @@ export interface RunningSimulator {
   /** Completes a PENDING transaction and starts its postback; rejects for unknown or final transactions. */
   complete(id: string, status: FinalStatus): Promise<SimTransaction>;
   postbacks(): PostbackAttempt[];
+  /** Replaces an account's public keys (a key rotation: both keys, then the new one); throws for a bad key. */
+  setPublicKeys(username: string, publicKeyPems: readonly string[]): void;
   close(): Promise<void>;
 }
 
@@ -103,6 +105,11 @@ export async function startSimulator(options: SimulatorOptions): Promise<Running
     transactions: () => ctx.transactions.list().map(transactionJson),
     complete: (id, status) => Promise.resolve().then(() => transactionJson(ctx.transactions.complete(id, status))),
     postbacks: () => ctx.postbacks.attempts(),
+    setPublicKeys: (username, pems) => {
+      const account = accounts.get(username);
+      if (account === undefined) throw new AccountConfigError(`no account ${username}`);
+      account.setPublicKeys(pems);
+    },
     close: () => shutdown(server, ctx, closing),
   };
 }

@@ -161,11 +161,13 @@ async function checkSignature(
 ): Promise<void> {
   const fullUrl = signedUrlFor(ctx.base(), req.url ?? '/');
   const signingString = buildSigningString({ method: req.method ?? 'POST', fullUrl, ...headers, data });
-  if (await verifySignature(account.publicKey, signingString, headers.signature)) return;
+  for (const publicKey of account.publicKeys()) {
+    if (await verifySignature(publicKey, signingString, headers.signature)) return;
+  }
   // The URL goes into the message: a wrong base address (environment mismatch) is the commonest cause.
   throw signatureError(
     'signature.verify.failed',
-    `signature does not verify with the account's public key; the server signed URL is ${fullUrl}`,
+    `signature does not verify with the account's public key(s); the server signed URL is ${fullUrl}`,
     { signedUrl: fullUrl, signingStringSha256: signingStringDigest(signingString) },
   );
 }

@@ -19,7 +19,11 @@ export interface TokenClient {
 export interface TokenClientOptions {
   readonly base: BaseAddress;
   readonly username: string;
-  readonly password: Secret;
+  /**
+   * Read at each password grant, never before: a rotated SIDECAR_PASSWORD_FILE is used at the next login, and
+   * nothing logs in because a password changed (a login revokes the tokens of every replica of the account).
+   */
+  readonly password: () => Secret;
   /** Name of the body field carrying the refresh token (not in the spec; default "refresh_token"). */
   readonly refreshTokenField: string;
   readonly now: () => number;
@@ -38,7 +42,7 @@ export function createTokenClient(forwarder: Forwarder, options: TokenClientOpti
     return interpret(outcome.response, options.now());
   };
   return {
-    passwordGrant: () => post(passwordGrant(options.username, options.password)),
+    passwordGrant: () => post(passwordGrant(options.username, options.password())),
     refreshGrant: (refreshToken) =>
       post({ grant_type: 'refresh_token', [options.refreshTokenField]: refreshToken.reveal() }),
   };

@@ -19,6 +19,8 @@ interface Waiter {
  */
 export class ConnectionLender {
   private readonly clients = new Set<Client>();
+  /** Clients made before the last renew(): lent ones are closed when returned instead of kept. */
+  private readonly retired = new WeakSet<Client>();
   /** Most recently returned last: the next request takes the connection that has just answered. */
   private readonly idle: Client[] = [];
   private readonly waiting: Waiter[] = [];
@@ -50,7 +52,8 @@ export class ConnectionLender {
 
   /** `healthy: false` destroys the connection; a new one is made when next needed. */
   release(client: Client, healthy: boolean): void {
-    if (healthy && this.clients.has(client)) this.idle.push(client);
+    if (healthy && this.clients.has(client) && !this.retired.has(client)) this.idle.push(client);
+    else if (healthy && this.retired.has(client)) this.retire(client);
     else this.discard(client);
     const waiter = this.waiting.shift();
     if (waiter !== undefined) {
@@ -58,6 +61,15 @@ export class ConnectionLender {
       waiter.resolve({ kind: 'lent', client: this.freeClient() as Client });
     }
     this.settleDrain();
+  }
+
+  /**
+   * Connections made from now on use the current connection settings (a rotated CA): idle ones are closed now,
+   * lent ones when their request is done. No request in flight is cut.
+   */
+  renew(): void {
+    for (const client of this.clients) this.retired.add(client);
+    for (const client of this.idle.splice(0)) this.retire(client);
   }
 
   /** Refuses new requests and resolves once every lent and waiting one is done; then closes the connections. */
@@ -91,6 +103,12 @@ export class ConnectionLender {
   private discard(client: Client): void {
     this.clients.delete(client);
     void client.destroy().catch(() => undefined);
+  }
+
+  /** Closes a healthy connection gracefully (nothing is in flight on it). */
+  private retire(client: Client): void {
+    this.clients.delete(client);
+    void client.close().catch(() => undefined);
   }
 
   private settleDrain(): void {

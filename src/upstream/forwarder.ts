@@ -18,14 +18,24 @@ import { trustedCas } from './trusted-cas.js';
 export type { Forwarder, ForwarderOptions, SendOutcome, UpstreamRequest, UpstreamResponse } from './outcome.js';
 export { errorCode, UpstreamError, upstreamErrors } from './outcome.js';
 
+/** A Forwarder whose trusted CA bundle can be replaced (SIDECAR_UPSTREAM_CA_FILE rotation). */
+export interface RotatableForwarder extends Forwarder {
+  /**
+   * New connections trust `ca` (plus the system roots); idle connections are closed at once and busy ones when
+   * their request is done, so no request in flight is cut and none is sent over a connection of the old trust.
+   */
+  replaceCa(ca: string | undefined): void;
+}
+
 /**
  * The one HTTP client to the gateway: undici, one connection per Client, to the one configured origin (nothing
  * else is reachable through it). undici parses every answer; the sidecar decides only what the money-safe retry
  * rules need: whether a failure came before any byte left, and whether an answer belongs to its request.
  */
-export function createForwarder(base: BaseAddress, options: ForwarderOptions): Forwarder {
+export function createForwarder(base: BaseAddress, options: ForwarderOptions): RotatableForwarder {
   const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
-  const lender = new ConnectionLender(options.connections, options.connectTimeoutMs, () => newClient(base, options));
+  let current = options;
+  const lender = new ConnectionLender(options.connections, options.connectTimeoutMs, () => newClient(base, current));
 
   const send = async (request: UpstreamRequest): Promise<SendOutcome> => {
     const lease = await lender.acquire();
@@ -38,7 +48,11 @@ export function createForwarder(base: BaseAddress, options: ForwarderOptions): F
     lender.release(lease.client, mismatch === undefined);
     return outcome;
   };
-  return { send, close: () => lender.close(), destroy: () => lender.destroy() };
+  const replaceCa = (ca: string | undefined): void => {
+    current = { ...current, ca };
+    lender.renew();
+  };
+  return { send, close: () => lender.close(), destroy: () => lender.destroy(), replaceCa };
 }
 
 function newClient(base: BaseAddress, options: ForwarderOptions): Client {

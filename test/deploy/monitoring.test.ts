@@ -21,6 +21,7 @@ export const RUNBOOK_ANCHORS = [
   'runbook-sidecar-not-ready',
   'runbook-gateway-latency',
   'runbook-answer-mismatches',
+  'runbook-config-reload-failures',
 ] as const;
 /** Labels that Prometheus (PodMonitor relabelling) adds to every scraped series. */
 const TARGET_LABELS = new Set(['namespace', 'pod', 'container', 'job', 'instance', 'endpoint']);
@@ -84,6 +85,7 @@ describe('PrometheusRule', () => {
           v
             .replaceAll('{{ $labels.namespace }}', 'payments')
             .replaceAll('{{ $labels.pod }}', 'p-1')
+            .replaceAll('{{ $labels.setting }}', 'private_key')
             .replaceAll('{{ $value | humanize }}', value),
         ]),
       );
@@ -98,6 +100,8 @@ describe('PrometheusRule', () => {
       ],
     });
     const quiet = (alertname: string) => ({ eval_time: '10m', alertname, exp_alerts: [] });
+    // The reload alert keeps the setting label (which file was refused).
+    const reloadAlertLabels = { severity: 'warning', namespace: 'payments', pod: 'p-1', setting: 'private_key' };
     const tests = [
       {
         // One outcome_unknown after a quiet start: the zero-created series makes increase() see it.
@@ -142,6 +146,47 @@ describe('PrometheusRule', () => {
           firing('SigningSidecarAccessTokenExpiring', '', '10m', 'critical'),
           quiet('SigningSidecarNotReady'),
         ],
+      },
+      {
+        // One rotated key file refused (half-written): the series exists at zero from the start, so it fires.
+        interval: '1m',
+        input_series: [
+          {
+            series: `signing_sidecar_config_reloads_total{${pod}, setting="private_key", outcome="error"}`,
+            values: '0x5 1x10',
+          },
+          {
+            series: `signing_sidecar_config_reloads_total{${pod}, setting="private_key", outcome="success"}`,
+            values: '0x15',
+          },
+        ],
+        alert_rule_test: [
+          {
+            eval_time: '10m',
+            alertname: 'SigningSidecarConfigReloadFailed',
+            exp_alerts: [
+              {
+                exp_labels: reloadAlertLabels,
+                exp_annotations: annotations('SigningSidecarConfigReloadFailed', '1'),
+              },
+            ],
+          },
+        ],
+      },
+      {
+        // Successful rotations only: quiet.
+        interval: '1m',
+        input_series: [
+          {
+            series: `signing_sidecar_config_reloads_total{${pod}, setting="private_key", outcome="success"}`,
+            values: '0x5 1x10',
+          },
+          {
+            series: `signing_sidecar_config_reloads_total{${pod}, setting="private_key", outcome="error"}`,
+            values: '0x15',
+          },
+        ],
+        alert_rule_test: [quiet('SigningSidecarConfigReloadFailed')],
       },
       {
         // Not serving (stuck draining) for more than 5 minutes.

@@ -183,10 +183,10 @@ async function run(row: Row): Promise<{ result: SendResult; sent: UpstreamReques
       signed: noop,
       gatewayRoundTrip: noop,
       gatewayError: noop,
-      clockSkew: noop,
       retry: noop,
       answerMismatch: noop,
     },
+    clock: { timestampMs: (localMs) => localMs, remeasure: noop },
     connectRetryDeadlineMs: 5_000,
   };
   const envelope = { data: 'e30=', json: '{"data":"e30="}' };

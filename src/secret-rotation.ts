@@ -1,0 +1,128 @@
+// Secret rotation (issue 19): what each watched file's new content replaces, and how a reload is logged and
+// counted. The watching itself is config/secret-watch.ts; this file connects it to the signer, the token client's
+// password and the forwarder's trusted CAs.
+import type { Config } from './config/config.js';
+import { settingName } from './config/schema.js';
+import type { Secret } from './config/secret.js';
+import { caFromFile, passwordFromFile, privateKeyFromFile } from './config/secret-files.js';
+import {
+  SecretWatcher,
+  type ReloadReport,
+  type ReloadTrigger,
+  type WatchedFile,
+  type WatchedSetting,
+} from './config/secret-watch.js';
+import type { Logger } from './observability/log.js';
+import type { SidecarMetrics } from './observability/metrics.js';
+import { publicKeyFingerprint } from './signing/keys.js';
+import type { SwappableSigner } from './signing/signer.js';
+import type { RotatableForwarder } from './upstream/forwarder.js';
+
+/** The password the next login uses: read by the token client at each password grant, never sooner. */
+export class PasswordHolder {
+  constructor(private value: Secret) {}
+
+  current(): Secret {
+    return this.value;
+  }
+
+  replace(value: Secret): void {
+    this.value = value;
+  }
+}
+
+export interface RotationTargets {
+  readonly signer: SwappableSigner;
+  readonly password: PasswordHolder;
+  readonly forwarder: RotatableForwarder;
+}
+
+const MESSAGES: Readonly<Record<WatchedSetting, string>> = {
+  private_key: 'signing key rotated: the next signature uses the new key',
+  password: 'password rotated: the next login uses it (no login now: a login revokes the tokens of every replica)',
+  upstream_ca: 'upstream CA rotated: new connections to the gateway trust it; idle ones were closed',
+};
+
+/** The files this configuration watches: the private key always, the password and the CA when set as files. */
+function watchedFiles(config: Config, targets: RotationTargets, onKey: (fingerprint: string) => void): WatchedFile[] {
+  const keySetting = settingName('privateKeyFile');
+  const files: WatchedFile[] = [
+    {
+      name: 'private_key',
+      setting: keySetting,
+      file: config.privateKeyFile,
+      load: (text) => {
+        const key = privateKeyFromFile(keySetting, config.privateKeyFile, text);
+        return () => {
+          targets.signer.replaceKey(key);
+          onKey(publicKeyFingerprint(key));
+        };
+      },
+    },
+  ];
+  const passwordFile = config.secretFiles.password;
+  if (passwordFile !== undefined) {
+    const setting = settingName('passwordFile');
+    files.push({
+      name: 'password',
+      setting,
+      file: passwordFile,
+      load: (text) => {
+        const password = passwordFromFile(setting, passwordFile, text);
+        return () => targets.password.replace(password);
+      },
+    });
+  }
+  const caFile = config.secretFiles.upstreamCa;
+  if (caFile !== undefined) {
+    const setting = settingName('upstream.caFile');
+    files.push({
+      name: 'upstream_ca',
+      setting,
+      file: caFile,
+      load: (text) => {
+        const ca = caFromFile(setting, caFile, text);
+        return () => targets.forwarder.replaceCa(ca);
+      },
+    });
+  }
+  return files;
+}
+
+/**
+ * A watcher (not yet started) over the configuration's secret files: each valid change is installed, logged and
+ * counted; each refused one is logged at error level naming the setting (never the content) and counted.
+ */
+export function createSecretRotation(
+  config: Config,
+  targets: RotationTargets,
+  metrics: SidecarMetrics,
+  log: Logger,
+): SecretWatcher {
+  let fingerprint = publicKeyFingerprint(config.privateKey);
+  const onKey = (next: string): void => {
+    fingerprint = next;
+    metrics.signingKey(next);
+  };
+  const report = (report: ReloadReport, trigger: ReloadTrigger): void => {
+    const fields = { event: 'config.reload', setting: report.setting, trigger, outcome: report.outcome };
+    if (report.outcome === 'unchanged') {
+      log.info(fields, 'secret file unchanged');
+      return;
+    }
+    metrics.configReload(report.name, report.outcome);
+    if (report.outcome === 'error') {
+      log.error({ ...fields, reason: report.reason }, 'secret file refused: the value in use stays');
+    } else if (report.name === 'private_key') {
+      log.info({ ...fields, keyFingerprint: fingerprint }, MESSAGES.private_key);
+    } else {
+      log.info(fields, MESSAGES[report.name]);
+    }
+  };
+  const watcher = new SecretWatcher(watchedFiles(config, targets, onKey), {
+    intervalMs: config.secretFiles.pollIntervalMs,
+    report,
+  });
+  metrics.initConfigReloads(watcher.settings);
+  return watcher;
+}
