@@ -51,6 +51,7 @@ function watchedFiles(config: Config, targets: RotationTargets, onKey: (fingerpr
       name: 'private_key',
       setting: keySetting,
       file: config.privateKeyFile,
+      loadedDigest: config.secretFiles.loadedDigests[config.privateKeyFile],
       load: (text) => {
         const key = privateKeyFromFile(keySetting, config.privateKeyFile, text);
         return () => {
@@ -67,6 +68,7 @@ function watchedFiles(config: Config, targets: RotationTargets, onKey: (fingerpr
       name: 'password',
       setting,
       file: passwordFile,
+      loadedDigest: config.secretFiles.loadedDigests[passwordFile],
       load: (text) => {
         const password = passwordFromFile(setting, passwordFile, text);
         return () => targets.password.replace(password);
@@ -80,6 +82,7 @@ function watchedFiles(config: Config, targets: RotationTargets, onKey: (fingerpr
       name: 'upstream_ca',
       setting,
       file: caFile,
+      loadedDigest: config.secretFiles.loadedDigests[caFile],
       load: (text) => {
         const ca = caFromFile(setting, caFile, text);
         return () => targets.forwarder.replaceCa(ca);

@@ -28,6 +28,8 @@ export interface Config {
     readonly password: string | undefined;
     readonly upstreamCa: string | undefined;
     readonly pollIntervalMs: number;
+    /** contentDigest of each secret file's content as loaded, by path: the watcher's starting point. */
+    readonly loadedDigests: Readonly<Record<string, string>>;
   };
   readonly listen: { readonly host: string; readonly port: number; readonly allowNonLoopback: boolean };
   readonly admin: { readonly host: string; readonly port: number; readonly readinessRequiresToken: boolean };

@@ -8,7 +8,7 @@ import type { Config, ConfigWarning, Environment, LogLevel } from './config.js';
 import { checkListenHost, unresolvableHosts, type HostKey } from './listen-host.js';
 import { buildSchema, envVarOf, settingName, type ConfigSchema } from './schema.js';
 import { Secret } from './secret.js';
-import { caFromFile, passwordFromFile, privateKeyFromFile } from './secret-files.js';
+import { caFromFile, contentDigest, passwordFromFile, privateKeyFromFile } from './secret-files.js';
 
 convict.addParser([
   { extension: 'json', parse: JSON.parse },
@@ -152,7 +152,7 @@ function environmentOf(settings: Settings): Environment {
   return environment;
 }
 
-function loadPassword(settings: Settings): { file: string | undefined; password: Secret } {
+function loadPassword(settings: Settings): { file: string | undefined; password: Secret; digest: string | undefined } {
   const file = settings.path('passwordFile');
   const inline = settings.schema.get('password');
   const both = `${settingName('passwordFile')} / ${settingName('password')}`;
@@ -160,23 +160,34 @@ function loadPassword(settings: Settings): { file: string | undefined; password:
   if (file !== '' && inline !== '') throw new ConfigError(both, 'both are set; set only one (prefer the file)');
   if (file !== '') {
     const setting = settingName('passwordFile');
-    return { file, password: passwordFromFile(setting, file, readSecretFile(setting, file)) };
+    const text = readSecretFile(setting, file);
+    return { file, password: passwordFromFile(setting, file, text), digest: contentDigest(text) };
   }
   if (inline === '') throw new ConfigError(both, 'one of them is required');
-  return { file: undefined, password: new Secret(inline) };
+  return { file: undefined, password: new Secret(inline), digest: undefined };
 }
 
-function loadPrivateKey(settings: Settings): { file: string; key: Config['privateKey'] } {
+function loadPrivateKey(settings: Settings): { file: string; key: Config['privateKey']; digest: string } {
   const file = settings.required('privateKeyFile');
   const setting = settingName('privateKeyFile');
-  return { file, key: privateKeyFromFile(setting, file, readSecretFile(setting, file)) };
+  const text = readSecretFile(setting, file);
+  return { file, key: privateKeyFromFile(setting, file, text), digest: contentDigest(text) };
 }
 
-function loadCa(settings: Settings): { file: string | undefined; pem: string | undefined } {
+function loadCa(settings: Settings): { file: string | undefined; pem: string | undefined; digest: string | undefined } {
   const file = settings.path('upstream.caFile');
-  if (file === '') return { file: undefined, pem: undefined };
+  if (file === '') return { file: undefined, pem: undefined, digest: undefined };
   const setting = settingName('upstream.caFile');
-  return { file, pem: caFromFile(setting, file, readSecretFile(setting, file)) };
+  const text = readSecretFile(setting, file);
+  return { file, pem: caFromFile(setting, file, text), digest: contentDigest(text) };
+}
+
+function loadedDigests(
+  loaded: ReadonlyArray<{ file: string | undefined; digest: string | undefined }>,
+): Record<string, string> {
+  const digests: Record<string, string> = {};
+  for (const { file, digest } of loaded) if (file !== undefined && digest !== undefined) digests[file] = digest;
+  return digests;
 }
 
 /** Comma-separated in the environment (empty items dropped), a list in the file. */
@@ -265,7 +276,12 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     password: password.password,
     privateKey: key.key,
     privateKeyFile: key.file,
-    secretFiles: { password: password.file, upstreamCa: ca.file, pollIntervalMs: schema.get('secretPollIntervalMs') },
+    secretFiles: {
+      password: password.file,
+      upstreamCa: ca.file,
+      pollIntervalMs: schema.get('secretPollIntervalMs'),
+      loadedDigests: loadedDigests([key, password, ca]),
+    },
     listen: { ...schema.get('listen'), host },
     admin: { ...schema.get('admin'), host: adminHost },
     upstream: {

@@ -1,7 +1,7 @@
 // The checks a secret file's content passes, at start (load.ts) and at every reload (secret-watch.ts): one
 // function per file, so a rotated file is judged exactly as the one the sidecar started with. Reasons never
 // quote the content.
-import type { KeyObject } from 'node:crypto';
+import { createHash, type KeyObject } from 'node:crypto';
 import { ConfigError } from '../errors.js';
 import { parsePrivateKey } from './private-key.js';
 import { Secret } from './secret.js';
@@ -26,4 +26,9 @@ export function privateKeyFromFile(setting: string, file: string, pem: string): 
 export function caFromFile(setting: string, file: string, pem: string): string {
   if (!pem.includes('-----BEGIN CERTIFICATE-----')) throw new ConfigError(setting, `${file} holds no PEM certificate`);
   return pem;
+}
+
+/** What identifies a secret file's content, at start and at every reload, without keeping the content. */
+export function contentDigest(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
 }

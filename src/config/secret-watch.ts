@@ -5,9 +5,9 @@
 // timestamped folder and renaming a `..data` symlink over the old one, so the file the sidecar was given
 // (`key.pem -> ..data/key.pem`) is never written, and an inotify watch on it sees nothing (or loses its inode).
 // Reading the path every second follows every kind of replacement: the symlink swap, an editor's rename, `cp`.
-import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { ConfigError } from '../errors.js';
+import { contentDigest } from './secret-files.js';
 
 /** The metric label of each watched file (signing_sidecar_config_reloads_total{setting}). */
 export type WatchedSetting = 'private_key' | 'password' | 'upstream_ca';
@@ -17,6 +17,8 @@ export interface WatchedFile {
   /** How logs name it: `ENV_VAR (file.key)`. */
   readonly setting: string;
   readonly file: string;
+  /** contentDigest of the content loaded with the configuration; read afresh at start when absent. */
+  readonly loadedDigest?: string | undefined;
   /** Validates a content and returns what installs it; throws a ConfigError whose reason never quotes it. */
   load(text: string): () => void;
 }
@@ -64,10 +66,13 @@ export class SecretWatcher {
     return this.files.map((file) => file.name);
   }
 
-  /** Records the content in use (as loaded at start) and starts polling. */
+  /** Records the content in use (as loaded with the configuration) and starts polling. */
   async start(): Promise<void> {
     for (const file of this.files) {
-      this.state.set(file.name, { applied: await digestOf(file.file), reported: undefined, previous: undefined });
+      // The content the sidecar started with, as loaded with its configuration: a file that changed since then
+      // is a change, picked up by the first poll.
+      const applied = file.loadedDigest ?? (await digestOf(file.file));
+      this.state.set(file.name, { applied, reported: undefined, previous: undefined });
     }
     const tick = (): void => {
       void this.pass('poll').finally(() => {
@@ -106,7 +111,7 @@ export class SecretWatcher {
     if (state === undefined) return undefined;
     const { name, setting } = file;
     const read = await readText(file.file);
-    const digest = read.ok ? sha256(read.text) : `error:${read.code}`;
+    const digest = read.ok ? contentDigest(read.text) : `error:${read.code}`;
     const previous = state.previous;
     state.previous = digest;
     if (digest === state.applied) {
@@ -144,11 +149,7 @@ async function readText(path: string): Promise<ReadResult> {
 
 async function digestOf(path: string): Promise<string> {
   const read = await readText(path);
-  return read.ok ? sha256(read.text) : `error:${read.code}`;
-}
-
-function sha256(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('hex');
+  return read.ok ? contentDigest(read.text) : `error:${read.code}`;
 }
 
 /** The reason of a ConfigError without the setting it starts with (the log line names the setting on its own). */

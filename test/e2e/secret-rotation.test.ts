@@ -13,7 +13,9 @@ import { makeKeys, type TestKeys } from '../support/keys.js';
 import { RecordingGateway, TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
 import { scratchDir } from '../support/scratch.js';
 import { spawnSidecar } from '../support/spawned-sidecar.js';
-import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
+import { startSidecar } from '../../src/app.js';
+import { loadConfig } from '../../src/config/load.js';
+import { CapturedOutput, sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
 import { deposit, postJson } from '../support/sim-world.js';
 
 const POLL_MS = 250;
@@ -137,6 +139,24 @@ async function rotateUnderTraffic(world: KeyWorld, swap: () => Promise<void>): P
 }
 
 describe('secret rotation without a restart', () => {
+  it('a key file replaced between loading the configuration and start: the first poll picks it up', async () => {
+    const [oldKeys, newKeys] = await Promise.all([makeKeys(), makeKeys()]);
+    const gateway = await new RecordingGateway().start();
+    const config = loadConfig(await sidecarEnv(oldKeys, gateway.url, POLL_ENV));
+    await replaceFile(oldKeys.privateKeyFile, newKeys.privateKeyPem);
+    const logs = new CapturedOutput();
+    const sidecar = await startSidecar(config, { logDestination: logs });
+    const running: TestSidecar = { sidecar, logs, stop: () => sidecar.shutdown('test') };
+    after(async () => {
+      await running.stop();
+      await gateway.stop();
+    });
+    await waitFor('the new key in use', async () => {
+      const shown = fingerprints(await metricsText(running));
+      return shown.length === 1 && shown[0] === fingerprintOf(newKeys);
+    });
+  });
+
   it('a replaced private key is used for the next signatures: 0 failed requests, the gauge and a log line show it', async () => {
     const world = await startKeyWorld();
     after(() => world.stop());
