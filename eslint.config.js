@@ -4,18 +4,74 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 // The dependency direction (docs/architecture.md): each layer imports only from the layers before it.
-// errors -> config -> observability, signing -> upstream -> token -> proxy -> app, lifecycle, shutdown -> tools,
-// cli -> main. The simulator imports nothing of the sidecar: it is an independent verifier, so that a shared
-// mistake cannot make both sides agree.
+// errors -> config -> observability -> state -> signing -> upstream -> token -> idempotency -> proxy -> postback
+// -> app, lifecycle, shutdown -> tools, cli -> main. The simulator imports nothing of the sidecar: it is an
+// independent verifier, so that a shared mistake cannot make both sides agree.
 const LAYERS = {
-  errors: ['config', 'observability', 'signing', 'upstream', 'token', 'proxy', 'app', 'tools', 'cli', 'simulator'],
-  config: ['observability', 'signing', 'upstream', 'token', 'proxy', 'app', 'tools', 'cli', 'simulator'],
-  observability: ['signing', 'upstream', 'token', 'proxy', 'app', 'tools', 'cli', 'simulator'],
-  signing: ['upstream', 'token', 'proxy', 'app', 'tools', 'cli', 'simulator'],
-  upstream: ['token', 'proxy', 'app', 'tools', 'cli', 'simulator'],
-  token: ['proxy', 'app', 'tools', 'cli', 'simulator'],
-  proxy: ['app', 'tools', 'cli', 'simulator'],
-  simulator: ['errors', 'config', 'observability', 'signing', 'upstream', 'token', 'proxy', 'app', 'tools', 'cli'],
+  errors: [
+    'config',
+    'observability',
+    'state',
+    'signing',
+    'upstream',
+    'token',
+    'idempotency',
+    'proxy',
+    'postback',
+    'app',
+    'tools',
+    'cli',
+    'simulator',
+  ],
+  config: [
+    'observability',
+    'state',
+    'signing',
+    'upstream',
+    'token',
+    'idempotency',
+    'proxy',
+    'postback',
+    'app',
+    'tools',
+    'cli',
+    'simulator',
+  ],
+  observability: [
+    'state',
+    'signing',
+    'upstream',
+    'token',
+    'idempotency',
+    'proxy',
+    'postback',
+    'app',
+    'tools',
+    'cli',
+    'simulator',
+  ],
+  state: ['signing', 'upstream', 'token', 'idempotency', 'proxy', 'postback', 'app', 'tools', 'cli', 'simulator'],
+  signing: ['upstream', 'token', 'idempotency', 'proxy', 'postback', 'app', 'tools', 'cli', 'simulator'],
+  upstream: ['token', 'idempotency', 'proxy', 'postback', 'app', 'tools', 'cli', 'simulator'],
+  token: ['idempotency', 'proxy', 'postback', 'app', 'tools', 'cli', 'simulator'],
+  idempotency: ['proxy', 'postback', 'app', 'tools', 'cli', 'simulator'],
+  proxy: ['postback', 'app', 'tools', 'cli', 'simulator'],
+  postback: ['app', 'tools', 'cli', 'simulator'],
+  simulator: [
+    'errors',
+    'config',
+    'observability',
+    'state',
+    'signing',
+    'upstream',
+    'token',
+    'idempotency',
+    'proxy',
+    'postback',
+    'app',
+    'tools',
+    'cli',
+  ],
 };
 
 const MODULE_FILES = { errors: 'src/errors.ts', app: 'src/app.ts' };

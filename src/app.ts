@@ -17,6 +17,8 @@ import { createTokenClient } from './token/token-client.js';
 import { TokenManager } from './token/token-manager.js';
 import { createForwarder, type Forwarder } from './upstream/forwarder.js';
 import { createShutdown } from './shutdown.js';
+import { openStateStore } from './state/open-store.js';
+import type { StateStore } from './state/state-store.js';
 import { packageVersion } from './version.js';
 
 /**
@@ -46,6 +48,8 @@ export interface RunningSidecar {
   readonly adminUrl: string;
   readonly metrics: SidecarMetrics;
   readonly tokens: TokenManager;
+  /** The shared memory (token record, postback nonces, idempotency keys): in memory or on Redis. */
+  readonly store: StateStore;
   readonly log: Logger;
   isReady(): boolean;
   /** Reads the secret files now (SIGHUP), as their polling does; resolves with what happened to each. */
@@ -70,6 +74,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     keyFingerprint: fingerprint,
   });
   metrics.initRoutes(config.signedRoutes);
+  const store = await openStateStore(config);
   const clock = new ClockCorrection(config.clock, metrics);
   const upstream = createForwarder(config.base, config.upstream);
   const forwarder = measuringGatewayClock(upstream, clock, Date.now);
@@ -111,6 +116,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     tracker,
     tokens,
     forwarder,
+    store,
     log,
     drainDelayMs: config.shutdown.drainDelayMs,
     maxDelayMs: config.shutdown.maxDelayMs,
@@ -149,7 +155,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   );
   void stopped.then(() => secrets.stop());
   const reload = () => secrets.reloadNow();
-  return { proxyUrl, adminUrl, metrics, tokens, log, isReady, reload, shutdown, stopped };
+  return { proxyUrl, adminUrl, metrics, tokens, store, log, isReady, reload, shutdown, stopped };
 }
 
 function createTokenManager(

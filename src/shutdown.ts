@@ -2,6 +2,7 @@ import type { Server } from 'node:http';
 import { sidecarErrors } from './errors.js';
 import { closeServer, type ConnectionTracker } from './lifecycle.js';
 import type { Logger } from './observability/log.js';
+import type { StateStore } from './state/state-store.js';
 import { sleep } from './token/backoff.js';
 import type { TokenManager } from './token/token-manager.js';
 import type { Forwarder } from './upstream/forwarder.js';
@@ -12,6 +13,7 @@ export interface ShutdownParts {
   readonly tracker: ConnectionTracker;
   readonly tokens: TokenManager;
   readonly forwarder: Forwarder;
+  readonly store: StateStore;
   readonly log: Logger;
   readonly drainDelayMs: number;
   readonly maxDelayMs: number;
@@ -69,6 +71,8 @@ async function stop(parts: ShutdownParts, reason: string): Promise<void> {
   await closing;
   parts.tokens.stop();
   await (drained ? parts.forwarder.close() : parts.forwarder.destroy());
+  // Last: every request that could still write to the store (an idempotency record, a postback) has finished.
+  await parts.store.close();
   const admin = parts.admin();
   await closeServer(admin);
   admin.closeAllConnections();

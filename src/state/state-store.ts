@@ -1,0 +1,45 @@
+/**
+ * The sidecar's shared memory: the token record and its lock, the postback receiver's nonces and delivered
+ * digests, the idempotency keys. One small interface, two implementations: in memory for one pod
+ * (memory-store.ts), Redis for a fleet of replicas (redis-store.ts). Both pass the same contract suite
+ * (test/state/store-contract.ts).
+ *
+ * Keys are short names chosen by the caller (`postback:nonce:<nonce>`); the store scopes them (Redis: the key
+ * prefix and the account's hash tag), so two accounts or two products on one Redis never meet. Values are opaque
+ * strings (callers store JSON). Every key has a TTL: nothing lives forever.
+ *
+ * Every method either answers within the store's command timeout or rejects with StateStoreUnavailableError.
+ * What an unavailable store means is the caller's decision (the token falls back to its own copy, an idempotent
+ * request is refused rather than sent unprotected, a postback is answered 503 so the gateway redelivers).
+ */
+export interface StateStore {
+  readonly kind: 'memory' | 'redis';
+  get(key: string): Promise<string | undefined>;
+  /** Stores `value` only when the key holds nothing (SET NX PX); true when it was stored. */
+  setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean>;
+  /**
+   * Replaces the value only when the key holds exactly `expected` (undefined: holds nothing), in one atomic step;
+   * true when replaced. The TTL is set anew.
+   */
+  compareAndSet(key: string, expected: string | undefined, value: string, ttlMs: number): Promise<boolean>;
+  /** Deletes the key only when it holds exactly `expected` (a lock released by its owner only); true when deleted. */
+  compareAndDelete(key: string, expected: string): Promise<boolean>;
+  /** Tells every replica's subscribers of `channel` (this one's included). Best effort: a missed message is fine. */
+  publish(channel: string, message: string): Promise<void>;
+  /** Calls `listener` for every message published on `channel` from now on; returns the unsubscribe function. */
+  subscribe(channel: string, listener: (message: string) => void): Promise<() => Promise<void>>;
+  /** True while the store answers (always, in memory). */
+  isAvailable(): boolean;
+  /** Called when the store becomes unavailable or available again. */
+  onAvailabilityChange(listener: (available: boolean) => void): void;
+  close(): Promise<void>;
+}
+
+/** The store could not answer within its command timeout (down, slow, refused): nothing is known of the key. */
+export class StateStoreUnavailableError extends Error {
+  override readonly name = 'StateStoreUnavailableError';
+
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
