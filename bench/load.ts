@@ -84,7 +84,8 @@ export async function openLoop(
   let errors = 0;
   const send = async (due: number): Promise<void> => {
     try {
-      const res = await pool.request({ method: 'POST', path: ROUTE, headers: target.headers, body: target.body });
+      const headers = target.perRequest ? { ...target.headers, ...target.perRequest() } : target.headers;
+      const res = await pool.request({ method: 'POST', path: ROUTE, headers, body: target.body });
       await res.body.dump();
       if (res.statusCode < 200 || res.statusCode > 299) errors++;
     } catch {

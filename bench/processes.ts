@@ -33,9 +33,15 @@ export function startNode(args: readonly string[], env: NodeJS.ProcessEnv, timeo
       if (url === undefined) return;
       clearTimeout(timer);
       child.off('exit', onExit);
-      resolve({ pid: child.pid ?? 0, url, stop: () => stop(child) });
+      resolve(adopt(child, url));
     });
   });
+}
+
+/** A started child (`url` is where it listens), stopped with the others by stopAll and at exit. */
+export function adopt(child: ChildProcess, url: string): Child {
+  running.add(child);
+  return { pid: child.pid ?? 0, url, stop: () => stop(child) };
 }
 
 /** SIGTERM, then SIGKILL if the child is still there after `graceMs`. */

@@ -1,6 +1,6 @@
 // What the bench runs, each its own process on 127.0.0.1 port 0: the gateway stand-in, the sidecar (the built
 // dist/) and the floor proxy; the last two share a throwaway 2048-bit key and password file in a temp dir.
-import { generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { generateKeyPairSync, randomUUID, type KeyObject } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,6 +28,8 @@ export interface Target {
   readonly url: string;
   readonly headers: Record<string, string>;
   readonly body: string;
+  /** Headers of one request only (a fresh Idempotency-Key each), merged over `headers`. */
+  readonly perRequest?: () => Record<string, string>;
 }
 
 export interface Workspace {
@@ -63,9 +65,14 @@ process.stdin.once('end', () => process.exit(1)).resume();
 while (!sidecar.tokens.hasValidToken()) await new Promise((resolve) => setTimeout(resolve, 20));
 console.log(JSON.stringify({ url: sidecar.proxyUrl }));`;
 
-export function startSidecar(ws: Workspace, gatewayUrl: string): Promise<Child> {
+/** `redisUrl`: the sidecar keeps its shared state there (SIDECAR_STATE_STORE=redis) instead of in memory. */
+export function startSidecar(ws: Workspace, gatewayUrl: string, redisUrl?: string): Promise<Child> {
   if (!existsSync(join(DIST, 'app.js'))) throw new Error('dist/ is missing: run "npm run build" first');
-  return startNode([...SHIPPED_FLAGS, '--input-type=module', '--eval', SIDECAR_PROGRAM], sidecarEnv(ws, gatewayUrl));
+  const store = redisUrl ? { SIDECAR_STATE_STORE: 'redis', SIDECAR_REDIS_URL: redisUrl } : {};
+  return startNode([...SHIPPED_FLAGS, '--input-type=module', '--eval', SIDECAR_PROGRAM], {
+    ...sidecarEnv(ws, gatewayUrl),
+    ...store,
+  });
 }
 
 /** bench/floor-proxy.ts, with the sidecar's settings and node flags. */
@@ -93,11 +100,12 @@ function sidecarEnv(ws: Workspace, gatewayUrl: string): NodeJS.ProcessEnv {
   };
 }
 
-/** What an internal service sends the sidecar: the plain payload. */
-export const sidecarTarget = (url: string): Target => ({
+/** What an internal service sends the sidecar: the plain payload; with `idempotent`, a fresh Idempotency-Key each. */
+export const sidecarTarget = (url: string, idempotent = false): Target => ({
   url,
   headers: { 'content-type': 'application/json' },
   body: PAYLOAD,
+  ...(idempotent ? { perRequest: () => ({ 'idempotency-key': randomUUID() }) } : {}),
 });
 
 /**

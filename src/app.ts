@@ -15,8 +15,11 @@ import { createSecretRotation, PasswordHolder } from './secret-rotation.js';
 import type { ReloadReport } from './config/secret-watch.js';
 import { createTokenClient } from './token/token-client.js';
 import { TokenManager } from './token/token-manager.js';
+import { fleetTokenFor, type FleetToken } from './token/fleet-token.js';
 import { createForwarder, type Forwarder } from './upstream/forwarder.js';
 import { createShutdown } from './shutdown.js';
+import { createPostbackReceiver } from './postback/receiver.js';
+import { keeperFromConfig } from './idempotency/from-config.js';
 import { openStateStore } from './state/open-store.js';
 import type { StateStore } from './state/state-store.js';
 import { packageVersion } from './version.js';
@@ -39,13 +42,17 @@ const EGRESS_MAX_CONNECTIONS = 1_024;
 export interface SidecarDeps {
   /** Where JSON log lines go (stdout by default); tests capture every byte here. */
   readonly logDestination?: DestinationStream;
-  /** Shifts the clock used for X-Timestamp (tests of the timestamp window). */
+  /** Shifts the wall clock used for X-Timestamp and idempotency deadlines (tests of the timestamp window). */
   readonly now?: () => number;
+  /** Wraps the state store the settings open (tests: a store that becomes unavailable on demand). */
+  readonly wrapStore?: (store: StateStore) => StateStore;
 }
 
 export interface RunningSidecar {
   readonly proxyUrl: string;
   readonly adminUrl: string;
+  /** The postback receiver's listener (docs/postbacks.md); undefined when SIDECAR_POSTBACK_FORWARD_URL is not set. */
+  readonly postbackUrl: string | undefined;
   readonly metrics: SidecarMetrics;
   readonly tokens: TokenManager;
   /** The shared memory (token record, postback nonces, idempotency keys): in memory or on Redis. */
@@ -74,14 +81,23 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     keyFingerprint: fingerprint,
   });
   metrics.initRoutes(config.signedRoutes);
-  const store = await openStateStore(config);
+  const opened = await openStateStore(config, { metrics: metrics.stateStore, log });
+  const store = deps.wrapStore ? deps.wrapStore(opened) : opened;
   const clock = new ClockCorrection(config.clock, metrics);
   const upstream = createForwarder(config.base, config.upstream);
   const forwarder = measuringGatewayClock(upstream, clock, Date.now);
   const password = new PasswordHolder(config.password);
-  const tokens = createTokenManager(config, password, forwarder, metrics, log, deps.now ?? Date.now);
+  const fleet = fleetTokenFor(store, clock, metrics, log, {
+    connectTimeoutMs: config.upstream.connectTimeoutMs,
+    now: deps.now ?? Date.now,
+  });
+  const tokens = createTokenManager(config, password, forwarder, metrics, log, deps.now ?? Date.now, fleet);
   const signer = createSigner(config.privateKey);
-  const secrets = createSecretRotation(config, { signer, password, forwarder: upstream }, metrics, log);
+  // Its own listener, connection cap and timeouts: readiness and the egress path do not depend on it.
+  const postbacks = config.postback
+    ? createPostbackReceiver(config.postback, { store, metrics: metrics.postbacks, log, nowMs: deps.now ?? Date.now })
+    : undefined;
+  const secrets = createSecretRotation(config, { signer, password, forwarder: upstream, postbacks }, metrics, log);
   const handleRequest = createProxyHandler({
     base: config.base,
     clock,
@@ -94,6 +110,10 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     maxBodyBytes: config.maxBodyBytes,
     answerCorrelationFields: config.upstream.answerCorrelationFields,
     connectRetryDeadlineMs: config.upstream.connectRetryDeadlineMs,
+    idempotency: {
+      keeper: keeperFromConfig(config, store, log, deps.now ?? Date.now),
+      required: config.idempotency.required,
+    },
     ...(deps.now ? { now: deps.now } : {}),
   });
   const tracker = new ConnectionTracker();
@@ -117,6 +137,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     tokens,
     forwarder,
     store,
+    postbacks,
     log,
     drainDelayMs: config.shutdown.drainDelayMs,
     maxDelayMs: config.shutdown.maxDelayMs,
@@ -140,6 +161,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   });
   const proxyUrl = await listen(proxy, config.listen.host, config.listen.port);
   const adminUrl = await listen(admin, config.admin.host, config.admin.port);
+  const postbackUrl = await postbacks?.start();
   tokens.start();
   await secrets.start();
   log.info(
@@ -147,6 +169,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
       event: 'start',
       proxyUrl,
       adminUrl,
+      postbackUrl,
       baseUrl: `${config.base.origin}${config.base.pathPrefix}`,
       environment: config.environment,
       keyFingerprint: fingerprint,
@@ -155,7 +178,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   );
   void stopped.then(() => secrets.stop());
   const reload = () => secrets.reloadNow();
-  return { proxyUrl, adminUrl, metrics, tokens, store, log, isReady, reload, shutdown, stopped };
+  return { proxyUrl, adminUrl, postbackUrl, metrics, tokens, store, log, isReady, reload, shutdown, stopped };
 }
 
 function createTokenManager(
@@ -165,6 +188,7 @@ function createTokenManager(
   metrics: SidecarMetrics,
   log: Logger,
   now: () => number,
+  fleet: FleetToken | undefined,
 ): TokenManager {
   const client = createTokenClient(forwarder, {
     base: config.base,
@@ -173,5 +197,6 @@ function createTokenManager(
     refreshTokenField: config.token.refreshTokenField,
     now,
   });
-  return new TokenManager(client, { ...config.token, backoffMaxMs: config.token.loginBackoffMaxMs }, metrics, log);
+  const options = { ...config.token, backoffMaxMs: config.token.loginBackoffMaxMs, ...(fleet ? { fleet } : {}) };
+  return new TokenManager(client, options, metrics, log);
 }

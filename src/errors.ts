@@ -13,6 +13,11 @@ export type SidecarErrorCode =
   | 'sidecar.upstream.unreachable'
   | 'sidecar.upstream.outcome_unknown'
   | 'sidecar.shutdown.draining'
+  | 'sidecar.idempotency.key_invalid'
+  | 'sidecar.idempotency.key_required'
+  | 'sidecar.idempotency.in_progress'
+  | 'sidecar.idempotency.key_reused'
+  | 'sidecar.idempotency.unavailable'
   | 'sidecar.internal';
 
 export interface SidecarErrorBody {
@@ -77,6 +82,39 @@ export const sidecarErrors = {
       503,
       'the sidecar is shutting down and did not send this request; send it again',
       true,
+    ),
+  // Idempotency keys (docs/idempotency.md). Nothing was sent for any of these; key_reused is still not retryable:
+  // the key already stands for another request, and sending this one again with it can never succeed.
+  idempotencyKeyInvalid: () =>
+    new SidecarError(
+      'sidecar.idempotency.key_invalid',
+      400,
+      'Idempotency-Key must be 1 to 255 visible ASCII characters',
+      true,
+    ),
+  idempotencyKeyRequired: () =>
+    new SidecarError('sidecar.idempotency.key_required', 428, 'this sidecar requires an Idempotency-Key header', true),
+  idempotencyInProgress: () =>
+    new SidecarError(
+      'sidecar.idempotency.in_progress',
+      409,
+      'a request with this Idempotency-Key is still in progress; retry shortly for its answer',
+      true,
+    ),
+  idempotencyKeyReused: () =>
+    new SidecarError(
+      'sidecar.idempotency.key_reused',
+      422,
+      'this Idempotency-Key was used for a different request (route, query or body); use a new key',
+      false,
+    ),
+  idempotencyUnavailable: (cause: unknown) =>
+    new SidecarError(
+      'sidecar.idempotency.unavailable',
+      503,
+      'the idempotency store is unreachable; the request was not sent unprotected: send it again shortly',
+      true,
+      { cause },
     ),
   internal: (cause: unknown) =>
     // Not retryable: an unexpected failure cannot prove the gateway saw nothing.

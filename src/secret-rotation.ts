@@ -1,7 +1,9 @@
 // Secret rotation (issue 19): what each watched file's new content replaces, and how a reload is logged and
 // counted. The watching itself is config/secret-watch.ts; this file connects it to the signer, the token client's
 // password and the forwarder's trusted CAs.
+import type { KeyObject } from 'node:crypto';
 import type { Config } from './config/config.js';
+import { postbackKeysFromFile } from './config/postback-settings.js';
 import { settingName } from './config/schema.js';
 import type { Secret } from './config/secret.js';
 import { caFromFile, passwordFromFile, privateKeyFromFile } from './config/secret-files.js';
@@ -35,12 +37,15 @@ export interface RotationTargets {
   readonly signer: SwappableSigner;
   readonly password: PasswordHolder;
   readonly forwarder: RotatableForwarder;
+  /** The postback receiver, when on with a key file (docs/postbacks.md). */
+  readonly postbacks?: { replaceKeys(keys: readonly KeyObject[]): void } | undefined;
 }
 
 const MESSAGES: Readonly<Record<WatchedSetting, string>> = {
   private_key: 'signing key rotated: the next signature uses the new key',
   password: 'password rotated: the next login uses it (no login now: a login revokes the tokens of every replica)',
   upstream_ca: 'upstream CA rotated: new connections to the gateway trust it; idle ones were closed',
+  postback_keys: "gateway's postback keys rotated: the next postback is verified with the keys now in the file",
 };
 
 /** The files this configuration watches: the private key always, the password and the CA when set as files. */
@@ -89,7 +94,27 @@ function watchedFiles(config: Config, targets: RotationTargets, onKey: (fingerpr
       },
     });
   }
+  const postbackKeys = postbackKeysFile(config, targets);
+  if (postbackKeys !== undefined) files.push(postbackKeys);
   return files;
+}
+
+/** The gateway's postback key file: a rotation adds the new key beside the old one, then removes the old one. */
+function postbackKeysFile(config: Config, targets: RotationTargets): WatchedFile | undefined {
+  const file = config.postback?.publicKeyFile;
+  const receiver = targets.postbacks;
+  if (file === undefined || receiver === undefined) return undefined;
+  const setting = settingName('postback.publicKeyFile');
+  return {
+    name: 'postback_keys',
+    setting,
+    file,
+    loadedDigest: config.secretFiles.loadedDigests[file],
+    load: (text) => {
+      const keys = postbackKeysFromFile(setting, file, text);
+      return () => receiver.replaceKeys(keys);
+    },
+  };
 }
 
 /**

@@ -2,6 +2,7 @@ import type { Server } from 'node:http';
 import { sidecarErrors } from './errors.js';
 import { closeServer, type ConnectionTracker } from './lifecycle.js';
 import type { Logger } from './observability/log.js';
+import type { PostbackReceiver } from './postback/receiver.js';
 import type { StateStore } from './state/state-store.js';
 import { sleep } from './token/backoff.js';
 import type { TokenManager } from './token/token-manager.js';
@@ -14,6 +15,8 @@ export interface ShutdownParts {
   readonly tokens: TokenManager;
   readonly forwarder: Forwarder;
   readonly store: StateStore;
+  /** The postback receiver, when on: closed alongside the egress listener, before the store. */
+  readonly postbacks: PostbackReceiver | undefined;
   readonly log: Logger;
   readonly drainDelayMs: number;
   readonly maxDelayMs: number;
@@ -56,6 +59,8 @@ async function stop(parts: ShutdownParts, reason: string): Promise<void> {
   );
   await sleep(parts.drainDelayMs);
   const closing = closeServer(proxy);
+  // Postbacks still in flight finish within the same delay; the rest are answered 503 and redelivered.
+  const closingPostbacks = parts.postbacks?.close(parts.maxDelayMs);
   const drained = await tracker.waitIdle(parts.maxDelayMs);
   // Out of time: every client still waiting gets one definitive answer before its connection goes. The request
   // may be at the gateway, so that answer is outcome_unknown (never retryable), not silence.
@@ -69,6 +74,7 @@ async function stop(parts: ShutdownParts, reason: string): Promise<void> {
   }
   proxy.closeAllConnections();
   await closing;
+  await closingPostbacks;
   parts.tokens.stop();
   await (drained ? parts.forwarder.close() : parts.forwarder.destroy());
   // Last: every request that could still write to the store (an idempotency record, a postback) has finished.

@@ -2,6 +2,8 @@ import type { Config } from '../config/config.js';
 import { collectConfig } from '../config/load.js';
 import { publicKeyFingerprint } from '../signing/keys.js';
 import { CheckReport } from '../tools/check-report.js';
+import { checkPostbacks } from '../tools/check-postbacks.js';
+import { checkStateStore } from '../tools/check-state-store.js';
 import { judgeSkew } from '../tools/clock-skew.js';
 import { keyPermissions } from '../tools/key-permissions.js';
 import { probeConnection } from '../tools/probe-connection.js';
@@ -14,8 +16,10 @@ const HELP = `${USAGE}
 
 Loads the same settings as \`serve\` (SIDECAR_* environment variables, SIDECAR_CONFIG_FILE) and checks, one
 line each: the config (every refused setting, one line each), the private key (size, fingerprint, file mode),
-the connection to the base URL (TCP and TLS), a password login, and this host's clock against the gateway's
-Date header.
+the connection to the base URL (TCP and TLS), a password login, this host's clock against the gateway's
+Date header and, when the postback receiver is on, its public URL, keys, sources and whether the forward URL
+can be reached (a connection only: no postback is sent), and with SIDECAR_STATE_STORE=redis, a PING to
+Redis within SIDECAR_REDIS_COMMAND_TIMEOUT_MS and a read of one key under the prefix.
 Marks: ✔ passed, ✘ failed, ! warning, - not checked. Never prints the password, tokens or key.
 
 The login is a real password login: it invalidates access tokens issued before it (spec 4.1), so a running
@@ -82,6 +86,8 @@ export const check: Command = async (argv, io) => {
   const perms = await keyPermissions(config.privateKeyFile);
   report.line(perms.mark, 'key file permissions', perms.detail);
   await checkGateway(config, report);
+  await checkPostbacks(config.postback, report);
+  await checkStateStore(config, report);
   report.line('-', 'not checked', NOT_CHECKED);
   io.stdout.write(report.failed ? 'result: FAILED\n' : 'result: ok\n');
   return report.failed ? EXIT.failed : EXIT.ok;

@@ -1,13 +1,12 @@
-import { createPublicKey, generateKeyPair, verify as rsaVerify } from 'node:crypto';
+import { generateKeyPair } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createTcpServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { startSidecar, type RunningSidecar } from '../app.js';
 import { loadConfig } from '../config/load.js';
-import { signingString } from '../signing/signing-string.js';
 import { startSimulator, type RunningSimulator } from '../simulator/index.js';
 import { parseCommandLine } from '../tools/usage.js';
 import { EXIT, type Command, type ExitCode } from './command.js';
@@ -16,7 +15,8 @@ const USAGE = `Usage: signing-sidecar demo
 
 Runs the whole request path on this machine and cleans up: makes a throwaway key pair, starts the gateway
 simulator (HTTPS, self-made CA) and the sidecar, sends a plain-JSON deposit and withdrawal through the sidecar
-as an internal service would, completes the deposit and shows the signed postback arriving. Exits 0 on success.
+as an internal service would, completes the deposit and follows its signed postback: simulator -> the sidecar's
+postback receiver (verifies it) -> a small internal webhook that prints the plain JSON. Exits 0 on success.
 `;
 
 const USERNAME = 'demo-vendor@example.com';
@@ -24,7 +24,8 @@ const POSTBACK_WAIT_MS = 15_000;
 
 interface Postback {
   readonly payload: Record<string, unknown>;
-  readonly verified: boolean;
+  /** X-Postback-Verified as the receiver set it. */
+  readonly verified: string;
 }
 
 export const demo: Command = async (argv, io) => {
@@ -45,6 +46,8 @@ async function run(dir: string, say: (line: string) => void, cleanup: Array<() =
   const keys = await makeKeyPair(dir);
   const webhook = await startWebhook();
   cleanup.push(() => closeServer(webhook.server));
+  // The URL registered with the gateway is the receiver's; it must be known before the simulator starts.
+  const receiverUrl = `http://127.0.0.1:${await freePort()}/gateway/postbacks`;
   say('2. starting the gateway simulator (HTTPS, signed postbacks on)');
   const sim = await startSimulator({
     tls: true,
@@ -53,15 +56,15 @@ async function run(dir: string, say: (line: string) => void, cleanup: Array<() =
         username: USERNAME,
         password: keys.password,
         publicKeyPem: keys.publicKeyPem,
-        webhookUrl: webhook.url,
+        webhookUrl: receiverUrl,
         signedPostbacks: true,
       },
     ],
   });
   cleanup.push(() => sim.close());
-  const sidecar = await startDemoSidecar(dir, sim);
+  const sidecar = await startDemoSidecar(dir, sim, { receiverUrl, forwardUrl: webhook.url });
   cleanup.push(() => sidecar.shutdown('demo finished'));
-  say(`3. sidecar ${sidecar.proxyUrl} -> gateway ${sim.baseUrl}, token obtained`);
+  say(`3. sidecar ${sidecar.proxyUrl} -> gateway ${sim.baseUrl}, token obtained; postbacks on ${receiverUrl}`);
 
   const deposit = await postJson(sidecar, '/api/v2/transaction/init', {
     amount: '100.50',
@@ -86,12 +89,12 @@ async function run(dir: string, say: (line: string) => void, cleanup: Array<() =
   }
   say(`   customer would be redirected to: ${link}`);
   await sim.complete(id, 'SUCCESS');
-  say(`6. completed ${id} as SUCCESS; waiting for the postback`);
-  const postback = await webhook.next(POSTBACK_WAIT_MS, sim.postbackPublicKeyPem);
+  say(`6. completed ${id} as SUCCESS; postback: simulator -> sidecar receiver (verifies) -> internal webhook`);
+  const postback = await webhook.next(POSTBACK_WAIT_MS);
   say(
-    `7. postback received: ${JSON.stringify(postback.payload)} (signature ${postback.verified ? 'verified' : 'NOT verified'})`,
+    `7. internal webhook got plain JSON (X-Postback-Verified: ${postback.verified}): ${JSON.stringify(postback.payload)}`,
   );
-  if (!postback.verified || postback.payload.status !== 'SUCCESS') return EXIT.failed;
+  if (postback.verified !== 'signature' || postback.payload.status !== 'SUCCESS') return EXIT.failed;
   say('demo complete: cleaning up');
   return EXIT.ok;
 }
@@ -108,9 +111,15 @@ async function makeKeyPair(dir: string) {
   return { publicKeyPem: publicKey, password };
 }
 
-async function startDemoSidecar(dir: string, sim: RunningSimulator): Promise<RunningSidecar> {
+async function startDemoSidecar(
+  dir: string,
+  sim: RunningSimulator,
+  postbacks: { receiverUrl: string; forwardUrl: string },
+): Promise<RunningSidecar> {
   const caFile = join(dir, 'gateway-ca.pem');
   await writeFile(caFile, sim.caPem ?? '');
+  const postbackKeyFile = join(dir, 'gateway-postback.pub.pem');
+  await writeFile(postbackKeyFile, sim.postbackPublicKeyPem);
   const config = loadConfig({
     SIDECAR_BASE_URL: sim.baseUrl,
     SIDECAR_ENVIRONMENT: 'staging',
@@ -122,6 +131,11 @@ async function startDemoSidecar(dir: string, sim: RunningSimulator): Promise<Run
     SIDECAR_ADMIN_HOST: '127.0.0.1',
     SIDECAR_ADMIN_PORT: '0',
     SIDECAR_SHUTDOWN_DRAIN_DELAY_MS: '0',
+    SIDECAR_POSTBACK_FORWARD_URL: postbacks.forwardUrl,
+    SIDECAR_POSTBACK_PUBLIC_URL: postbacks.receiverUrl,
+    SIDECAR_POSTBACK_PUBLIC_KEY_FILE: postbackKeyFile,
+    SIDECAR_POSTBACK_LISTEN_HOST: '127.0.0.1',
+    SIDECAR_POSTBACK_LISTEN_PORT: new URL(postbacks.receiverUrl).port,
     SIDECAR_LOG_LEVEL: 'silent',
   });
   const sidecar = await startSidecar(config);
@@ -142,57 +156,52 @@ async function postJson(sidecar: RunningSidecar, path: string, payload: Record<s
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
 
-/** A vendor's webhook: answers 200 and checks the postback signature with the simulator's public key. */
+/** The internal service's webhook: receives the verified plain JSON from the sidecar's receiver, answers 200. */
 async function startWebhook() {
-  type Delivery = { headers: IncomingMessage['headers']; body: string };
   // Deliveries that arrive before anyone waits are kept, so a fast postback is never lost.
-  const received: Delivery[] = [];
-  const waiting: Array<(delivery: Delivery) => void> = [];
+  const received: Postback[] = [];
+  const waiting: Array<(postback: Postback) => void> = [];
   const server = createServer((req, res) => {
     let body = '';
     req.setEncoding('utf8');
     req.on('data', (chunk: string) => (body += chunk));
     req.on('end', () => {
       res.writeHead(200).end();
-      const delivery = { headers: req.headers, body };
+      const postback = readPostback(req.headers, body);
       const waiter = waiting.shift();
-      if (waiter) waiter(delivery);
-      else received.push(delivery);
+      if (waiter) waiter(postback);
+      else received.push(postback);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/postbacks`;
-  const next = (timeoutMs: number, publicKeyPem: string) =>
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/internal/postbacks`;
+  const next = (timeoutMs: number) =>
     new Promise<Postback>((resolve, reject) => {
       const early = received.shift();
-      if (early) return resolve(readPostback(url, early.headers, early.body, publicKeyPem));
+      if (early) return resolve(early);
       const timer = setTimeout(() => reject(new Error('no postback arrived in time')), timeoutMs);
-      waiting.push(({ headers, body }) => {
+      waiting.push((postback) => {
         clearTimeout(timer);
-        resolve(readPostback(url, headers, body, publicKeyPem));
+        resolve(postback);
       });
     });
   return { server, url, next };
 }
 
-function readPostback(url: string, headers: IncomingMessage['headers'], body: string, publicKeyPem: string): Postback {
-  const data = (JSON.parse(body) as { data: string }).data;
-  const payload = JSON.parse(Buffer.from(data, 'base64').toString('utf8')) as Record<string, unknown>;
-  const header = (name: string) => String(headers[name] ?? '');
-  const text = signingString({
-    method: 'POST',
-    fullUrl: url,
-    timestamp: header('x-timestamp'),
-    nonce: header('x-nonce'),
-    data,
+function readPostback(headers: IncomingMessage['headers'], body: string): Postback {
+  return { payload: JSON.parse(body) as Record<string, unknown>, verified: String(headers['x-postback-verified']) };
+}
+
+/** A port free right now, for the receiver whose URL the simulator must know before either starts. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createTcpServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
   });
-  const verified = rsaVerify(
-    'sha256',
-    Buffer.from(text),
-    createPublicKey(publicKeyPem),
-    Buffer.from(header('x-signature'), 'base64'),
-  );
-  return { payload, verified };
 }
 
 function closeServer(server: Server): Promise<void> {

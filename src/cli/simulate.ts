@@ -39,6 +39,7 @@ Server:
   --access-ttl SECONDS      access token lifetime (default 900)
   --refresh-ttl SECONDS     refresh token lifetime (default 28800)
   --refresh-token-field NAME  field carrying the refresh token in the refresh grant (default refresh_token)
+  --login-revokes-refresh   a password login also revokes every earlier refresh token of the account
   --postback-delay MS       complete new transactions with SUCCESS after MS (default: only via /_sim/)
   --log-level LEVEL         pino level (default info)
   -h, --help                show this help
@@ -68,6 +69,7 @@ const OPTIONS = {
   'access-ttl': { type: 'string' },
   'refresh-ttl': { type: 'string' },
   'refresh-token-field': { type: 'string' },
+  'login-revokes-refresh': { type: 'boolean' },
   'postback-delay': { type: 'string' },
   'log-level': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
@@ -193,6 +195,7 @@ async function buildOptions(flags: Flags, io: CommandIo): Promise<SimulatorOptio
     // A given certificate is what clients trust directly when no separate CA is involved.
     tls: certPem !== undefined && keyPem !== undefined ? { certPem, keyPem, caPem: certPem } : flags.tls === true,
     refreshTokenField: flags['refresh-token-field'],
+    loginRevokesRefresh: flags['login-revokes-refresh'] === true,
     logger: createSimLogger(io.stdout, logLevel),
   };
 }

@@ -1,5 +1,7 @@
 import type { KeyObject } from 'node:crypto';
 import type { BaseAddress } from './base-url.js';
+import type { PostbackConfig } from './postback-settings.js';
+import type { StateConfig } from './state-settings.js';
 import type { Secret } from './secret.js';
 
 export type Environment = 'staging' | 'production';
@@ -54,6 +56,12 @@ export interface Config {
   };
   readonly clock: { readonly skewCorrection: boolean; readonly maxCorrectionSeconds: number };
   readonly shutdown: { readonly drainDelayMs: number; readonly maxDelayMs: number; readonly quitEndpoint: boolean };
+  /** Idempotency-Key handling (docs/idempotency.md). */
+  readonly idempotency: { readonly required: boolean; readonly ttlSeconds: number };
+  /** The postback receiver (docs/postbacks.md); undefined when SIDECAR_POSTBACK_FORWARD_URL is not set. */
+  readonly postback: PostbackConfig | undefined;
+  /** The shared state store (docs/fleet.md): memory, or Redis for a fleet. */
+  readonly state: StateConfig;
   readonly logLevel: LogLevel;
   /** Allowed but risky settings (a non-loopback listen host): the caller logs each one at start. */
   readonly warnings: readonly ConfigWarning[];

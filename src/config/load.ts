@@ -6,6 +6,8 @@ import { ConfigError } from '../errors.js';
 import { parseBaseAddress, type BaseAddress } from './base-url.js';
 import type { Config, ConfigWarning, Environment, LogLevel } from './config.js';
 import { checkListenHost, unresolvableHosts, type HostKey } from './listen-host.js';
+import { loadPostbackSettings } from './postback-settings.js';
+import { loadStateSettings } from './state-settings.js';
 import { buildSchema, envVarOf, settingName, type ConfigSchema } from './schema.js';
 import { Secret } from './secret.js';
 import { caFromFile, contentDigest, passwordFromFile, privateKeyFromFile } from './secret-files.js';
@@ -19,7 +21,13 @@ convict.addParser([
 export type ConfigResult =
   { readonly ok: true; readonly config: Config } | { readonly ok: false; readonly errors: readonly ConfigError[] };
 
-type PathKey = 'passwordFile' | 'privateKeyFile' | 'upstream.caFile';
+type PathKey =
+  | 'passwordFile'
+  | 'privateKeyFile'
+  | 'upstream.caFile'
+  | 'postback.publicKeyFile'
+  | 'state.redis.passwordFile'
+  | 'state.redis.caFile';
 
 /**
  * Parser messages quote the text around a syntax error, and a config file may hold the password: only the
@@ -217,6 +225,50 @@ function listenHost(settings: Settings, warnings: ConfigWarning[]): string {
   return host;
 }
 
+/** The receiver's group (postback-settings.ts): its config, undefined when off, or null when refused. */
+function postbackSettings(
+  settings: Settings,
+  environment: Environment | undefined,
+  refusals: Refusals,
+): Config['postback'] | null {
+  const invalid = [...settings.invalid].filter((key) => key.startsWith('postback.'));
+  if (invalid.length > 0) return null;
+  const { schema } = settings;
+  const otherPorts = (['listen.port', 'admin.port'] as const)
+    .filter((key) => !settings.invalid.has(key))
+    .map((key) => ({ key, port: schema.get(key) }))
+    .filter(({ port }) => port !== 0);
+  const raw = {
+    ...schema.get('postback'),
+    publicKeyFile: settings.path('postback.publicKeyFile'),
+    allowCidrs: textList(schema.get('postback.allowCidrs')),
+  };
+  const { config, errors } = loadPostbackSettings({ raw, environment, otherPorts, readFile: readSecretFile });
+  refusals.errors.push(...errors);
+  return errors.length > 0 ? null : config;
+}
+
+/** The shared state store's group (state-settings.ts): its config, or null when refused. */
+function stateSettings(
+  settings: Settings,
+  environment: Environment | undefined,
+  refusals: Refusals,
+): Config['state'] | null {
+  if ([...settings.invalid].some((key) => key.startsWith('state.'))) return null;
+  const raw = {
+    ...settings.schema.get('state'),
+    redis: {
+      ...settings.schema.get('state.redis'),
+      passwordFile: settings.path('state.redis.passwordFile'),
+      caFile: settings.path('state.redis.caFile'),
+    },
+  };
+  const { config, errors, warnings } = loadStateSettings({ raw, environment, readFile: readSecretFile });
+  refusals.errors.push(...errors);
+  refusals.warnings.push(...warnings);
+  return config ?? null;
+}
+
 interface Collected {
   /** Set only when nothing was refused. */
   readonly config: Config | undefined;
@@ -247,6 +299,8 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     }
   });
   const routes = refusals.check(['signedRoutes'], () => signedRoutes(settings));
+  const postback = postbackSettings(settings, environment, refusals);
+  const state = stateSettings(settings, environment, refusals);
   const host = refusals.check(['listen.host', 'listen.allowNonLoopback'], () =>
     listenHost(settings, refusals.warnings),
   );
@@ -265,7 +319,9 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     key === undefined ||
     ca === undefined ||
     routes === undefined ||
-    host === undefined
+    host === undefined ||
+    postback === null ||
+    state === null
   ) {
     return { config: undefined, errors, hosts };
   }
@@ -294,6 +350,9 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     token: schema.get('token'),
     clock: schema.get('clock'),
     shutdown: schema.get('shutdown'),
+    idempotency: schema.get('idempotency'),
+    postback,
+    state,
     logLevel: schema.get('logLevel') as LogLevel,
     warnings: refusals.warnings,
   };

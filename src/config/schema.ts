@@ -228,6 +228,151 @@ export function buildSchema(env: NodeJS.ProcessEnv) {
           env: 'SIDECAR_QUIT_ENDPOINT',
         },
       },
+      idempotency: {
+        required: {
+          doc: 'Refuse signed requests without an Idempotency-Key header (428 sidecar.idempotency.key_required).',
+          format: 'strict-boolean',
+          default: false,
+          env: 'SIDECAR_IDEMPOTENCY_REQUIRED',
+        },
+        ttlSeconds: {
+          doc: "How long an Idempotency-Key's answer is kept after it was recorded (docs/idempotency.md).",
+          format: positiveInt,
+          default: 86_400,
+          env: 'SIDECAR_IDEMPOTENCY_TTL_SECONDS',
+        },
+      },
+      // The postback receiver (docs/postbacks.md): off unless forwardUrl is set.
+      postback: {
+        forwardUrl: {
+          doc: 'Internal URL that receives verified postbacks as plain JSON (http or https); setting it turns the receiver on.',
+          format: String,
+          default: '',
+          env: 'SIDECAR_POSTBACK_FORWARD_URL',
+        },
+        listen: {
+          host: {
+            doc: "The receiver's own listener host (reached through the pod's Service/Ingress; never the egress listener).",
+            format: String,
+            default: '0.0.0.0',
+            env: 'SIDECAR_POSTBACK_LISTEN_HOST',
+          },
+          port: {
+            doc: "The receiver's port (0 picks a free one).",
+            format: 'port',
+            default: 8081,
+            env: 'SIDECAR_POSTBACK_LISTEN_PORT',
+          },
+        },
+        publicUrl: {
+          doc: 'The webhook URL exactly as registered with the gateway: the URL in the signing string; its path is the one route served.',
+          format: String,
+          default: '',
+          env: 'SIDECAR_POSTBACK_PUBLIC_URL',
+        },
+        publicKeyFile: {
+          doc: "The gateway's postback public key(s), PEM; several keys in one file during a rotation.",
+          format: String,
+          default: '',
+          env: 'SIDECAR_POSTBACK_PUBLIC_KEY_FILE',
+        },
+        acceptUnsigned: {
+          doc: 'Accept postbacks without signature headers (accounts without signed postbacks); requires allowCidrs.',
+          format: 'strict-boolean',
+          default: false,
+          env: 'SIDECAR_POSTBACK_ACCEPT_UNSIGNED',
+        },
+        allowCidrs: {
+          doc: 'Source addresses or CIDR ranges allowed to deliver (comma-separated), checked before anything else; empty: any.',
+          format: Array,
+          default: [],
+          env: 'SIDECAR_POSTBACK_ALLOW_CIDRS',
+        },
+        forwardTimeoutMs: {
+          doc: "Time allowed for the internal service's answer; past it the gateway gets 503 and redelivers.",
+          format: positiveInt,
+          default: 10_000,
+          env: 'SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS',
+        },
+        maxAgeSeconds: {
+          doc: 'A postback timestamp more than this far behind the local clock is refused (postback.timestamp.expired).',
+          format: positiveInt,
+          default: 60,
+          env: 'SIDECAR_POSTBACK_MAX_AGE_SECONDS',
+        },
+        maxFutureSeconds: {
+          doc: 'A postback timestamp more than this far ahead of the local clock is refused (postback.timestamp.future).',
+          format: nonNegativeInt,
+          default: 5,
+          env: 'SIDECAR_POSTBACK_MAX_FUTURE_SECONDS',
+        },
+        deliveredTtlSeconds: {
+          doc: "How long a delivered payload's SHA-256 is remembered: a redelivery within it gets 200 without a second forward.",
+          format: positiveInt,
+          default: 86_400,
+          env: 'SIDECAR_POSTBACK_DELIVERED_TTL_SECONDS',
+        },
+        maxConnections: {
+          doc: 'Most connections the receiver holds open at once; past it new ones are refused (slow or hostile senders).',
+          format: positiveInt,
+          default: 256,
+          env: 'SIDECAR_POSTBACK_MAX_CONNECTIONS',
+        },
+      },
+      // The shared state (docs/fleet.md): the token record, postback nonces, idempotency keys.
+      state: {
+        store: {
+          doc: 'memory (one pod) or redis (a fleet of replicas sharing one token, nonces and idempotency keys).',
+          format: ['memory', 'redis'],
+          default: 'memory',
+          env: 'SIDECAR_STATE_STORE',
+        },
+        memoryMaxEntries: {
+          doc: 'Most entries the memory store holds; past it the oldest go first (counted). Same value as DEFAULT_MEMORY_STORE_MAX_ENTRIES.',
+          format: positiveInt,
+          default: 200_000,
+          env: 'SIDECAR_STATE_MEMORY_MAX_ENTRIES',
+        },
+        redis: {
+          url: {
+            doc: 'redis://host:port[/db] or rediss:// (TLS); required for the redis store; no credentials in it.',
+            format: String,
+            default: '',
+            env: 'SIDECAR_REDIS_URL',
+            sensitive: true,
+          },
+          username: {
+            doc: 'Redis ACL user (with SIDECAR_REDIS_PASSWORD_FILE).',
+            format: String,
+            default: '',
+            env: 'SIDECAR_REDIS_USERNAME',
+          },
+          passwordFile: {
+            doc: 'File holding the Redis password (of the ACL user, or of the default user).',
+            format: String,
+            default: '',
+            env: 'SIDECAR_REDIS_PASSWORD_FILE',
+          },
+          caFile: {
+            doc: 'Extra CA bundle (PEM) trusted for rediss://, besides the system roots.',
+            format: String,
+            default: '',
+            env: 'SIDECAR_REDIS_CA_FILE',
+          },
+          keyPrefix: {
+            doc: "Prefix of every key and channel; each account's keys also share a hash tag (Redis Cluster).",
+            format: String,
+            default: 'signing-sidecar:',
+            env: 'SIDECAR_REDIS_KEY_PREFIX',
+          },
+          commandTimeoutMs: {
+            doc: 'The longest any Redis command may take; past it the store counts as unavailable for that call.',
+            format: positiveInt,
+            default: 100,
+            env: 'SIDECAR_REDIS_COMMAND_TIMEOUT_MS',
+          },
+        },
+      },
       logLevel: {
         doc: 'pino log level.',
         format: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],

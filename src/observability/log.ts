@@ -25,6 +25,8 @@ const REDACT_PATHS = [
   '*.data',
   'signature',
   '*.signature',
+  'headers["idempotency-key"]',
+  '*.headers["idempotency-key"]',
 ];
 
 /**

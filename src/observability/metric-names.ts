@@ -15,6 +15,20 @@ export const METRICS = {
   accessTokenExpiry: 'signing_sidecar_access_token_expiry_timestamp_seconds',
   /** gauge: Unix time (s) at which the current refresh token expires (0 when none). */
   refreshTokenExpiry: 'signing_sidecar_refresh_token_expiry_timestamp_seconds',
+  /** gauge: generation of the fleet's shared token record this replica uses (0: none; memory store: stays 0). */
+  tokenGeneration: 'signing_sidecar_token_generation',
+  /** histogram: time a replica waited for another replica's refresh or login (the token lock) instead of calling. */
+  tokenLockWaits: 'signing_sidecar_token_lock_wait_seconds',
+  /** counter: token records written by another replica and taken into use here, without a gateway call. */
+  tokenAdopted: 'signing_sidecar_token_adopted_total',
+  /** counter: the state store was away when a token was needed: this replica got its own (login or refresh). */
+  tokenStoreFallbacks: 'signing_sidecar_token_store_fallbacks_total',
+  /** gauge: 1 while the shared state store answers (always 1 for the memory store), 0 while Redis is away. */
+  stateStoreUp: 'signing_sidecar_state_store_up',
+  /** histogram{command, outcome}: one state store command (STATE_STORE_COMMANDS x STATE_STORE_OUTCOMES). */
+  stateStoreCommandDuration: 'signing_sidecar_state_store_command_duration_seconds',
+  /** counter: live entries the memory store dropped to stay within SIDECAR_STATE_MEMORY_MAX_ENTRIES. */
+  stateStoreEvictions: 'signing_sidecar_state_store_evictions_total',
   /** counter{reason}: resends; reason token_rejected|connect_failed. */
   retries: 'signing_sidecar_retries_total',
   /** histogram: time to compute one RSA signature. */
@@ -37,7 +51,55 @@ export const METRICS = {
   ready: 'signing_sidecar_ready',
   /** gauge: client requests in flight. */
   inFlight: 'signing_sidecar_in_flight_requests',
+  /** counter{outcome}: postbacks received by the receiver (POSTBACK_OUTCOMES), created at zero. */
+  postbacks: 'signing_sidecar_postbacks_total',
+  /** histogram: one forward of a verified postback to the internal service (answered, failed or timed out). */
+  postbackForwardDuration: 'signing_sidecar_postback_forward_duration_seconds',
+  /** counter{outcome}: signed requests by what their Idempotency-Key did (IDEMPOTENCY_OUTCOMES), created at zero. */
+  idempotency: 'signing_sidecar_idempotency_total',
 } as const;
+
+/**
+ * What a request's Idempotency-Key did: new (claimed, sent), replayed (stored answer), in_progress (409),
+ * key_reused (422), abandoned (a dead replica's in_progress record answered outcome_unknown), unavailable (503,
+ * store unreachable), key_invalid (400), key_required (428).
+ */
+export const IDEMPOTENCY_OUTCOMES = [
+  'new',
+  'replayed',
+  'in_progress',
+  'key_reused',
+  'abandoned',
+  'unavailable',
+  'key_invalid',
+  'key_required',
+] as const;
+export type IdempotencyOutcome = (typeof IDEMPOTENCY_OUTCOMES)[number];
+
+/**
+ * What became of a postback (docs/postbacks.md): forwarded (internal service answered 2xx), duplicate (delivered
+ * before: 200 without a forward), the refusals (signature_invalid, signature_missing, timestamp_expired,
+ * timestamp_future, source_forbidden, body_invalid, not_found, method_not_allowed, too_large) and the 503s that ask
+ * for a redelivery (forward_failed, in_flight, store_unavailable); error is an unexpected failure (500).
+ */
+export const POSTBACK_OUTCOMES = [
+  'forwarded',
+  'duplicate',
+  'signature_invalid',
+  'signature_missing',
+  'timestamp_expired',
+  'timestamp_future',
+  'source_forbidden',
+  'body_invalid',
+  'forward_failed',
+  'in_flight',
+  'store_unavailable',
+  'not_found',
+  'method_not_allowed',
+  'too_large',
+  'error',
+] as const;
+export type PostbackOutcome = (typeof POSTBACK_OUTCOMES)[number];
 
 /** Bounded label set for gateway error codes: anything else is counted as "other". */
 export const GATEWAY_ERROR_CODES = [

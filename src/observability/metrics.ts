@@ -1,5 +1,14 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { GATEWAY_ERROR_CODES, METRIC_PREFIX, METRICS, type GatewayErrorCode } from './metric-names.js';
+import {
+  GATEWAY_ERROR_CODES,
+  IDEMPOTENCY_OUTCOMES,
+  METRIC_PREFIX,
+  METRICS,
+  type GatewayErrorCode,
+  type IdempotencyOutcome,
+} from './metric-names.js';
+import { PostbackMetrics } from './postback-metrics.js';
+import { StateStoreMetrics } from './state-store-metrics.js';
 
 // Buckets from 100 µs to 10 s: an RSA signature is ~0.2 ms, a gateway round trip tens of milliseconds,
 // a stuck upstream seconds. Sub-millisecond resolution is what shows the sidecar's own cost.
@@ -33,6 +42,10 @@ export interface BuildInfo {
 /** Every metric of the public contract on the sidecar's own registry (never the global one). */
 export class SidecarMetrics {
   readonly registry = new Registry();
+  /** The postback receiver's counters and forward latency (postback-metrics.ts). */
+  readonly postbacks = new PostbackMetrics(this.registry);
+  /** The shared state store: up, command latency, memory evictions (state-store-metrics.ts). */
+  readonly stateStore = new StateStoreMetrics(this.registry);
   private readonly requests: Counter<'route' | 'status_class' | 'code'> = new Counter({
     name: METRICS.requests,
     help: 'Client requests answered, by route, status class and outcome code (ok, sidecar.* or gateway code).',
@@ -59,6 +72,27 @@ export class SidecarMetrics {
   });
   private readonly accessExpiry = this.gauge(METRICS.accessTokenExpiry, 'Unix time when the access token expires.');
   private readonly refreshExpiry = this.gauge(METRICS.refreshTokenExpiry, 'Unix time when the refresh token expires.');
+  private readonly generation = this.gauge(
+    METRICS.tokenGeneration,
+    "Generation of the fleet's shared token record in use here (0: none, or the memory store).",
+  );
+  // Without labels, exported at zero from the start.
+  private readonly lockWaits = new Histogram({
+    name: METRICS.tokenLockWaits,
+    help: "Time spent waiting for another replica's refresh or login instead of calling the token endpoint.",
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+  private readonly adopted = new Counter({
+    name: METRICS.tokenAdopted,
+    help: 'Token records written by another replica and taken into use without a call to the token endpoint.',
+    registers: [this.registry],
+  });
+  private readonly storeFallbacks = new Counter({
+    name: METRICS.tokenStoreFallbacks,
+    help: 'Tokens this replica fetched on its own because the state store was unavailable.',
+    registers: [this.registry],
+  });
   private readonly retries = new Counter({
     name: METRICS.retries,
     help: 'Requests sent again, by reason.',
@@ -91,6 +125,12 @@ export class SidecarMetrics {
     name: METRICS.configReloads,
     help: 'Secret files read again after a change (or SIGHUP), by setting and outcome (error: the old value stays in use).',
     labelNames: ['setting', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  private readonly idempotencyOutcomes = new Counter({
+    name: METRICS.idempotency,
+    help: 'Signed requests by what their Idempotency-Key did (new, replayed, in_progress, key_reused, abandoned, unavailable, key_invalid, key_required).',
+    labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
   private readonly build: Gauge<'version' | 'environment' | 'key_fingerprint'>;
@@ -131,6 +171,7 @@ export class SidecarMetrics {
       for (const outcome of ['success', 'rejected', 'error'] as const) this.tokenRequests.inc({ grant, outcome }, 0);
     }
     for (const reason of ['token_rejected', 'connect_failed'] as const) this.retries.inc({ reason }, 0);
+    for (const outcome of IDEMPOTENCY_OUTCOMES) this.idempotencyOutcomes.inc({ outcome }, 0);
   }
 
   /**
@@ -187,6 +228,26 @@ export class SidecarMetrics {
   tokenExpiries(accessExpiresAtMs: number, refreshExpiresAtMs: number): void {
     this.accessExpiry.set(accessExpiresAtMs / 1000);
     this.refreshExpiry.set(refreshExpiresAtMs / 1000);
+  }
+
+  idempotency(outcome: IdempotencyOutcome): void {
+    this.idempotencyOutcomes.inc({ outcome });
+  }
+
+  tokenGeneration(generation: number): void {
+    this.generation.set(generation);
+  }
+
+  tokenLockWait(seconds: number): void {
+    this.lockWaits.observe(seconds);
+  }
+
+  tokenAdopted(): void {
+    this.adopted.inc();
+  }
+
+  tokenStoreFallback(): void {
+    this.storeFallbacks.inc();
   }
 
   retry(reason: RetryReason): void {

@@ -8,6 +8,16 @@ import { isJsonContentType, readBody } from './body.js';
 import { wrapEnvelope } from './envelope.js';
 import { errorLabel } from './gateway-answer.js';
 import { forwardableRequestHeaders, forwardableResponseHeaders } from './headers.js';
+import {
+  claimIdempotencyKey,
+  keepError,
+  readIdempotencyKey,
+  settleIdempotencyKey,
+  type Admitted,
+  type IdempotencyDeps,
+  type Keep,
+  type RequestKey,
+} from './idempotent.js';
 import type { InboundExchange } from './inbound-exchange.js';
 import { logRequest, logVerifyFailure, type RequestOutcome } from './request-log.js';
 import { UNMATCHED_ROUTE, type RouteMatch } from './routes.js';
@@ -19,6 +29,7 @@ export interface HandlerDeps extends SignedSendDeps {
   readonly answerCorrelationFields: readonly string[];
   readonly log: Logger;
   readonly metrics: SidecarMetrics;
+  readonly idempotency: IdempotencyDeps;
 }
 
 /** Turns one client request into exactly one definitive answer: the gateway's, or a sidecar.* error. */
@@ -34,18 +45,23 @@ export function createProxyHandler(deps: HandlerDeps) {
 interface Handled {
   readonly outcome: RequestOutcome;
   readonly reply: () => void;
+  /** What the request's idempotency record keeps of this answer, if the request holds a key. */
+  readonly keep: Keep;
 }
 
 async function serve(deps: HandlerDeps, req: IncomingMessage, exchange: InboundExchange): Promise<void> {
   const started = performance.now();
   const match = deps.route(req.method ?? '', req.url ?? '/');
+  const key: RequestKey = {};
   let handled: Handled;
   try {
-    handled = await handle(deps, req, exchange, match);
+    handled = await handle(deps, req, exchange, match, key);
   } catch (err) {
     handled = fail(deps, req, exchange, asSidecarError(err));
   }
-  const outcome = exchange.finalOutcome(handled.outcome);
+  const outcome = { ...exchange.finalOutcome(handled.outcome), idempotencyKeySha256: key.key?.sha256 };
+  // Recorded before the answer leaves: a caller that retries the moment it has its answer finds it kept.
+  if (key.ticket !== undefined) await settleIdempotencyKey(deps.idempotency, key.ticket, handled.keep, outcome);
   const durationMs = performance.now() - started;
   const route = match.kind === 'not_found' ? UNMATCHED_ROUTE : match.route;
   try {
@@ -62,12 +78,20 @@ async function handle(
   req: IncomingMessage,
   exchange: InboundExchange,
   match: RouteMatch,
+  key: RequestKey,
 ): Promise<Handled> {
   if (match.kind === 'not_found') throw sidecarErrors.routeNotFound();
   if (match.kind === 'method_not_allowed') throw sidecarErrors.methodNotAllowed('POST');
   if (!isJsonContentType(req.headers['content-type'])) throw sidecarErrors.unsupportedMediaType();
+  const idempotencyKey = readIdempotencyKey(deps, req.headers);
+  if (idempotencyKey !== undefined) key.key = idempotencyKey;
   const payload = await readBody(req, deps.maxBodyBytes);
   const envelope = wrapEnvelope(payload);
+  if (idempotencyKey !== undefined) {
+    const claim = await claimIdempotencyKey(deps, idempotencyKey, match, payload, exchange.id);
+    if (claim.kind !== 'new') return replay(exchange, claim, payload);
+    key.ticket = claim.ticket;
+  }
   const headers = forwardableRequestHeaders(req.headers);
   headers['x-request-id'] = exchange.id;
   const checkAnswer = answerCorrelation(deps.answerCorrelationFields, envelope.payload);
@@ -79,14 +103,30 @@ async function handle(
     return {
       outcome: { status: error.status, code: error.code, attempts, causeCode: errorCode(error.cause), payload },
       reply: () => exchange.fail(error),
+      keep: keepError(error),
     };
   }
   const { response, gatewayCode, attempts } = result;
   if (gatewayCode === 'signature.verify.failed') logVerifyFailure(deps.log, exchange.id, result, envelope.data);
   const code = errorLabel(response.status, gatewayCode) ?? 'ok';
+  const answerHeaders = forwardableResponseHeaders(response.headers);
   return {
     outcome: { status: response.status, code, gatewayCode: gatewayCode?.slice(0, 100), attempts, payload },
-    reply: () => exchange.answer(response.status, forwardableResponseHeaders(response.headers), response.body, code),
+    // A copy of the headers: the exchange adds the request's own X-Request-Id to what it is given.
+    reply: () => exchange.answer(response.status, { ...answerHeaders }, response.body, code),
+    keep: { kind: 'store', answer: { status: response.status, headers: answerHeaders, body: response.body, code } },
+  };
+}
+
+/** The answer an earlier request with this key got (or outcome_unknown for one abandoned): nothing is sent. */
+function replay(exchange: InboundExchange, claim: Exclude<Admitted, { kind: 'new' }>, payload: Buffer): Handled {
+  const { answer } = claim;
+  const causeCode = claim.kind === 'abandoned' ? 'ERR_IDEMPOTENCY_ABANDONED' : undefined;
+  return {
+    outcome: { status: answer.status, code: answer.code, attempts: 0, causeCode, payload, replayed: true },
+    reply: () =>
+      exchange.answer(answer.status, { ...answer.headers, 'idempotent-replayed': 'true' }, answer.body, answer.code),
+    keep: { kind: 'store', answer },
   };
 }
 
@@ -97,9 +137,11 @@ function fail(deps: HandlerDeps, req: IncomingMessage, exchange: InboundExchange
   // A refused body may still be arriving: close the connection after answering rather than read it all.
   if (!req.complete) headers.connection = 'close';
   if (error.code === 'sidecar.method.not_allowed') headers.allow = 'POST';
+  if (error.code === 'sidecar.idempotency.in_progress') headers['retry-after'] = '1';
   return {
     outcome: { status: error.status, code: error.code, attempts: 0 },
     reply: () => exchange.fail(error, 'handler', headers),
+    keep: keepError(error),
   };
 }
 

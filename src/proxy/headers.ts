@@ -39,8 +39,12 @@ const INTERNAL_ONLY = [
   'via',
 ];
 
-const DROP_REQUEST = new Set([...HOP_BY_HOP, ...OWNED_BY_SIDECAR, ...INTERNAL_ONLY]);
-const DROP_RESPONSE = new Set([...HOP_BY_HOP, 'content-length']);
+// The sidecar's own idempotency protocol (docs/idempotency.md): the key is the caller's secret-ish handle, never
+// the gateway's business, and only the sidecar may say that an answer was replayed.
+const IDEMPOTENCY = ['idempotency-key'];
+
+const DROP_REQUEST = new Set([...HOP_BY_HOP, ...OWNED_BY_SIDECAR, ...INTERNAL_ONLY, ...IDEMPOTENCY]);
+const DROP_RESPONSE = new Set([...HOP_BY_HOP, 'content-length', 'idempotent-replayed']);
 
 const NO_NAMED_HEADERS: ReadonlySet<string> = new Set();
 

@@ -29,6 +29,10 @@ export interface RequestOutcome {
   readonly late?: { readonly status: number; readonly code: string } | undefined;
   /** false when the caller had closed its connection before the answer was written; absent when it was written. */
   readonly delivered?: false | undefined;
+  /** SHA-256 of the request's Idempotency-Key, when it had one (the key itself is never logged). */
+  readonly idempotencyKeySha256?: string | undefined;
+  /** true when the answer came from the idempotency record: nothing was sent for this request. */
+  readonly replayed?: true | undefined;
 }
 
 /**
@@ -63,6 +67,8 @@ export function logRequest(
       lateStatus: late?.status,
       lateCode: late?.code,
       delivered: outcome.delivered,
+      idempotencyKeySha256: outcome.idempotencyKeySha256,
+      replayed: outcome.replayed,
     },
     'request answered',
   );

@@ -25,6 +25,7 @@ import {
   DEFAULT_REFRESH_TOKEN_TTL_SECONDS,
   createTokenStore,
 } from './token-store.js';
+import type { GrantCounts } from './token-store.js';
 import { createTransactionStore, transactionJson } from './transactions.js';
 import { MAX_BODY_BYTES } from './http-io.js';
 import type { PublicBase } from './canonical-url.js';
@@ -41,6 +42,7 @@ export { readAccountsFile } from './accounts-file.js';
 export { createSimLogger } from './log.js';
 export type { FaultSpec, FaultKind, FaultTarget, ArmedFault } from './faults.js';
 export type { PostbackAttempt, PostbackRetryOptions } from './postbacks.js';
+export type { GrantCounts } from './token-store.js';
 export type { FinalStatus, SimTransaction, TransactionStatus, TransactionType } from './transactions.js';
 
 export interface RunningSimulator {
@@ -64,6 +66,8 @@ export interface RunningSimulator {
   /** Completes a PENDING transaction and starts its postback; rejects for unknown or final transactions. */
   complete(id: string, status: FinalStatus): Promise<SimTransaction>;
   postbacks(): PostbackAttempt[];
+  /** Successful grants of the token endpoint so far, per kind (password logins, refreshes). */
+  tokenGrants(): GrantCounts;
   /** Replaces an account's public keys (a key rotation: both keys, then the new one); throws for a bad key. */
   setPublicKeys(username: string, publicKeyPems: readonly string[]): void;
   close(): Promise<void>;
@@ -105,6 +109,7 @@ export async function startSimulator(options: SimulatorOptions): Promise<Running
     transactions: () => ctx.transactions.list().map(transactionJson),
     complete: (id, status) => Promise.resolve().then(() => transactionJson(ctx.transactions.complete(id, status))),
     postbacks: () => ctx.postbacks.attempts(),
+    tokenGrants: () => ctx.tokens.grants(),
     setPublicKeys: (username, pems) => {
       const account = accounts.get(username);
       if (account === undefined) throw new AccountConfigError(`no account ${username}`);
@@ -146,6 +151,7 @@ function buildContext(
     tokens: createTokenStore(clock, {
       accessSeconds: options.accessTokenTtlSeconds ?? DEFAULT_ACCESS_TOKEN_TTL_SECONDS,
       refreshSeconds: options.refreshTokenTtlSeconds ?? DEFAULT_REFRESH_TOKEN_TTL_SECONDS,
+      loginRevokesRefresh: options.loginRevokesRefresh ?? false,
     }),
     nonces: createNonceStore(clock, options.nonceWindowSeconds),
     transactions,

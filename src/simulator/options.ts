@@ -29,6 +29,12 @@ export interface SimulatorOptions {
   readonly accessTokenTtlSeconds?: number;
   /** Default 28 800 (8 h, spec 8). */
   readonly refreshTokenTtlSeconds?: number;
+  /**
+   * A password login also invalidates every earlier refresh token of the account (and, as always, every earlier
+   * access token): only the newest login's chain works. The spec does not say a gateway does not do this; replicas
+   * that each log in on their own then log each other out. Default false.
+   */
+  readonly loginRevokesRefresh?: boolean;
   /** Name of the refresh grant's token field (not in the spec). Default "refresh_token". */
   readonly refreshTokenField?: string;
   /** Complete new transactions automatically after this delay; null/undefined: only via the control API. */

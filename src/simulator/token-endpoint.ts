@@ -74,7 +74,7 @@ function refreshGrant(ctx: SimContext, body: Record<string, unknown>, info: Requ
     unknown: 'refresh token is not valid',
     rotated: 'refresh token was already used; store the latest one or log in with the password',
     expired: 'refresh token has expired; log in with the password',
-    superseded: 'refresh token is not valid',
+    superseded: 'refresh token was revoked by a newer password login',
   }[result.reason];
   throw new SimError(401, 'FAILED', why, { tokenProblem: result.reason });
 }

@@ -1,8 +1,54 @@
 import type { Config } from '../config/config.js';
+import type { RedisConfig } from '../config/state-settings.js';
+import type { Logger } from '../observability/log.js';
+import type { StateStoreMetrics } from '../observability/state-store-metrics.js';
 import { MemoryStateStore } from './memory-store.js';
+import { accountTag } from './redis-keys.js';
+import { RedisStateStore, type RedisStoreOptions } from './redis-store.js';
 import type { StateStore } from './state-store.js';
 
+/**
+ * How long start waits for a first answer from Redis. A healthy Redis answers in milliseconds, and a replica that
+ * starts with the store up joins the fleet's token instead of logging in on its own; a Redis that is down costs
+ * this much start time once, then the sidecar serves and keeps connecting in the background.
+ */
+export const FIRST_CONNECT_WAIT_MS = 2_000;
+
+export interface StoreDeps {
+  readonly metrics?: StateStoreMetrics;
+  readonly log?: Logger;
+}
+
+/** The Redis store's options from the settings (also used by `check`). */
+export function redisStoreOptions(config: Config, redis: RedisConfig): RedisStoreOptions {
+  return {
+    url: redis.url,
+    username: redis.username,
+    password: redis.password?.reveal(),
+    ca: redis.ca,
+    keyPrefix: redis.keyPrefix,
+    // The account is the base address and the username: a staging and a production sidecar, or two merchants,
+    // on one Redis never share a token record.
+    accountTag: accountTag(`${config.base.origin}${config.base.pathPrefix}`, config.username),
+    commandTimeoutMs: redis.commandTimeoutMs,
+  };
+}
+
 /** The store the settings ask for (SIDECAR_STATE_STORE): memory for one pod, Redis for a fleet. */
-export function openStateStore(_config: Config): Promise<StateStore> {
-  return Promise.resolve(new MemoryStateStore());
+export async function openStateStore(config: Config, deps: StoreDeps = {}): Promise<StateStore> {
+  const { state } = config;
+  const { metrics } = deps;
+  if (state.redis === undefined) {
+    metrics?.available(true);
+    return new MemoryStateStore({ maxEntries: state.memoryMaxEntries, onEvict: () => metrics?.evicted() });
+  }
+  metrics?.available(false);
+  const store = new RedisStateStore({
+    ...redisStoreOptions(config, state.redis),
+    ...(deps.log !== undefined ? { log: deps.log } : {}),
+    ...(metrics !== undefined ? { onCommand: metrics.command.bind(metrics) } : {}),
+  });
+  if (metrics !== undefined) store.onAvailabilityChange((available) => metrics.available(available));
+  await store.whenAvailable(FIRST_CONNECT_WAIT_MS);
+  return store;
 }

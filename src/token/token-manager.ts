@@ -2,6 +2,9 @@ import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics, TokenGrant } from '../observability/metrics.js';
 import { sidecarErrors } from '../errors.js';
 import { backoffDelayMs } from './backoff.js';
+import { FleetBinding, type TokenHost } from './fleet-binding.js';
+import type { FleetToken } from './fleet-token.js';
+import { callGrant } from './grant-calls.js';
 import type { TokenClient } from './token-client.js';
 import type { GrantResult, GrantedTokens, TokenSet } from './token-set.js';
 
@@ -14,19 +17,25 @@ export interface TokenManagerOptions {
   readonly waitForTokenMs?: number;
   readonly monotonicNow?: () => number;
   readonly random?: () => number;
+  /** Fleet mode (a shared state store): one token for every replica of the account. Absent: this replica's own. */
+  readonly fleet?: FleetToken;
 }
 
 /** Tokens usable by requests: a token this close to expiry is treated as expired (it could die in transit). */
 const EXPIRY_MARGIN_MS = 2_000;
 /** The soonest a refresh is scheduled after a token was installed. */
 const MIN_REFRESH_INTERVAL_MS = 1_000;
+/** While the store is away and the token in memory still works, how often to look again. */
+const STORE_RECHECK_MS = 1_000;
 
 /**
  * Holds one access token for the sidecar and keeps it valid (spec 4.1, 5.1):
  * - single flight: every caller that needs a token while one is being fetched shares that one fetch;
  * - generations: many 401s for the same generation invalidate it once, so exactly one new token is fetched;
  * - refresh ahead of expiry (jittered), refresh token rotation (the newest is kept, none is sent twice),
- *   password login when refreshing is impossible, capped backoff with jitter when the gateway is unreachable.
+ *   password login when refreshing is impossible, capped backoff with jitter when the gateway is unreachable;
+ * - fleet mode (options.fleet): the token comes from the fleet's shared record (fleet-token.ts); this replica
+ *   fetches one on its own only while the store is away and its own copy has run out.
  */
 export class TokenManager {
   private current: TokenSet | undefined;
@@ -39,6 +48,7 @@ export class TokenManager {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
   private readonly mono: () => number;
+  private readonly fleet: FleetBinding | undefined;
 
   constructor(
     private readonly client: TokenClient,
@@ -47,16 +57,19 @@ export class TokenManager {
     private readonly log: Logger,
   ) {
     this.mono = options.monotonicNow ?? (() => performance.now());
+    this.fleet = options.fleet && new FleetBinding(options.fleet, this.host(), client, log);
   }
 
   /** Starts the first login in the background; readiness reports when a token is held. */
   start(): void {
+    this.fleet?.start();
     this.fetchInBackground();
   }
 
   stop(): void {
     this.stopped = true;
     clearTimeout(this.timer);
+    this.fleet?.stop();
   }
 
   /** True while a token that is not expired and not rejected is held. */
@@ -127,9 +140,10 @@ export class TokenManager {
 
   private beginFlight(): Promise<TokenSet> {
     const flight = this.acquire().then(
-      (set) => this.install(set),
+      (set) => (set === this.current ? this.recheckLater(set) : this.install(set)),
       (err: unknown) => {
-        this.scheduleRetry();
+        // The messages are this module's and the token client's (status, code, network error): never a secret.
+        this.scheduleRetry(err instanceof Error ? err.message : String(err));
         throw err;
       },
     );
@@ -141,8 +155,40 @@ export class TokenManager {
     return flight;
   }
 
+  private acquire(): Promise<TokenSet> {
+    return this.fleet ? this.acquireShared(this.fleet) : this.acquireOwn();
+  }
+
+  /** The fleet's token; when the store is away, the one in memory to its end, then one of this replica's own. */
+  private async acquireShared(fleet: FleetBinding): Promise<TokenSet> {
+    const shared = await fleet.acquire();
+    if (shared) return shared;
+    // Refreshing now would spend the fleet's refresh token behind the other replicas' backs: the token in memory
+    // is used to its end first (kept, see beginFlight), and the store may well be back by then.
+    const held = this.usable(this.current);
+    if (held) return held;
+    this.metrics.tokenStoreFallback();
+    this.log.warn({ event: 'token.store_fallback' }, 'state store unavailable; getting a token for this replica alone');
+    return this.acquireOwn();
+  }
+
+  /** What the fleet binding may see and do. */
+  private host(): TokenHost {
+    return {
+      held: () => this.current,
+      usable: (set) => this.usable(set),
+      isSpent: (set) => set.generation === this.spentRefreshGeneration,
+      setSpent: (generation) => (this.spentRefreshGeneration = generation),
+      nextGeneration: () => ++this.generation,
+      mono: () => this.mono(),
+      busy: () => this.stopped || this.inflight !== undefined,
+      install: (set) => void this.install(set),
+      call: (grant, send) => this.call(grant, send),
+    };
+  }
+
   /** Refresh when a refresh token is held and alive, else (or when refreshing fails) log in with the password. */
-  private async acquire(): Promise<TokenSet> {
+  private async acquireOwn(): Promise<TokenSet> {
     const held = this.current;
     const refreshable = held !== undefined && held.generation !== this.spentRefreshGeneration;
     if (refreshable && this.mono() < held.refreshDeadline - EXPIRY_MARGIN_MS) {
@@ -150,7 +196,7 @@ export class TokenManager {
       // (rotation, spec 4.1 rule 1) unless it provably never left.
       this.spentRefreshGeneration = held.generation;
       const refreshed = await this.call('refresh_token', () => this.client.refreshGrant(held.refreshToken));
-      if (refreshed.kind === 'granted') return this.toSet(refreshed.tokens);
+      if (refreshed.kind === 'granted') return this.toSet(refreshed.tokens, held);
       if (refreshed.kind === 'failed' && !refreshed.sent) this.spentRefreshGeneration = 0;
       if (refreshed.kind === 'failed' && !refreshed.sent && this.usable(held)) {
         // Gateway unreachable but the access token still works: retry the refresh later rather than log in,
@@ -165,46 +211,17 @@ export class TokenManager {
       );
     }
     const login = await this.call('password', () => this.client.passwordGrant());
-    if (login.kind === 'granted') return this.toSet(login.tokens);
+    if (login.kind === 'granted') return this.toSet(login.tokens, undefined);
     throw new Error(login.kind === 'rejected' ? `login rejected (${login.status} ${login.code ?? ''})` : login.reason);
   }
 
-  private async call(grant: TokenGrant, send: () => Promise<GrantResult>): Promise<GrantResult> {
-    const result = await send();
-    const outcome = result.kind === 'granted' ? 'success' : result.kind === 'rejected' ? 'rejected' : 'error';
-    this.metrics.tokenCall(grant, outcome);
-    if (result.kind === 'granted') {
-      this.log.info(
-        {
-          event: 'token.granted',
-          grant,
-          accessExpiresAt: new Date(result.tokens.accessExpiresAtMs).toISOString(),
-          refreshExpiresAt: new Date(result.tokens.refreshExpiresAtMs).toISOString(),
-        },
-        'token endpoint granted new tokens',
-      );
-    } else if (result.kind === 'rejected') {
-      this.log.warn(
-        {
-          event: 'token.rejected_grant',
-          grant,
-          status: result.status,
-          code: result.code,
-          gatewayMessage: result.message,
-        },
-        'token endpoint refused the grant',
-      );
-    } else {
-      this.log.warn(
-        { event: 'token.grant_failed', grant, sent: result.sent, reason: result.reason },
-        'token endpoint call failed',
-      );
-    }
-    return result;
+  private call(grant: TokenGrant, send: () => Promise<GrantResult>): Promise<GrantResult> {
+    return callGrant(grant, send, this.metrics, this.log);
   }
 
-  private toSet(tokens: GrantedTokens): TokenSet {
+  private toSet(tokens: GrantedTokens, chain: TokenSet | undefined): TokenSet {
     const now = this.mono();
+    const issuedAtMs = this.fleet?.fleet.gatewayNow() ?? Date.now();
     return {
       generation: ++this.generation,
       accessToken: tokens.accessToken,
@@ -213,6 +230,8 @@ export class TokenManager {
       refreshExpiresAtMs: tokens.refreshExpiresAtMs,
       accessDeadline: now + tokens.accessRemainingMs,
       refreshDeadline: now + tokens.refreshRemainingMs,
+      loginAtMs: chain?.loginAtMs ?? issuedAtMs,
+      issuedAtMs,
     };
   }
 
@@ -221,7 +240,19 @@ export class TokenManager {
     this.current = set;
     this.failures = 0;
     this.metrics.tokenExpiries(set.accessExpiresAtMs, set.refreshExpiresAtMs);
+    const { fleet } = this;
+    if (set.recordGeneration !== undefined) this.metrics.tokenGeneration(set.recordGeneration);
+    // A token of this replica alone (the store went away, or would not take it) is offered to the fleet as soon
+    // as the store answers: the others then need no login of their own. After this flight has ended.
+    else if (fleet) setImmediate(() => void fleet.sync());
     this.scheduleRefresh(set);
+    return set;
+  }
+
+  /** Kept while the store is away: looked at again soon, and no later than when it stops being usable. */
+  private recheckLater(set: TokenSet): TokenSet {
+    const untilUnusable = set.accessDeadline - EXPIRY_MARGIN_MS - this.mono();
+    this.arm(Math.max(0, Math.min(STORE_RECHECK_MS, untilUnusable)));
     return set;
   }
 
@@ -236,7 +267,7 @@ export class TokenManager {
     this.arm(inMs);
   }
 
-  private scheduleRetry(): void {
+  private scheduleRetry(reason: string): void {
     const delay = backoffDelayMs(
       this.failures++,
       this.options.backoffBaseMs ?? 500,
@@ -244,7 +275,7 @@ export class TokenManager {
       this.options.random,
     );
     this.log.warn(
-      { event: 'token.retry_scheduled', inMs: delay, failures: this.failures },
+      { event: 'token.retry_scheduled', inMs: delay, failures: this.failures, reason },
       'no new token; retrying with backoff',
     );
     this.arm(delay);

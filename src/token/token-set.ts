@@ -11,6 +11,13 @@ export interface TokenSet {
   /** Monotonic (performance.now) deadlines derived from the remaining lifetime at receipt. */
   readonly accessDeadline: number;
   readonly refreshDeadline: number;
+  /**
+   * Fleet mode only: the generation of the shared record these tokens are (undefined: got by this replica alone
+   * while the store was away), and when the chain's login and these tokens were granted (gateway clock, ms).
+   */
+  readonly recordGeneration?: number | undefined;
+  readonly loginAtMs?: number;
+  readonly issuedAtMs?: number;
 }
 
 /** What the token endpoint said, already parsed; secrets wrapped so they cannot be logged by accident. */

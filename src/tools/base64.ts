@@ -2,13 +2,11 @@
 // missing "=", or stray whitespace is a common vendor bug, and Buffer.from() would silently accept all of them,
 // so the tools check the exact form instead of decoding leniently.
 
-const STANDARD_PADDED = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+import { decodeStrictBase64 } from '../signing/verify.js';
 
 /** True for non-empty standard base64 with padding, in its canonical form (unused bits zero). */
 export function isStandardBase64(value: string): boolean {
-  if (value === '' || !STANDARD_PADDED.test(value)) return false;
-  // Re-encoding catches non-canonical trailing bits, which decode "fine" but mean the string was edited.
-  return Buffer.from(value, 'base64').toString('base64') === value;
+  return decodeStrictBase64(value) !== undefined;
 }
 
 /** Why a string is not standard padded base64, in words that point at the likely vendor mistake. */

@@ -1,5 +1,6 @@
-import { constants, verify, type KeyObject } from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
 import { signingString } from '../signing/signing-string.js';
+import { verifiesWithAny } from '../signing/verify.js';
 import { base64Problem } from './base64.js';
 import type { CanonicalUrl } from './full-url.js';
 import { nonceProblem, timestampProblem } from './sign-inputs.js';
@@ -33,8 +34,9 @@ export interface Diagnosis {
   readonly findings: Finding[];
 }
 
+/** The same check as the postback receiver's (src/signing/verify.ts), with one key. */
 function rsaVerify(key: KeyObject, text: string, signature: Buffer): boolean {
-  return verify('sha256', Buffer.from(text, 'utf8'), { key, padding: constants.RSA_PKCS1_PADDING }, signature);
+  return verifiesWithAny([key], text, signature);
 }
 
 /** Body `data` per spec 2.2, with findings when the envelope is not exactly {"data": "<standard base64>"}. */

@@ -1,18 +1,34 @@
 // The kustomize base and overlays, rendered and checked offline: schemas, settings, probes, security.
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { loadConfig } from '../../src/config/load.js';
 import { allContainers, deployment, knownSettings, podSpec, resolvePort, sidecar, sidecarEnv } from './support/pod.js';
 import type { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
-import { KUSTOMIZATIONS, REPO_ROOT, SIDECAR_CONTAINER, only, render, type Rendered } from './support/render.js';
+import {
+  DEPLOY_DIR,
+  KUSTOMIZATIONS,
+  REPO_ROOT,
+  SIDECAR_CONTAINER,
+  only,
+  render,
+  renderDir,
+  type Rendered,
+} from './support/render.js';
 
 const REQUIRED = ['SIDECAR_BASE_URL', 'SIDECAR_ENVIRONMENT', 'SIDECAR_USERNAME', 'SIDECAR_PRIVATE_KEY_FILE'];
 /** Files the Secret must hold (docs/operations.md: `kubectl create secret generic ... --from-file=<name>=...`). */
-const SECRET_FILES = { SIDECAR_PRIVATE_KEY_FILE: 'private-key.pem', SIDECAR_PASSWORD_FILE: 'password' } as const;
+const SECRET_FILES = {
+  SIDECAR_PRIVATE_KEY_FILE: 'private-key.pem',
+  SIDECAR_PASSWORD_FILE: 'password',
+  // The gateway's postback public key(s), shipped in the same Secret (docs/postbacks.md).
+  SIDECAR_POSTBACK_PUBLIC_KEY_FILE: 'gateway-postback.pub.pem',
+} as const;
+/** The postback receiver's port (docs/postbacks.md): on the container, behind its Service, in the policy. */
+const POSTBACK_PORT = 8081;
 const PROBES = { startupProbe: '/startupz', readinessProbe: '/readyz', livenessProbe: '/livez' } as const;
 
 const scratch = mkdtempSync(join(tmpdir(), 'deploy-manifests-'));
@@ -23,6 +39,10 @@ writeFileSync(
   privateKey.export({ type: 'pkcs8', format: 'pem' }),
 );
 writeFileSync(join(scratch, SECRET_FILES.SIDECAR_PASSWORD_FILE), 'example-password\n');
+writeFileSync(
+  join(scratch, SECRET_FILES.SIDECAR_POSTBACK_PUBLIC_KEY_FILE),
+  generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }),
+);
 
 for (const which of KUSTOMIZATIONS) {
   describe(`deploy/${which}`, () => {
@@ -34,6 +54,7 @@ for (const which of KUSTOMIZATIONS) {
         'monitoring.coreos.com/v1/PodMonitor',
         'monitoring.coreos.com/v1/PrometheusRule',
         'v1/ConfigMap',
+        'v1/Service',
         'v1/ServiceAccount',
       ]) {
         assert.ok(kinds.includes(kind), `${kind} missing from ${rendered.ids.join(', ')}`);
@@ -85,6 +106,32 @@ for (const which of KUSTOMIZATIONS) {
         grace * 1000 >= sidecarBudgetMs + 15_000,
         `terminationGracePeriodSeconds ${grace}s must exceed drain + max delay (${sidecarBudgetMs} ms) plus time for the app`,
       );
+    });
+
+    test('the postback receiver: its port on the sidecar, a Service for the Ingress on that port only', () => {
+      const rendered = render(which);
+      const env = sidecarEnv(rendered);
+      const container = sidecar(rendered);
+      assert.equal(Number(env.get('SIDECAR_POSTBACK_LISTEN_PORT')), POSTBACK_PORT);
+      assert.equal(resolvePort(container, 'postbacks'), POSTBACK_PORT, 'a port named postbacks on the sidecar');
+      const service = only(
+        rendered.services.filter((s) => s.metadata?.name === 'payments-api-postbacks'),
+        'Service payments-api-postbacks',
+      );
+      const labels = deployment(rendered).spec?.template.metadata?.labels ?? {};
+      for (const [k, v] of Object.entries(service.spec?.selector ?? {})) assert.equal(labels[k], v, `selects ${k}`);
+      assert.deepEqual(
+        (service.spec?.ports ?? []).map((p) => [p.port, p.targetPort]),
+        [[POSTBACK_PORT, 'postbacks']],
+        'the receiver only: never the proxy or the admin port',
+      );
+      assert.equal(service.spec?.type ?? 'ClusterIP', 'ClusterIP', 'reached through the Ingress, which terminates TLS');
+      const config = loadConfig({
+        ...Object.fromEntries(env),
+        ...Object.fromEntries(Object.entries(SECRET_FILES).map(([setting, file]) => [setting, join(scratch, file)])),
+      });
+      assert.equal(config.postback?.publicUrl.protocol, 'https:', 'the public URL is https (TLS at the Ingress)');
+      assert.match(config.postback?.forwardUrl ?? '', /^http:\/\/127\.0\.0\.1:3000\//, "the application's port");
     });
 
     test('probes hit the admin listener paths on the admin port', () => {
@@ -234,6 +281,27 @@ for (const env of ['staging', 'production'] as const) {
       }
     });
 
+    test("the sidecar's policy: the postback port from the gateway's range and the ingress controller only", () => {
+      const rules = (sidecarPolicy().spec?.ingress ?? []).filter((r) =>
+        (r.ports ?? []).some((p) => p.port === POSTBACK_PORT),
+      );
+      assert.equal(rules.length, 1, 'one ingress rule for the receiver port');
+      assert.deepEqual(
+        (rules[0]?.ports ?? []).map((p) => `${p.protocol}/${p.port}`),
+        [`TCP/${POSTBACK_PORT}`],
+        'that port only',
+      );
+      const peers = rules[0]?.from ?? [];
+      const ranges = peers.flatMap((p) => (p.ipBlock ? [p.ipBlock.cidr] : []));
+      assert.equal(ranges.length, 1, "the gateway's postback source range");
+      assert.notEqual(ranges[0], '0.0.0.0/0');
+      assert.notEqual(ranges[0], '192.0.2.0/24', 'the overlay sets the gateway range');
+      for (const peer of peers.filter((p) => !p.ipBlock)) {
+        assert.equal(peer.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name'], 'ingress-nginx');
+        assert.equal(peer.podSelector?.matchLabels?.['app.kubernetes.io/name'], 'ingress-nginx');
+      }
+    });
+
     test('applied together, the policies leave the application its callers and its own egress', () => {
       const ingressPorts = new Set(
         selecting().flatMap((p) => (p.spec?.ingress ?? []).flatMap((r) => (r.ports ?? []).map((port) => port.port))),
@@ -266,6 +334,90 @@ describe('overlays', () => {
     assert.notEqual(staging?.env.get('SIDECAR_BASE_URL'), production?.env.get('SIDECAR_BASE_URL'));
     assert.notEqual(staging?.secret, production?.secret, 'one keypair (Secret) per environment');
     assert.ok(staging?.namespace && production?.namespace && staging.namespace !== production.namespace);
+  });
+});
+
+describe('deploy/components/redis-state (fleet mode, docs/fleet.md)', () => {
+  /** An overlay of `resource` with the component added, as docs/fleet.md tells operators to write it. */
+  const withComponent = (resource: string): Rendered => {
+    const dir = join(scratch, 'redis-state', resource.replaceAll('/', '-'));
+    mkdirSync(dir, { recursive: true });
+    const up = relative(dir, DEPLOY_DIR);
+    writeFileSync(
+      join(dir, 'kustomization.yaml'),
+      [
+        'apiVersion: kustomize.config.k8s.io/v1beta1',
+        'kind: Kustomization',
+        `resources: ['${up}/${resource}']`,
+        `components: ['${up}/components/redis-state']`,
+        '',
+      ].join('\n'),
+    );
+    return renderDir(dir, `${resource} + components/redis-state`);
+  };
+  const REDIS_MOUNT = '/var/run/secrets/signing-sidecar-redis';
+
+  test('sets the Redis settings on the sidecar, known to the config and accepted by it', () => {
+    const rendered = withComponent('overlays/production');
+    const env = Object.fromEntries(sidecarEnv(rendered));
+    assert.equal(env.SIDECAR_STATE_STORE, 'redis');
+    assert.match(env.SIDECAR_REDIS_URL ?? '', /^rediss:\/\//, 'TLS in production');
+    assert.equal(env.SIDECAR_REDIS_PASSWORD_FILE, `${REDIS_MOUNT}/password`);
+    const known = knownSettings();
+    for (const name of Object.keys(env)) assert.ok(known.has(name), `${name} is not a setting of src/config/schema.ts`);
+    for (const [setting, file] of Object.entries(SECRET_FILES)) env[setting] = join(scratch, file);
+    env.SIDECAR_REDIS_PASSWORD_FILE = join(scratch, 'redis-password');
+    writeFileSync(env.SIDECAR_REDIS_PASSWORD_FILE, 'example-redis-password\n');
+    const config = loadConfig(env);
+    assert.equal(config.state.store, 'redis');
+    assert.equal(config.state.redis?.tls, true);
+    assert.equal(config.state.redis?.username, 'signing-sidecar');
+  });
+
+  test('mounts the Redis password Secret as a directory, read-only, for the sidecar only', () => {
+    const rendered = withComponent('overlays/production');
+    const spec = podSpec(rendered);
+    const volume = only(
+      (spec.volumes ?? []).filter((v) => v.secret?.secretName === 'signing-sidecar-redis'),
+      'Redis Secret volume',
+    );
+    assert.equal(volume.secret?.defaultMode, 0o440);
+    for (const c of allContainers(spec)) {
+      const mounts = (c.volumeMounts ?? []).filter((m) => m.name === volume.name);
+      if (c.name !== SIDECAR_CONTAINER) {
+        assert.equal(mounts.length, 0, `${c.name} must not see the Redis password`);
+        continue;
+      }
+      const mount = only(mounts, 'Redis Secret mount');
+      assert.equal(mount.mountPath, REDIS_MOUNT);
+      assert.equal(mount.readOnly, true);
+      assert.equal(mount.subPath, undefined, 'subPath mounts never receive rotated Secrets');
+    }
+    assert.ok(
+      (spec.volumes ?? []).some((v) => v.secret?.secretName === 'signing-sidecar-production'),
+      'the credentials Secret stays',
+    );
+    assert.equal(rendered.networkPolicies.length, 0, 'the workload still creates no NetworkPolicy');
+  });
+
+  test("opens egress to Redis (6379, 6380) in the sidecar's policy, keeping DNS and the gateway", () => {
+    const policy = only(
+      withComponent('overlays/production/network-policy').networkPolicies.filter(
+        (p) => p.metadata?.name === 'signing-sidecar',
+      ),
+      'NetworkPolicy signing-sidecar',
+    ).spec;
+    const rules = policy?.egress ?? [];
+    const ports = (rule: (typeof rules)[number]) => (rule.ports ?? []).map((p) => `${p.protocol}/${p.port}`).sort();
+    const redis = only(
+      rules.filter((rule) => ports(rule).includes('TCP/6379')),
+      'egress rule to Redis',
+    );
+    assert.deepEqual(ports(redis), ['TCP/6379', 'TCP/6380']);
+    assert.ok((redis.to ?? []).length > 0, 'the rule names its destination');
+    for (const peer of redis.to ?? []) assert.notEqual(peer.ipBlock?.cidr, '0.0.0.0/0', 'no open egress');
+    const all = rules.flatMap(ports).sort();
+    assert.deepEqual(all, ['TCP/443', 'TCP/53', 'TCP/6379', 'TCP/6380', 'UDP/53']);
   });
 });
 

@@ -22,6 +22,9 @@ export const RUNBOOK_ANCHORS = [
   'runbook-gateway-latency',
   'runbook-answer-mismatches',
   'runbook-config-reload-failures',
+  'runbook-postback-signature-failures',
+  'runbook-postback-delivery-failures',
+  'runbook-state-store-down',
 ] as const;
 /** Labels that Prometheus (PodMonitor relabelling) adds to every scraped series. */
 const TARGET_LABELS = new Set(['namespace', 'pod', 'container', 'job', 'instance', 'endpoint']);
@@ -189,6 +192,54 @@ describe('PrometheusRule', () => {
         alert_rule_test: [quiet('SigningSidecarConfigReloadFailed')],
       },
       {
+        // Redis away for longer than a restart takes: fires once the 2 minutes have passed.
+        interval: '1m',
+        input_series: [{ series: `signing_sidecar_state_store_up{${pod}}`, values: '1x3 0x12' }],
+        alert_rule_test: [firing('SigningSidecarStateStoreDown', '0', '10m', 'critical')],
+      },
+      {
+        // A Redis restart (one minute down): quiet.
+        interval: '1m',
+        input_series: [{ series: `signing_sidecar_state_store_up{${pod}}`, values: '1x5 0 1x9' }],
+        alert_rule_test: [quiet('SigningSidecarStateStoreDown')],
+      },
+      {
+        // One forged postback after a quiet start: the outcome series exist at zero from the start.
+        interval: '1m',
+        input_series: [
+          { series: `signing_sidecar_postbacks_total{${pod}, outcome="signature_invalid"}`, values: '0x5 1x10' },
+          { series: `signing_sidecar_postbacks_total{${pod}, outcome="forwarded"}`, values: '0x5 10x10' },
+        ],
+        alert_rule_test: [firing('SigningSidecarPostbackSignatureInvalid', '1')],
+      },
+      {
+        // Genuine postbacks only: quiet.
+        interval: '1m',
+        input_series: [
+          { series: `signing_sidecar_postbacks_total{${pod}, outcome="signature_invalid"}`, values: '0x15' },
+          { series: `signing_sidecar_postbacks_total{${pod}, outcome="forwarded"}`, values: '0+3x15' },
+        ],
+        alert_rule_test: [quiet('SigningSidecarPostbackSignatureInvalid')],
+      },
+      {
+        // The application's webhook failing for 15 minutes (one failed forward a minute): fires after 10.
+        interval: '1m',
+        input_series: [
+          { series: `signing_sidecar_postbacks_total{${pod}, outcome="forward_failed"}`, values: '0x2 1+1x20' },
+          { series: `signing_sidecar_postbacks_total{${pod}, outcome="store_unavailable"}`, values: '0x22' },
+        ],
+        alert_rule_test: [firing('SigningSidecarPostbackDeliveryFailing', '5', '18m')],
+      },
+      {
+        // One failed forward that the gateway's redelivery healed: quiet.
+        interval: '1m',
+        input_series: [
+          { series: `signing_sidecar_postbacks_total{${pod}, outcome="forward_failed"}`, values: '0x5 1x15' },
+          { series: `signing_sidecar_postbacks_total{${pod}, outcome="store_unavailable"}`, values: '0x20' },
+        ],
+        alert_rule_test: [quiet('SigningSidecarPostbackDeliveryFailing')],
+      },
+      {
         // Not serving (stuck draining) for more than 5 minutes.
         interval: '1m',
         input_series: [{ series: `signing_sidecar_ready{${pod}}`, values: '1x3 0x12' }],
@@ -231,6 +282,9 @@ describe('PrometheusRule', () => {
       'SigningSidecarNotReady',
       'SigningSidecarDown',
       'SigningSidecarGatewayLatencyHigh',
+      'SigningSidecarStateStoreDown',
+      'SigningSidecarPostbackSignatureInvalid',
+      'SigningSidecarPostbackDeliveryFailing',
     ]) {
       assert.ok(names.includes(alert), `${alert} missing`);
     }

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
 import { chmod, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { check } from '../../src/cli/check.js';
@@ -8,6 +10,7 @@ import { startSimulator, type RunningSimulator } from '../../src/simulator/index
 import { vectorPrivateKeyPem, vectorPublicKeyPem } from '../support/vectors.js';
 import { runCommand, tempDir } from './run-command.js';
 import { freePort } from '../support/free-port.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
 
 const USERNAME = 'vendor@example.com';
 const PASSWORD = 'correct horse battery staple';
@@ -221,10 +224,124 @@ describe('check against the simulator', () => {
     assert.match(run.stdout, /^✘ base URL reachable: .*TCP connect failed: ECONNREFUSED/m);
   });
 
+  it('the postback receiver: public URL, keys and sources shown, the forward URL probed (no postback sent)', async () => {
+    await writeFile(join(dir, 'gateway-postback.pub.pem'), `${sim.postbackPublicKeyPem}\n${vectorPublicKeyPem}`);
+    const internal = createServer((_req, res) => res.end('must not be called'));
+    await new Promise<void>((resolve) => internal.listen(0, '127.0.0.1', resolve));
+    const calls = { count: 0 };
+    internal.on('request', () => calls.count++);
+    const postbackEnv = {
+      ...env,
+      SIDECAR_POSTBACK_FORWARD_URL: `http://127.0.0.1:${(internal.address() as AddressInfo).port}/hooks`,
+      SIDECAR_POSTBACK_PUBLIC_URL: 'https://Pay.Example.com/gateway/postbacks',
+      SIDECAR_POSTBACK_PUBLIC_KEY_FILE: join(dir, 'gateway-postback.pub.pem'),
+      SIDECAR_POSTBACK_LISTEN_PORT: '0',
+    };
+    try {
+      const run = await runCommand(check, [], postbackEnv);
+      assert.equal(run.code, 0, run.stdout);
+      assert.match(
+        run.stdout,
+        /^✔ postback public URL: signed as https:\/\/pay\.example\.com\/gateway\/postbacks; serves POST \/gateway\/postbacks/m,
+      );
+      assert.match(run.stdout, /^✔ postback keys: 2 key\(s\): RSA 2048 bits, fingerprint [0-9a-f]{64}; RSA 2048 bits/m);
+      assert.match(run.stdout, /^- postback sources: any .*unsigned postbacks refused/m);
+      assert.match(run.stdout, /^✔ postback forward URL reachable: http:\/\/127\.0\.0\.1:\d+\/hooks: TCP ok/m);
+      assert.equal(calls.count, 0, 'no postback was sent to the internal service');
+      const port = await freePort();
+      const down = await runCommand(check, [], {
+        ...postbackEnv,
+        SIDECAR_POSTBACK_FORWARD_URL: `http://127.0.0.1:${port}/h`,
+      });
+      assert.equal(down.code, 1);
+      assert.match(down.stdout, /^✘ postback forward URL reachable: .*TCP connect failed: ECONNREFUSED/m);
+      const badKey = await runCommand(check, [], {
+        ...postbackEnv,
+        SIDECAR_POSTBACK_PUBLIC_KEY_FILE: join(dir, 'password'),
+      });
+      assert.equal(badKey.code, 1);
+      assert.match(
+        badKey.stdout,
+        /^✘ config: SIDECAR_POSTBACK_PUBLIC_KEY_FILE \(postback\.publicKeyFile\): .*holds no PEM public key/m,
+      );
+      assertNoSecrets(run.stdout + down.stdout + badKey.stdout);
+    } finally {
+      internal.close();
+    }
+  });
+
+  it('without SIDECAR_POSTBACK_FORWARD_URL the receiver is reported off', async () => {
+    const run = await runCommand(check, [], env);
+    assert.match(run.stdout, /^- postback receiver: off/m);
+  });
+
   it('bad usage exits 2; --help exits 0 and warns that the login invalidates earlier tokens', async () => {
     assert.equal((await runCommand(check, ['--verbose'], env)).code, 2);
     const help = await runCommand(check, ['--help'], env);
     assert.equal(help.code, 0);
     assert.match(help.stdout, /invalidates access tokens issued before it/);
+  });
+});
+
+describe('check with SIDECAR_STATE_STORE=redis (a real redis-server)', () => {
+  let sim: RunningSimulator;
+  let redis: TestRedis;
+  let dir: string;
+  let cleanup: () => Promise<void>;
+  let env: NodeJS.ProcessEnv;
+
+  before(async () => {
+    ({ dir, cleanup } = await tempDir());
+    const accounts = [{ username: USERNAME, password: PASSWORD, publicKeyPem: vectorPublicKeyPem }];
+    [sim, redis] = await Promise.all([startSimulator({ accounts }), startRedis({ user: true })]);
+    await writeFile(join(dir, 'key.pem'), vectorPrivateKeyPem, { mode: 0o600 });
+    await writeFile(join(dir, 'password'), `${PASSWORD}\n`, { mode: 0o600 });
+    await writeFile(join(dir, 'wrong-redis-password'), 'not-the-redis-password\n', { mode: 0o600 });
+    env = {
+      SIDECAR_BASE_URL: sim.baseUrl,
+      SIDECAR_ENVIRONMENT: 'staging',
+      SIDECAR_USERNAME: USERNAME,
+      SIDECAR_PASSWORD_FILE: join(dir, 'password'),
+      SIDECAR_PRIVATE_KEY_FILE: join(dir, 'key.pem'),
+      SIDECAR_STATE_STORE: 'redis',
+      SIDECAR_REDIS_URL: redis.url,
+      SIDECAR_REDIS_USERNAME: redis.username,
+      SIDECAR_REDIS_PASSWORD_FILE: redis.passwordFile,
+    };
+  });
+  after(async () => {
+    await Promise.all([sim.close(), redis.close()]);
+    await cleanup();
+  });
+
+  it('connects as the ACL user, PINGs within the command timeout and reads a key under the prefix', async () => {
+    const run = await runCommand(check, [], env);
+    assert.equal(run.code, 0, run.stdout);
+    assert.match(
+      run.stdout,
+      /^✔ state store: redis redis:\/\/127\.0\.0\.1:\d+ as signing-sidecar: PING answered in \d+\.\d ms \(timeout 100 ms\), keys under signing-sidecar: readable$/m,
+    );
+    assert.ok(!(run.stdout + run.stderr).includes(redis.password!), 'the Redis password is never printed');
+    assertNoSecrets(run.stdout + run.stderr);
+  });
+
+  it('fails naming the cause when the password is wrong, never printing it', async () => {
+    const run = await runCommand(check, [], { ...env, SIDECAR_REDIS_PASSWORD_FILE: join(dir, 'wrong-redis-password') });
+    assert.equal(run.code, 1);
+    assert.match(run.stdout, /^✘ state store: redis redis:\/\/127\.0\.0\.1:\d+ as signing-sidecar: .*WRONGPASS/m);
+    assert.ok(!(run.stdout + run.stderr).includes('not-the-redis-password'));
+    assert.match(run.stdout, /^result: FAILED$/m);
+  });
+
+  it('fails when nothing listens at SIDECAR_REDIS_URL', async () => {
+    const port = await freePort();
+    const run = await runCommand(check, [], { ...env, SIDECAR_REDIS_URL: `redis://127.0.0.1:${port}` });
+    assert.equal(run.code, 1);
+    assert.match(run.stdout, /^✘ state store: redis redis:\/\/127\.0\.0\.1:\d+ as signing-sidecar: .*ECONNREFUSED/m);
+  });
+
+  it('the memory store is reported, not checked', async () => {
+    const run = await runCommand(check, [], { ...env, SIDECAR_STATE_STORE: 'memory' });
+    assert.match(run.stdout, /^- state store: memory \(this pod only/m);
   });
 });

@@ -4,6 +4,7 @@
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { ConfigMap, type IConfigMap } from 'kubernetes-models/v1/ConfigMap';
+import { Service, type IService } from 'kubernetes-models/v1/Service';
 import { ServiceAccount, type IServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { Deployment, type IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import { NetworkPolicy, type INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
@@ -34,6 +35,7 @@ export const SIDECAR_CONTAINER = 'signing-sidecar';
 export interface Rendered {
   readonly configMaps: ConfigMap[];
   readonly serviceAccounts: ServiceAccount[];
+  readonly services: Service[];
   readonly deployments: Deployment[];
   readonly networkPolicies: NetworkPolicy[];
   readonly podMonitors: PodMonitor[];
@@ -67,12 +69,18 @@ const cache = new Map<string, Rendered>();
 
 /** Renders one kustomization and validates every object; throws naming the first invalid object. */
 export function render(which: Kustomization): Rendered {
-  const hit = cache.get(which);
+  return renderDir(`${DEPLOY_DIR}${which}`, which);
+}
+
+/** The same for a kustomization anywhere (a test's own overlay, e.g. one adding a component), named `which`. */
+export function renderDir(dir: string, which: string): Rendered {
+  const hit = cache.get(dir);
   if (hit) return hit;
-  const text = kubectl(['kustomize', `${DEPLOY_DIR}${which}`]);
+  const text = kubectl(['kustomize', dir]);
   const out: Rendered = {
     configMaps: [],
     serviceAccounts: [],
+    services: [],
     deployments: [],
     networkPolicies: [],
     podMonitors: [],
@@ -92,7 +100,7 @@ export function render(which: Kustomization): Rendered {
       throw new Error(`${which}: ${id} is invalid: ${(err as Error).message}`, { cause: err });
     }
   }
-  cache.set(which, out);
+  cache.set(dir, out);
   return out;
 }
 
@@ -100,6 +108,8 @@ function addValidated(out: Rendered, type: string, raw: unknown): void {
   switch (type) {
     case 'v1/ConfigMap':
       return push(out.configMaps, new ConfigMap(raw as IConfigMap));
+    case 'v1/Service':
+      return push(out.services, new Service(raw as IService));
     case 'v1/ServiceAccount':
       return push(out.serviceAccounts, new ServiceAccount(raw as IServiceAccount));
     case 'apps/v1/Deployment':

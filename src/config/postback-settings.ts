@@ -1,0 +1,267 @@
+// The postback receiver's settings (issue 15), validated as one group: load.ts calls loadPostbackSettings and
+// adds its refusals to the others. Off (undefined) unless SIDECAR_POSTBACK_FORWARD_URL is set.
+import type { KeyObject } from 'node:crypto';
+import { BlockList, isIP } from 'node:net';
+import { ConfigError } from '../errors.js';
+import type { Environment } from './config.js';
+import { isLoopbackHost } from './loopback.js';
+import { parsePublicKeys } from './public-keys.js';
+import { settingName } from './schema.js';
+
+/** The webhook URL registered with the gateway, split as spec 5.2 signs it (the postback layer joins the parts). */
+export interface PostbackPublicUrl {
+  /** Lowercase scheme and host, default port omitted. */
+  readonly origin: string;
+  readonly protocol: 'http:' | 'https:';
+  readonly hostname: string;
+  /** Path exactly as written (the one route the receiver serves). */
+  readonly path: string;
+  /** Query without "?", byte for byte; "" when absent or empty. */
+  readonly query: string;
+}
+
+export interface PostbackSourceAllowList {
+  /** The ranges as configured, for logs and `check`. */
+  readonly ranges: readonly string[];
+  readonly list: BlockList;
+}
+
+export interface PostbackConfig {
+  readonly forwardUrl: string;
+  readonly listen: { readonly host: string; readonly port: number };
+  readonly publicUrl: PostbackPublicUrl;
+  /** The gateway's postback keys (several during a rotation); empty only when unsigned postbacks are accepted. */
+  readonly publicKeys: readonly KeyObject[];
+  readonly publicKeyFile: string | undefined;
+  readonly acceptUnsigned: boolean;
+  /** Undefined: any source. */
+  readonly allowCidrs: PostbackSourceAllowList | undefined;
+  readonly forwardTimeoutMs: number;
+  readonly maxAgeSeconds: number;
+  readonly maxFutureSeconds: number;
+  readonly deliveredTtlSeconds: number;
+  readonly maxConnections: number;
+}
+
+/** What load.ts hands over: the raw `postback` settings after the schema validation. */
+export interface RawPostbackSettings {
+  readonly forwardUrl: string;
+  readonly listen: { readonly host: string; readonly port: number };
+  readonly publicUrl: string;
+  /** Resolved against the config file's folder when written there. */
+  readonly publicKeyFile: string;
+  readonly acceptUnsigned: boolean;
+  readonly allowCidrs: readonly string[];
+  readonly forwardTimeoutMs: number;
+  readonly maxAgeSeconds: number;
+  readonly maxFutureSeconds: number;
+  readonly deliveredTtlSeconds: number;
+  readonly maxConnections: number;
+}
+
+export interface PostbackInput {
+  readonly raw: RawPostbackSettings;
+  readonly environment: Environment | undefined;
+  /** Ports the other listeners take (0 excluded by the caller): a shared port would fail at start. */
+  readonly otherPorts: ReadonlyArray<{ readonly key: string; readonly port: number }>;
+  readonly readFile: (setting: string, path: string) => string;
+}
+
+/** A nonce is remembered for the whole timestamp window plus this margin (the gateway: 65 s window, ~95 s memory). */
+export const NONCE_MARGIN_SECONDS = 30;
+
+/** How long `postback:nonce:<nonce>` is kept. */
+export function nonceTtlSeconds(config: Pick<PostbackConfig, 'maxAgeSeconds' | 'maxFutureSeconds'>): number {
+  return config.maxAgeSeconds + config.maxFutureSeconds + NONCE_MARGIN_SECONDS;
+}
+
+const fail = (key: string, reason: string): ConfigError => new ConfigError(settingName(`postback.${key}`), reason);
+
+function forwardUrl(raw: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw fail('forwardUrl', `"${raw}" is not an absolute URL`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw fail('forwardUrl', `scheme ${url.protocol} is not supported; use http:// or https://`);
+  }
+  if (url.hash !== '' || raw.includes('#')) throw fail('forwardUrl', 'must not carry a fragment');
+  return raw;
+}
+
+const ABSOLUTE = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/([^/?#]*)([^?#]*)(?:\?([^#]*))?$/s;
+
+/**
+ * The path is kept as written, not as WHATWG URL would re-encode it: the gateway signs the URL it posts to. A
+ * path that URL parsing would change (spaces, "..", non-ASCII) is refused, so that what is signed is unambiguous.
+ */
+export function parsePostbackPublicUrl(raw: string, environment: Environment | undefined): PostbackPublicUrl {
+  const match = ABSOLUTE.exec(raw.trim());
+  let url: URL | undefined;
+  try {
+    url = new URL(raw.trim());
+  } catch {
+    url = undefined;
+  }
+  if (!match || url === undefined) {
+    throw fail('publicUrl', `"${raw}" is not an absolute URL without fragment (https://host/path)`);
+  }
+  const [, , authority = '', rawPath = '', query = ''] = match;
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw fail('publicUrl', `scheme ${url.protocol} is not supported`);
+  if (authority.includes('@')) throw fail('publicUrl', 'must not carry credentials');
+  const path = rawPath === '' ? '/' : rawPath;
+  if (url.pathname !== path) {
+    throw fail(
+      'publicUrl',
+      `path "${path}" is not in canonical form (URL parsing makes it "${url.pathname}"); write it that way`,
+    );
+  }
+  if (url.protocol === 'http:' && environment === 'production') {
+    throw fail('publicUrl', 'production requires https:// (the gateway posts over TLS to the Ingress)');
+  }
+  return { origin: `${url.protocol}//${url.host}`, protocol: url.protocol, hostname: url.hostname, path, query };
+}
+
+/** "10.0.0.0/8", "2001:db8::/32", or one address. */
+export function parseAllowCidrs(ranges: readonly string[]): PostbackSourceAllowList {
+  const list = new BlockList();
+  for (const range of ranges) {
+    const [address = '', prefix, extra] = range.split('/');
+    const family = isIP(address);
+    const max = family === 4 ? 32 : 128;
+    const bits = prefix === undefined ? max : /^\d{1,3}$/.test(prefix) ? Number(prefix) : NaN;
+    if (family === 0 || extra !== undefined || !(bits >= 0 && bits <= max)) {
+      throw fail('allowCidrs', `"${range}" is not an IP address or CIDR range (10.0.0.0/8, 2001:db8::/32)`);
+    }
+    list.addSubnet(address, bits, family === 4 ? 'ipv4' : 'ipv6');
+  }
+  return { ranges: [...ranges], list };
+}
+
+/**
+ * SIDECAR_POSTBACK_PUBLIC_KEY_FILE: at least one RSA public key of at least 2048 bits. The same check at start and
+ * at every reload of a rotated file (secret-rotation.ts).
+ */
+export function postbackKeysFromFile(setting: string, file: string, text: string): KeyObject[] {
+  try {
+    return parsePublicKeys(text);
+  } catch (err) {
+    throw new ConfigError(setting, `${file}: ${(err as Error).message}`);
+  }
+}
+
+function publicKeys(input: PostbackInput, errors: ConfigError[]): readonly KeyObject[] | undefined {
+  const { raw } = input;
+  if (raw.publicKeyFile === '') {
+    if (raw.acceptUnsigned) return [];
+    errors.push(fail('publicKeyFile', `is required unless ${settingName('postback.acceptUnsigned')} is true`));
+    return undefined;
+  }
+  const setting = settingName('postback.publicKeyFile');
+  try {
+    return postbackKeysFromFile(setting, raw.publicKeyFile, input.readFile(setting, raw.publicKeyFile));
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    errors.push(err);
+    return undefined;
+  }
+}
+
+function attempt<T>(errors: ConfigError[], run: () => T): T | undefined {
+  try {
+    return run();
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    errors.push(err);
+    return undefined;
+  }
+}
+
+function crossChecks(input: PostbackInput, errors: ConfigError[]): void {
+  const { raw } = input;
+  if (raw.acceptUnsigned && raw.allowCidrs.length === 0) {
+    errors.push(
+      fail(
+        'acceptUnsigned',
+        `requires ${settingName('postback.allowCidrs')}: unsigned postbacks are trusted by source address only`,
+      ),
+    );
+  }
+  if (raw.listen.port !== 0) {
+    for (const other of input.otherPorts) {
+      if (other.port === raw.listen.port) {
+        errors.push(
+          fail('listen.port', `${raw.listen.port} is also ${settingName(other.key)}; give each listener its own port`),
+        );
+      }
+    }
+  }
+  const nonceSeconds = raw.maxAgeSeconds + raw.maxFutureSeconds + NONCE_MARGIN_SECONDS;
+  if (raw.deliveredTtlSeconds < nonceSeconds) {
+    errors.push(
+      fail(
+        'deliveredTtlSeconds',
+        `must be at least ${nonceSeconds} s (the timestamp window plus ${NONCE_MARGIN_SECONDS} s), or a replay inside the window could be forwarded twice`,
+      ),
+    );
+  }
+  if (raw.listen.host.trim() === '')
+    errors.push(fail('listen.host', 'is empty; give an address (0.0.0.0 for every interface)'));
+}
+
+/** Undefined and no refusal when the receiver is off; every refusal of the group at once otherwise. */
+export function loadPostbackSettings(input: PostbackInput): { config?: PostbackConfig; errors: ConfigError[] } {
+  const { raw } = input;
+  const errors: ConfigError[] = [];
+  if (raw.forwardUrl.trim() === '') return { errors };
+  const forward = attempt(errors, () => forwardUrl(raw.forwardUrl.trim()));
+  const publicUrl =
+    raw.publicUrl.trim() === ''
+      ? (errors.push(
+          fail('publicUrl', 'is required when the postback receiver is on (the URL registered with the gateway)'),
+        ),
+        undefined)
+      : attempt(errors, () => parsePostbackPublicUrl(raw.publicUrl, input.environment));
+  const keys = publicKeys(input, errors);
+  const allow = raw.allowCidrs.length === 0 ? undefined : attempt(errors, () => parseAllowCidrs(raw.allowCidrs));
+  crossChecks(input, errors);
+  if (errors.length > 0 || forward === undefined || publicUrl === undefined || keys === undefined) return { errors };
+  if (raw.allowCidrs.length > 0 && allow === undefined) return { errors };
+  const config: PostbackConfig = {
+    forwardUrl: forward,
+    listen: { host: raw.listen.host.trim(), port: raw.listen.port },
+    publicUrl,
+    publicKeys: keys,
+    publicKeyFile: raw.publicKeyFile === '' ? undefined : raw.publicKeyFile,
+    acceptUnsigned: raw.acceptUnsigned,
+    allowCidrs: allow,
+    forwardTimeoutMs: raw.forwardTimeoutMs,
+    maxAgeSeconds: raw.maxAgeSeconds,
+    maxFutureSeconds: raw.maxFutureSeconds,
+    deliveredTtlSeconds: raw.deliveredTtlSeconds,
+    maxConnections: raw.maxConnections,
+  };
+  return { config, errors };
+}
+
+/** True when the source address is allowed (IPv4-mapped IPv6 addresses, from a dual-stack listener, as IPv4). */
+export function sourceAllowed(allow: PostbackSourceAllowList | undefined, address: string | undefined): boolean {
+  if (allow === undefined) return true;
+  if (address === undefined) return false;
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)?.[1];
+  const plain = mapped ?? address;
+  const family = isIP(plain);
+  return family !== 0 && allow.list.check(plain, family === 6 ? 'ipv6' : 'ipv4');
+}
+
+/** For `check` and the docs: loopback forward URLs need no network path; others are worth probing. */
+export function isLoopbackUrl(raw: string): boolean {
+  try {
+    return isLoopbackHost(new URL(raw).hostname.replace(/^\[(.*)\]$/, '$1'));
+  } catch {
+    return false;
+  }
+}

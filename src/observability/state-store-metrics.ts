@@ -1,0 +1,68 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { METRICS } from './metric-names.js';
+
+/** The commands the Redis store sends, as the command label says them (ping: the recovery probe). */
+export const STATE_STORE_COMMANDS = [
+  'get',
+  'set_if_absent',
+  'compare_and_set',
+  'compare_and_delete',
+  'publish',
+  'subscribe',
+  'ping',
+] as const;
+export type StateStoreCommand = (typeof STATE_STORE_COMMANDS)[number];
+
+/** ok: answered; error: Redis or the connection failed; timeout: no answer in time; unavailable: not even sent. */
+export const STATE_STORE_OUTCOMES = ['ok', 'error', 'timeout', 'unavailable'] as const;
+export type StateStoreOutcome = (typeof STATE_STORE_OUTCOMES)[number];
+
+// From 50 µs (a loopback Redis) to past the longest command timeout anyone should set.
+const COMMAND_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
+
+/**
+ * The shared state store's metrics, created with the sidecar's registry whatever the store (the dashboard and the
+ * alert need the series): up at 0 until a store says otherwise (the memory store sets 1 at once), evictions and
+ * every command x outcome series at zero (they stay at zero with the memory store, which sends no command).
+ */
+export class StateStoreMetrics {
+  private readonly up: Gauge;
+  private readonly commands: Histogram<'command' | 'outcome'>;
+  private readonly evictions: Counter;
+
+  constructor(registry: Registry) {
+    this.up = new Gauge({
+      name: METRICS.stateStoreUp,
+      help: '1 while the shared state store answers (always 1 for the memory store), 0 while Redis is unavailable.',
+      registers: [registry],
+    });
+    this.commands = new Histogram({
+      name: METRICS.stateStoreCommandDuration,
+      help: 'One Redis state store command, by command and outcome (ok, error, timeout, unavailable: not sent).',
+      labelNames: ['command', 'outcome'] as const,
+      buckets: COMMAND_BUCKETS,
+      registers: [registry],
+    });
+    this.evictions = new Counter({
+      name: METRICS.stateStoreEvictions,
+      help: 'Live entries the memory store dropped (oldest first) to stay within SIDECAR_STATE_MEMORY_MAX_ENTRIES.',
+      registers: [registry],
+    });
+    // At zero, so that rate() and the dashboard see the first failure.
+    for (const command of STATE_STORE_COMMANDS) {
+      for (const outcome of STATE_STORE_OUTCOMES) this.commands.zero({ command, outcome });
+    }
+  }
+
+  available(up: boolean): void {
+    this.up.set(up ? 1 : 0);
+  }
+
+  command(command: StateStoreCommand, outcome: StateStoreOutcome, seconds: number): void {
+    this.commands.observe({ command, outcome }, seconds);
+  }
+
+  evicted(): void {
+    this.evictions.inc();
+  }
+}

@@ -1,0 +1,67 @@
+// Hands a verified payload to the internal service: its exact decoded bytes as plain JSON, with headers that say
+// how it was verified. No header of the sender is passed on, so a sender's own X-Postback-* claims never arrive.
+import { Agent, request } from 'undici';
+import type { VerifiedPostback } from './verify-postback.js';
+
+export interface ForwardResult {
+  /** The internal service's status; undefined when it could not be reached or timed out. */
+  readonly status: number | undefined;
+  /** Why there is no status (errno or undici code, never a message that could quote a URL's secret). */
+  readonly failure: string | undefined;
+  readonly seconds: number;
+}
+
+export interface PostbackForwarder {
+  forward(postback: VerifiedPostback, requestId: string, signal: AbortSignal): Promise<ForwardResult>;
+  close(): Promise<void>;
+}
+
+/** Connections kept to the internal service: postbacks are few, and each waits for its answer. */
+const MAX_CONNECTIONS = 16;
+
+export function forwardHeaders(postback: VerifiedPostback, requestId: string): Record<string, string> {
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    'x-postback-verified': postback.verified,
+    'x-request-id': requestId,
+  };
+  if (postback.timestamp !== undefined) headers['x-postback-timestamp'] = postback.timestamp;
+  if (postback.nonce !== undefined) headers['x-postback-nonce'] = postback.nonce;
+  return headers;
+}
+
+export function createPostbackForwarder(url: string, timeoutMs: number): PostbackForwarder {
+  // Its own pool: the receiver never takes a connection from the gateway client, and the other way round.
+  const agent = new Agent({ connections: MAX_CONNECTIONS, connect: { timeout: timeoutMs } });
+  return {
+    async forward(postback, requestId, signal) {
+      const started = process.hrtime.bigint();
+      const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
+      try {
+        const res = await request(url, {
+          method: 'POST',
+          dispatcher: agent,
+          headers: forwardHeaders(postback, requestId),
+          body: postback.payload,
+          signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]),
+          headersTimeout: timeoutMs,
+          bodyTimeout: timeoutMs,
+        });
+        // The answer's body is not used; it is read (bounded) so that the connection can be reused.
+        await res.body.dump({ limit: 64 * 1024 });
+        return { status: res.statusCode, failure: undefined, seconds: seconds() };
+      } catch (err) {
+        return { status: undefined, failure: failureCode(err), seconds: seconds() };
+      }
+    },
+    close: () => agent.close(),
+  };
+}
+
+function failureCode(err: unknown): string {
+  const e = err as { code?: unknown; name?: unknown; cause?: { code?: unknown } };
+  if (e.name === 'TimeoutError') return 'timeout';
+  if (e.name === 'AbortError') return 'aborted';
+  const code = e.code ?? e.cause?.code;
+  return typeof code === 'string' ? code : 'error';
+}

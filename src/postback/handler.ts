@@ -1,0 +1,180 @@
+// One postback from the gateway, answered once: source, route, body, verification, replay memory, forward. The
+// answer tells the gateway whether to redeliver (503) or stop (200, or a refusal that would only repeat).
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { SidecarError } from '../errors.js';
+import { sourceAllowed, type PostbackSourceAllowList } from '../config/postback-settings.js';
+import type { Logger } from '../observability/log.js';
+import type { PostbackMetrics } from '../observability/postback-metrics.js';
+import { readBody } from '../proxy/body.js';
+import { requestId } from '../proxy/request-id.js';
+import { StateStoreUnavailableError } from '../state/state-store.js';
+import type { PostbackForwarder } from './forward.js';
+import { postbackRefusals, PostbackRefusal, RETRY_AFTER_SECONDS, type PostbackOutcome } from './refusal.js';
+import type { ReplayMemory } from './replay-memory.js';
+import type { PostbackVerifier, VerifiedPostback } from './verify-postback.js';
+
+/** Spec 8 leaves payload sizes open; a postback is a few hundred bytes, so the egress default is generous. */
+export const MAX_POSTBACK_BYTES = 1_048_576;
+
+export interface PostbackHandlerDeps {
+  /** The public URL's path: the one route served. */
+  readonly path: string;
+  readonly allow: PostbackSourceAllowList | undefined;
+  readonly verify: PostbackVerifier;
+  readonly memory: ReplayMemory;
+  readonly forwarder: PostbackForwarder;
+  readonly metrics: PostbackMetrics;
+  readonly log: Logger;
+  readonly nowMs: () => number;
+  /** Aborted when the receiver stops waiting for forwards at shutdown. */
+  readonly stopping: AbortSignal;
+}
+
+/** What the log line and the answer are made of; filled in as the postback goes through. */
+interface Delivery {
+  readonly requestId: string;
+  /** Owner of the in-flight claim: unique per request (a sender's X-Request-Id may repeat across copies). */
+  readonly claimOwner: string;
+  postback?: VerifiedPostback;
+  nonceReplayed?: boolean;
+  internalStatus?: number;
+  forwardFailure?: string;
+  /** The class of an unexpected failure (never its message). */
+  error?: string;
+}
+
+interface Answer {
+  readonly outcome: PostbackOutcome;
+  readonly status: number;
+  readonly body: object;
+}
+
+const ok = (outcome: 'forwarded' | 'duplicate'): Answer => ({ outcome, status: 200, body: { status: outcome } });
+
+function check(req: IncomingMessage, deps: PostbackHandlerDeps): void {
+  if (!sourceAllowed(deps.allow, req.socket.remoteAddress)) throw postbackRefusals.sourceForbidden();
+  const path = (req.url ?? '').split('?', 1)[0];
+  if (path !== deps.path) throw postbackRefusals.notFound();
+  if (req.method !== 'POST') throw postbackRefusals.methodNotAllowed();
+}
+
+async function body(req: IncomingMessage): Promise<Buffer> {
+  try {
+    return await readBody(req, MAX_POSTBACK_BYTES);
+  } catch (err) {
+    if (err instanceof SidecarError && err.status === 413) throw postbackRefusals.tooLarge(MAX_POSTBACK_BYTES);
+    throw postbackRefusals.bodyInvalid('the body was not received completely', err);
+  }
+}
+
+async function forwardOnce(deps: PostbackHandlerDeps, delivery: Delivery, postback: VerifiedPostback): Promise<Answer> {
+  const { memory } = deps;
+  const claim = await memory.claim(postback.digest, delivery.claimOwner);
+  if (claim.kind === 'delivered') return ok('duplicate');
+  if (claim.kind === 'in_flight') throw postbackRefusals.inProgress();
+  const result = await deps.forwarder.forward(postback, delivery.requestId, deps.stopping);
+  deps.metrics.forwarded(result.seconds);
+  delivery.internalStatus = result.status;
+  delivery.forwardFailure = result.failure;
+  if (result.status !== undefined && result.status >= 200 && result.status < 300) {
+    try {
+      await memory.delivered(postback.digest, delivery.claimOwner);
+    } catch (err) {
+      // Delivered all the same: a 503 would make the gateway deliver it a second time. Only a redelivery that
+      // the gateway makes anyway could now go through twice; the log line says so.
+      deps.log.warn(
+        { event: 'postback.memory_failed', requestId: delivery.requestId, err: errorName(err) },
+        'not remembered',
+      );
+    }
+    return ok('forwarded');
+  }
+  await memory.release(postback.digest, delivery.claimOwner).catch(() => undefined); // the claim's TTL frees it too
+  const why =
+    result.status === undefined ? `could not be delivered (${result.failure ?? 'error'})` : `answered ${result.status}`;
+  throw postbackRefusals.forwardFailed(`the internal service ${why}; deliver it again later`);
+}
+
+async function receive(req: IncomingMessage, deps: PostbackHandlerDeps, delivery: Delivery): Promise<Answer> {
+  check(req, deps);
+  const raw = await body(req);
+  const postback = deps.verify(req.headers, raw, Math.floor(deps.nowMs() / 1000));
+  delivery.postback = postback;
+  try {
+    if (postback.nonce !== undefined) {
+      delivery.nonceReplayed = !(await deps.memory.recordNonce(postback.nonce, postback.digest));
+    }
+    return await forwardOnce(deps, delivery, postback);
+  } catch (err) {
+    if (err instanceof StateStoreUnavailableError) throw postbackRefusals.stateUnavailable(err);
+    throw err;
+  }
+}
+
+function errorName(err: unknown): string {
+  return err instanceof Error ? err.name : 'error';
+}
+
+function respond(res: ServerResponse, answer: Answer, id: string): void {
+  const text = JSON.stringify(answer.body);
+  const headers: Record<string, string | number> = {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+    'x-request-id': id,
+  };
+  if (answer.status === 503) headers['retry-after'] = RETRY_AFTER_SECONDS;
+  if (answer.status === 405) headers.allow = 'POST';
+  // An unread or oversized body must not be taken for the next request on the connection.
+  if (answer.status === 413 || answer.status === 400) headers.connection = 'close';
+  if (!res.headersSent) res.writeHead(answer.status, headers);
+  res.end(text);
+}
+
+function logLine(
+  deps: PostbackHandlerDeps,
+  answer: Answer,
+  delivery: Delivery,
+  code: string | undefined,
+  ms: number,
+): void {
+  const { postback } = delivery;
+  const fields = {
+    event: 'postback',
+    outcome: answer.outcome,
+    requestId: delivery.requestId,
+    status: answer.status,
+    code,
+    verified: postback?.verified,
+    nonce: postback?.nonce,
+    nonceReplayed: delivery.nonceReplayed,
+    payloadDigest: postback?.digest,
+    internalStatus: delivery.internalStatus,
+    forwardFailure: delivery.forwardFailure,
+    error: delivery.error,
+    durationMs: Math.round(ms),
+  };
+  if (answer.status < 300) deps.log.info(fields, 'postback');
+  else deps.log.warn(fields, 'postback refused');
+}
+
+export function createPostbackHandler(deps: PostbackHandlerDeps) {
+  return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const started = performance.now();
+    const delivery: Delivery = { requestId: requestId(req.headers['x-request-id']), claimOwner: randomUUID() };
+    let answer: Answer;
+    let code: string | undefined;
+    try {
+      answer = await receive(req, deps, delivery);
+    } catch (err) {
+      const refusal = err instanceof PostbackRefusal ? err : postbackRefusals.internal(err);
+      answer = { outcome: refusal.outcome, status: refusal.status, body: refusal.toBody() };
+      code = refusal.code;
+      // An unexpected failure is logged by its class only: its message could quote a header or the body.
+      if (refusal.code === 'postback.internal') delivery.error = errorName(refusal.cause);
+    }
+    respond(res, answer, delivery.requestId);
+    deps.metrics.postback(answer.outcome);
+    logLine(deps, answer, delivery, code, performance.now() - started);
+  };
+}

@@ -1,0 +1,29 @@
+import { ErrorReply } from '@redis/client';
+
+/** Our own deadline passed (the client's timeout option only covers commands not yet written to the socket). */
+export class RedisCommandTimeout extends Error {
+  override readonly name = 'RedisCommandTimeout';
+  constructor(readonly timeoutMs: number) {
+    super(`timeout after ${timeoutMs} ms`);
+  }
+}
+
+/** Error codes that mean the settings are wrong, not that Redis is away: the log says what to check. */
+const CREDENTIAL_CODES = new Set(['WRONGPASS', 'NOAUTH', 'NOPERM']);
+
+/**
+ * What a log line or an error message may say about a Redis failure. A Redis error reply is reduced to its code
+ * (WRONGPASS, NOPERM, OOM, READONLY...): the text after it may quote a key or an argument. Connection errors
+ * (ECONNREFUSED, TLS verification, a closed socket) name only the address and the cause.
+ */
+export function describeRedisError(err: unknown): string {
+  if (err instanceof RedisCommandTimeout) return err.message;
+  if (err instanceof ErrorReply) {
+    const code = /^[A-Z]+/.exec(err.message)?.[0] ?? 'ERR';
+    return CREDENTIAL_CODES.has(code)
+      ? `Redis refused the credentials or a command (${code}): check SIDECAR_REDIS_USERNAME, SIDECAR_REDIS_PASSWORD_FILE and the user's ACL rules`
+      : `Redis answered an error (${code})`;
+  }
+  if (err instanceof Error) return (err.message.split('\n')[0] ?? err.name).slice(0, 200) || err.name;
+  return 'unknown error';
+}

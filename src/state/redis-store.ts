@@ -1,0 +1,245 @@
+import { ErrorReply } from '@redis/client';
+import type { Logger } from '../observability/log.js';
+import type { StateStoreCommand, StateStoreOutcome } from '../observability/state-store-metrics.js';
+import { createRedisConnection, type RedisConnection, type RedisConnectionOptions } from './redis-client.js';
+import { describeRedisError, RedisCommandTimeout } from './redis-errors.js';
+import { DEFAULT_REDIS_KEY_PREFIX, RedisKeys } from './redis-keys.js';
+import { COMPARE_AND_DELETE, COMPARE_AND_SET, type LuaScript } from './redis-scripts.js';
+import { StoreAvailability } from './store-availability.js';
+import { StateStoreUnavailableError, type StateStore } from './state-store.js';
+
+/** SIDECAR_REDIS_COMMAND_TIMEOUT_MS's default: the longest a request ever waits on Redis. */
+export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 100;
+/** While down but connected (commands timing out or refused), how often a PING checks whether Redis is back. */
+const PROBE_INTERVAL_MS = 500;
+
+export interface RedisStoreOptions extends RedisConnectionOptions {
+  /** Short name of the vendor account (accountTag(base URL, username)): the hash tag of every key. */
+  readonly accountTag: string;
+  readonly keyPrefix?: string;
+  readonly commandTimeoutMs?: number;
+  readonly log?: Logger;
+  /** Every command's duration and outcome (the store command histogram). */
+  readonly onCommand?: (command: StateStoreCommand, outcome: StateStoreOutcome, seconds: number) => void;
+}
+
+interface Channel {
+  readonly listeners: Set<(message: string) => void>;
+  readonly dispatch: (message: string) => void;
+}
+
+/**
+ * The fleet's store on Redis (node-redis). It connects in the background and never throws at start: a sidecar
+ * whose Redis is down starts, serves, and reports the store unavailable until Redis answers. Every command is
+ * bounded by the command timeout and fails with StateStoreUnavailableError; commands are never queued while
+ * disconnected. Pub/sub runs on a second connection (a subscribed connection takes no other command), which
+ * node-redis subscribes again after every reconnect; the store counts as available only when both are up, so a
+ * publication after a recovery reaches the subscribers.
+ */
+export class RedisStateStore implements StateStore {
+  readonly kind = 'redis';
+  private readonly client: RedisConnection;
+  private readonly subscriber: RedisConnection;
+  private readonly keys: RedisKeys;
+  private readonly timeoutMs: number;
+  private readonly availability: StoreAvailability;
+  private readonly channels = new Map<string, Channel>();
+  private probe: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(private readonly options: RedisStoreOptions) {
+    this.keys = new RedisKeys(options.keyPrefix ?? DEFAULT_REDIS_KEY_PREFIX, options.accountTag);
+    this.timeoutMs = options.commandTimeoutMs ?? DEFAULT_REDIS_COMMAND_TIMEOUT_MS;
+    this.availability = new StoreAvailability(options.log, 'redis');
+    this.client = this.connect(createRedisConnection(options));
+    this.subscriber = this.connect(this.client.duplicate());
+  }
+
+  /** Resolves true once Redis answers, false when `timeoutMs` passes first (start and tests; never on requests). */
+  whenAvailable(timeoutMs: number): Promise<boolean> {
+    return this.availability.whenAvailable(timeoutMs);
+  }
+
+  /** Why the store is unavailable (the first failure of this outage, never a value); undefined while up. */
+  unavailableReason(): string | undefined {
+    return this.availability.downReason;
+  }
+
+  /** One PING, bounded by the command timeout (`check`; the recovery probe). */
+  async ping(): Promise<void> {
+    await this.run('ping', () => this.client.ping());
+  }
+
+  async get(key: string): Promise<string | undefined> {
+    const value = await this.run('get', () => this.client.get(this.keys.key(key)));
+    return value ?? undefined;
+  }
+
+  async setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean> {
+    const expiration = { type: 'PX' as const, value: ttl(ttlMs) };
+    const reply = await this.run('set_if_absent', () =>
+      this.client.set(this.keys.key(key), value, { condition: 'NX', expiration }),
+    );
+    return reply === 'OK';
+  }
+
+  async compareAndSet(key: string, expected: string | undefined, value: string, ttlMs: number): Promise<boolean> {
+    const args = [expected === undefined ? '0' : '1', expected ?? '', value, String(ttl(ttlMs))];
+    return (await this.run('compare_and_set', () => this.script(COMPARE_AND_SET, key, args))) === 1;
+  }
+
+  async compareAndDelete(key: string, expected: string): Promise<boolean> {
+    return (await this.run('compare_and_delete', () => this.script(COMPARE_AND_DELETE, key, [expected]))) === 1;
+  }
+
+  async publish(channel: string, message: string): Promise<void> {
+    await this.run('publish', () => this.client.publish(this.keys.channel(channel), message));
+  }
+
+  async subscribe(channel: string, listener: (message: string) => void): Promise<() => Promise<void>> {
+    const name = this.keys.channel(channel);
+    const existing = this.channels.get(name);
+    if (existing !== undefined && this.availability.available) {
+      existing.listeners.add(listener);
+    } else {
+      await this.subscribeChannel(name, listener);
+    }
+    return () => this.unsubscribe(name, listener);
+  }
+
+  isAvailable(): boolean {
+    return this.availability.available;
+  }
+
+  onAvailabilityChange(listener: (available: boolean) => void): void {
+    this.availability.onChange(listener);
+  }
+
+  close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.probe);
+    this.channels.clear();
+    // destroy, not QUIT: the store closes last at shutdown, nothing is in flight, and a QUIT to a Redis that is
+    // down would wait for it.
+    for (const connection of [this.subscriber, this.client]) {
+      if (connection.isOpen) connection.destroy();
+    }
+    return Promise.resolve();
+  }
+
+  /** Attaches the listeners, then starts connecting (and reconnecting, with capped backoff) in the background. */
+  private connect(connection: RedisConnection): RedisConnection {
+    // node-redis emits `error` for every failed attempt and throws when nobody listens: always listened to.
+    connection.on('error', (err: unknown) => this.markDown(describeRedisError(err)));
+    connection.on('ready', () => this.markUpIfConnected());
+    connection.connect().catch(() => {
+      // Rejects only when closed while connecting; failures before that were `error` events.
+    });
+    return connection;
+  }
+
+  private async subscribeChannel(name: string, listener: (message: string) => void): Promise<void> {
+    const channel = this.channels.get(name) ?? this.newChannel(name);
+    channel.listeners.add(listener);
+    try {
+      await this.run('subscribe', () => this.subscriber.subscribe(name, channel.dispatch), this.subscriber);
+    } catch (err) {
+      await this.unsubscribe(name, listener);
+      throw err;
+    }
+  }
+
+  private newChannel(name: string): Channel {
+    const listeners = new Set<(message: string) => void>();
+    const dispatch = (message: string) => {
+      for (const listener of [...listeners]) {
+        try {
+          listener(message);
+        } catch {
+          // A subscriber's bug must not stop the others nor reach node-redis' parser.
+        }
+      }
+    };
+    const channel = { listeners, dispatch };
+    this.channels.set(name, channel);
+    return channel;
+  }
+
+  /** Best effort on Redis (the local listener is gone either way): never rejects. */
+  private async unsubscribe(name: string, listener: (message: string) => void): Promise<void> {
+    const channel = this.channels.get(name);
+    if (channel === undefined || !channel.listeners.delete(listener) || channel.listeners.size > 0) return;
+    this.channels.delete(name);
+    if (this.closed || !this.subscriber.isOpen) return;
+    await withTimeout(this.subscriber.unsubscribe(name, channel.dispatch), this.timeoutMs).catch(() => undefined);
+  }
+
+  /** EVALSHA, or EVAL when this Redis has not seen the script yet (after a restart, a failover, a SCRIPT FLUSH). */
+  private async script(script: LuaScript, key: string, args: string[]): Promise<unknown> {
+    const options = { keys: [this.keys.key(key)], arguments: args };
+    try {
+      return await this.client.evalSha(script.sha1, options);
+    } catch (err) {
+      if (!(err instanceof ErrorReply) || !err.message.startsWith('NOSCRIPT')) throw err;
+      return await this.client.eval(script.source, options);
+    }
+  }
+
+  /** One command, bounded by the command timeout, timed, and turned into StateStoreUnavailableError on failure. */
+  private async run<T>(command: StateStoreCommand, send: () => Promise<T>, via = this.client): Promise<T> {
+    const started = performance.now();
+    if (this.closed || !this.client.isReady || !via.isReady) {
+      this.observe(command, 'unavailable', started);
+      throw new StateStoreUnavailableError(`redis ${command}: not connected`);
+    }
+    try {
+      const reply = await withTimeout(send(), this.timeoutMs);
+      this.observe(command, 'ok', started);
+      this.markUpIfConnected();
+      return reply;
+    } catch (err) {
+      this.observe(command, err instanceof RedisCommandTimeout ? 'timeout' : 'error', started);
+      const reason = describeRedisError(err);
+      this.markDown(reason);
+      throw new StateStoreUnavailableError(`redis ${command}: ${reason}`, { cause: err });
+    }
+  }
+
+  private observe(command: StateStoreCommand, outcome: StateStoreOutcome, started: number): void {
+    this.options.onCommand?.(command, outcome, (performance.now() - started) / 1_000);
+  }
+
+  private markUpIfConnected(): void {
+    if (this.closed || !this.client.isReady || !this.subscriber.isReady) return;
+    clearInterval(this.probe);
+    this.probe = undefined;
+    this.availability.up();
+  }
+
+  private markDown(reason: string): void {
+    if (this.closed) return;
+    this.availability.down(reason);
+    // Connected but failing (timeouts, refusals): nothing else would notice a recovery if no caller asked again.
+    this.probe ??= setInterval(() => void this.probeOnce(), PROBE_INTERVAL_MS).unref();
+  }
+
+  private async probeOnce(): Promise<void> {
+    if (!this.client.isReady) return;
+    await this.ping().catch(() => undefined);
+  }
+}
+
+/** Redis PX takes whole milliseconds, at least 1. A TTL that is no number is the caller's bug, not an outage. */
+function ttl(ms: number): number {
+  if (!Number.isFinite(ms)) throw new RangeError(`TTL must be a finite number of milliseconds, not ${ms}`);
+  return Math.max(1, Math.ceil(ms));
+}
+
+/** The command's own promise keeps running after a timeout; Promise.race has already handled its rejection. */
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new RedisCommandTimeout(ms)), ms);
+  });
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
+}

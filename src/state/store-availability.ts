@@ -1,0 +1,91 @@
+import type { Logger } from '../observability/log.js';
+
+type Phase = 'starting' | 'up' | 'down';
+
+/**
+ * Whether the shared store answers, as the callers see it. Starts unknown (connecting in the background), then
+ * flips between up and down. Each flip is logged once, at warn when the store goes away and at info when it comes
+ * back, with the reason of the first failure: a Redis outage of an hour is two log lines, not one per request.
+ * Listeners hear only real changes of isAvailable(); one that throws is logged and never stops the others.
+ */
+export class StoreAvailability {
+  private phase: Phase = 'starting';
+  private reason: string | undefined;
+  private readonly listeners: Array<(available: boolean) => void> = [];
+  private readonly waiters = new Set<() => void>();
+
+  constructor(
+    private readonly log: Logger | undefined,
+    private readonly store: string,
+  ) {}
+
+  get available(): boolean {
+    return this.phase === 'up';
+  }
+
+  /** Why the store is down (the first failure of this outage); undefined while up or still starting. */
+  get downReason(): string | undefined {
+    return this.phase === 'down' ? this.reason : undefined;
+  }
+
+  onChange(listener: (available: boolean) => void): void {
+    this.listeners.push(listener);
+  }
+
+  up(): void {
+    if (this.phase === 'up') return;
+    const wasDown = this.phase === 'down';
+    this.phase = 'up';
+    this.log?.info(
+      { event: wasDown ? 'state_store.up' : 'state_store.connected', store: this.store },
+      `shared state store ${this.store} available`,
+    );
+    for (const wake of this.waiters) wake();
+    this.notify(true);
+  }
+
+  /** `reason` names the failure (a Redis error code, "timeout after 100 ms", a connection error): never a value. */
+  down(reason: string): void {
+    if (this.phase === 'down') return;
+    const wasUp = this.phase === 'up';
+    this.phase = 'down';
+    this.reason = reason;
+    this.log?.warn(
+      { event: 'state_store.down', store: this.store, reason },
+      `shared state store ${this.store} unavailable: ${reason}`,
+    );
+    if (wasUp) this.notify(false);
+  }
+
+  /** Resolves true once available, false when `timeoutMs` passes first. */
+  async whenAvailable(timeoutMs: number): Promise<boolean> {
+    if (this.available) return true;
+    let wake: (() => void) | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const woken = new Promise<void>((resolve) => {
+      wake = resolve;
+      timer = setTimeout(resolve, timeoutMs);
+    });
+    this.waiters.add(wake!);
+    try {
+      await woken;
+    } finally {
+      clearTimeout(timer);
+      this.waiters.delete(wake!);
+    }
+    return this.available;
+  }
+
+  private notify(available: boolean): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(available);
+      } catch (err) {
+        this.log?.error(
+          { event: 'state_store.listener_error', store: this.store, error: (err as Error).name },
+          'availability listener threw',
+        );
+      }
+    }
+  }
+}

@@ -1,0 +1,82 @@
+import { randomBytes } from 'node:crypto';
+import type { StateStore } from '../state/state-store.js';
+import { TOKEN_CHANNEL, TOKEN_LOCK_KEY } from './shared-token-record.js';
+
+/**
+ * The token lock and the generation channel. The lock is a key set only when absent, with a random value and a
+ * TTL: a holder that dies or stalls loses it when the TTL runs out, and only its owner (who knows the value) can
+ * release it early. Whoever waits for a holder listens on the channel, and re-reads after a short wait anyway
+ * (a publication is best effort).
+ */
+export class FleetLock {
+  private readonly waiters = new Set<(generation: number) => void>();
+  private unsubscribe: (() => Promise<void>) | undefined;
+  private subscribing: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly store: StateStore,
+    private readonly lockTtlMs: number,
+    private readonly pollMs: number,
+    private readonly onNews: (generation: number) => void,
+  ) {}
+
+  /** Subscribes to the channel; a store that is away now is tried again by the caller when it returns. */
+  subscribe(): Promise<void> {
+    if (this.unsubscribe || this.stopped) return Promise.resolve();
+    this.subscribing ??= this.store
+      .subscribe(TOKEN_CHANNEL, (message) => this.heard(message))
+      .then(
+        (unsubscribe) => {
+          if (this.stopped) void unsubscribe().catch(() => undefined);
+          else this.unsubscribe = unsubscribe;
+        },
+        () => undefined,
+      )
+      .finally(() => (this.subscribing = undefined));
+    return this.subscribing;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    void this.unsubscribe?.().catch(() => undefined);
+    this.unsubscribe = undefined;
+    for (const wake of this.waiters) wake(0);
+  }
+
+  /** The lock's value when taken, undefined when another replica holds it. */
+  async take(): Promise<string | undefined> {
+    const value = randomBytes(16).toString('hex');
+    return (await this.store.setIfAbsent(TOKEN_LOCK_KEY, value, this.lockTtlMs)) ? value : undefined;
+  }
+
+  /** Best effort: a lock that cannot be released now expires with its TTL. */
+  async release(value: string): Promise<void> {
+    await this.store.compareAndDelete(TOKEN_LOCK_KEY, value).catch(() => false);
+  }
+
+  announce(generation: number): Promise<void> {
+    return this.store.publish(TOKEN_CHANNEL, String(generation)).catch(() => undefined);
+  }
+
+  /** Resolves when a generation above `above` is announced, or after the poll interval, whichever comes first. */
+  news(above: number): Promise<void> {
+    return new Promise((resolve) => {
+      const wake = (generation: number): void => {
+        if (generation !== 0 && generation <= above) return;
+        clearTimeout(timer);
+        this.waiters.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(() => wake(0), this.pollMs);
+      this.waiters.add(wake);
+    });
+  }
+
+  private heard(message: string): void {
+    const generation = Number(message);
+    if (!Number.isSafeInteger(generation) || generation <= 0) return;
+    for (const wake of [...this.waiters]) wake(generation);
+    this.onNews(generation);
+  }
+}

@@ -1,0 +1,52 @@
+// `check` for the postback receiver: the settings that config validation already proved (URL form, keys) are
+// shown with what they resolve to, and the one thing config cannot know is probed: can the internal service be
+// reached. No postback is sent: the internal service would take it for a real one.
+import type { PostbackConfig } from '../config/postback-settings.js';
+import { publicKeyFingerprint } from '../signing/keys.js';
+import { signedPostbackUrl } from '../postback/public-url.js';
+import type { CheckReport } from './check-report.js';
+import { probeConnection } from './probe-connection.js';
+
+function keysLine(postback: PostbackConfig): string {
+  if (postback.publicKeys.length === 0) return 'none (unsigned postbacks only; signed ones are refused)';
+  const keys = postback.publicKeys.map(
+    (key) => `RSA ${key.asymmetricKeyDetails?.modulusLength ?? 0} bits, fingerprint ${publicKeyFingerprint(key)}`,
+  );
+  return `${keys.length} key(s): ${keys.join('; ')}`;
+}
+
+export async function checkPostbacks(postback: PostbackConfig | undefined, report: CheckReport): Promise<void> {
+  if (postback === undefined) {
+    report.line('-', 'postback receiver', 'off (SIDECAR_POSTBACK_FORWARD_URL is not set)');
+    return;
+  }
+  const { listen, publicUrl } = postback;
+  report.line(
+    '✔',
+    'postback public URL',
+    `signed as ${signedPostbackUrl(publicUrl)}; serves POST ${publicUrl.path} on ${listen.host}:${listen.port}`,
+  );
+  if (publicUrl.protocol === 'http:') {
+    report.line(
+      '!',
+      'postback public URL',
+      'http://: the gateway would post in clear text; use https:// (TLS at the Ingress)',
+    );
+  }
+  report.line('✔', 'postback keys', keysLine(postback));
+  const sources = postback.allowCidrs?.ranges.join(', ') ?? 'any (the signature is the only check)';
+  const unsigned = postback.acceptUnsigned ? 'accepted from these sources' : 'refused';
+  report.line('-', 'postback sources', `${sources}; unsigned postbacks ${unsigned}`);
+  const forward = new URL(postback.forwardUrl);
+  const base = {
+    origin: forward.origin,
+    pathPrefix: '',
+    protocol: forward.protocol as 'http:' | 'https:',
+    hostname: forward.hostname,
+    isLoopback: false,
+  };
+  // The forwarder trusts the system roots only, so the probe does too.
+  const probe = await probeConnection(base, undefined, Math.min(postback.forwardTimeoutMs, 5_000));
+  const detail = probe.mark === '✔' && base.protocol === 'http:' ? 'TCP ok' : probe.detail;
+  report.line(probe.mark, 'postback forward URL reachable', `${forward.origin}${forward.pathname}: ${detail}`);
+}

@@ -1,0 +1,53 @@
+import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { before, describe, it } from 'node:test';
+import { loadConfig } from '../../src/config/load.js';
+import { ConfigError } from '../../src/errors.js';
+import { makeKeys, type TestKeys } from '../support/keys.js';
+
+describe('config: idempotency settings', () => {
+  let keys: TestKeys;
+  let env: NodeJS.ProcessEnv;
+  before(async () => {
+    keys = await makeKeys();
+    env = {
+      SIDECAR_BASE_URL: 'https://gateway.example.com',
+      SIDECAR_ENVIRONMENT: 'production',
+      SIDECAR_USERNAME: 'vendor@example.com',
+      SIDECAR_PASSWORD: 'pw',
+      SIDECAR_PRIVATE_KEY_FILE: keys.privateKeyFile,
+    };
+  });
+  const refused = (overrides: NodeJS.ProcessEnv, setting: string) =>
+    assert.throws(
+      () => loadConfig({ ...env, ...overrides }),
+      (err: unknown) => err instanceof ConfigError && err.message.startsWith(setting),
+    );
+
+  it('defaults: a key is optional and kept for a day', () => {
+    assert.deepEqual(loadConfig(env).idempotency, { required: false, ttlSeconds: 86_400 });
+  });
+
+  it('SIDECAR_IDEMPOTENCY_REQUIRED is a strict boolean', () => {
+    assert.equal(loadConfig({ ...env, SIDECAR_IDEMPOTENCY_REQUIRED: 'true' }).idempotency.required, true);
+    assert.equal(loadConfig({ ...env, SIDECAR_IDEMPOTENCY_REQUIRED: '0' }).idempotency.required, false);
+    for (const value of ['yes', 'on', ''])
+      refused({ SIDECAR_IDEMPOTENCY_REQUIRED: value }, 'SIDECAR_IDEMPOTENCY_REQUIRED (idempotency.required)');
+  });
+
+  it('SIDECAR_IDEMPOTENCY_TTL_SECONDS is a positive whole number of seconds', () => {
+    assert.equal(loadConfig({ ...env, SIDECAR_IDEMPOTENCY_TTL_SECONDS: '600' }).idempotency.ttlSeconds, 600);
+    for (const value of ['0', '-1', '1.5', 'a day'])
+      refused({ SIDECAR_IDEMPOTENCY_TTL_SECONDS: value }, 'SIDECAR_IDEMPOTENCY_TTL_SECONDS (idempotency.ttlSeconds)');
+  });
+
+  it('both can come from the config file', async () => {
+    const file = join(keys.dir, 'idempotency.yaml');
+    await writeFile(file, 'idempotency:\n  required: true\n  ttlSeconds: 3600\n');
+    assert.deepEqual(loadConfig({ ...env, SIDECAR_CONFIG_FILE: file }).idempotency, {
+      required: true,
+      ttlSeconds: 3600,
+    });
+  });
+});

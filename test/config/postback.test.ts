@@ -1,0 +1,211 @@
+import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { before, describe, it } from 'node:test';
+import { collectConfig, loadConfig } from '../../src/config/load.js';
+import { sourceAllowed } from '../../src/config/postback-settings.js';
+import { signedPostbackUrl } from '../../src/postback/public-url.js';
+import { makeKeys, type TestKeys } from '../support/keys.js';
+import { scratchDir } from '../support/scratch.js';
+
+describe('config: the postback receiver', () => {
+  let keys: TestKeys;
+  let gateway: TestKeys;
+  let next: TestKeys;
+  let small: TestKeys;
+  let env: NodeJS.ProcessEnv;
+  let dir: string;
+
+  before(async () => {
+    [keys, gateway, next, small] = await Promise.all([makeKeys(), makeKeys(), makeKeys(), makeKeys(1024)]);
+    dir = scratchDir('postback-config-');
+    env = {
+      SIDECAR_BASE_URL: 'https://gateway.example.com',
+      SIDECAR_ENVIRONMENT: 'production',
+      SIDECAR_USERNAME: 'vendor@example.com',
+      SIDECAR_PASSWORD: 'pw',
+      SIDECAR_PRIVATE_KEY_FILE: keys.privateKeyFile,
+      SIDECAR_POSTBACK_FORWARD_URL: 'http://127.0.0.1:3000/postbacks',
+      SIDECAR_POSTBACK_PUBLIC_URL: 'https://Pay.Example.com:443/gateway/postbacks?',
+      SIDECAR_POSTBACK_PUBLIC_KEY_FILE: gateway.publicKeyFile,
+    };
+  });
+
+  const file = async (name: string, text: string) => {
+    const path = join(dir, name);
+    await writeFile(path, text);
+    return path;
+  };
+
+  /** Every refusal of one run, as `serve` and `check` print them. */
+  const refusals = async (overrides: NodeJS.ProcessEnv): Promise<string[]> => {
+    const result = await collectConfig({ ...env, ...overrides });
+    assert.equal(result.ok, false, 'refused');
+    return result.ok ? [] : result.errors.map((e) => e.message);
+  };
+
+  it('is off unless the forward URL is set, whatever else is', () => {
+    assert.equal(loadConfig({ ...env, SIDECAR_POSTBACK_FORWARD_URL: undefined }).postback, undefined);
+  });
+
+  it('applies the contract defaults and canonicalises the public URL by spec 5.2', () => {
+    const postback = loadConfig(env).postback!;
+    assert.deepEqual(postback.listen, { host: '0.0.0.0', port: 8081 });
+    assert.equal(postback.forwardTimeoutMs, 10_000);
+    assert.equal(postback.maxAgeSeconds, 60);
+    assert.equal(postback.maxFutureSeconds, 5);
+    assert.equal(postback.deliveredTtlSeconds, 86_400);
+    assert.equal(postback.acceptUnsigned, false);
+    assert.equal(postback.allowCidrs, undefined);
+    assert.equal(postback.publicUrl.path, '/gateway/postbacks');
+    assert.equal(signedPostbackUrl(postback.publicUrl), 'https://pay.example.com/gateway/postbacks');
+    assert.equal(postback.publicKeys.length, 1);
+  });
+
+  it('keeps a non-empty query of the public URL byte for byte', () => {
+    const postback = loadConfig({ ...env, SIDECAR_POSTBACK_PUBLIC_URL: 'https://h.example/p/?b=2&a=1' }).postback!;
+    assert.equal(signedPostbackUrl(postback.publicUrl), 'https://h.example/p/?b=2&a=1');
+  });
+
+  it('reads every key of a file that holds several (a rotation)', async () => {
+    const both = await file('both.pem', `${gateway.publicKeyPem}\n${next.publicKeyPem}`);
+    assert.equal(loadConfig({ ...env, SIDECAR_POSTBACK_PUBLIC_KEY_FILE: both }).postback!.publicKeys.length, 2);
+  });
+
+  it('reads the allowed ranges, IPv4 and IPv6, and matches IPv4-mapped sources', () => {
+    const postback = loadConfig({
+      ...env,
+      SIDECAR_POSTBACK_ACCEPT_UNSIGNED: 'true',
+      SIDECAR_POSTBACK_ALLOW_CIDRS: '203.0.113.0/24, 2001:db8::/32,198.51.100.7',
+    }).postback!;
+    assert.deepEqual(postback.allowCidrs?.ranges, ['203.0.113.0/24', '2001:db8::/32', '198.51.100.7']);
+    assert.equal(sourceAllowed(postback.allowCidrs, '203.0.113.9'), true);
+    assert.equal(sourceAllowed(postback.allowCidrs, '::ffff:203.0.113.9'), true);
+    assert.equal(sourceAllowed(postback.allowCidrs, '2001:db8::1'), true);
+    assert.equal(sourceAllowed(postback.allowCidrs, '198.51.100.7'), true);
+    assert.equal(sourceAllowed(postback.allowCidrs, '198.51.100.8'), false);
+    assert.equal(sourceAllowed(postback.allowCidrs, undefined), false);
+  });
+
+  it('accepts unsigned postbacks without a key file when the ranges are given', () => {
+    const postback = loadConfig({
+      ...env,
+      SIDECAR_POSTBACK_PUBLIC_KEY_FILE: undefined,
+      SIDECAR_POSTBACK_ACCEPT_UNSIGNED: 'true',
+      SIDECAR_POSTBACK_ALLOW_CIDRS: '10.0.0.0/8',
+    }).postback!;
+    assert.equal(postback.publicKeys.length, 0);
+  });
+
+  const cases: Array<[string, NodeJS.ProcessEnv | (() => Promise<NodeJS.ProcessEnv>), RegExp]> = [
+    [
+      'SIDECAR_POSTBACK_PUBLIC_URL',
+      { SIDECAR_POSTBACK_PUBLIC_URL: undefined },
+      /is required when the postback receiver is on/,
+    ],
+    [
+      'SIDECAR_POSTBACK_PUBLIC_URL',
+      { SIDECAR_POSTBACK_PUBLIC_URL: 'pay.example.com/postbacks' },
+      /not an absolute URL/,
+    ],
+    [
+      'SIDECAR_POSTBACK_PUBLIC_URL',
+      { SIDECAR_POSTBACK_PUBLIC_URL: 'https://h.example/p#frag' },
+      /not an absolute URL without fragment/,
+    ],
+    ['SIDECAR_POSTBACK_PUBLIC_URL', { SIDECAR_POSTBACK_PUBLIC_URL: 'https://u:p@h.example/p' }, /credentials/],
+    ['SIDECAR_POSTBACK_PUBLIC_URL', { SIDECAR_POSTBACK_PUBLIC_URL: 'https://h.example/a b' }, /canonical form/],
+    [
+      'SIDECAR_POSTBACK_PUBLIC_URL',
+      { SIDECAR_POSTBACK_PUBLIC_URL: 'http://pay.example.com/p' },
+      /production requires https/,
+    ],
+    [
+      'SIDECAR_POSTBACK_FORWARD_URL',
+      { SIDECAR_POSTBACK_FORWARD_URL: 'ftp://127.0.0.1/x' },
+      /scheme ftp: is not supported/,
+    ],
+    ['SIDECAR_POSTBACK_FORWARD_URL', { SIDECAR_POSTBACK_FORWARD_URL: 'not a url' }, /not an absolute URL/],
+    [
+      'SIDECAR_POSTBACK_PUBLIC_KEY_FILE',
+      { SIDECAR_POSTBACK_PUBLIC_KEY_FILE: undefined },
+      /required unless SIDECAR_POSTBACK_ACCEPT_UNSIGNED/,
+    ],
+    [
+      'SIDECAR_POSTBACK_PUBLIC_KEY_FILE',
+      { SIDECAR_POSTBACK_PUBLIC_KEY_FILE: '/nonexistent/k.pem' },
+      /cannot read file .*ENOENT/,
+    ],
+    [
+      'SIDECAR_POSTBACK_ACCEPT_UNSIGNED',
+      { SIDECAR_POSTBACK_ACCEPT_UNSIGNED: 'true' },
+      /requires SIDECAR_POSTBACK_ALLOW_CIDRS/,
+    ],
+    ['SIDECAR_POSTBACK_ACCEPT_UNSIGNED', { SIDECAR_POSTBACK_ACCEPT_UNSIGNED: 'yes' }, /true or false/],
+    [
+      'SIDECAR_POSTBACK_ALLOW_CIDRS',
+      { SIDECAR_POSTBACK_ALLOW_CIDRS: '10.0.0.0/33' },
+      /"10.0.0.0\/33" is not an IP address or CIDR/,
+    ],
+    [
+      'SIDECAR_POSTBACK_ALLOW_CIDRS',
+      { SIDECAR_POSTBACK_ALLOW_CIDRS: 'gateway.example.com' },
+      /not an IP address or CIDR/,
+    ],
+    ['SIDECAR_POSTBACK_LISTEN_PORT', { SIDECAR_POSTBACK_LISTEN_PORT: '8080' }, /also SIDECAR_LISTEN_PORT/],
+    ['SIDECAR_POSTBACK_LISTEN_PORT', { SIDECAR_POSTBACK_LISTEN_PORT: '9464' }, /also SIDECAR_ADMIN_PORT/],
+    ['SIDECAR_POSTBACK_DELIVERED_TTL_SECONDS', { SIDECAR_POSTBACK_DELIVERED_TTL_SECONDS: '60' }, /at least 95 s/],
+    ['SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS', { SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS: '0' }, /positive integer/],
+  ];
+  for (const [setting, overrides, reason] of cases) {
+    it(`refuses ${setting}: ${reason.source}`, async () => {
+      const messages = await refusals(typeof overrides === 'function' ? await overrides() : overrides);
+      assert.ok(
+        messages.some((m) => m.startsWith(setting) && reason.test(m)),
+        `${setting} ${reason}: ${messages.join(' | ')}`,
+      );
+    });
+  }
+
+  it('refuses a key file without an RSA public key of at least 2048 bits, naming the key', async () => {
+    const cases: Array<[string, RegExp]> = [
+      [await file('empty.pem', 'nothing here'), /holds no PEM public key/],
+      [await file('private.pem', keys.privateKeyPem), /holds a private key/],
+      [await file('small.pem', `${gateway.publicKeyPem}${small.publicKeyPem}`), /key 2 of 2: key is 1024 bits/],
+    ];
+    for (const [path, reason] of cases) {
+      const messages = await refusals({ SIDECAR_POSTBACK_PUBLIC_KEY_FILE: path });
+      assert.ok(
+        messages.some((m) => m.startsWith('SIDECAR_POSTBACK_PUBLIC_KEY_FILE') && reason.test(m)),
+        messages.join(' | '),
+      );
+      assert.ok(!messages.join('\n').includes('BEGIN'), 'never quotes the file');
+    }
+  });
+
+  it('reads the settings from the config file too, key file relative to it', async () => {
+    await writeFile(join(dir, 'gw.pem'), gateway.publicKeyPem);
+    const configFile = await file(
+      'sidecar.json',
+      JSON.stringify({
+        postback: {
+          forwardUrl: 'http://127.0.0.1:3000/p',
+          publicUrl: 'https://pay.example.com/p',
+          publicKeyFile: 'gw.pem',
+          listen: { port: 9000 },
+          maxAgeSeconds: 120,
+        },
+      }),
+    );
+    const postback = loadConfig({
+      ...env,
+      SIDECAR_CONFIG_FILE: configFile,
+      SIDECAR_POSTBACK_FORWARD_URL: undefined,
+      SIDECAR_POSTBACK_PUBLIC_URL: undefined,
+      SIDECAR_POSTBACK_PUBLIC_KEY_FILE: undefined,
+    }).postback!;
+    assert.equal(postback.listen.port, 9000);
+    assert.equal(postback.maxAgeSeconds, 120);
+    assert.equal(postback.publicKeyFile, join(dir, 'gw.pem'));
+  });
+});

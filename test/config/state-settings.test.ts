@@ -1,0 +1,186 @@
+import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { before, describe, it } from 'node:test';
+import { collectConfig, loadConfig } from '../../src/config/load.js';
+import { ConfigError } from '../../src/errors.js';
+import { DEFAULT_MEMORY_STORE_MAX_ENTRIES } from '../../src/state/memory-store.js';
+import { makeKeys, type TestKeys } from '../support/keys.js';
+
+describe('config: the shared state store (SIDECAR_STATE_STORE, SIDECAR_REDIS_*)', () => {
+  let keys: TestKeys;
+  let env: NodeJS.ProcessEnv;
+  let passwordFile: string;
+  let caFile: string;
+
+  before(async () => {
+    keys = await makeKeys(2048);
+    passwordFile = join(keys.dir, 'redis-password');
+    await writeFile(passwordFile, 'redis-secret-pw\n', { mode: 0o600 });
+    caFile = join(keys.dir, 'redis-ca.pem');
+    await writeFile(caFile, '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
+    env = {
+      SIDECAR_BASE_URL: 'https://gateway.example.com',
+      SIDECAR_ENVIRONMENT: 'production',
+      SIDECAR_USERNAME: 'vendor@example.com',
+      SIDECAR_PASSWORD: 'pw',
+      SIDECAR_PRIVATE_KEY_FILE: keys.privateKeyFile,
+    };
+  });
+
+  const redisEnv = (extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv => ({
+    ...env,
+    SIDECAR_STATE_STORE: 'redis',
+    SIDECAR_REDIS_URL: 'rediss://redis.internal:6380/2',
+    ...extra,
+  });
+
+  const refuse = (overrides: NodeJS.ProcessEnv, setting: string, reason: RegExp) => {
+    assert.throws(
+      () => loadConfig(redisEnv(overrides)),
+      (err: unknown) => {
+        assert.ok(err instanceof ConfigError);
+        assert.ok(err.message.startsWith(setting), `"${err.message}" names ${setting}`);
+        assert.match(err.message, reason);
+        return true;
+      },
+    );
+  };
+
+  it('defaults to the memory store, bounded as memory-store.ts says', () => {
+    const { state } = loadConfig(env);
+    assert.equal(state.store, 'memory');
+    assert.equal(state.redis, undefined);
+    assert.equal(state.memoryMaxEntries, DEFAULT_MEMORY_STORE_MAX_ENTRIES);
+    assert.equal(loadConfig({ ...env, SIDECAR_STATE_MEMORY_MAX_ENTRIES: '500' }).state.memoryMaxEntries, 500);
+  });
+
+  it('reads every Redis setting, the password from its file without the trailing newline', () => {
+    const config = loadConfig(
+      redisEnv({
+        SIDECAR_REDIS_USERNAME: 'signing-sidecar',
+        SIDECAR_REDIS_PASSWORD_FILE: passwordFile,
+        SIDECAR_REDIS_CA_FILE: caFile,
+        SIDECAR_REDIS_KEY_PREFIX: 'payments-sidecar:',
+        SIDECAR_REDIS_COMMAND_TIMEOUT_MS: '250',
+      }),
+    );
+    const redis = config.state.redis!;
+    assert.equal(config.state.store, 'redis');
+    assert.equal(redis.url, 'rediss://redis.internal:6380/2');
+    assert.equal(redis.tls, true);
+    assert.equal(redis.username, 'signing-sidecar');
+    assert.equal(redis.password?.reveal(), 'redis-secret-pw');
+    assert.match(redis.ca!, /BEGIN CERTIFICATE/);
+    assert.equal(redis.keyPrefix, 'payments-sidecar:');
+    assert.equal(redis.commandTimeoutMs, 250);
+    assert.equal(JSON.stringify(config).includes('redis-secret-pw'), false, 'the password never serialises');
+  });
+
+  it('defaults the prefix to signing-sidecar: and the command timeout to 100 ms', () => {
+    const redis = loadConfig(redisEnv()).state.redis!;
+    assert.equal(redis.keyPrefix, 'signing-sidecar:');
+    assert.equal(redis.commandTimeoutMs, 100);
+    assert.equal(redis.password, undefined);
+  });
+
+  it('refuses an unknown store', () => refuse({ SIDECAR_STATE_STORE: 'etcd' }, 'SIDECAR_STATE_STORE', /memory.*redis/));
+  it('requires SIDECAR_REDIS_URL for the redis store', () =>
+    refuse({ SIDECAR_REDIS_URL: '' }, 'SIDECAR_REDIS_URL', /is required when SIDECAR_STATE_STORE=redis/));
+  it('refuses text that is not a URL', () =>
+    refuse({ SIDECAR_REDIS_URL: 'redis.internal:6379' }, 'SIDECAR_REDIS_URL', /scheme|not a URL/));
+  it('refuses another scheme', () =>
+    refuse({ SIDECAR_REDIS_URL: 'http://redis.internal:6379' }, 'SIDECAR_REDIS_URL', /use redis:\/\/ or rediss:\/\//));
+  it('refuses a path that is not a database number', () =>
+    refuse({ SIDECAR_REDIS_URL: 'redis://redis.internal:6379/cache' }, 'SIDECAR_REDIS_URL', /database number/));
+  it('refuses a query string', () =>
+    refuse({ SIDECAR_REDIS_URL: 'redis://redis.internal:6379?db=1' }, 'SIDECAR_REDIS_URL', /query or fragment/));
+
+  for (const url of [
+    'redis://:hunter2@redis.internal:6379',
+    'rediss://app:hunter2@redis.internal',
+    'redis://@redis.internal',
+  ]) {
+    it(`refuses credentials in the URL without repeating them (${url.replace('hunter2', '***')})`, () => {
+      assert.throws(
+        () => loadConfig(redisEnv({ SIDECAR_REDIS_URL: url })),
+        (err: unknown) => {
+          assert.ok(err instanceof ConfigError);
+          assert.match(
+            err.message,
+            /^SIDECAR_REDIS_URL .*must not carry a username or password; set SIDECAR_REDIS_USERNAME and SIDECAR_REDIS_PASSWORD_FILE/,
+          );
+          assert.equal(err.message.includes('hunter2'), false);
+          return true;
+        },
+      );
+    });
+  }
+
+  it('refuses a username without a password file', () =>
+    refuse(
+      { SIDECAR_REDIS_USERNAME: 'signing-sidecar' },
+      'SIDECAR_REDIS_USERNAME',
+      /needs SIDECAR_REDIS_PASSWORD_FILE/,
+    ));
+  it('refuses a password file it cannot read', () =>
+    refuse(
+      { SIDECAR_REDIS_PASSWORD_FILE: join(keys.dir, 'absent') },
+      'SIDECAR_REDIS_PASSWORD_FILE',
+      /cannot read file.*ENOENT/,
+    ));
+  it('refuses an empty password file', async () => {
+    const empty = join(keys.dir, 'empty-redis-password');
+    await writeFile(empty, '\n');
+    refuse({ SIDECAR_REDIS_PASSWORD_FILE: empty }, 'SIDECAR_REDIS_PASSWORD_FILE', /is empty/);
+  });
+  it('refuses a CA file with a redis:// (plain) URL', () =>
+    refuse(
+      { SIDECAR_REDIS_URL: 'redis://redis.internal:6379', SIDECAR_REDIS_CA_FILE: caFile },
+      'SIDECAR_REDIS_CA_FILE',
+      /applies to rediss:\/\/ only/,
+    ));
+  it('refuses a CA file without a certificate', () =>
+    refuse({ SIDECAR_REDIS_CA_FILE: passwordFile }, 'SIDECAR_REDIS_CA_FILE', /holds no PEM certificate/));
+  it('refuses an empty key prefix', () =>
+    refuse({ SIDECAR_REDIS_KEY_PREFIX: '' }, 'SIDECAR_REDIS_KEY_PREFIX', /must not be empty/));
+  it('refuses braces in the key prefix (they would move the hash tag)', () =>
+    refuse({ SIDECAR_REDIS_KEY_PREFIX: 'a{b}:' }, 'SIDECAR_REDIS_KEY_PREFIX', /braces/));
+  it('refuses a command timeout that is not a positive integer', () =>
+    refuse({ SIDECAR_REDIS_COMMAND_TIMEOUT_MS: '0' }, 'SIDECAR_REDIS_COMMAND_TIMEOUT_MS', /positive integer/));
+  it('refuses a memory bound that is not a positive integer', () =>
+    refuse({ SIDECAR_STATE_MEMORY_MAX_ENTRIES: '-1' }, 'SIDECAR_STATE_MEMORY_MAX_ENTRIES', /positive integer/));
+
+  it('reports every Redis refusal at once', async () => {
+    const result = await collectConfig(
+      redisEnv({
+        SIDECAR_REDIS_URL: 'redis://u:p@redis.internal',
+        SIDECAR_REDIS_USERNAME: 'signing-sidecar',
+        SIDECAR_REDIS_KEY_PREFIX: '{x}',
+      }),
+    );
+    assert.equal(result.ok, false);
+    const named = result.ok ? [] : result.errors.map((err) => err.message.split(' ')[0]);
+    assert.deepEqual(named.sort(), ['SIDECAR_REDIS_KEY_PREFIX', 'SIDECAR_REDIS_URL', 'SIDECAR_REDIS_USERNAME']);
+  });
+
+  it('warns, without refusing, about plain redis:// in production and Redis settings the memory store ignores', () => {
+    const plain = loadConfig(redisEnv({ SIDECAR_REDIS_URL: 'redis://redis.internal:6379' }));
+    assert.deepEqual(
+      plain.warnings.map((w) => w.setting),
+      ['SIDECAR_REDIS_URL (state.redis.url)'],
+    );
+    assert.match(plain.warnings[0]!.message, /rediss:\/\/ \(TLS\) in production/);
+    const staging = loadConfig(
+      redisEnv({
+        SIDECAR_ENVIRONMENT: 'staging',
+        SIDECAR_BASE_URL: 'http://127.0.0.1:9',
+        SIDECAR_REDIS_URL: 'redis://127.0.0.1:6379',
+      }),
+    );
+    assert.deepEqual(staging.warnings, []);
+    const forgotten = loadConfig({ ...env, SIDECAR_REDIS_URL: 'redis://redis.internal:6379' });
+    assert.equal(forgotten.state.store, 'memory');
+    assert.match(forgotten.warnings[0]!.message, /SIDECAR_STATE_STORE is memory: Redis is not used/);
+  });
+});

@@ -1,0 +1,139 @@
+// Idempotency keys across a fleet (issue 17): replicas sharing one real Redis (SIDECAR_STATE_STORE=redis) recognise
+// each other's keys. Payments are counted where they land: the simulator's transactions, or the recording
+// gateway's requests carrying one payment's body.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
+import { freshDeposit, newKey, send, until } from '../support/idempotent-calls.js';
+import { makeKeys, type TestKeys } from '../support/keys.js';
+import { RecordingGateway, TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
+import { spawnSidecar } from '../support/spawned-sidecar.js';
+
+let redis: TestRedis;
+let keys: TestKeys;
+before(async () => {
+  [redis, keys] = await Promise.all([startRedis(), makeKeys()]);
+});
+after(async () => {
+  await redis.close();
+});
+
+// A generous command timeout: fifty requests on three processes of a loaded test machine can keep an event loop
+// busy past the default 100 ms, and these tests are about exactly-once, not about a slow Redis.
+const fleetEnv = (): NodeJS.ProcessEnv => ({
+  SIDECAR_STATE_STORE: 'redis',
+  SIDECAR_REDIS_URL: redis.url,
+  SIDECAR_REDIS_COMMAND_TIMEOUT_MS: '2000',
+});
+
+async function replica(baseUrl: string, now?: () => number): Promise<TestSidecar> {
+  const running = await startTestSidecar(await sidecarEnv(keys, baseUrl, fleetEnv()), now ? { now } : {});
+  await waitUntilReady(running.sidecar);
+  return running;
+}
+
+describe('Idempotency-Key across replicas sharing one Redis (real simulator)', () => {
+  let simulator: RunningSimulator;
+  let one: TestSidecar;
+  let two: TestSidecar;
+  before(async () => {
+    simulator = await startSimulator({
+      accounts: [{ username: TEST_USERNAME, password: TEST_PASSWORD, publicKeyPem: keys.publicKeyPem }],
+    });
+    one = await replica(simulator.baseUrl);
+    two = await replica(simulator.baseUrl);
+  });
+  after(async () => {
+    await Promise.all([one.stop(), two.stop()]);
+    await simulator.close();
+  });
+
+  it('a retry on a second replica after the first answered gets the replay; one transaction', async () => {
+    const before = simulator.transactions().length;
+    const key = newKey();
+    const payment = freshDeposit();
+    const first = await send(one.sidecar.proxyUrl, key, payment);
+    assert.ok(first.status < 300, first.body.toString());
+    const retry = await send(two.sidecar.proxyUrl, key, payment);
+    assert.equal(retry.status, first.status);
+    assert.equal(retry.replayed, true);
+    assert.ok(retry.body.equals(first.body), 'byte for byte');
+    assert.equal(simulator.transactions().length, before + 1);
+  });
+
+  it('fifty concurrent retries of one key across two replicas reach the gateway once', async () => {
+    const before = simulator.transactions().length;
+    const key = newKey();
+    const payment = freshDeposit();
+    const replies = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => send((i % 2 ? one : two).sidecar.proxyUrl, key, payment)),
+    );
+    const summary = [...new Set(replies.map((r) => `${r.status} ${r.code ?? ''} ${r.body.toString().slice(0, 200)}`))];
+    assert.equal(simulator.transactions().length, before + 1, summary.join('\n'));
+    const answers = replies.filter((r) => r.status < 300);
+    assert.equal(answers.length + replies.filter((r) => r.code === 'sidecar.idempotency.in_progress').length, 50);
+    assert.equal(answers.filter((r) => !r.replayed).length, 1);
+    for (const answer of answers) assert.ok(answer.body.equals(answers[0]!.body));
+  });
+});
+
+describe('a replica killed between send and answer', () => {
+  it('leaves a record that a retry on another replica sees as in progress, then, after the deadline, as outcome_unknown', async () => {
+    const gateway = await new RecordingGateway().start();
+    gateway.holdUntil = Number.POSITIVE_INFINITY; // the gateway has the request and holds its answer
+    const doomed = await spawnSidecar(await sidecarEnv(keys, gateway.url, fleetEnv()));
+    let survivor: TestSidecar | undefined;
+    try {
+      await until(() => gateway.grants.length > 0);
+      const key = newKey();
+      const payment = freshDeposit();
+      const lost = send(doomed.proxyUrl, key, payment).catch((err: unknown) => err);
+      await until(() => gateway.requests.length === 1);
+      doomed.child.kill('SIGKILL');
+      await doomed.exited;
+      assert.ok((await lost) instanceof Error, 'the caller of the killed replica got no answer');
+
+      let offsetMs = 0;
+      survivor = await replica(gateway.url, () => Date.now() + offsetMs);
+      const early = await send(survivor.sidecar.proxyUrl, key, payment);
+      assert.equal(early.status, 409);
+      assert.equal(early.code, 'sidecar.idempotency.in_progress');
+      offsetMs = 116_000; // past 115 s, the longest request time with the default settings
+      const late = await send(survivor.sidecar.proxyUrl, key, payment);
+      assert.equal(late.status, 502);
+      assert.equal(late.code, 'sidecar.upstream.outcome_unknown');
+      assert.equal(late.retryable, false);
+      assert.equal(late.replayed, true);
+      const again = await send(survivor.sidecar.proxyUrl, key, payment);
+      assert.ok(again.body.equals(late.body) && again.replayed);
+      const copies = gateway.requests.filter((r) => r.body === gateway.requests[0]!.body);
+      assert.equal(copies.length, 1, 'never resent');
+    } finally {
+      await doomed.kill();
+      await survivor?.stop();
+      await gateway.stop();
+    }
+  });
+});
+
+describe('Redis down', () => {
+  it('a keyed request is refused 503 unavailable and not sent; one without a key still goes', async () => {
+    const gateway = await new RecordingGateway().start();
+    const running = await replica(gateway.url);
+    try {
+      await redis.stop();
+      const refused = await send(running.sidecar.proxyUrl, newKey(), freshDeposit());
+      assert.equal(refused.status, 503);
+      assert.equal(refused.code, 'sidecar.idempotency.unavailable');
+      assert.equal(refused.retryable, true);
+      assert.equal(gateway.requests.length, 0);
+      assert.equal((await send(running.sidecar.proxyUrl, undefined, freshDeposit())).status, 201);
+    } finally {
+      await redis.start();
+      await running.stop();
+      await gateway.stop();
+    }
+  });
+});

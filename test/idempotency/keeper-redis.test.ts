@@ -1,0 +1,57 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { accountTag } from '../../src/state/redis-keys.js';
+import { RedisStateStore } from '../../src/state/redis-store.js';
+import { StateStoreUnavailableError } from '../../src/state/state-store.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { describeKeeperContract, freshKey, gatewayAnswer, keeperOn } from './keeper-contract.js';
+
+let redis: TestRedis;
+before(async () => {
+  redis = await startRedis();
+});
+after(async () => {
+  await redis.close();
+});
+
+async function openStore(): Promise<RedisStateStore> {
+  const store = new RedisStateStore({
+    url: redis.url,
+    accountTag: accountTag('https://gateway.test', 'merchant@example.test'),
+    commandTimeoutMs: 200,
+  });
+  assert.equal(await store.whenAvailable(5_000), true, 'the store connects');
+  return store;
+}
+
+describeKeeperContract('Redis', openStore);
+
+describe('idempotency protocol on Redis: two replicas, one Redis', () => {
+  it('a key answered through one replica is replayed through another', async () => {
+    const [one, two] = await Promise.all([openStore(), openStore()]);
+    try {
+      const key = freshKey();
+      const claim = await keeperOn(one).keeper.claim(key, 'fp', 'req-1');
+      assert.equal(claim.kind, 'new');
+      assert.deepEqual(await keeperOn(two).keeper.claim(key, 'fp', 'req-2'), { kind: 'in_progress' });
+      if (claim.kind === 'new') await keeperOn(one).keeper.complete(claim.ticket, gatewayAnswer);
+      assert.deepEqual(await keeperOn(two).keeper.claim(key, 'fp', 'req-3'), {
+        kind: 'replayed',
+        answer: gatewayAnswer,
+      });
+    } finally {
+      await Promise.all([one.close(), two.close()]);
+    }
+  });
+
+  it('Redis down: a claim rejects as unavailable (the request must not be sent)', async () => {
+    const store = await openStore();
+    try {
+      await redis.stop();
+      await assert.rejects(keeperOn(store).keeper.claim(freshKey(), 'fp', 'req-1'), StateStoreUnavailableError);
+    } finally {
+      await redis.start();
+      await store.close();
+    }
+  });
+});

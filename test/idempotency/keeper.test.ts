@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { MemoryStateStore } from '../../src/state/memory-store.js';
+import { describeKeeperContract, freshKey, gatewayAnswer, keeperOn } from './keeper-contract.js';
+
+describeKeeperContract('memory', () => Promise.resolve(new MemoryStateStore()));
+
+describe('idempotency protocol, memory store specifics', () => {
+  it('a record evicted while its request was in flight is written back with the answer', async () => {
+    const store = new MemoryStateStore({ maxEntries: 1 });
+    const { keeper } = keeperOn(store);
+    const key = freshKey();
+    const claim = await keeper.claim(key, 'fp', 'req-1');
+    assert.equal(claim.kind, 'new');
+    await store.setIfAbsent('someone-else', 'x', 60_000); // evicts the in_progress record
+    assert.equal(await store.get(`idempotency:${key.sha256}`), undefined);
+    if (claim.kind === 'new') await keeper.complete(claim.ticket, gatewayAnswer);
+    assert.equal((await keeper.claim(key, 'fp', 'req-2')).kind, 'replayed');
+    await store.close();
+  });
+
+  it('keys are stored under their SHA-256; no record holds the key itself', async () => {
+    const store = new MemoryStateStore();
+    const { keeper } = keeperOn(store);
+    const key = freshKey();
+    const claim = await keeper.claim(key, 'fp', 'req-1');
+    assert.equal(claim.kind, 'new');
+    const value = await store.get(`idempotency:${key.sha256}`);
+    assert.ok(value);
+    assert.equal(value.includes('key-'), false);
+    await store.close();
+  });
+
+  it('an answer is kept for the TTL after it was recorded, then forgotten', async () => {
+    let now = 1_000_000;
+    const store = new MemoryStateStore({ now: () => now });
+    const { keeper, clock } = keeperOn(store);
+    clock.now = now;
+    const key = freshKey();
+    const claim = await keeper.claim(key, 'fp', 'req-1');
+    if (claim.kind === 'new') await keeper.complete(claim.ticket, gatewayAnswer);
+    now += 3_600_000 - 1;
+    assert.equal((await keeper.claim(key, 'fp', 'req-2')).kind, 'replayed');
+    now += 2;
+    assert.equal((await keeper.claim(key, 'fp', 'req-3')).kind, 'new');
+    await store.close();
+  });
+});

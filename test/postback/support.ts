@@ -1,0 +1,183 @@
+// The postback receiver's test world: an internal webhook that records what the receiver hands it, a gateway
+// signing key that signs postbacks by the documented scheme, and the real sidecar with its receiver on.
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { parsePrivateKey } from '../../src/config/private-key.js';
+import { newNonce } from '../../src/signing/nonce.js';
+import { createSigner } from '../../src/signing/signer.js';
+import { signingString } from '../../src/signing/signing-string.js';
+import { makeKeys, type TestKeys } from '../support/keys.js';
+import { scratchDir } from '../support/scratch.js';
+import { sidecarEnv, startTestSidecar, type TestSidecar } from '../support/sidecar.js';
+
+export const PUBLIC_URL = 'https://Pay.Example.com:443/gateway/postbacks';
+/** PUBLIC_URL by the URL rules of spec 5.2: what the gateway signs. */
+export const SIGNED_URL = 'https://pay.example.com/gateway/postbacks';
+export const PATH = '/gateway/postbacks';
+
+export interface Received {
+  readonly headers: IncomingHttpHeaders;
+  readonly body: Buffer;
+}
+
+/** The internal service: records every postback, answers with `status()` (200 unless told otherwise). */
+export class InternalWebhook {
+  readonly received: Received[] = [];
+  status: () => number = () => 200;
+  /** Holds each answer this long (a slow internal service). */
+  delayMs = 0;
+  url = '';
+  private readonly server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      this.received.push({ headers: req.headers, body: Buffer.concat(chunks) });
+      const status = this.status();
+      setTimeout(() => res.writeHead(status, { 'content-type': 'text/plain' }).end('ok'), this.delayMs);
+    });
+  });
+
+  async start(): Promise<this> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/internal/postbacks`;
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  async waitFor(count: number, ms = 10_000): Promise<void> {
+    const until = Date.now() + ms;
+    while (this.received.length < count) {
+      if (Date.now() > until) throw new Error(`internal webhook got ${this.received.length} of ${count} postbacks`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+}
+
+/** The gateway's postback key pair; its public half in a PEM file, optionally with other keys beside it. */
+export async function gatewayKeys(): Promise<TestKeys> {
+  return makeKeys();
+}
+
+export async function keyFile(...publicKeysPem: string[]): Promise<string> {
+  const file = join(scratchDir('postback-keys-'), 'gateway-postback.pub.pem');
+  await writeFile(file, publicKeysPem.join('\n'));
+  return file;
+}
+
+export interface SignedPostback {
+  readonly headers: Record<string, string>;
+  readonly body: string;
+  readonly data: string;
+  readonly payload: string;
+}
+
+let invoice = 0;
+/** A payload as the simulator sends it, distinct each time unless `fixed` is given. */
+export function payloadJson(fixed?: string): string {
+  return JSON.stringify({
+    transaction_id: fixed ?? `tx-${process.pid}-${++invoice}`,
+    type: 'deposit',
+    status: 'SUCCESS',
+    amount: '100.50',
+    currency: 'USD',
+    invoice_no: `inv-secret-${fixed ?? invoice}`,
+    user_id: 'user-7',
+    completed_at: '2026-11-23T02:00:00Z',
+  });
+}
+
+/** Signs a postback by the documented scheme; every part can be overridden to forge or break it. */
+export async function signPostback(
+  privateKeyPem: string,
+  options: { payload?: string; url?: string; timestamp?: string; nonce?: string; data?: string } = {},
+): Promise<SignedPostback> {
+  const payload = options.payload ?? payloadJson();
+  const data = options.data ?? Buffer.from(payload, 'utf8').toString('base64');
+  const timestamp = options.timestamp ?? String(Math.floor(Date.now() / 1000));
+  const nonce = options.nonce ?? newNonce();
+  const text = signingString({ method: 'POST', fullUrl: options.url ?? SIGNED_URL, timestamp, nonce, data });
+  const signature = await createSigner(parsePrivateKey(privateKeyPem)).sign(text);
+  return {
+    headers: {
+      'content-type': 'application/json',
+      'x-timestamp': timestamp,
+      'x-nonce': nonce,
+      'x-signature': signature,
+    },
+    body: JSON.stringify({ data }),
+    data,
+    payload,
+  };
+}
+
+export interface Delivered {
+  readonly status: number;
+  readonly code: string | undefined;
+  readonly body: Record<string, unknown>;
+  readonly headers: Headers;
+}
+
+export async function deliver(
+  receiverUrl: string,
+  postback: { headers: Record<string, string>; body: string },
+  options: { path?: string; method?: string } = {},
+): Promise<Delivered> {
+  const res = await fetch(`${receiverUrl}${options.path ?? PATH}`, {
+    method: options.method ?? 'POST',
+    headers: postback.headers,
+    ...(options.method === 'GET' ? {} : { body: postback.body }),
+  });
+  const text = await res.text();
+  const body = JSON.parse(text) as Record<string, unknown>;
+  return {
+    status: res.status,
+    code: typeof body.code === 'string' ? body.code : undefined,
+    body,
+    headers: res.headers,
+  };
+}
+
+export interface ReceiverWorld {
+  readonly running: TestSidecar;
+  readonly receiverUrl: string;
+  readonly webhook: InternalWebhook;
+  stop(): Promise<void>;
+}
+
+/** The real sidecar with its receiver on 127.0.0.1:0 and forwarding to a fresh InternalWebhook. */
+export async function startReceiver(env: NodeJS.ProcessEnv, webhook?: InternalWebhook): Promise<ReceiverWorld> {
+  const internal = webhook ?? (await new InternalWebhook().start());
+  const keys = await makeKeys();
+  // No gateway is needed to receive postbacks: the egress side points at a port nothing listens on.
+  const full = await sidecarEnv(keys, 'http://127.0.0.1:1', {
+    SIDECAR_LOG_LEVEL: 'info',
+    SIDECAR_POSTBACK_FORWARD_URL: internal.url,
+    SIDECAR_POSTBACK_PUBLIC_URL: PUBLIC_URL,
+    SIDECAR_POSTBACK_LISTEN_HOST: '127.0.0.1',
+    SIDECAR_POSTBACK_LISTEN_PORT: '0',
+    ...env,
+  });
+  const running = await startTestSidecar(full);
+  const receiverUrl = running.sidecar.postbackUrl;
+  if (receiverUrl === undefined) throw new Error('the receiver did not start');
+  return {
+    running,
+    receiverUrl,
+    webhook: internal,
+    async stop() {
+      await running.stop();
+      await internal.stop();
+    },
+  };
+}
+
+/** The log lines the receiver wrote, one per postback. */
+export function postbackLines(running: TestSidecar): Array<Record<string, unknown>> {
+  return running.logs.lines().filter((l) => l.event === 'postback');
+}

@@ -1,0 +1,71 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { depositJson } from '../support/payloads.js';
+import { startRedis } from '../support/redis-server.js';
+import { withReadySidecar } from '../support/sidecar.js';
+
+async function metrics(adminUrl: string): Promise<string> {
+  return (await fetch(`${adminUrl}/metrics`)).text();
+}
+
+async function waitForMetric(adminUrl: string, pattern: RegExp, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!pattern.test(await metrics(adminUrl))) {
+    if (Date.now() > deadline) throw new Error(`metric ${pattern} not seen in time`);
+    await sleep(50);
+  }
+}
+
+async function pay(proxyUrl: string): Promise<number> {
+  const response = await fetch(`${proxyUrl}/api/v2/transaction/init`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: depositJson({ amount: '10.00' }),
+  });
+  await response.arrayBuffer();
+  return response.status;
+}
+
+describe('the sidecar with SIDECAR_STATE_STORE=redis', () => {
+  it('starts and serves while Redis is down, reports the store down, then up once Redis is there', async () => {
+    const redis = await startRedis({ user: true });
+    try {
+      await redis.stop();
+      const env = {
+        SIDECAR_STATE_STORE: 'redis',
+        SIDECAR_REDIS_URL: redis.url,
+        SIDECAR_REDIS_USERNAME: redis.username,
+        SIDECAR_REDIS_PASSWORD_FILE: redis.passwordFile,
+      };
+      await withReadySidecar(env, async ({ running }) => {
+        const { proxyUrl, adminUrl } = running.sidecar;
+        assert.equal(await pay(proxyUrl), 201);
+        assert.match(await metrics(adminUrl), /^signing_sidecar_state_store_up 0$/m);
+        assert.equal(running.sidecar.store.isAvailable(), false);
+        await redis.start();
+        await waitForMetric(adminUrl, /^signing_sidecar_state_store_up 1$/m);
+        assert.equal(await pay(proxyUrl), 201);
+        const text = await metrics(adminUrl);
+        assert.match(
+          text,
+          /signing_sidecar_state_store_command_duration_seconds_count\{command="get",outcome="timeout"\} \d+/,
+        );
+        const events = running.logs.lines().map((line) => line.event);
+        assert.ok(events.includes('state_store.down') && events.includes('state_store.up'), events.join(','));
+        assert.equal(running.logs.text.includes(redis.password!), false, 'the Redis password is never logged');
+      });
+    } finally {
+      await redis.close();
+    }
+  });
+
+  it('with the memory store (the default) reports the store up and counts evictions from zero', async () => {
+    await withReadySidecar({}, async ({ running }) => {
+      const text = await metrics(running.sidecar.adminUrl);
+      assert.match(text, /^signing_sidecar_state_store_up 1$/m);
+      assert.match(text, /^signing_sidecar_state_store_evictions_total 0$/m);
+      assert.equal(running.sidecar.store.kind, 'memory');
+    });
+  });
+});

@@ -1,0 +1,103 @@
+// Signed requests with an Idempotency-Key, as a caller sends them, and what came back byte for byte.
+import assert from 'node:assert/strict';
+import { createHash, randomUUID } from 'node:crypto';
+import type { SidecarDeps } from '../../src/app.js';
+import { makeKeys } from './keys.js';
+import { depositJson } from './payloads.js';
+import { RecordingGateway } from './recording-gateway.js';
+import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from './sidecar.js';
+
+export const DEPOSIT_PATH = '/api/v2/transaction/init';
+
+export interface Reply {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly body: Buffer;
+  readonly code: string | undefined;
+  readonly retryable: boolean | undefined;
+  readonly replayed: boolean;
+}
+
+/** POSTs `body` to the sidecar's deposit route (or `path`) with `key` as Idempotency-Key (none when undefined). */
+export async function send(
+  proxyUrl: string,
+  key: string | undefined,
+  body: string,
+  path = DEPOSIT_PATH,
+  headers: Record<string, string> = {},
+): Promise<Reply> {
+  const res = await fetch(`${proxyUrl}${path}`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      ...(key === undefined ? {} : { 'idempotency-key': key }),
+      ...headers,
+    },
+    body,
+  });
+  const bytes = Buffer.from(await res.arrayBuffer());
+  let parsed: { code?: unknown; retryable?: unknown } = {};
+  try {
+    parsed = JSON.parse(bytes.toString('utf8')) as typeof parsed;
+  } catch {
+    // not JSON: code and retryable stay undefined
+  }
+  return {
+    status: res.status,
+    headers: res.headers,
+    body: bytes,
+    code: typeof parsed.code === 'string' ? parsed.code : undefined,
+    retryable: typeof parsed.retryable === 'boolean' ? parsed.retryable : undefined,
+    replayed: res.headers.get('idempotent-replayed') === 'true',
+  };
+}
+
+/** A key as a careful caller makes one: random, unique per payment. */
+export const newKey = (): string => `pay-${randomUUID()}`;
+
+let invoice = 0;
+/** A deposit of its own invoice number. */
+export const freshDeposit = (): string => depositJson({ invoice_no: `inv-idem-${process.pid}-${++invoice}` });
+
+/** Polls `condition` every 10 ms (throws after `ms`). */
+export async function until(condition: () => boolean, ms = 5_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** The value of one series in a Prometheus exposition (undefined when absent). */
+export function seriesValue(metricsText: string, series: string): number | undefined {
+  const line = metricsText.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+/** A ready sidecar with deps of the test's own (a store wrapper, a clock) in front of a recording gateway. */
+export async function withSidecar(
+  extraEnv: NodeJS.ProcessEnv,
+  deps: SidecarDeps,
+  body: (gateway: RecordingGateway, running: TestSidecar) => Promise<void>,
+): Promise<void> {
+  const keys = await makeKeys();
+  const gateway = await new RecordingGateway().start();
+  const running = await startTestSidecar(await sidecarEnv(keys, gateway.url, extraEnv), deps);
+  try {
+    await waitUntilReady(running.sidecar);
+    await body(gateway, running);
+  } finally {
+    await running.stop();
+    await gateway.stop();
+  }
+}
+
+/** `replay` is `original` again, from the record: status, Content-Type, body bytes, Idempotent-Replayed. */
+export function assertSameAnswer(replay: Reply, original: Reply): void {
+  assert.equal(replay.status, original.status);
+  assert.ok(replay.body.equals(original.body), 'body byte for byte');
+  assert.equal(replay.headers.get('content-type'), original.headers.get('content-type'));
+  assert.equal(replay.replayed, true);
+}
+
+export const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');

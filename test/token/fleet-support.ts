@@ -1,0 +1,187 @@
+// Replicas of one account for the fleet-token tests: TokenManagers sharing one store, a token endpoint stand-in
+// with the strictest reading of spec 4.1 (a login revokes every earlier token, a refresh token works once), and a
+// store wrapper that can be switched off as a Redis outage would.
+import { Secret } from '../../src/config/secret.js';
+import { createLogger } from '../../src/observability/log.js';
+import { SidecarMetrics } from '../../src/observability/metrics.js';
+import type { MemoryStateStore } from '../../src/state/memory-store.js';
+import { StateStoreUnavailableError, type StateStore } from '../../src/state/state-store.js';
+import { FleetToken, type FleetTokenOptions } from '../../src/token/fleet-token.js';
+import type { TokenClient } from '../../src/token/token-client.js';
+import { TokenManager } from '../../src/token/token-manager.js';
+import type { GrantResult } from '../../src/token/token-set.js';
+import { CapturedOutput } from '../support/sidecar.js';
+
+export type Scripted = 'lost' | 'hang' | 'unreachable';
+
+/** The token endpoint: every call recorded; only the newest login's chain works. */
+export class StrictGateway implements TokenClient {
+  readonly calls: Array<{ grant: 'password' | 'refresh_token'; refreshToken?: string }> = [];
+  /** What the next refresh calls do instead of answering normally. */
+  readonly nextRefresh: Scripted[] = [];
+  latencyMs = 30;
+  accessTtlMs = 60_000;
+  private live = new Set<string>();
+  private liveAccess = new Set<string>();
+  private serial = 0;
+
+  passwordGrant(): Promise<GrantResult> {
+    this.calls.push({ grant: 'password' });
+    return this.after(() => {
+      this.live = new Set();
+      this.liveAccess = new Set();
+      return this.issue();
+    });
+  }
+
+  refreshGrant(refreshToken: Secret): Promise<GrantResult> {
+    const token = refreshToken.reveal();
+    this.calls.push({ grant: 'refresh_token', refreshToken: token });
+    const scripted = this.nextRefresh.shift();
+    if (scripted === 'hang') return new Promise(() => undefined);
+    if (scripted === 'unreachable') return Promise.resolve({ kind: 'failed', sent: false, reason: 'ECONNREFUSED' });
+    return this.after(() => {
+      if (!this.live.delete(token)) return { kind: 'rejected', status: 401, code: 'FAILED', message: 'no' };
+      const granted = this.issue();
+      // The gateway acted (the token is rotated) but its answer never arrived.
+      return scripted === 'lost' ? { kind: 'failed', sent: true, reason: 'ECONNRESET after send' } : granted;
+    });
+  }
+
+  logins(): number {
+    return this.calls.filter((c) => c.grant === 'password').length;
+  }
+
+  refreshes(): number {
+    return this.calls.filter((c) => c.grant === 'refresh_token').length;
+  }
+
+  /** Would the gateway take this access token now? */
+  accepts(accessToken: Secret): boolean {
+    return this.liveAccess.has(accessToken.reveal());
+  }
+
+  private async after(answer: () => GrantResult): Promise<GrantResult> {
+    await new Promise((r) => setTimeout(r, this.latencyMs));
+    return answer();
+  }
+
+  private issue(): GrantResult {
+    const n = ++this.serial;
+    this.live.add(`refresh-${n}`);
+    this.liveAccess.add(`access-${n}`);
+    return {
+      kind: 'granted',
+      tokens: {
+        accessToken: new Secret(`access-${n}`),
+        refreshToken: new Secret(`refresh-${n}`),
+        accessExpiresAtMs: Date.now() + this.accessTtlMs,
+        refreshExpiresAtMs: Date.now() + 8 * 3600_000,
+        accessRemainingMs: this.accessTtlMs,
+        refreshRemainingMs: 8 * 3600_000,
+      },
+    };
+  }
+}
+
+/** One replica's view of the shared store, which can be cut off (every call rejects) and restored. */
+export class SwitchableStore implements StateStore {
+  readonly kind = 'redis';
+  /** Messages published on the shared store reach this replica only while true. */
+  hears = true;
+  private up = true;
+  private readonly listeners: Array<(available: boolean) => void> = [];
+
+  constructor(private readonly shared: StateStore) {}
+
+  setAvailable(up: boolean): void {
+    if (up === this.up) return;
+    this.up = up;
+    for (const listener of this.listeners) listener(up);
+  }
+
+  get(key: string): Promise<string | undefined> {
+    return this.call(() => this.shared.get(key));
+  }
+  setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean> {
+    return this.call(() => this.shared.setIfAbsent(key, value, ttlMs));
+  }
+  compareAndSet(key: string, expected: string | undefined, value: string, ttlMs: number): Promise<boolean> {
+    return this.call(() => this.shared.compareAndSet(key, expected, value, ttlMs));
+  }
+  compareAndDelete(key: string, expected: string): Promise<boolean> {
+    return this.call(() => this.shared.compareAndDelete(key, expected));
+  }
+  publish(channel: string, message: string): Promise<void> {
+    return this.call(() => this.shared.publish(channel, message));
+  }
+  subscribe(channel: string, listener: (message: string) => void): Promise<() => Promise<void>> {
+    return this.call(() => this.shared.subscribe(channel, (m) => this.up && this.hears && listener(m)));
+  }
+  isAvailable(): boolean {
+    return this.up;
+  }
+  onAvailabilityChange(listener: (available: boolean) => void): void {
+    this.listeners.push(listener);
+  }
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  private call<T>(operation: () => Promise<T>): Promise<T> {
+    if (!this.up) return Promise.reject(new StateStoreUnavailableError('store unavailable (test)'));
+    return operation();
+  }
+}
+
+export interface Replica {
+  readonly tokens: TokenManager;
+  readonly store: SwitchableStore;
+  readonly metrics: SidecarMetrics;
+  readonly logs: CapturedOutput;
+  metric(name: string): Promise<number>;
+}
+
+/** Short lock, poll and cooldown times so that the tests run in well under a second each. */
+export const FAST: FleetTokenOptions = { lockTtlMs: 2_000, grantTimeoutMs: 1_000, loginCooldownMs: 50, pollMs: 20 };
+
+export function replica(
+  shared: MemoryStateStore,
+  gateway: StrictGateway,
+  options: FleetTokenOptions = FAST,
+  manager: { refreshAheadSeconds?: number } = {},
+): Replica {
+  const store = new SwitchableStore(shared);
+  const metrics = new SidecarMetrics({ version: 't', environment: 'staging', keyFingerprint: 'f' });
+  const logs = new CapturedOutput();
+  const log = createLogger('debug', logs);
+  const ahead = manager.refreshAheadSeconds ?? 20;
+  const tokens = new TokenManager(
+    gateway,
+    {
+      refreshAheadMinSeconds: ahead,
+      refreshAheadMaxSeconds: ahead,
+      backoffBaseMs: 20,
+      backoffMaxMs: 100,
+      random: () => 0,
+      fleet: new FleetToken(store, metrics, log, { ...FAST, ...options }),
+    },
+    metrics,
+    log,
+  );
+  const metric = async (name: string): Promise<number> => {
+    const text = await metrics.registry.metrics();
+    const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+    return Number(line?.split(' ')[1] ?? Number.NaN);
+  };
+  return { tokens, store, metrics, logs, metric };
+}
+
+/** Polls a condition instead of sleeping a fixed time. */
+export async function waitFor(what: string, condition: () => boolean, ms = 5_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}

@@ -1,0 +1,280 @@
+// One token for the fleet (issue 16), with TokenManagers sharing one store as replicas would share Redis, and a
+// token endpoint on which only the newest login's chain works and every refresh token works once.
+import assert from 'node:assert/strict';
+import { afterEach, describe, it } from 'node:test';
+import { MemoryStateStore } from '../../src/state/memory-store.js';
+import { TOKEN_RECORD_KEY, decodeRecord, encodeRecord } from '../../src/token/shared-token-record.js';
+import { FAST, StrictGateway, replica, waitFor, type Replica } from './fleet-support.js';
+
+const running: Replica[] = [];
+afterEach(() => {
+  for (const r of running.splice(0)) r.tokens.stop();
+});
+
+function start(
+  shared: MemoryStateStore,
+  gateway: StrictGateway,
+  ...rest: Parameters<typeof replica> extends [unknown, unknown, ...infer R] ? R : never
+): Replica {
+  const r = replica(shared, gateway, ...rest);
+  running.push(r);
+  r.tokens.start();
+  return r;
+}
+
+async function stored(shared: MemoryStateStore) {
+  const record = decodeRecord(await shared.get(TOKEN_RECORD_KEY));
+  assert.ok(record, 'a record in the store');
+  return record;
+}
+
+const access = (r: Replica): string | undefined => r.tokens.usableToken()?.accessToken.reveal();
+const sentRefreshTokens = (g: StrictGateway) => g.calls.flatMap((c) => (c.refreshToken ? [c.refreshToken] : []));
+
+describe('fleet token: one token for every replica', () => {
+  it('five replicas starting together log in once and share that token', async () => {
+    const shared = new MemoryStateStore();
+    const gateway = new StrictGateway();
+    const fleet = Array.from({ length: 5 }, () => start(shared, gateway));
+    await waitFor('every replica has a token', () => fleet.every((r) => r.tokens.hasValidToken()));
+    assert.equal(gateway.logins(), 1);
+    assert.equal(new Set(fleet.map(access)).size, 1, 'one token');
+    assert.equal(gateway.accepts(fleet[0]!.tokens.usableToken()!.accessToken), true);
+    assert.equal((await stored(shared)).generation, 1);
+    for (const r of fleet) assert.equal(await r.metric('signing_sidecar_token_generation'), 1);
+    const adopted = await Promise.all(fleet.map((r) => r.metric('signing_sidecar_token_adopted_total')));
+    assert.equal(
+      adopted.reduce((a, b) => a + b),
+      4,
+      'the four others adopted it',
+    );
+  });
+
+  it('two replicas refreshing at the same moment: one refresh reaches the gateway, no refresh token sent twice', async () => {
+    const shared = new MemoryStateStore();
+    const gateway = new StrictGateway();
+    // Refresh ahead by half the lifetime, no jitter: both replicas' timers fire at the same moment.
+    gateway.accessTtlMs = 4_000;
+    const a = start(shared, gateway, FAST, { refreshAheadSeconds: 60 });
+    await waitFor('a token on a', () => a.tokens.hasValidToken());
+    const b = start(shared, gateway, FAST, { refreshAheadSeconds: 60 });
+    await waitFor('b adopted it', () => b.tokens.hasValidToken());
+    await waitFor('both moved to generation 2', () =>
+      [a, b].every((r) => r.tokens.usableToken()?.accessToken.reveal() === 'access-2'),
+    );
+    a.tokens.stop();
+    b.tokens.stop();
+    assert.deepEqual(
+      gateway.calls.map((c) => c.grant),
+      ['password', 'refresh_token'],
+    );
+    assert.equal(new Set(sentRefreshTokens(gateway)).size, sentRefreshTokens(gateway).length);
+    const waits = (await a.metrics.registry.metrics()) + (await b.metrics.registry.metrics());
+    assert.match(waits, /signing_sidecar_token_lock_wait_seconds_count [1-9]/, 'the other one waited on the lock');
+  });
+
+  it('many 401s on several replicas at once: one refresh for the fleet, each replica resends with the new token', async () => {
+    const shared = new MemoryStateStore();
+    const gateway = new StrictGateway();
+    const fleet = Array.from({ length: 3 }, () => start(shared, gateway));
+    await waitFor('tokens', () => fleet.every((r) => r.tokens.hasValidToken()));
+    const refused = fleet.map((r) => r.tokens.usableToken()!);
+    const fresh = await Promise.all(
+      fleet.flatMap((r, i) => Array.from({ length: 20 }, () => r.tokens.tokenAfterRejection(refused[i]!.generation))),
+    );
+    assert.equal(gateway.refreshes(), 1);
+    assert.equal(gateway.logins(), 1);
+    assert.equal(new Set(fresh.map((t) => t.accessToken.reveal())).size, 1);
+    assert.equal(gateway.accepts(fresh[0]!.accessToken), true);
+  });
+
+  it('a 401 when the store already holds a newer generation: adopted and resent without a gateway call', async () => {
+    const shared = new MemoryStateStore();
+    const gateway = new StrictGateway();
+    const a = start(shared, gateway);
+    await waitFor('a token', () => a.tokens.hasValidToken());
+    const b = start(shared, gateway);
+    await waitFor('b adopted it', () => b.tokens.hasValidToken());
+    b.store.hears = false; // b misses the announcement: only the 401 check can tell it
+    const old = b.tokens.usableToken()!;
+    await a.tokens.tokenAfterRejection(a.tokens.usableToken()!.generation);
+    assert.equal(access(b), old.accessToken.reveal(), 'b did not hear of it');
+    const calls = gateway.calls.length;
+    const next = await b.tokens.tokenAfterRejection(old.generation);
+    assert.equal(gateway.calls.length, calls, 'no gateway call');
+    assert.equal(next.accessToken.reveal(), access(a));
+    assert.ok(next.generation > old.generation, 'a newer generation, so signed-send resends once');
+    assert.match(b.logs.text, /"event":"token.adopted","generation":2/);
+  });
+
+  it('a refresh whose answer was lost is spent: the holder logs in, the refresh token is never sent again', async () => {
+    const shared = new MemoryStateStore();
+    const gateway = new StrictGateway();
+    const a = start(shared, gateway);
+    const b = start(shared, gateway);
+    await waitFor('tokens', () => a.tokens.hasValidToken() && b.tokens.hasValidToken());
+    gateway.nextRefresh.push('lost');
+    const next = await a.tokens.tokenAfterRejection(a.tokens.usableToken()!.generation);
+    assert.deepEqual(
+      gateway.calls.map((c) => c.grant),
+      ['password', 'refresh_token', 'password'],
+    );
+    assert.equal(gateway.accepts(next.accessToken), true);
+    await waitFor('b heard of it', () => access(b) === next.accessToken.reveal());
+    assert.equal(new Set(sentRefreshTokens(gateway)).size, sentRefreshTokens(gateway).length);
+  });
+
+  it('a record left spent by a holder that vanished: the next holder logs in instead of sending it', async () => {
+    const shared = new MemoryStateStore();
+    const gateway = new StrictGateway();
+    const a = start(shared, gateway);
+    await waitFor('a token', () => a.tokens.hasValidToken());
+    const record = await stored(shared);
+    // What a holder writes right before sending the refresh, then dies (its lock simply expires).
+    await shared.compareAndSet(
+      TOKEN_RECORD_KEY,
+      encodeRecord(record),
+      encodeRecord({ ...record, refreshSpent: true }),
+      60_000,
+    );
+    const b = start(shared, gateway);
+    await waitFor('b adopted', () => b.tokens.hasValidToken());
+    await new Promise((r) => setTimeout(r, FAST.loginCooldownMs! + 10)); // the fleet-wide login cooldown
+    const next = await b.tokens.tokenAfterRejection(b.tokens.usableToken()!.generation);
+    assert.deepEqual(
+      gateway.calls.map((c) => c.grant),
+      ['password', 'password'],
+    );
+    assert.equal(sentRefreshTokens(gateway).length, 0);
+    assert.equal(gateway.accepts(next.accessToken), true);
+  });
+
+  it('a login within the fleet-wide cooldown of the last one is put off, then made once', async () => {
+    const shared = new MemoryStateStore();
+    const gateway = new StrictGateway();
+    const slow = { ...FAST, loginCooldownMs: 400 };
+    const a = start(shared, gateway, slow);
+    await waitFor('a token', () => a.tokens.hasValidToken());
+    const record = await stored(shared);
+    await shared.compareAndSet(
+      TOKEN_RECORD_KEY,
+      encodeRecord(record),
+      encodeRecord({ ...record, refreshSpent: true }),
+      60_000,
+    );
+    const b = start(shared, gateway, slow);
+    await waitFor('b adopted', () => b.tokens.hasValidToken());
+    await assert.rejects(b.tokens.tokenAfterRejection(b.tokens.usableToken()!.generation), {
+      code: 'sidecar.token.unavailable',
+    });
+    assert.equal(gateway.logins(), 1, 'not while another login is this recent');
+    assert.match(
+      b.logs.text,
+      /"event":"token.retry_scheduled".*"reason":"another replica logged in less than 400 ms ago/,
+    );
+    await waitFor('b logged in after the cooldown', () => gateway.logins() === 2 && b.tokens.hasValidToken());
+    await waitFor('a took it', () => access(a) === access(b));
+    assert.equal(gateway.logins(), 2);
+  });
+
+  it('a holder whose lock expired does not overwrite the newer record written by the next holder', async () => {
+    const shared = new MemoryStateStore();
+    const gateway = new StrictGateway();
+    // a's lock lives 100 ms, its refresh takes 400: b takes the lock meanwhile and logs in.
+    const a = start(shared, gateway, { ...FAST, lockTtlMs: 100, grantTimeoutMs: 2_000 });
+    await waitFor('a token', () => a.tokens.hasValidToken());
+    const b = start(shared, gateway);
+    await waitFor('b adopted', () => b.tokens.hasValidToken());
+    gateway.latencyMs = 400;
+    const aGot = a.tokens.tokenAfterRejection(a.tokens.usableToken()!.generation);
+    await new Promise((r) => setTimeout(r, 150));
+    gateway.latencyMs = 600;
+    const bGot = await b.tokens.tokenAfterRejection(b.tokens.usableToken()!.generation);
+    await aGot;
+    assert.deepEqual(
+      gateway.calls.map((c) => c.grant),
+      ['password', 'refresh_token', 'password'],
+    );
+    const record = await stored(shared);
+    assert.equal(record.accessToken.reveal(), bGot.accessToken.reveal(), "b's record stands");
+    assert.equal(gateway.accepts(record.accessToken), true);
+    await waitFor('a is on the fleet token again', () => access(a) === record.accessToken.reveal());
+  });
+});
+
+describe('fleet token: the store away and back', () => {
+  it('store away at start: the replica logs in on its own, counted and logged, and requests do not wait', async () => {
+    const shared = new MemoryStateStore();
+    const gateway = new StrictGateway();
+    const r = replica(shared, gateway);
+    running.push(r);
+    r.store.setAvailable(false);
+    const started = performance.now();
+    r.tokens.start();
+    await r.tokens.token();
+    assert.ok(performance.now() - started < 500, 'no waiting on the store');
+    assert.equal(gateway.logins(), 1);
+    assert.equal(await r.metric('signing_sidecar_token_store_fallbacks_total'), 1);
+    assert.match(r.logs.text, /"event":"token.store_fallback"/);
+  });
+
+  it('store away while the token is valid: kept to its end, no refresh behind the fleet’s back', async () => {
+    const shared = new MemoryStateStore();
+    const gateway = new StrictGateway();
+    gateway.accessTtlMs = 3_000;
+    const r = start(shared, gateway, FAST, { refreshAheadSeconds: 60 });
+    await waitFor('a token', () => r.tokens.hasValidToken());
+    r.store.setAvailable(false);
+    // Refresh ahead was due after 1.5 s; the token still works until 2 s before its expiry.
+    await new Promise((resolve) => setTimeout(resolve, 800));
+    assert.equal(gateway.calls.length, 1, 'nothing but the first login');
+    assert.equal(r.tokens.hasValidToken(), true);
+    await waitFor('its own refresh once the token ran out', () => gateway.refreshes() === 1, 3_000);
+    assert.equal(await r.metric('signing_sidecar_token_store_fallbacks_total'), 1);
+    assert.equal(gateway.logins(), 1);
+  });
+
+  it('a 401 while the store is away: its own refresh; the store back: the fleet takes that token, no login', async () => {
+    const shared = new MemoryStateStore();
+    const gateway = new StrictGateway();
+    const a = start(shared, gateway);
+    const b = start(shared, gateway);
+    await waitFor('tokens', () => a.tokens.hasValidToken() && b.tokens.hasValidToken());
+    b.store.setAvailable(false);
+    const own = await b.tokens.tokenAfterRejection(b.tokens.usableToken()!.generation);
+    assert.deepEqual(
+      gateway.calls.map((c) => c.grant),
+      ['password', 'refresh_token'],
+    );
+    assert.equal(await b.metric('signing_sidecar_token_store_fallbacks_total'), 1);
+    b.store.setAvailable(true);
+    await waitFor('a took b’s token', () => access(a) === own.accessToken.reveal());
+    assert.equal((await stored(shared)).accessToken.reveal(), own.accessToken.reveal());
+    assert.equal(access(b), own.accessToken.reveal());
+    assert.equal(gateway.logins(), 1, 'no second login');
+    // From here on the fleet refreshes b's chain, once.
+    await a.tokens.tokenAfterRejection(a.tokens.usableToken()!.generation);
+    await waitFor('b on it too', () => access(b) === access(a));
+    assert.equal(gateway.refreshes(), 2);
+    assert.equal(new Set(sentRefreshTokens(gateway)).size, 2);
+  });
+
+  it('store back after a replica logged in alone: its later login wins, the others adopt it, no third login', async () => {
+    const shared = new MemoryStateStore();
+    const gateway = new StrictGateway();
+    const a = start(shared, gateway);
+    await waitFor('a token', () => a.tokens.hasValidToken());
+    const b = replica(shared, gateway);
+    running.push(b);
+    b.store.setAvailable(false);
+    b.tokens.start();
+    await waitFor('b logged in alone', () => b.tokens.hasValidToken());
+    assert.equal(gateway.logins(), 2);
+    assert.equal(gateway.accepts(a.tokens.usableToken()!.accessToken), false, 'b’s login logged a out');
+    b.store.setAvailable(true);
+    await waitFor('a adopted b’s token', () => access(a) === access(b));
+    assert.equal(gateway.accepts(a.tokens.usableToken()!.accessToken), true);
+    assert.equal(gateway.logins(), 2);
+    assert.equal((await stored(shared)).accessToken.reveal(), access(b));
+  });
+});
