@@ -348,7 +348,7 @@ export function buildSchema(env: NodeJS.ProcessEnv) {
             env: 'SIDECAR_REDIS_USERNAME',
           },
           passwordFile: {
-            doc: 'File holding the Redis password (of the ACL user, or of the default user).',
+            doc: 'File holding the Redis password (of the ACL user, or of the default user); read again at every connection.',
             format: String,
             default: '',
             env: 'SIDECAR_REDIS_PASSWORD_FILE',

@@ -7,7 +7,7 @@ import { nonceTtlSeconds } from '../config/postback-settings.js';
 import type { Logger } from '../observability/log.js';
 import type { PostbackMetrics } from '../observability/postback-metrics.js';
 import type { StateStore } from '../state/state-store.js';
-import { createPostbackForwarder } from './forward.js';
+import { createPostbackForwarder, type PostbackForwarder } from './forward.js';
 import { createPostbackHandler } from './handler.js';
 import { signedPostbackUrl } from './public-url.js';
 import { ReplayMemory } from './replay-memory.js';
@@ -34,6 +34,8 @@ export interface PostbackReceiverDeps {
   readonly metrics: PostbackMetrics;
   readonly log: Logger;
   readonly nowMs?: () => number;
+  /** Test hook: shorter sender timeouts than RECEIVER_LISTENER's. */
+  readonly listener?: { readonly headersTimeout?: number; readonly requestTimeout?: number };
 }
 
 export interface PostbackReceiver {
@@ -46,49 +48,67 @@ export interface PostbackReceiver {
   close(maxMs: number): Promise<void>;
 }
 
-export function createPostbackReceiver(config: PostbackConfig, deps: PostbackReceiverDeps): PostbackReceiver {
-  const stopping = new AbortController();
-  let keys = config.publicKeys;
-  const forwarder = createPostbackForwarder(config.forwardUrl, config.forwardTimeoutMs);
+/** The answers still open, so that close() waits for the work rather than guessing. */
+class OpenAnswers {
+  private readonly open = new Set<ServerResponse>();
+  private readonly idleWaiters = new Set<() => void>();
+
+  add(res: ServerResponse): void {
+    this.open.add(res);
+    res.once('close', () => {
+      this.open.delete(res);
+      if (this.open.size === 0) for (const wake of [...this.idleWaiters]) wake();
+    });
+  }
+
+  /** Resolves when none is open, or after `ms`. */
+  waitIdle(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.open.size === 0) return resolve();
+      const done = () => {
+        clearTimeout(timer);
+        this.idleWaiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.idleWaiters.add(done);
+    });
+  }
+}
+
+function handlerFor(
+  config: PostbackConfig,
+  deps: PostbackReceiverDeps,
+  keys: () => readonly KeyObject[],
+  forwarder: PostbackForwarder,
+  stopping: AbortSignal,
+) {
   const memory = new ReplayMemory(deps.store, {
     nonceTtlMs: nonceTtlSeconds(config) * 1000,
     deliveredTtlMs: config.deliveredTtlSeconds * 1000,
     forwardTimeoutMs: config.forwardTimeoutMs,
   });
-  const handle = createPostbackHandler({
+  return createPostbackHandler({
     path: config.publicUrl.path,
     allow: config.allowCidrs,
-    verify: createPostbackVerifier({
-      ...config,
-      publicKeys: () => keys,
-      signedUrl: signedPostbackUrl(config.publicUrl),
-    }),
+    verify: createPostbackVerifier({ ...config, publicKeys: keys, signedUrl: signedPostbackUrl(config.publicUrl) }),
     memory,
     forwarder,
     metrics: deps.metrics,
     log: deps.log,
     nowMs: deps.nowMs ?? Date.now,
-    stopping: stopping.signal,
+    stopping,
   });
-  const open = new Set<ServerResponse>();
-  const idleWaiters = new Set<() => void>();
-  const waitIdle = (ms: number) =>
-    new Promise<void>((resolve) => {
-      if (open.size === 0) return resolve();
-      const done = () => {
-        clearTimeout(timer);
-        idleWaiters.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      idleWaiters.add(done);
-    });
-  const server = createServer(RECEIVER_LISTENER, (req, res) => {
-    open.add(res);
-    res.once('close', () => {
-      open.delete(res);
-      if (open.size === 0) for (const wake of [...idleWaiters]) wake();
-    });
+}
+
+export function createPostbackReceiver(config: PostbackConfig, deps: PostbackReceiverDeps): PostbackReceiver {
+  const stopping = new AbortController();
+  let keys = config.publicKeys;
+  const forwarder = createPostbackForwarder(config.forwardUrl, config.forwardTimeoutMs);
+  const handle = handlerFor(config, deps, () => keys, forwarder, stopping.signal);
+  const answers = new OpenAnswers();
+  const server = createServer({ ...RECEIVER_LISTENER, ...deps.listener }, (req, res) => {
+    answers.add(res);
     if (!server.listening) res.setHeader('connection', 'close');
     void handle(req, res);
   });
@@ -102,10 +122,10 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
     async close(maxMs) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
-      await waitIdle(maxMs);
+      await answers.waitIdle(maxMs);
       // Forwards still waiting are aborted: each is answered 503 and its claim released, so it is redelivered.
       stopping.abort();
-      await waitIdle(ABORTED_ANSWER_MS);
+      await answers.waitIdle(ABORTED_ANSWER_MS);
       server.closeAllConnections();
       await Promise.all([closed, forwarder.close()]);
     },

@@ -1,4 +1,7 @@
+import { readFile } from 'node:fs/promises';
 import type { Config } from '../config/config.js';
+import { passwordFromFile } from '../config/secret-files.js';
+import type { Secret } from '../config/secret.js';
 import type { RedisConfig } from '../config/state-settings.js';
 import type { Logger } from '../observability/log.js';
 import type { StateStoreMetrics } from '../observability/state-store-metrics.js';
@@ -19,12 +22,27 @@ export interface StoreDeps {
   readonly log?: Logger;
 }
 
+/**
+ * The Redis password as the file holds it now, read at each connection attempt: after a rotation (a new password
+ * on the ACL user, the Secret updated) every new connection uses the new one, with no restart. A file that cannot
+ * be read, or holds nothing, gives the password loaded at start (the connection then fails or not, and says so).
+ */
+function passwordSource(file: string, atStart: Secret | undefined): () => Promise<string> {
+  return async () => {
+    try {
+      return passwordFromFile('SIDECAR_REDIS_PASSWORD_FILE', file, await readFile(file, 'utf8')).reveal();
+    } catch {
+      return atStart?.reveal() ?? '';
+    }
+  };
+}
+
 /** The Redis store's options from the settings (also used by `check`). */
 export function redisStoreOptions(config: Config, redis: RedisConfig): RedisStoreOptions {
   return {
     url: redis.url,
     username: redis.username,
-    password: redis.password?.reveal(),
+    password: redis.passwordFile === undefined ? undefined : passwordSource(redis.passwordFile, redis.password),
     ca: redis.ca,
     keyPrefix: redis.keyPrefix,
     // The account is the base address and the username: a staging and a production sidecar, or two merchants,

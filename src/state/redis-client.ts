@@ -12,7 +12,11 @@ export interface RedisConnectionOptions {
   /** redis:// or rediss://, with an optional database number; never with credentials (config refuses them). */
   readonly url: string;
   readonly username?: string | undefined;
-  readonly password?: string | undefined;
+  /**
+   * The password, or where to get it at each connection attempt (open-store.ts reads the password file again, so a
+   * rotated password is used by the next connection; connections already logged in stay so).
+   */
+  readonly password?: string | (() => Promise<string>) | undefined;
   /** PEM of an extra CA for rediss://, trusted besides the usual roots (a private CA, a cluster-internal Redis). */
   readonly ca?: string | undefined;
 }
@@ -40,9 +44,20 @@ export function createRedisConnection(options: RedisConnectionOptions) {
     commandsQueueMaxLength: MAX_QUEUED_COMMANDS,
     disableClientInfo: true,
     maintNotifications: 'disabled',
-    ...(options.username !== undefined ? { username: options.username } : {}),
-    ...(options.password !== undefined ? { password: options.password } : {}),
+    ...credentials(options),
   });
+}
+
+/** AUTH at every connection attempt (RESP2: `AUTH [username] password`), with the password as of that moment. */
+function credentials(options: RedisConnectionOptions) {
+  const { username, password } = options;
+  if (password === undefined) return {};
+  const current = typeof password === 'function' ? password : () => Promise.resolve(password);
+  const credentialsProvider = {
+    type: 'async-credentials-provider' as const,
+    credentials: async () => ({ ...(username !== undefined ? { username } : {}), password: await current() }),
+  };
+  return { credentialsProvider };
 }
 
 export type RedisConnection = ReturnType<typeof createRedisConnection>;

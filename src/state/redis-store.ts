@@ -55,9 +55,12 @@ export class RedisStateStore implements StateStore {
     this.subscriber = this.connect(this.client.duplicate());
   }
 
-  /** Resolves true once Redis answers, false when `timeoutMs` passes first (start and tests; never on requests). */
-  whenAvailable(timeoutMs: number): Promise<boolean> {
-    return this.availability.whenAvailable(timeoutMs);
+  /**
+   * Resolves true once Redis answers, false when `timeoutMs` passes first (start and tests; never on requests).
+   * With `settle`, false already at the first failure (a refused connection, a wrong password).
+   */
+  whenAvailable(timeoutMs: number, settle = false): Promise<boolean> {
+    return this.availability.whenAvailable(timeoutMs, settle);
   }
 
   /** Why the store is unavailable (the first failure of this outage, never a value); undefined while up. */

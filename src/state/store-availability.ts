@@ -12,7 +12,8 @@ export class StoreAvailability {
   private phase: Phase = 'starting';
   private reason: string | undefined;
   private readonly listeners: Array<(available: boolean) => void> = [];
-  private readonly waiters = new Set<() => void>();
+  /** Woken on up; those marked `settle` also on down. */
+  private readonly waiters = new Map<() => void, { readonly settle: boolean }>();
 
   constructor(
     private readonly log: Logger | undefined,
@@ -40,7 +41,7 @@ export class StoreAvailability {
       { event: wasDown ? 'state_store.up' : 'state_store.connected', store: this.store },
       `shared state store ${this.store} available`,
     );
-    for (const wake of this.waiters) wake();
+    for (const wake of this.waiters.keys()) wake();
     this.notify(true);
   }
 
@@ -54,19 +55,24 @@ export class StoreAvailability {
       { event: 'state_store.down', store: this.store, reason },
       `shared state store ${this.store} unavailable: ${reason}`,
     );
+    for (const [wake, { settle }] of this.waiters) if (settle) wake();
     if (wasUp) this.notify(false);
   }
 
-  /** Resolves true once available, false when `timeoutMs` passes first. */
-  async whenAvailable(timeoutMs: number): Promise<boolean> {
+  /**
+   * Resolves true once available, false when `timeoutMs` passes first; with `settle`, also false at the first
+   * failure (`check`: a refused connection is known at once, no need to wait out the timeout).
+   */
+  async whenAvailable(timeoutMs: number, settle = false): Promise<boolean> {
     if (this.available) return true;
+    if (settle && this.phase === 'down') return false;
     let wake: (() => void) | undefined;
     let timer: NodeJS.Timeout | undefined;
     const woken = new Promise<void>((resolve) => {
       wake = resolve;
       timer = setTimeout(resolve, timeoutMs);
     });
-    this.waiters.add(wake!);
+    this.waiters.set(wake!, { settle });
     try {
       await woken;
     } finally {

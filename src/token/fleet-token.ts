@@ -147,22 +147,35 @@ export class FleetToken {
   }
 
   /**
-   * The store is back: adopt the fleet's token if it is valid and not older than ours; share ours (by
-   * compare-and-set) if the store holds none, a dead one or an older chain. Never calls the gateway, so replicas
-   * returning together cause no login storm. undefined: keep what is held.
+   * The store is back (or news came): adopt the fleet's token if it is valid and not older than ours; share ours
+   * if the store holds none, a dead one or an older chain. Sharing takes the lock, so it never writes over the
+   * record of a holder at work (that holder's news follows). Never calls the gateway, so replicas returning
+   * together cause no login storm. undefined: keep what is held.
    */
   async rejoin(basis: Basis): Promise<Acquired | undefined> {
-    const seen = await this.read();
-    const { record } = seen;
+    const first = this.rejoining(await this.read(), basis);
+    if (first !== 'share') return first;
+    const lock = await this.lock.take();
+    if (lock === undefined) return undefined;
+    try {
+      const seen = await this.read();
+      const decided = this.rejoining(seen, basis);
+      if (decided !== 'share' || !basis.held) return decided === 'share' ? undefined : decided;
+      const generation = Math.max(seen.record?.generation ?? 0, basis.local ? 0 : basis.held.generation) + 1;
+      this.log.info({ event: 'token.shared', generation }, "shared this replica's token with the fleet");
+      return await this.write(seen.raw, { ...basis.held, generation, fence: undefined });
+    } finally {
+      await this.lock.release(lock);
+    }
+  }
+
+  private rejoining({ record }: StoredRecord, basis: Basis): Acquired | undefined | 'share' {
     const own = basis.usable ? basis.held : undefined;
     if (record && this.accessUsable(record) && (!own || !issuedLater(own, record))) {
       const same = basis.held !== undefined && !basis.local && basis.held.generation === record.generation;
       return same ? undefined : this.adopted(record, undefined);
     }
-    if (!own) return undefined;
-    const generation = Math.max(record?.generation ?? 0, basis.local ? 0 : own.generation) + 1;
-    this.log.info({ event: 'token.shared', generation }, 'shared this replica’s token with the fleet');
-    return this.write(seen.raw, { ...own, generation });
+    return own ? 'share' : undefined;
   }
 
   /** A record with a usable token that replaces what the replica holds (the generation moved). */

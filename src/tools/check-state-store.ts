@@ -22,7 +22,7 @@ export async function checkStateStore(config: Config, report: CheckReport): Prom
   const where = `redis ${redis.url}${redis.username !== undefined ? ` as ${redis.username}` : ''}`;
   const store = new RedisStateStore(redisStoreOptions(config, redis));
   try {
-    if (!(await store.whenAvailable(CONNECT_WAIT_MS))) {
+    if (!(await store.whenAvailable(CONNECT_WAIT_MS, true))) {
       const reason = store.unavailableReason() ?? `no connection within ${CONNECT_WAIT_MS} ms`;
       report.line('✘', 'state store', `${where}: ${reason}`);
       return;

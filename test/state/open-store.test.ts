@@ -66,4 +66,37 @@ describe('openStateStore: the store SIDECAR_STATE_STORE asks for', () => {
     );
     await store.close();
   });
+
+  it('redis: a rotated password file is used by the next connection, without a restart', async () => {
+    const passwordFile = join(keys.dir, 'redis-password');
+    await writeFile(passwordFile, `${redis.password!}\n`);
+    const config = loadConfig({
+      ...env,
+      SIDECAR_STATE_STORE: 'redis',
+      SIDECAR_REDIS_URL: redis.url,
+      SIDECAR_REDIS_USERNAME: redis.username,
+      SIDECAR_REDIS_PASSWORD_FILE: passwordFile,
+      SIDECAR_REDIS_COMMAND_TIMEOUT_MS: '2000',
+    });
+    const store = await openStateStore(config);
+    assert.equal(store.isAvailable(), true);
+    // The operator's rotation: the user's password replaced, the Secret file updated, then (here forced) the
+    // connections dropped, as a Redis restart or failover would.
+    const rotated = `rotated-${Date.now()}`;
+    await redis.cli('ACL', 'SETUSER', redis.username!, 'resetpass', `>${rotated}`);
+    await writeFile(passwordFile, `${rotated}\n`);
+    await redis.cli('CLIENT', 'KILL', 'USER', redis.username!);
+    await waitFor(() => !store.isAvailable());
+    await waitFor(() => store.isAvailable());
+    assert.equal(await store.setIfAbsent('after-rotation', 'v', 60_000), true);
+    await store.close();
+  });
 });
+
+async function waitFor(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

@@ -73,6 +73,16 @@ describe('RedisStateStore on a real redis-server', () => {
 
   describeStateStoreContract('redis', () => openAvailable(redis));
 
+  it('leaves no key without a TTL, after the whole contract suite ran on this Redis', async () => {
+    const keys = await redis.cli('--scan');
+    assert.ok(keys.length >= 5, `the contract wrote keys (${keys.length})`);
+    for (const key of keys) {
+      assert.match(key, new RegExp(`^signing-sidecar:\\{${TAG}\\}:contract:`), 'prefix and hash tag');
+      const [ttl] = await redis.cli('PTTL', key);
+      assert.ok(Number(ttl) > 0, `${key} has a TTL (${ttl})`);
+    }
+  });
+
   it('names every key <prefix>{<account tag>}:<key>, each with a TTL', async () => {
     const store = await openAvailable(redis, { keyPrefix: 'tenant-a:' });
     await store.setIfAbsent('token:lock', 'owner', 5_000);

@@ -5,8 +5,9 @@
  *   const redis = await startRedis({ tls: true });     // rediss:// only; trust redis.caFile (or redis.caPem)
  *   const redis = await startRedis({ user: true });    // an ACL user (redis.username, redis.passwordFile)
  *   redis.url                  // 'redis://127.0.0.1:<port>' (or rediss://), never with credentials in it
- *   await redis.stop();        // an outage: the server exits (SIGTERM), the port stays reserved for start()
- *   await redis.start();       // the same server back on the same port (empty: nothing is persisted)
+ *   await redis.stop();        // an outage: the server exits (SIGTERM); clients see their connections close
+ *   await redis.start();       // the same server again on the same port: empty (nothing is persisted), and with
+ *                              // the ACL rules of the command line (changes made with cli('ACL', ...) are gone)
  *   await redis.restart();     // stop() then start()
  *   redis.freeze() / thaw()    // SIGSTOP / SIGCONT: a Redis that accepts nothing and answers nothing (slow/hung)
  *   await redis.cli('KEYS', '*')   // redis-cli against it (as the default user, with TLS when on): stdout lines
@@ -99,11 +100,12 @@ export async function startRedis(options: RedisOptions = {}): Promise<TestRedis>
     const current = child;
     child = undefined;
     if (!current) return;
+    running.delete(current);
+    if (current.exitCode !== null || current.signalCode !== null) return;
     current.kill('SIGCONT');
     const exited = once(current, 'exit');
     current.kill('SIGTERM');
     await exited;
-    running.delete(current);
   };
   await start();
   const cliBase = ['-h', '127.0.0.1', '-p', String(port), '--no-auth-warning'];

@@ -89,6 +89,8 @@ export class SwitchableStore implements StateStore {
   readonly kind = 'redis';
   /** Messages published on the shared store reach this replica only while true. */
   hears = true;
+  /** Commands this replica sent (or tried to). */
+  calls = 0;
   private up = true;
   private readonly listeners: Array<(available: boolean) => void> = [];
 
@@ -129,6 +131,7 @@ export class SwitchableStore implements StateStore {
   }
 
   private call<T>(operation: () => Promise<T>): Promise<T> {
+    this.calls++;
     if (!this.up) return Promise.reject(new StateStoreUnavailableError('store unavailable (test)'));
     return operation();
   }

@@ -3,6 +3,8 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import { MemoryStateStore } from '../../src/state/memory-store.js';
+import { createLogger } from '../../src/observability/log.js';
+import { fleetTokenFor } from '../../src/token/fleet-token.js';
 import { TOKEN_RECORD_KEY, decodeRecord, encodeRecord } from '../../src/token/shared-token-record.js';
 import { FAST, StrictGateway, replica, waitFor, type Replica } from './fleet-support.js';
 
@@ -48,6 +50,20 @@ describe('fleet token: one token for every replica', () => {
       4,
       'the four others adopted it',
     );
+  });
+
+  it('requests never wait on the store while the token in memory is valid; the memory store is no fleet', async () => {
+    const shared = new MemoryStateStore();
+    const gateway = new StrictGateway();
+    const r = start(shared, gateway);
+    await waitFor('a token', () => r.tokens.hasValidToken());
+    const before = r.store.calls;
+    const tokens = await Promise.all(Array.from({ length: 1_000 }, () => r.tokens.token()));
+    assert.equal(r.store.calls, before, 'not one store command');
+    assert.equal(new Set(tokens.map((t) => t.generation)).size, 1);
+    const clock = { timestampMs: (ms: number) => ms };
+    const upstream = { connectTimeoutMs: 5_000, now: Date.now };
+    assert.equal(fleetTokenFor(shared, clock, r.metrics, createLogger('silent'), upstream), undefined);
   });
 
   it('two replicas refreshing at the same moment: one refresh reaches the gateway, no refresh token sent twice', async () => {

@@ -1,0 +1,96 @@
+// Senders that hold the receiver: a head that never ends and a body that trickles are cut by the receiver's own
+// deadlines (shortened here through the test hook; 10 s and 15 s in production), and nothing is forwarded.
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { loadConfig } from '../../src/config/load.js';
+import { createLogger } from '../../src/observability/log.js';
+import { SidecarMetrics } from '../../src/observability/metrics.js';
+import { createPostbackReceiver, type PostbackReceiver } from '../../src/postback/receiver.js';
+import { MemoryStateStore } from '../../src/state/memory-store.js';
+import { makeKeys } from '../support/keys.js';
+import { CapturedOutput, sidecarEnv } from '../support/sidecar.js';
+import { InternalWebhook, keyFile, PATH, PUBLIC_URL, signPostback } from './support.js';
+
+let webhook: InternalWebhook;
+let receiver: PostbackReceiver;
+let store: MemoryStateStore;
+let port: number;
+let privateKeyPem: string;
+
+before(async () => {
+  const gateway = await makeKeys();
+  privateKeyPem = gateway.privateKeyPem;
+  webhook = await new InternalWebhook().start();
+  const env = await sidecarEnv(await makeKeys(), 'http://127.0.0.1:1', {
+    SIDECAR_POSTBACK_FORWARD_URL: webhook.url,
+    SIDECAR_POSTBACK_PUBLIC_URL: PUBLIC_URL,
+    SIDECAR_POSTBACK_PUBLIC_KEY_FILE: await keyFile(gateway.publicKeyPem),
+    SIDECAR_POSTBACK_LISTEN_HOST: '127.0.0.1',
+    SIDECAR_POSTBACK_LISTEN_PORT: '0',
+  });
+  store = new MemoryStateStore();
+  const metrics = new SidecarMetrics({ version: 't', environment: 'staging', keyFingerprint: 'f' });
+  receiver = createPostbackReceiver(loadConfig(env).postback!, {
+    store,
+    metrics: metrics.postbacks,
+    log: createLogger('silent', new CapturedOutput()),
+    listener: { headersTimeout: 300, requestTimeout: 600 },
+  });
+  port = Number(new URL(await receiver.start()).port);
+});
+after(async () => {
+  await receiver.close(100);
+  await store.close();
+  await webhook.stop();
+});
+
+/** Writes `chunks` with `gapMs` between them; resolves with what the receiver answered and when it closed. */
+function trickle(chunks: string[], gapMs: number): Promise<{ text: string; ms: number }> {
+  return new Promise((resolve) => {
+    const started = Date.now();
+    const socket = connect(port, '127.0.0.1');
+    let text = '';
+    let timer: NodeJS.Timeout | undefined;
+    socket.on('data', (d: Buffer) => (text += d.toString('utf8')));
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve({ text, ms: Date.now() - started });
+    });
+    let i = 0;
+    const next = () => {
+      if (socket.destroyed || i >= chunks.length) return;
+      socket.write(chunks[i++]!);
+      timer = setTimeout(next, gapMs);
+    };
+    next();
+  });
+}
+
+describe('slow senders', () => {
+  test('a request head that never ends is cut at the header deadline', async () => {
+    const result = await trickle(
+      [`POST ${PATH} HTTP/1.1\r\n`, 'Host: x\r\n', 'X-A: 1\r\n', 'X-B: 2\r\n', 'X-C: 3\r\n'],
+      400,
+    );
+    assert.ok(result.ms < 3_000, `closed after ${result.ms} ms`);
+    assert.match(result.text, /^HTTP\/1\.1 408/);
+  });
+
+  test('a body that trickles in past the request deadline is cut with 408 and nothing is forwarded', async () => {
+    const postback = await signPostback(privateKeyPem);
+    const head =
+      `POST ${PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+      Object.entries(postback.headers)
+        .filter(([name]) => name !== 'content-type')
+        .map(([name, value]) => `${name}: ${value}\r\n`)
+        .join('') +
+      `Content-Length: ${postback.body.length}\r\n\r\n`;
+    const body = postback.body.match(/.{1,8}/g) ?? [];
+    const result = await trickle([head, ...body], 200);
+    assert.ok(result.ms < 4_000, `closed after ${result.ms} ms`);
+    assert.match(result.text, /^HTTP\/1\.1 408/);
+    assert.equal(webhook.received.length, 0);
+  });
+});
