@@ -173,6 +173,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
       baseUrl: `${config.base.origin}${config.base.pathPrefix}`,
       environment: config.environment,
       keyFingerprint: fingerprint,
+      stateStore: store.kind,
     },
     'signing-sidecar started',
   );

@@ -3,6 +3,13 @@ import type { Logger } from '../observability/log.js';
 type Phase = 'starting' | 'up' | 'down';
 
 /**
+ * A store that flaps (Redis answering reads but refusing writes when out of memory: each failure marks it down,
+ * each answer up) would log two lines a second. A `down` less than this long after the last `up` starts a quiet
+ * cycle: its `down` and `up` lines go at debug level. The gauge, the alert and the listeners follow every change.
+ */
+const FLAP_QUIET_MS = 60_000;
+
+/**
  * Whether the shared store answers, as the callers see it. Starts unknown (connecting in the background), then
  * flips between up and down. Each flip is logged once, at warn when the store goes away and at info when it comes
  * back, with the reason of the first failure: a Redis outage of an hour is two log lines, not one per request.
@@ -11,6 +18,8 @@ type Phase = 'starting' | 'up' | 'down';
 export class StoreAvailability {
   private phase: Phase = 'starting';
   private reason: string | undefined;
+  private lastUpAt = Number.NEGATIVE_INFINITY;
+  private quietCycle = false;
   private readonly listeners: Array<(available: boolean) => void> = [];
   /** Woken on up; those marked `settle` also on down. */
   private readonly waiters = new Map<() => void, { readonly settle: boolean }>();
@@ -37,7 +46,8 @@ export class StoreAvailability {
     if (this.phase === 'up') return;
     const wasDown = this.phase === 'down';
     this.phase = 'up';
-    this.log?.info(
+    if (wasDown) this.lastUpAt = Date.now();
+    this.log?.[this.quietCycle ? 'debug' : 'info'](
       { event: wasDown ? 'state_store.up' : 'state_store.connected', store: this.store },
       `shared state store ${this.store} available`,
     );
@@ -51,7 +61,8 @@ export class StoreAvailability {
     const wasUp = this.phase === 'up';
     this.phase = 'down';
     this.reason = reason;
-    this.log?.warn(
+    this.quietCycle = Date.now() - this.lastUpAt < FLAP_QUIET_MS;
+    this.log?.[this.quietCycle ? 'debug' : 'warn'](
       { event: 'state_store.down', store: this.store, reason },
       `shared state store ${this.store} unavailable: ${reason}`,
     );

@@ -85,7 +85,7 @@ export class StrictGateway implements TokenClient {
 }
 
 /** One replica's view of the shared store, which can be cut off (every call rejects) and restored. */
-export class SwitchableStore implements StateStore {
+export class ReplicaStore implements StateStore {
   readonly kind = 'redis';
   /** Messages published on the shared store reach this replica only while true. */
   hears = true;
@@ -139,7 +139,7 @@ export class SwitchableStore implements StateStore {
 
 export interface Replica {
   readonly tokens: TokenManager;
-  readonly store: SwitchableStore;
+  readonly store: ReplicaStore;
   readonly metrics: SidecarMetrics;
   readonly logs: CapturedOutput;
   metric(name: string): Promise<number>;
@@ -154,7 +154,7 @@ export function replica(
   options: FleetTokenOptions = FAST,
   manager: { refreshAheadSeconds?: number } = {},
 ): Replica {
-  const store = new SwitchableStore(shared);
+  const store = new ReplicaStore(shared);
   const metrics = new SidecarMetrics({ version: 't', environment: 'staging', keyFingerprint: 'f' });
   const logs = new CapturedOutput();
   const log = createLogger('debug', logs);
