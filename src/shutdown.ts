@@ -76,6 +76,8 @@ async function stop(parts: ShutdownParts, reason: string): Promise<void> {
   await closing;
   await closingPostbacks;
   parts.tokens.stop();
+  // Fleet mode: a token grant in flight finishes and reaches the store (and the token lock is released) first.
+  await parts.tokens.settle();
   await (drained ? parts.forwarder.close() : parts.forwarder.destroy());
   // Last: every request that could still write to the store (an idempotency record, a postback) has finished.
   await parts.store.close();

@@ -88,6 +88,9 @@ function forwardUrl(raw: string): string {
     throw fail('forwardUrl', `scheme ${url.protocol} is not supported; use http:// or https://`);
   }
   if (url.hash !== '' || raw.includes('#')) throw fail('forwardUrl', 'must not carry a fragment');
+  // The forwarder would drop them without a word (no Authorization header is made of them), and the application
+  // would refuse every postback; the reason does not quote them.
+  if (url.username !== '' || url.password !== '') throw fail('forwardUrl', 'must not carry credentials (user:pass@)');
   return raw;
 }
 

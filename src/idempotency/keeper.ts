@@ -44,6 +44,14 @@ export type Claim =
 /** A few rounds absorb a record that changes between two store calls; past them the key is busy. */
 const CLAIM_ROUNDS = 4;
 
+/** One of this replica's claims, from its claim to its last write. */
+interface LocalClaim {
+  readonly fingerprint: string;
+  readonly deadline: number;
+  /** The ticket's in_progress value: only its own complete or release ends it. */
+  readonly value: string;
+}
+
 /**
  * The idempotency protocol on the state store, one record per key at `idempotency:<sha256 of key>`:
  * claim with setIfAbsent (in_progress), complete with compareAndSet (in_progress -> done), release with
@@ -51,12 +59,22 @@ const CLAIM_ROUNDS = 4;
  * racing for one key cannot both send.
  */
 export class IdempotencyKeeper {
+  /**
+   * This replica's own claims still in flight, by store key. The store can lose a record while its request is at
+   * the gateway (the memory store evicts its oldest entries when full; a Redis restarts empty or fails over): a
+   * retry that reaches this replica meanwhile is still answered from here, never sent a second time.
+   */
+  private readonly inFlight = new Map<string, LocalClaim>();
+
   constructor(private readonly options: KeeperOptions) {}
 
   /** Rejects with StateStoreUnavailableError when the store cannot answer: the caller then must not send. */
   async claim(key: IdempotencyKey, fingerprint: string, owner: string): Promise<Claim> {
     const { store, now } = this.options;
     const storeKey = `idempotency:${key.sha256}`;
+    const local = this.localClaim(storeKey);
+    if (local !== undefined)
+      return local.fingerprint === fingerprint ? { kind: 'in_progress' } : { kind: 'key_reused' };
     for (let round = 0; round < CLAIM_ROUNDS; round++) {
       const mine: InProgressRecord = {
         state: 'in_progress',
@@ -67,6 +85,7 @@ export class IdempotencyKeeper {
       };
       const value = encodeRecord(mine);
       if (await this.setClaim(storeKey, value)) {
+        this.inFlight.set(storeKey, { fingerprint, deadline: mine.deadline, value });
         return { kind: 'new', ticket: { storeKey, keySha256: key.sha256, fingerprint, value } };
       }
       const found = await store.get(storeKey);
@@ -126,6 +145,18 @@ export class IdempotencyKeeper {
     return this.options.longestRequestMs + this.options.ttlMs;
   }
 
+  /**
+   * This replica's claim of `storeKey`, while in flight. One past its deadline is left to the store (read as
+   * abandoned there, as on every other replica) and dropped, so that a claim never settled cannot hold its key here.
+   */
+  private localClaim(storeKey: string): LocalClaim | undefined {
+    const local = this.inFlight.get(storeKey);
+    if (local === undefined || local.deadline > this.options.now()) return local;
+    this.inFlight.delete(storeKey);
+    return undefined;
+  }
+
+  /** The ticket's last write; its local claim ends only once that write is done (or failed). */
   private async guard(ticket: Ticket, step: string, run: () => Promise<boolean>): Promise<void> {
     const fields = { idempotencyKeySha256: ticket.keySha256, step };
     try {
@@ -136,6 +167,8 @@ export class IdempotencyKeeper {
         { event: 'idempotency.record_not_saved', ...fields, errorName },
         'idempotency record not updated; a retry with this key will read outcome_unknown after the deadline',
       );
+    } finally {
+      if (this.inFlight.get(ticket.storeKey)?.value === ticket.value) this.inFlight.delete(ticket.storeKey);
     }
   }
 }

@@ -80,7 +80,8 @@ export type IdempotencyOutcome = (typeof IDEMPOTENCY_OUTCOMES)[number];
  * What became of a postback (docs/postbacks.md): forwarded (internal service answered 2xx), duplicate (delivered
  * before: 200 without a forward), the refusals (signature_invalid, signature_missing, timestamp_expired,
  * timestamp_future, source_forbidden, body_invalid, not_found, method_not_allowed, too_large) and the 503s that ask
- * for a redelivery (forward_failed, in_flight, store_unavailable); error is an unexpected failure (500).
+ * for a redelivery (forward_failed, in_flight, store_unavailable, busy: the large-body budget is full); error is an
+ * unexpected failure (500).
  */
 export const POSTBACK_OUTCOMES = [
   'forwarded',
@@ -97,6 +98,7 @@ export const POSTBACK_OUTCOMES = [
   'not_found',
   'method_not_allowed',
   'too_large',
+  'busy',
   'error',
 ] as const;
 export type PostbackOutcome = (typeof POSTBACK_OUTCOMES)[number];

@@ -9,6 +9,7 @@ import type { PostbackMetrics } from '../observability/postback-metrics.js';
 import { readBody } from '../proxy/body.js';
 import { requestId } from '../proxy/request-id.js';
 import { StateStoreUnavailableError } from '../state/state-store.js';
+import type { BodyBudget } from './body-budget.js';
 import type { PostbackForwarder } from './forward.js';
 import { postbackRefusals, PostbackRefusal, RETRY_AFTER_SECONDS, type PostbackOutcome } from './refusal.js';
 import type { ReplayMemory } from './replay-memory.js';
@@ -24,6 +25,8 @@ export interface PostbackHandlerDeps {
   readonly verify: PostbackVerifier;
   readonly memory: ReplayMemory;
   readonly forwarder: PostbackForwarder;
+  /** Bytes of large bodies buffered at once, across the receiver's connections. */
+  readonly budget: BodyBudget;
   readonly metrics: PostbackMetrics;
   readonly log: Logger;
   readonly nowMs: () => number;
@@ -36,6 +39,10 @@ interface Delivery {
   readonly requestId: string;
   /** Owner of the in-flight claim: unique per request (a sender's X-Request-Id may repeat across copies). */
   readonly claimOwner: string;
+  /** Body bytes reserved in the budget, released once answered. */
+  reserved: number;
+  /** The whole body was read: the connection may serve another request. */
+  bodyRead: boolean;
   postback?: VerifiedPostback;
   nonceReplayed?: boolean;
   internalStatus?: number;
@@ -59,9 +66,15 @@ function check(req: IncomingMessage, deps: PostbackHandlerDeps): void {
   if (req.method !== 'POST') throw postbackRefusals.methodNotAllowed();
 }
 
-async function body(req: IncomingMessage): Promise<Buffer> {
+async function body(req: IncomingMessage, deps: PostbackHandlerDeps, delivery: Delivery): Promise<Buffer> {
+  const declared = Number(req.headers['content-length']);
+  const reserved = deps.budget.reserve(Number.isFinite(declared) ? declared : undefined, MAX_POSTBACK_BYTES);
+  if (reserved === undefined) throw postbackRefusals.busy();
+  delivery.reserved = reserved;
   try {
-    return await readBody(req, MAX_POSTBACK_BYTES);
+    const raw = await readBody(req, MAX_POSTBACK_BYTES);
+    delivery.bodyRead = true;
+    return raw;
   } catch (err) {
     if (err instanceof SidecarError && err.status === 413) throw postbackRefusals.tooLarge(MAX_POSTBACK_BYTES);
     throw postbackRefusals.bodyInvalid('the body was not received completely', err);
@@ -98,7 +111,7 @@ async function forwardOnce(deps: PostbackHandlerDeps, delivery: Delivery, postba
 
 async function receive(req: IncomingMessage, deps: PostbackHandlerDeps, delivery: Delivery): Promise<Answer> {
   check(req, deps);
-  const raw = await body(req);
+  const raw = await body(req, deps, delivery);
   const postback = deps.verify(req.headers, raw, Math.floor(deps.nowMs() / 1000));
   delivery.postback = postback;
   try {
@@ -116,7 +129,7 @@ function errorName(err: unknown): string {
   return err instanceof Error ? err.name : 'error';
 }
 
-function respond(res: ServerResponse, answer: Answer, id: string): void {
+function respond(res: ServerResponse, answer: Answer, id: string, bodyRead: boolean): void {
   const text = JSON.stringify(answer.body);
   const headers: Record<string, string | number> = {
     'content-type': 'application/json',
@@ -125,8 +138,9 @@ function respond(res: ServerResponse, answer: Answer, id: string): void {
   };
   if (answer.status === 503) headers['retry-after'] = RETRY_AFTER_SECONDS;
   if (answer.status === 405) headers.allow = 'POST';
-  // An unread or oversized body must not be taken for the next request on the connection.
-  if (answer.status === 413 || answer.status === 400) headers.connection = 'close';
+  // Answered before its body was read (403, 404, 405, 413, busy, a broken body): the connection closes rather than
+  // reading the rest, which a hostile sender could stream until the request deadline.
+  if (!bodyRead) headers.connection = 'close';
   if (!res.headersSent) res.writeHead(answer.status, headers);
   res.end(text);
 }
@@ -161,7 +175,12 @@ function logLine(
 export function createPostbackHandler(deps: PostbackHandlerDeps) {
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const started = performance.now();
-    const delivery: Delivery = { requestId: requestId(req.headers['x-request-id']), claimOwner: randomUUID() };
+    const delivery: Delivery = {
+      requestId: requestId(req.headers['x-request-id']),
+      claimOwner: randomUUID(),
+      reserved: 0,
+      bodyRead: false,
+    };
     let answer: Answer;
     let code: string | undefined;
     try {
@@ -173,7 +192,8 @@ export function createPostbackHandler(deps: PostbackHandlerDeps) {
       // An unexpected failure is logged by its class only: its message could quote a header or the body.
       if (refusal.code === 'postback.internal') delivery.error = errorName(refusal.cause);
     }
-    respond(res, answer, delivery.requestId);
+    deps.budget.release(delivery.reserved);
+    respond(res, answer, delivery.requestId, delivery.bodyRead);
     deps.metrics.postback(answer.outcome);
     logLine(deps, answer, delivery, code, performance.now() - started);
   };

@@ -7,6 +7,7 @@ import { nonceTtlSeconds } from '../config/postback-settings.js';
 import type { Logger } from '../observability/log.js';
 import type { PostbackMetrics } from '../observability/postback-metrics.js';
 import type { StateStore } from '../state/state-store.js';
+import { BodyBudget } from './body-budget.js';
 import { createPostbackForwarder, type PostbackForwarder } from './forward.js';
 import { createPostbackHandler } from './handler.js';
 import { signedPostbackUrl } from './public-url.js';
@@ -94,6 +95,7 @@ function handlerFor(
     verify: createPostbackVerifier({ ...config, publicKeys: keys, signedUrl: signedPostbackUrl(config.publicUrl) }),
     memory,
     forwarder,
+    budget: new BodyBudget(),
     metrics: deps.metrics,
     log: deps.log,
     nowMs: deps.nowMs ?? Date.now,

@@ -18,6 +18,7 @@ export type PostbackErrorCode =
   | 'postback.forward.failed'
   | 'postback.forward.in_progress'
   | 'postback.state.unavailable'
+  | 'postback.receiver.busy'
   | 'postback.internal';
 
 /** Seconds the gateway is asked to wait before redelivering after a 503. */
@@ -86,6 +87,13 @@ export const postbackRefusals = {
       'the replay memory is unavailable, so the postback was not delivered; deliver it again later',
       'store_unavailable',
       { cause },
+    ),
+  busy: () =>
+    new PostbackRefusal(
+      'postback.receiver.busy',
+      503,
+      'the receiver is holding as many large bodies as it may; deliver it again later',
+      'busy',
     ),
   internal: (cause: unknown) =>
     new PostbackRefusal('postback.internal', 500, 'internal error in the postback receiver', 'error', { cause }),

@@ -1,7 +1,10 @@
 import { EventEmitter } from 'node:events';
 import type { StateStore } from './state-store.js';
 
-/** Enough for a day of idempotency keys and postbacks of a busy pod; past it the oldest entries go first. */
+/**
+ * A day's idempotency keys and postbacks at about two a second, in tens of MB. Past it the oldest entries go
+ * first, each counted (signing_sidecar_state_store_evictions_total, alert SigningSidecarStateStoreEvicting).
+ */
 export const DEFAULT_MEMORY_STORE_MAX_ENTRIES = 200_000;
 /** How often expired entries are dropped even when nobody reads them. */
 const SWEEP_INTERVAL_MS = 30_000;

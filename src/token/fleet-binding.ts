@@ -43,8 +43,10 @@ export class FleetBinding {
 
   start(): void {
     const { fleet } = this;
+    // Any generation but the one held: after Redis came back empty the numbers start again from 1 (rejoin decides
+    // whether the record is newer than what is held).
     fleet.onNews = (generation) => {
-      if (generation > (this.host.held()?.recordGeneration ?? 0)) void this.sync();
+      if (generation !== this.host.held()?.recordGeneration) void this.sync();
     };
     fleet.store.onAvailabilityChange((available) => {
       if (available) void fleet.subscribe().then(() => this.sync());

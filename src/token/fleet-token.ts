@@ -84,7 +84,8 @@ export class FleetToken {
   private readonly lock: FleetLock;
   private readonly lockTtlMs: number;
   private readonly grantTimeoutMs: number;
-  private readonly loginCooldownMs: number;
+  /** At most one password login per this interval in the whole fleet (a replica alone keeps it for itself). */
+  readonly loginCooldownMs: number;
   private stopped = false;
   readonly gatewayNow: () => number;
 
@@ -175,7 +176,9 @@ export class FleetToken {
       const same = basis.held !== undefined && !basis.local && basis.held.generation === record.generation;
       return same ? undefined : this.adopted(record, undefined);
     }
-    return own ? 'share' : undefined;
+    // Never the store's own tokens again: that would only bump the generation, and would drop the spent mark of a
+    // holder that sent their refresh token and vanished (a replica whose clock estimate moved sees them dead first).
+    return own && !sameTokens(record, own) ? 'share' : undefined;
   }
 
   /** A record with a usable token that replaces what the replica holds (the generation moved). */
@@ -185,7 +188,11 @@ export class FleetToken {
     if (!held) return record;
     // The same tokens under a new number (a replica re-shared them) do not help a replica whose token was refused.
     if (!basis.usable && sameTokens(record, held)) return undefined;
-    const moved = basis.local ? !issuedLater(held, record) : record.generation > held.generation;
+    // A newer generation, or newer tokens under a lower one: a Redis that came back empty starts counting again
+    // from whichever replica shared its token first (rejoin).
+    const moved = basis.local
+      ? !issuedLater(held, record)
+      : record.generation > held.generation || (!sameTokens(record, held) && issuedLater(record, held));
     return moved ? record : undefined;
   }
 
@@ -194,6 +201,8 @@ export class FleetToken {
       const seen = await this.read();
       const newer = this.superseding(seen.record, basis);
       if (newer) return this.adopted(newer, undefined);
+      // Stopped (shutdown) before claiming: the gateway is not called for a pod on its way out.
+      if (this.stopped) throw new Error('stopped');
       // Our own token (got while the store was away) is newer than the store's: it is the one to go on from.
       const { held } = basis;
       const ownIsNewer = held && basis.local && (!seen.record || issuedLater(held, seen.record));

@@ -27,6 +27,8 @@ const EXPIRY_MARGIN_MS = 2_000;
 const MIN_REFRESH_INTERVAL_MS = 1_000;
 /** While the store is away and the token in memory still works, how often to look again. */
 const STORE_RECHECK_MS = 1_000;
+/** The longest shutdown waits for a fleet grant in flight (settle): a token grant takes well under a second. */
+const SETTLE_MAX_MS = 5_000;
 
 /**
  * Holds one access token for the sidecar and keeps it valid (spec 4.1, 5.1):
@@ -47,6 +49,8 @@ export class TokenManager {
   private failures = 0;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
+  /** When this replica last sent a password grant (monotonic ms), the fleet's or its own. */
+  private lastLoginAt = Number.NEGATIVE_INFINITY;
   private readonly mono: () => number;
   private readonly fleet: FleetBinding | undefined;
 
@@ -70,6 +74,21 @@ export class TokenManager {
     this.stopped = true;
     clearTimeout(this.timer);
     this.fleet?.stop();
+  }
+
+  /**
+   * Fleet mode: resolves once the token fetch in flight has ended (at most SETTLE_MAX_MS). Shutdown waits for it
+   * before closing the store: a refresh the gateway granted then reaches the fleet, instead of leaving the record's
+   * refresh token spent and its successor lost with the pod (the next replica would have to log in). A single pod
+   * has nobody to hand its token to: at once.
+   */
+  async settle(): Promise<void> {
+    const flight = this.inflight;
+    if (!this.fleet || !flight) return;
+    let timer: NodeJS.Timeout | undefined;
+    const cap = new Promise<void>((resolve) => (timer = setTimeout(resolve, SETTLE_MAX_MS)));
+    await Promise.race([flight.then(noop, noop), cap]);
+    clearTimeout(timer);
   }
 
   /** True while a token that is not expired and not rejected is held. */
@@ -210,13 +229,32 @@ export class TokenManager {
         'refresh failed; logging in with the password',
       );
     }
+    this.ownLoginCooldown();
     const login = await this.call('password', () => this.client.passwordGrant());
     if (login.kind === 'granted') return this.toSet(login.tokens, undefined);
     throw new Error(login.kind === 'rejected' ? `login rejected (${login.status} ${login.code ?? ''})` : login.reason);
   }
 
-  private call(grant: TokenGrant, send: () => Promise<GrantResult>): Promise<GrantResult> {
-    return callGrant(grant, send, this.metrics, this.log);
+  /**
+   * Fleet mode with the store away: the fleet-wide login cooldown cannot be checked, so this replica keeps it for
+   * itself (issue 16: "its own login, with the cooldown"). Replicas that each log in revoke each other's tokens
+   * (spec 4.1 rule 3); without it each refused token would bring an immediate login, a loop of logins for as long
+   * as the outage lasts. Refused here, the fetch goes through the usual backoff. A single pod: no cooldown.
+   */
+  private ownLoginCooldown(): void {
+    const cooldownMs = this.fleet?.fleet.loginCooldownMs ?? 0;
+    if (this.mono() - this.lastLoginAt < cooldownMs) {
+      throw new Error(`this replica logged in less than ${cooldownMs} ms ago; not logging in again`);
+    }
+  }
+
+  private async call(grant: TokenGrant, send: () => Promise<GrantResult>): Promise<GrantResult> {
+    const previousLogin = this.lastLoginAt;
+    if (grant === 'password') this.lastLoginAt = this.mono();
+    const result = await callGrant(grant, send, this.metrics, this.log);
+    // A login that never left (gateway unreachable) revoked nothing: no cooldown for it.
+    if (grant === 'password' && result.kind === 'failed' && !result.sent) this.lastLoginAt = previousLogin;
+    return result;
   }
 
   private toSet(tokens: GrantedTokens, chain: TokenSet | undefined): TokenSet {
@@ -288,4 +326,8 @@ export class TokenManager {
     this.timer = setTimeout(() => this.fetchInBackground(), inMs);
     this.timer.unref();
   }
+}
+
+function noop(): void {
+  // a failed fetch was already logged and its retry scheduled
 }

@@ -167,6 +167,15 @@ describe('config: the postback receiver', () => {
     });
   }
 
+  it('refuses credentials in the forward URL (they would never be sent) without quoting them', async () => {
+    const messages = await refusals({ SIDECAR_POSTBACK_FORWARD_URL: 'http://app:hunter2@127.0.0.1:3000/postbacks' });
+    assert.ok(
+      messages.some((m) => m.startsWith('SIDECAR_POSTBACK_FORWARD_URL') && /credentials/.test(m)),
+      messages.join(' | '),
+    );
+    assert.ok(!messages.join('\n').includes('hunter2'), 'the password is not quoted');
+  });
+
   it('refuses a key file without an RSA public key of at least 2048 bits, naming the key', async () => {
     const cases: Array<[string, RegExp]> = [
       [await file('empty.pem', 'nothing here'), /holds no PEM public key/],

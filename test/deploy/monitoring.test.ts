@@ -25,6 +25,7 @@ export const RUNBOOK_ANCHORS = [
   'runbook-postback-signature-failures',
   'runbook-postback-delivery-failures',
   'runbook-state-store-down',
+  'runbook-state-store-evicting',
 ] as const;
 /** Labels that Prometheus (PodMonitor relabelling) adds to every scraped series. */
 const TARGET_LABELS = new Set(['namespace', 'pod', 'container', 'job', 'instance', 'endpoint']);
@@ -198,6 +199,18 @@ describe('PrometheusRule', () => {
         alert_rule_test: [firing('SigningSidecarStateStoreDown', '0', '10m', 'critical')],
       },
       {
+        // The memory store full: live entries evicted after a quiet start (the counter exists at 0).
+        interval: '1m',
+        input_series: [{ series: `signing_sidecar_state_store_evictions_total{${pod}}`, values: '0x5 40x10' }],
+        alert_rule_test: [firing('SigningSidecarStateStoreEvicting', '40')],
+      },
+      {
+        // Never full: quiet.
+        interval: '1m',
+        input_series: [{ series: `signing_sidecar_state_store_evictions_total{${pod}}`, values: '0x15' }],
+        alert_rule_test: [quiet('SigningSidecarStateStoreEvicting')],
+      },
+      {
         // A Redis restart (one minute down): quiet.
         interval: '1m',
         input_series: [{ series: `signing_sidecar_state_store_up{${pod}}`, values: '1x5 0 1x9' }],
@@ -283,6 +296,7 @@ describe('PrometheusRule', () => {
       'SigningSidecarDown',
       'SigningSidecarGatewayLatencyHigh',
       'SigningSidecarStateStoreDown',
+      'SigningSidecarStateStoreEvicting',
       'SigningSidecarPostbackSignatureInvalid',
       'SigningSidecarPostbackDeliveryFailing',
     ]) {

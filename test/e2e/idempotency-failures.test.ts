@@ -85,6 +85,32 @@ describe('Idempotency-Key when something fails', () => {
     });
   });
 
+  it('a record the memory store evicts while its request is in flight: a retry meanwhile is 409, never sent', () =>
+    // Two entries at most: two other keyed payments push the first one's in_progress record out of the store. A
+    // retry that did reach the gateway would wait for the held answer until the (short) response timeout.
+    withReadySidecar(
+      { SIDECAR_STATE_MEMORY_MAX_ENTRIES: '2', SIDECAR_UPSTREAM_RESPONSE_TIMEOUT_MS: '5000' },
+      async ({ gateway, running }) => {
+        const { proxyUrl } = running.sidecar;
+        gateway.holdUntil = Number.POSITIVE_INFINITY;
+        const key = newKey();
+        const payment = freshDeposit();
+        const first = send(proxyUrl, key, payment);
+        await until(() => gateway.requests.length === 1);
+        const others = [send(proxyUrl, newKey(), freshDeposit()), send(proxyUrl, newKey(), freshDeposit())];
+        await until(() => gateway.requests.length === 3);
+        assert.equal(await running.sidecar.store.get(`idempotency:${sha256(key)}`), undefined, 'evicted');
+        const retry = await send(proxyUrl, key, payment);
+        assert.equal(retry.code, 'sidecar.idempotency.in_progress');
+        gateway.holdUntil = 0;
+        gateway.release();
+        assert.equal((await first).status, 201, 'the first caller gets the gateway answer');
+        await Promise.all(others);
+        const copies = gateway.requests.filter((r) => r.body === gateway.requests[0]!.body);
+        assert.equal(copies.length, 1, 'one copy of the payment');
+      },
+    ));
+
   it('the store unreachable: 503 unavailable (retryable), nothing sent; requests without a key still go', async () => {
     let store: SwitchableStore | undefined;
     const wrapStore: SidecarDeps['wrapStore'] = (inner) => (store = new SwitchableStore(inner));

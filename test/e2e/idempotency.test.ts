@@ -3,8 +3,10 @@
 // idempotency-failures.test.ts covers what happens when something fails, idempotency-fleet.test.ts several replicas.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { request } from 'node:http';
 import {
   assertSameAnswer,
+  DEPOSIT_PATH,
   freshDeposit,
   newKey,
   send,
@@ -27,7 +29,8 @@ describe('Idempotency-Key: one payment per key', () => {
       const key = newKey();
       const payment = freshDeposit();
       const first = await send(proxyUrl, key, payment);
-      const retry = await send(proxyUrl, key, payment);
+      // A retry from another client library: other headers, none of which is part of the request's fingerprint.
+      const retry = await send(proxyUrl, key, payment, DEPOSIT_PATH, { 'user-agent': 'retrier/2', accept: '*/*' });
       assert.equal(first.status, 201);
       assert.equal(first.replayed, false);
       assertSameAnswer(retry, first);
@@ -110,6 +113,8 @@ describe('Idempotency-Key: one payment per key', () => {
         assert.equal(reply.status, 400, JSON.stringify(key));
         assert.equal(reply.code, 'sidecar.idempotency.key_invalid');
       }
+      // Two Idempotency-Key lines (fetch would fold them into one): which one would the caller's retry send?
+      assert.equal(await postWithRepeatedKey(running.sidecar.proxyUrl, 'same-key', freshDeposit()), 400);
       assert.equal(gateway.requests.length, 0);
     }));
 
@@ -152,6 +157,19 @@ describe('Idempotency-Key: one payment per key', () => {
         assert.equal(seriesValue(metrics, `signing_sidecar_idempotency_total{outcome="${outcome}"}`), count, outcome);
     }));
 });
+
+/** POSTs a deposit with the Idempotency-Key header line sent twice; resolves with the status. */
+function postWithRepeatedKey(proxyUrl: string, key: string, body: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const headers = { 'content-type': 'application/json', 'idempotency-key': [key, key] };
+    const req = request(`${proxyUrl}${DEPOSIT_PATH}`, { method: 'POST', headers }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
 
 describe('Idempotency-Key with the real simulator', () => {
   it('a deposit retried with its key is one transaction at the gateway', async () => {

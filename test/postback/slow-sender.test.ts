@@ -93,4 +93,15 @@ describe('slow senders', () => {
     assert.match(result.text, /^HTTP\/1\.1 408/);
     assert.equal(webhook.received.length, 0);
   });
+
+  test('a sender refused before its body is read (404, 405) cannot go on streaming it: the connection closes', async () => {
+    for (const start of ['POST /elsewhere', `GET ${PATH}`]) {
+      const chunk = `4000\r\n${'A'.repeat(0x4000)}\r\n`;
+      const head = `${start} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n`;
+      const result = await trickle([head, ...Array.from({ length: 100 }, () => chunk)], 20);
+      assert.match(result.text, /^HTTP\/1\.1 40[45] /, start);
+      assert.match(result.text, /\r\nconnection: close\r\n/i, `${start}: the answer closes the connection`);
+      assert.ok(result.ms < 500, `${start}: closed after ${result.ms} ms, before the request deadline (600 ms)`);
+    }
+  });
 });

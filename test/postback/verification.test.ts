@@ -130,6 +130,33 @@ describe('refused, and never forwarded', () => {
     await refused({ headers, body: postback.body }, 401, 'postback.signature.missing');
   });
 
+  test('signature headers that are repeated, empty or in another encoding are refused, never taken as unsigned', async () => {
+    const genuine = await signPostback(gateway.privateKeyPem);
+    const signature = genuine.headers['x-signature']!;
+    const variants: Array<[string, Record<string, string>]> = [
+      // A repeated header arrives joined ("a, b"): never one of the two picked.
+      ['two X-Signature', { 'x-signature': `${signature}, ${signature}` }],
+      ['two X-Timestamp', { 'x-timestamp': `${genuine.headers['x-timestamp']}, 1` }],
+      ['empty X-Signature', { 'x-signature': '' }],
+      ['base64url X-Signature', { 'x-signature': Buffer.from(signature, 'base64').toString('base64url') }],
+      ['X-Signature without padding', { 'x-signature': signature.replace(/=+$/, '') }],
+      ['a fractional X-Timestamp', { 'x-timestamp': `${genuine.headers['x-timestamp']}.0` }],
+      ['a negative X-Timestamp', { 'x-timestamp': `-${genuine.headers['x-timestamp']}` }],
+    ];
+    for (const [name, override] of variants) {
+      const count = world.webhook.received.length;
+      const answer = await deliver(world.receiverUrl, {
+        headers: { ...genuine.headers, ...override },
+        body: genuine.body,
+      });
+      assert.equal(answer.status, 401, name);
+      assert.equal(answer.code, 'postback.signature.invalid', name);
+      assert.equal(world.webhook.received.length, count, `${name}: nothing forwarded`);
+    }
+    // None of them burnt the genuine postback's nonce.
+    assert.deepEqual((await deliver(world.receiverUrl, genuine)).body, { status: 'forwarded' });
+  });
+
   test('a body that is not the envelope, data that is not base64, data that is not a JSON object', async () => {
     const cases = [
       '{"payload":"x"}',
@@ -197,6 +224,29 @@ describe('logs and metrics', () => {
     assert.ok(!text.includes(postback.data), 'data not logged');
     assert.ok(!text.includes('inv-secret-log-check'), 'payload not logged');
     assert.ok(!text.includes(postback.headers['x-signature']!), 'signature not logged');
+  });
+
+  test('refused and failed postbacks leave neither payload, data nor signature in the log', async () => {
+    const marker = (what: string) => payloadJson(`secret-${what}-${process.pid}`);
+    const forged = await signPostback(other.privateKeyPem, { payload: marker('forged') });
+    const notObject = await signPostback(gateway.privateKeyPem, {
+      data: Buffer.from(`["secret-array-${process.pid}"]`).toString('base64'),
+    });
+    const failing = await signPostback(gateway.privateKeyPem, { payload: marker('failing') });
+    assert.equal((await deliver(world.receiverUrl, forged)).status, 401);
+    assert.equal((await deliver(world.receiverUrl, notObject)).status, 400);
+    world.webhook.status = () => 500;
+    try {
+      assert.equal((await deliver(world.receiverUrl, failing)).status, 503);
+    } finally {
+      world.webhook.status = () => 200;
+    }
+    const text = world.running.logs.text;
+    for (const postback of [forged, notObject, failing]) {
+      assert.ok(!text.includes(postback.data), 'data not logged');
+      assert.ok(!text.includes(postback.headers['x-signature']!), 'signature not logged');
+    }
+    for (const secret of ['secret-forged', 'secret-failing', 'secret-array']) assert.ok(!text.includes(secret), secret);
   });
 
   test('every outcome is counted', async () => {
