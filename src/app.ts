@@ -98,7 +98,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     ? createPostbackReceiver(config.postback, { store, metrics: metrics.postbacks, log, nowMs: deps.now ?? Date.now })
     : undefined;
   const secrets = createSecretRotation(config, { signer, password, forwarder: upstream, postbacks }, metrics, log);
-  const handleRequest = createProxyHandler({
+  const handler = createProxyHandler({
     base: config.base,
     clock,
     signer,
@@ -119,7 +119,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const tracker = new ConnectionTracker();
   // One request listener for tracking and handling: a server 'request' event with several listeners copies the
   // listener array on every request.
-  const proxy = createServer(EGRESS_LISTENER, (req, res) => handleRequest(req, tracker.track(req, res)));
+  const proxy = createServer(EGRESS_LISTENER, (req, res) => handler.handle(req, tracker.track(req, res)));
   proxy.maxConnections = EGRESS_MAX_CONNECTIONS;
   // A native sidecar's readiness is the whole pod's (docs/operations.md, "Readiness and the access token"): ready
   // means serving (listening, not draining) unless SIDECAR_READINESS_REQUIRES_TOKEN=true also asks for a valid
@@ -134,6 +134,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     proxy,
     admin: () => admin,
     tracker,
+    handler,
     tokens,
     forwarder,
     store,

@@ -3,15 +3,26 @@ import { sidecarErrors } from './errors.js';
 import { closeServer, type ConnectionTracker } from './lifecycle.js';
 import type { Logger } from './observability/log.js';
 import type { PostbackReceiver } from './postback/receiver.js';
+import type { ProxyHandler } from './proxy/handler.js';
 import type { StateStore } from './state/state-store.js';
 import { sleep } from './token/backoff.js';
 import type { TokenManager } from './token/token-manager.js';
 import type { Forwarder } from './upstream/forwarder.js';
 
+/**
+ * How long shutdown waits, once the gateway connections are given up, for the requests it cut off to write their
+ * idempotency records: a store command or two each (SIDECAR_REDIS_COMMAND_TIMEOUT_MS, 100 ms by default), so 2 s is
+ * ample on a loaded pod, and short enough not to hold the exit up for a request stuck elsewhere. A record not
+ * written by then stays in_progress: a retry gets 409, then outcome_unknown after the deadline, never a resend.
+ */
+const REQUESTS_SETTLE_MAX_MS = 2_000;
+
 export interface ShutdownParts {
   readonly proxy: Server;
   readonly admin: () => Server;
   readonly tracker: ConnectionTracker;
+  /** The egress requests' handling, which goes on after shutdown answered them (their idempotency records). */
+  readonly handler: Pick<ProxyHandler, 'idle'>;
   readonly tokens: TokenManager;
   readonly forwarder: Forwarder;
   readonly store: StateStore;
@@ -79,6 +90,9 @@ async function stop(parts: ShutdownParts, reason: string): Promise<void> {
   // Fleet mode: a token grant in flight finishes and reaches the store (and the token lock is released) first.
   await parts.tokens.settle();
   await (drained ? parts.forwarder.close() : parts.forwarder.destroy());
+  // The requests cut off above now fail at once (their gateway connections are gone); each still writes its
+  // idempotency record (outcome_unknown kept, draining released) before the store closes.
+  const settled = await parts.handler.idle(REQUESTS_SETTLE_MAX_MS);
   // Last: every request that could still write to the store (an idempotency record, a postback) has finished.
   await parts.store.close();
   const admin = parts.admin();
@@ -90,6 +104,7 @@ async function stop(parts: ShutdownParts, reason: string): Promise<void> {
       drained,
       answeredOutcomeUnknown: mayBeSent.length,
       answeredNotSent: abandoned.length - mayBeSent.length,
+      requestsSettled: settled,
     },
     'stopped',
   );

@@ -9,23 +9,26 @@ export interface RequestTimeSettings {
   readonly connectTimeoutMs: number;
   readonly responseTimeoutMs: number;
   readonly connectRetryDeadlineMs: number;
+  /** The longest one state store command may take (SIDECAR_REDIS_COMMAND_TIMEOUT_MS; 0 in memory: no wait). */
+  readonly storeCommandTimeoutMs: number;
 }
 
-/** TokenManager's default waitForTokenMs (src/token/token-manager.ts), which no setting changes. */
-export const TOKEN_WAIT_MS = 10_000;
-
-/** Signing, store round trips, and the wall clocks of two replicas that differ by a few seconds. */
+/** Signing, the wall clocks of two replicas that differ by a few seconds, and the event loop's own delays. */
 export const DEADLINE_MARGIN_MS = 5_000;
 
 /**
- * 2 x token wait + connect retry deadline + 2 x (2 x connect timeout + response timeout) + margin.
+ * 2 x token wait + connect retry deadline + 2 x (2 x connect timeout + response timeout)
+ *   + 2 x store command timeout + margin.
  * - a token wait, then connection failures retried until the connect retry deadline;
  * - the last attempt may start just before that deadline: a wait for a free connection and the connection itself
  *   (each up to the connect timeout), then the response timeout;
- * - a 401 FAILED: a second token wait and one more attempt (connect, connect, response).
- * With the defaults: 2 x 10 s + 10 s + 2 x (2 x 5 s + 30 s) + 5 s = 115 s.
+ * - a 401 FAILED: a second token wait and one more attempt (connect, connect, response);
+ * - the store commands counted from the deadline's making: the claim's write, and the write that settles the record
+ *   (it must land before the deadline, or a retry elsewhere takes the record as abandoned).
+ * With the defaults: 2 x 10 s + 10 s + 2 x (2 x 5 s + 30 s) + 5 s = 115 s in memory, 115.2 s on Redis (100 ms).
  */
 export function longestRequestMs(settings: RequestTimeSettings): number {
   const attempt = 2 * settings.connectTimeoutMs + settings.responseTimeoutMs;
-  return 2 * settings.tokenWaitMs + settings.connectRetryDeadlineMs + 2 * attempt + DEADLINE_MARGIN_MS;
+  const store = 2 * settings.storeCommandTimeoutMs;
+  return 2 * settings.tokenWaitMs + settings.connectRetryDeadlineMs + 2 * attempt + store + DEADLINE_MARGIN_MS;
 }

@@ -1,7 +1,8 @@
 import type { Config } from '../config/config.js';
 import type { Logger } from '../observability/log.js';
 import type { StateStore } from '../state/state-store.js';
-import { longestRequestMs, TOKEN_WAIT_MS } from './deadline.js';
+import { DEFAULT_WAIT_FOR_TOKEN_MS } from '../token/token-manager.js';
+import { longestRequestMs } from './deadline.js';
 import { IdempotencyKeeper } from './keeper.js';
 
 /** The keeper the settings describe, on the sidecar's one state store (memory for a pod, Redis for a fleet). */
@@ -11,10 +12,13 @@ export function keeperFromConfig(config: Config, store: StateStore, log: Logger,
     store,
     ttlMs: config.idempotency.ttlSeconds * 1000,
     longestRequestMs: longestRequestMs({
-      tokenWaitMs: TOKEN_WAIT_MS,
+      // app.ts gives TokenManager no waitForTokenMs: it waits its default.
+      tokenWaitMs: DEFAULT_WAIT_FOR_TOKEN_MS,
       connectTimeoutMs,
       responseTimeoutMs,
       connectRetryDeadlineMs,
+      // The memory store answers at once; Redis may take up to its command timeout per command.
+      storeCommandTimeoutMs: config.state.redis?.commandTimeoutMs ?? 0,
     }),
     now,
     log,

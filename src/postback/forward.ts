@@ -30,6 +30,29 @@ export function forwardHeaders(postback: VerifiedPostback, requestId: string): R
   return headers;
 }
 
+/**
+ * One forward's signal: aborted by `stopping` (shutdown) or after `timeoutMs`, and detached from `stopping` by
+ * done(). Not AbortSignal.any([stopping, ...]): on Node 20 every call leaves an entry on the long-lived `stopping`
+ * signal that is never removed (nodejs/node#55351), about 55 bytes per postback for the life of the process.
+ */
+function forwardSignal(stopping: AbortSignal, timeoutMs: number): { signal: AbortSignal; done: () => void } {
+  const controller = new AbortController();
+  const stop = () => controller.abort(new DOMException('the receiver is stopping', 'AbortError'));
+  const timer = setTimeout(
+    () => controller.abort(new DOMException('the forward timed out', 'TimeoutError')),
+    timeoutMs,
+  );
+  if (stopping.aborted) stop();
+  else stopping.addEventListener('abort', stop, { once: true });
+  return {
+    signal: controller.signal,
+    done: () => {
+      clearTimeout(timer);
+      stopping.removeEventListener('abort', stop);
+    },
+  };
+}
+
 export function createPostbackForwarder(url: string, timeoutMs: number): PostbackForwarder {
   // Its own pool: the receiver never takes a connection from the gateway client, and the other way round.
   const agent = new Agent({ connections: MAX_CONNECTIONS, connect: { timeout: timeoutMs } });
@@ -37,13 +60,14 @@ export function createPostbackForwarder(url: string, timeoutMs: number): Postbac
     async forward(postback, requestId, signal) {
       const started = process.hrtime.bigint();
       const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
+      const abort = forwardSignal(signal, timeoutMs);
       try {
         const res = await request(url, {
           method: 'POST',
           dispatcher: agent,
           headers: forwardHeaders(postback, requestId),
           body: postback.payload,
-          signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]),
+          signal: abort.signal,
           headersTimeout: timeoutMs,
           bodyTimeout: timeoutMs,
         });
@@ -52,6 +76,8 @@ export function createPostbackForwarder(url: string, timeoutMs: number): Postbac
         return { status: res.statusCode, failure: undefined, seconds: seconds() };
       } catch (err) {
         return { status: undefined, failure: failureCode(err), seconds: seconds() };
+      } finally {
+        abort.done();
       }
     },
     close: () => agent.close(),

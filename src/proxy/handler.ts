@@ -19,6 +19,7 @@ import {
   type RequestKey,
 } from './idempotent.js';
 import type { InboundExchange } from './inbound-exchange.js';
+import { PendingCalls } from './pending-calls.js';
 import { logRequest, logVerifyFailure, type RequestOutcome } from './request-log.js';
 import { UNMATCHED_ROUTE, type RouteMatch } from './routes.js';
 import { sendSigned, type SignedSendDeps } from './signed-send.js';
@@ -32,12 +33,27 @@ export interface HandlerDeps extends SignedSendDeps {
   readonly idempotency: IdempotencyDeps;
 }
 
-/** Turns one client request into exactly one definitive answer: the gateway's, or a sidecar.* error. */
-export function createProxyHandler(deps: HandlerDeps) {
-  return (req: IncomingMessage, exchange: InboundExchange): void => {
-    serve(deps, req, exchange).catch((err: unknown) =>
-      deps.log.error({ event: 'handler.bug', ...describeBug(err) }, 'request accounting failed'),
-    );
+export interface ProxyHandler {
+  /** Turns one client request into exactly one definitive answer: the gateway's, or a sidecar.* error. */
+  handle(req: IncomingMessage, exchange: InboundExchange): void;
+  /**
+   * Resolves true once every request's handling has finished (its idempotency record written, its line logged),
+   * or false after `timeoutMs`. A request answered by shutdown is still being handled: shutdown waits here
+   * before it closes the state store.
+   */
+  idle(timeoutMs: number): Promise<boolean>;
+}
+
+export function createProxyHandler(deps: HandlerDeps): ProxyHandler {
+  const pending = new PendingCalls();
+  return {
+    handle: (req, exchange) =>
+      pending.track(
+        serve(deps, req, exchange).catch((err: unknown) =>
+          deps.log.error({ event: 'handler.bug', ...describeBug(err) }, 'request accounting failed'),
+        ),
+      ),
+    idle: (timeoutMs) => pending.idle(timeoutMs),
   };
 }
 

@@ -10,6 +10,12 @@ import { TOKEN_CHANNEL, TOKEN_LOCK_KEY } from './shared-token-record.js';
  */
 export class FleetLock {
   private readonly waiters = new Set<(generation: number) => void>();
+  /**
+   * Our lock values the store could not delete at release (it was away), with when they expire by themselves
+   * (monotonic ms). Deleted first at the next take: a replica back from a blip must not wait out its own lock for
+   * up to its whole lifetime before it can share the token it got meanwhile.
+   */
+  private readonly unreleased = new Map<string, number>();
   private unsubscribe: (() => Promise<void>) | undefined;
   private subscribing: Promise<void> | undefined;
   private stopped = false;
@@ -46,13 +52,28 @@ export class FleetLock {
 
   /** The lock's value when taken, undefined when another replica holds it. */
   async take(): Promise<string | undefined> {
+    await this.releaseLeftovers();
     const value = randomBytes(16).toString('hex');
     return (await this.store.setIfAbsent(TOKEN_LOCK_KEY, value, this.lockTtlMs)) ? value : undefined;
   }
 
-  /** Best effort: a lock that cannot be released now expires with its TTL. */
+  /** Best effort: a lock that cannot be released now is released at the next take, or expires with its TTL. */
   async release(value: string): Promise<void> {
-    await this.store.compareAndDelete(TOKEN_LOCK_KEY, value).catch(() => false);
+    try {
+      await this.store.compareAndDelete(TOKEN_LOCK_KEY, value);
+    } catch {
+      // The store is away. Only values whose holder is done get here, so deleting one later never frees a lock
+      // that a flight of this replica still holds. It lives at most the lock's lifetime from now.
+      this.unreleased.set(value, performance.now() + this.lockTtlMs);
+    }
+  }
+
+  /** Compare-and-delete: a value of ours that expired meanwhile, the key perhaps taken by another, is left alone. */
+  private async releaseLeftovers(): Promise<void> {
+    for (const [value, expiresAt] of this.unreleased) {
+      if (performance.now() < expiresAt) await this.store.compareAndDelete(TOKEN_LOCK_KEY, value);
+      this.unreleased.delete(value);
+    }
   }
 
   announce(generation: number): Promise<void> {

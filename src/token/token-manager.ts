@@ -29,6 +29,11 @@ const MIN_REFRESH_INTERVAL_MS = 1_000;
 const STORE_RECHECK_MS = 1_000;
 /** The longest shutdown waits for a fleet grant in flight (settle): a token grant takes well under a second. */
 const SETTLE_MAX_MS = 5_000;
+/**
+ * How long a request waits for a login or refresh in flight when waitForTokenMs is not given (no setting changes
+ * it); the idempotency deadline (src/idempotency/deadline.ts) counts it twice.
+ */
+export const DEFAULT_WAIT_FOR_TOKEN_MS = 10_000;
 
 /**
  * Holds one access token for the sidecar and keeps it valid (spec 4.1, 5.1):
@@ -137,7 +142,7 @@ export class TokenManager {
   }
 
   private async awaitFlight(flight: Promise<TokenSet>): Promise<TokenSet> {
-    const waitMs = this.options.waitForTokenMs ?? 10_000;
+    const waitMs = this.options.waitForTokenMs ?? DEFAULT_WAIT_FOR_TOKEN_MS;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(sidecarErrors.tokenUnavailable()), waitMs);

@@ -100,7 +100,8 @@ describe('a replica killed between send and answer', () => {
       const early = await send(survivor.sidecar.proxyUrl, key, payment);
       assert.equal(early.status, 409);
       assert.equal(early.code, 'sidecar.idempotency.in_progress');
-      offsetMs = 116_000; // past 115 s, the longest request time with the default settings
+      // Past 119 s, the longest request time here: 115 s with the default settings + 2 x the 2 s command timeout.
+      offsetMs = 120_000;
       const late = await send(survivor.sidecar.proxyUrl, key, payment);
       assert.equal(late.status, 502);
       assert.equal(late.code, 'sidecar.upstream.outcome_unknown');
@@ -133,6 +134,78 @@ describe('Redis down', () => {
     } finally {
       await redis.start();
       await running.stop();
+      await gateway.stop();
+    }
+  });
+});
+
+describe('shutdown with the Redis store', () => {
+  it('a keyed request cut off by shutdown keeps outcome_unknown: a retry on another replica gets it at once', async () => {
+    const gateway = await new RecordingGateway().start();
+    gateway.holdUntil = Number.POSITIVE_INFINITY; // the gateway has the request and holds its answer
+    const stopping = await startTestSidecar(
+      await sidecarEnv(keys, gateway.url, { ...fleetEnv(), SIDECAR_SHUTDOWN_MAX_DELAY_MS: '200' }),
+    );
+    let other: TestSidecar | undefined;
+    try {
+      await waitUntilReady(stopping.sidecar);
+      other = await replica(gateway.url);
+      const key = newKey();
+      const payment = freshDeposit();
+      const pending = send(stopping.sidecar.proxyUrl, key, payment);
+      await until(() => gateway.requests.length === 1);
+      await stopping.stop();
+      const cut = await pending;
+      assert.equal(cut.status, 504);
+      assert.equal(cut.code, 'sidecar.upstream.outcome_unknown');
+      // Kept before the store closed: not 409 until the deadline (119 s here), but the caller's own answer, replayed.
+      const retry = await send(other.sidecar.proxyUrl, key, payment);
+      assert.equal(retry.status, 504, `${retry.status} ${retry.code ?? ''}`);
+      assert.equal(retry.code, 'sidecar.upstream.outcome_unknown');
+      assert.equal(retry.replayed, true);
+      assert.ok(retry.body.equals(cut.body), 'the answer the caller got, byte for byte');
+      assert.equal(stopping.logs.text.includes('idempotency.record_not_saved'), false);
+      const copies = gateway.requests.filter((r) => r.body === gateway.requests[0]!.body);
+      assert.equal(copies.length, 1, 'the payment reached the gateway once');
+    } finally {
+      await stopping.stop();
+      await other?.stop();
+      await gateway.stop();
+    }
+  });
+
+  it('a keyed request answered draining (never sent) while its claim was in flight releases its key', async () => {
+    const gateway = await new RecordingGateway().start();
+    const stopping = await startTestSidecar(
+      await sidecarEnv(keys, gateway.url, { ...fleetEnv(), SIDECAR_SHUTDOWN_MAX_DELAY_MS: '200' }),
+    );
+    let other: TestSidecar | undefined;
+    try {
+      await waitUntilReady(stopping.sidecar);
+      const key = newKey();
+      const payment = freshDeposit();
+      // A Redis that answers nothing: the claim waits (within the 2 s command timeout) while shutdown's maximum
+      // delay passes and the caller is answered draining.
+      redis.freeze();
+      const pending = send(stopping.sidecar.proxyUrl, key, payment);
+      await new Promise((resolve) => setTimeout(resolve, 200)); // the request reaches the handler
+      const stopped = stopping.stop();
+      const cut = await pending;
+      redis.thaw(); // the claim succeeds now, for a request that will never be sent
+      await stopped;
+      assert.equal(cut.status, 503);
+      assert.equal(cut.code, 'sidecar.shutdown.draining');
+      assert.equal(cut.retryable, true);
+      assert.equal(gateway.requests.length, 0, 'never sent');
+      other = await replica(gateway.url);
+      const retry = await send(other.sidecar.proxyUrl, key, payment);
+      assert.equal(retry.status, 201, `${retry.status} ${retry.code ?? ''}`);
+      assert.equal(retry.replayed, false);
+      assert.equal(gateway.requests.length, 1, 'sent once, by the retry');
+    } finally {
+      redis.thaw();
+      await stopping.stop();
+      await other?.stop();
       await gateway.stop();
     }
   });

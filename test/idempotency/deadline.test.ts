@@ -1,17 +1,34 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
+import { loadConfig } from '../../src/config/load.js';
 import { buildSchema } from '../../src/config/schema.js';
-import { DEADLINE_MARGIN_MS, longestRequestMs, TOKEN_WAIT_MS } from '../../src/idempotency/deadline.js';
+import { DEADLINE_MARGIN_MS, longestRequestMs } from '../../src/idempotency/deadline.js';
+import { keeperFromConfig } from '../../src/idempotency/from-config.js';
+import { idempotencyKey } from '../../src/idempotency/key.js';
+import { decodeRecord } from '../../src/idempotency/record.js';
+import { createLogger } from '../../src/observability/log.js';
+import { MemoryStateStore } from '../../src/state/memory-store.js';
+import { DEFAULT_WAIT_FOR_TOKEN_MS } from '../../src/token/token-manager.js';
+import { makeKeys, type TestKeys } from '../support/keys.js';
 
 describe('the longest possible request time (an in_progress record older than this is abandoned)', () => {
-  it('is 115 s with the default settings, as docs/idempotency.md says', () => {
-    const upstream = buildSchema({}).get('upstream');
-    assert.equal(longestRequestMs({ tokenWaitMs: TOKEN_WAIT_MS, ...upstream }), 115_000);
+  it('is 115 s with the default settings in memory, 115.2 s on Redis, as docs/idempotency.md says', () => {
+    const schema = buildSchema({});
+    const defaults = { tokenWaitMs: DEFAULT_WAIT_FOR_TOKEN_MS, ...schema.get('upstream') };
+    assert.equal(longestRequestMs({ ...defaults, storeCommandTimeoutMs: 0 }), 115_000);
+    const redisCommandTimeoutMs = schema.get('state.redis.commandTimeoutMs');
+    assert.equal(longestRequestMs({ ...defaults, storeCommandTimeoutMs: redisCommandTimeoutMs }), 115_200);
   });
 
-  it('2 x token wait + connect retry deadline + 2 x (2 x connect timeout + response timeout) + margin', () => {
-    const settings = { tokenWaitMs: 1, connectTimeoutMs: 10, responseTimeoutMs: 100, connectRetryDeadlineMs: 1_000 };
-    assert.equal(longestRequestMs(settings), 2 + 1_000 + 2 * (20 + 100) + DEADLINE_MARGIN_MS);
+  it('2 x token wait + connect retry deadline + 2 x (2 x connect timeout + response timeout) + 2 x store command timeout + margin', () => {
+    const settings = {
+      tokenWaitMs: 1,
+      connectTimeoutMs: 10,
+      responseTimeoutMs: 100,
+      connectRetryDeadlineMs: 1_000,
+      storeCommandTimeoutMs: 3,
+    };
+    assert.equal(longestRequestMs(settings), 2 + 1_000 + 2 * (20 + 100) + 6 + DEADLINE_MARGIN_MS);
   });
 
   it('grows with every setting that can lengthen a request', () => {
@@ -20,9 +37,46 @@ describe('the longest possible request time (an in_progress record older than th
       connectTimeoutMs: 5_000,
       responseTimeoutMs: 30_000,
       connectRetryDeadlineMs: 10_000,
+      storeCommandTimeoutMs: 100,
     };
     for (const key of Object.keys(base) as Array<keyof typeof base>) {
       assert.ok(longestRequestMs({ ...base, [key]: base[key] + 1 }) > longestRequestMs(base), key);
     }
+  });
+});
+
+describe('the deadline a sidecar writes into its claims', () => {
+  let keys: TestKeys;
+  before(async () => {
+    keys = await makeKeys();
+  });
+
+  /** The deadline of a claim made at `now` by the keeper these settings build, minus `now`. */
+  async function claimDeadlineMs(env: NodeJS.ProcessEnv): Promise<number> {
+    const config = loadConfig({
+      SIDECAR_BASE_URL: 'https://gateway.example.com',
+      SIDECAR_ENVIRONMENT: 'staging',
+      SIDECAR_USERNAME: 'vendor@example.com',
+      SIDECAR_PASSWORD: 'pw',
+      SIDECAR_PRIVATE_KEY_FILE: keys.privateKeyFile,
+      ...env,
+    });
+    const store = new MemoryStateStore();
+    const now = 1_700_000_000_000;
+    const keeper = keeperFromConfig(config, store, createLogger('silent'), () => now);
+    const key = idempotencyKey('deadline-key')!;
+    assert.equal((await keeper.claim(key, 'fp', 'req-1')).kind, 'new');
+    const record = decodeRecord((await store.get(`idempotency:${key.sha256}`))!);
+    await store.close();
+    assert.equal(record.state, 'in_progress');
+    return record.state === 'in_progress' ? record.deadline - now : Number.NaN;
+  }
+
+  it("counts TokenManager's own token wait, the upstream settings and the Redis command timeout", async () => {
+    assert.equal(await claimDeadlineMs({}), 115_000);
+    const redis = { SIDECAR_STATE_STORE: 'redis', SIDECAR_REDIS_URL: 'redis://127.0.0.1:6379' };
+    assert.equal(await claimDeadlineMs(redis), 115_200);
+    assert.equal(await claimDeadlineMs({ ...redis, SIDECAR_REDIS_COMMAND_TIMEOUT_MS: '2000' }), 119_000);
+    assert.equal(await claimDeadlineMs({ SIDECAR_UPSTREAM_RESPONSE_TIMEOUT_MS: '10000' }), 75_000);
   });
 });

@@ -49,6 +49,27 @@ describe('fleet token: edge cases', () => {
     assert.equal(gateway.logins(), 1, 'nobody logged in to replace a refresh token spent by a pod that went away');
   });
 
+  it('the store gone between the grant and the write: the granted tokens are kept, then shared, no login', async () => {
+    const shared = new MemoryStateStore();
+    const gateway = new StrictGateway();
+    const a = start(shared, gateway);
+    const b = start(shared, gateway);
+    await waitFor('tokens', () => a.tokens.hasValidToken() && b.tokens.hasValidToken());
+    gateway.latencyMs = 200;
+    const refreshed = refuse(a);
+    await waitFor('the refresh at the gateway', () => gateway.refreshes() === 1);
+    a.store.setAvailable(false); // the refresh token is spent now, its successor must not be lost
+    assert.equal(await refreshed, 'access-2', 'a resends with the tokens the gateway granted');
+    assert.equal(await storedAccess(shared), 'access-1', 'not in the store yet');
+    a.store.setAvailable(true);
+    await waitFor('b took them from the store', () => access(b) === 'access-2', 2_000);
+    assert.equal(await storedAccess(shared), 'access-2');
+    assert.deepEqual(
+      gateway.calls.map((c) => c.grant),
+      ['password', 'refresh_token'],
+    );
+  });
+
   it('store away: a replica logs in on its own at most once per cooldown, the others logging it out or not', async () => {
     const shared = new MemoryStateStore();
     const gateway = new StrictGateway();

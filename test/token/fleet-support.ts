@@ -4,7 +4,6 @@
 import { Secret } from '../../src/config/secret.js';
 import { createLogger } from '../../src/observability/log.js';
 import { SidecarMetrics } from '../../src/observability/metrics.js';
-import type { MemoryStateStore } from '../../src/state/memory-store.js';
 import { StateStoreUnavailableError, type StateStore } from '../../src/state/state-store.js';
 import { FleetToken, type FleetTokenOptions } from '../../src/token/fleet-token.js';
 import type { TokenClient } from '../../src/token/token-client.js';
@@ -149,7 +148,7 @@ export interface Replica {
 export const FAST: FleetTokenOptions = { lockTtlMs: 2_000, grantTimeoutMs: 1_000, loginCooldownMs: 50, pollMs: 20 };
 
 export function replica(
-  shared: MemoryStateStore,
+  shared: StateStore,
   gateway: StrictGateway,
   options: FleetTokenOptions = FAST,
   manager: { refreshAheadSeconds?: number } = {},
