@@ -55,15 +55,21 @@ function envelopeData(body: Buffer): string {
   return data;
 }
 
-/** The payload inside `data`: strict standard base64 of a JSON object. */
+/**
+ * Fatal: bytes that are not UTF-8 would otherwise be checked as U+FFFD and forwarded as they are, so that the
+ * application parses other text than the one checked here. A byte order mark is kept, so JSON.parse refuses it.
+ */
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** The payload inside `data`: strict standard base64 of a JSON object, in UTF-8 (RFC 8259 8.1). */
 function decodePayload(data: string): Buffer {
   const payload = decodeStrictBase64(data);
   if (payload === undefined) throw postbackRefusals.bodyInvalid('data is not standard base64 with padding');
   let parsed: unknown;
   try {
-    parsed = JSON.parse(payload.toString('utf8'));
+    parsed = JSON.parse(UTF8.decode(payload));
   } catch {
-    throw postbackRefusals.bodyInvalid('data does not hold JSON');
+    throw postbackRefusals.bodyInvalid('data does not hold JSON in UTF-8');
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     throw postbackRefusals.bodyInvalid('data does not hold a JSON object');

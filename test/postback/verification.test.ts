@@ -163,6 +163,11 @@ describe('refused, and never forwarded', () => {
       'not json',
       JSON.stringify({ data: 'eyJhIjoxfQ' }), // base64 without padding
       JSON.stringify({ data: Buffer.from('[1,2]').toString('base64') }),
+      // Not UTF-8 (a lone 0xff byte), and a byte order mark: the application would parse other text than this.
+      JSON.stringify({
+        data: Buffer.concat([Buffer.from('{"a":"'), Buffer.from([0xff]), Buffer.from('"}')]).toString('base64'),
+      }),
+      JSON.stringify({ data: Buffer.from('\ufeff{"a":1}', 'utf8').toString('base64') }),
     ];
     for (const body of cases) {
       const data = (() => {
