@@ -95,7 +95,13 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const signer = createSigner(config.privateKey);
   // Its own listener, connection cap and timeouts: readiness and the egress path do not depend on it.
   const postbacks = config.postback
-    ? createPostbackReceiver(config.postback, { store, metrics: metrics.postbacks, log, nowMs: deps.now ?? Date.now })
+    ? createPostbackReceiver(config.postback, {
+        store,
+        metrics: metrics.postbacks,
+        log,
+        nowMs: deps.now ?? Date.now,
+        storeCommandTimeoutMs: config.state.redis?.commandTimeoutMs ?? 0,
+      })
     : undefined;
   const secrets = createSecretRotation(config, { signer, password, forwarder: upstream, postbacks }, metrics, log);
   const handler = createProxyHandler({

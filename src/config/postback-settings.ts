@@ -193,6 +193,13 @@ function crossChecks(input: PostbackInput, errors: ConfigError[]): void {
       ),
     );
   }
+  // Unsigned postbacks are trusted by their source alone: a range of every address would trust anyone.
+  const everyAddress = raw.allowCidrs.find((range) => /\/0+$/.test(range));
+  if (raw.acceptUnsigned && everyAddress !== undefined) {
+    errors.push(
+      fail('allowCidrs', `"${everyAddress}" admits every address, so unsigned postbacks would be trusted from anyone`),
+    );
+  }
   if (raw.listen.port !== 0) {
     for (const other of input.otherPorts) {
       if (other.port === raw.listen.port) {

@@ -35,6 +35,8 @@ export interface PostbackReceiverDeps {
   readonly metrics: PostbackMetrics;
   readonly log: Logger;
   readonly nowMs?: () => number;
+  /** The state store's command timeout (SIDECAR_REDIS_COMMAND_TIMEOUT_MS; 0 for the memory store). */
+  readonly storeCommandTimeoutMs?: number;
   /** Test hook: shorter sender timeouts than RECEIVER_LISTENER's. */
   readonly listener?: { readonly headersTimeout?: number; readonly requestTimeout?: number };
 }
@@ -88,6 +90,7 @@ function handlerFor(
     nonceTtlMs: nonceTtlSeconds(config) * 1000,
     deliveredTtlMs: config.deliveredTtlSeconds * 1000,
     forwardTimeoutMs: config.forwardTimeoutMs,
+    storeCommandTimeoutMs: deps.storeCommandTimeoutMs ?? 0,
   });
   return createPostbackHandler({
     path: config.publicUrl.path,

@@ -11,6 +11,8 @@ export interface ReplayMemoryOptions {
   readonly nonceTtlMs: number;
   readonly deliveredTtlMs: number;
   readonly forwardTimeoutMs: number;
+  /** The store's command timeout (0 in memory): the claim and the delivered record are each one command. */
+  readonly storeCommandTimeoutMs?: number;
 }
 
 export type Claim =
@@ -45,7 +47,9 @@ export class ReplayMemory {
    * whose forward finished between the two is still seen as delivered.
    */
   async claim(digest: string, owner: string): Promise<Claim> {
-    const ttl = this.options.forwardTimeoutMs + CLAIM_MARGIN_MS;
+    // The claim must outlive everything between its own write and the delivered record's: the forward, and the
+    // store commands around it (each up to the command timeout), or a redelivery could be forwarded meanwhile.
+    const ttl = this.options.forwardTimeoutMs + 2 * (this.options.storeCommandTimeoutMs ?? 0) + CLAIM_MARGIN_MS;
     const claimed = await this.store.setIfAbsent(inFlightKey(digest), owner, ttl);
     let delivered: boolean;
     try {

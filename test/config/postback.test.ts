@@ -144,6 +144,11 @@ describe('config: the postback receiver', () => {
     ['SIDECAR_POSTBACK_ACCEPT_UNSIGNED', { SIDECAR_POSTBACK_ACCEPT_UNSIGNED: 'yes' }, /true or false/],
     [
       'SIDECAR_POSTBACK_ALLOW_CIDRS',
+      { SIDECAR_POSTBACK_ACCEPT_UNSIGNED: 'true', SIDECAR_POSTBACK_ALLOW_CIDRS: '203.0.113.0/24,::/0' },
+      /"::\/0" admits every address/,
+    ],
+    [
+      'SIDECAR_POSTBACK_ALLOW_CIDRS',
       { SIDECAR_POSTBACK_ALLOW_CIDRS: '10.0.0.0/33' },
       /"10.0.0.0\/33" is not an IP address or CIDR/,
     ],

@@ -1,0 +1,34 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ReplayMemory } from '../../src/postback/replay-memory.js';
+import { MemoryStateStore } from '../../src/state/memory-store.js';
+
+describe('postback replay memory: the forward claim', () => {
+  const options = { nonceTtlMs: 95_000, deliveredTtlMs: 86_400_000, forwardTimeoutMs: 10_000 };
+
+  it('outlives the forward and the store commands around it, so a redelivery meanwhile is not forwarded too', async () => {
+    let now = 0;
+    const store = new MemoryStateStore({ now: () => now });
+    const memory = new ReplayMemory(store, { ...options, storeCommandTimeoutMs: 3_000 });
+    assert.deepEqual(await memory.claim('digest', 'first'), { kind: 'claimed' });
+    // Past the forward timeout and the fixed margin, but within the two store commands' timeouts.
+    now = 10_000 + 5_000 + 5_000;
+    assert.deepEqual(await memory.claim('digest', 'redelivery'), { kind: 'in_flight' });
+    now = 10_000 + 2 * 3_000 + 5_000 + 1;
+    assert.deepEqual(await memory.claim('digest', 'redelivery'), { kind: 'claimed' });
+    await store.close();
+  });
+
+  it('is released by its own holder only, and a delivered payload is never claimed again', async () => {
+    const store = new MemoryStateStore();
+    const memory = new ReplayMemory(store, options);
+    assert.deepEqual(await memory.claim('digest', 'first'), { kind: 'claimed' });
+    await memory.release('digest', 'someone-else');
+    assert.deepEqual(await memory.claim('digest', 'second'), { kind: 'in_flight' });
+    await memory.release('digest', 'first');
+    assert.deepEqual(await memory.claim('digest', 'second'), { kind: 'claimed' });
+    await memory.delivered('digest', 'second');
+    assert.deepEqual(await memory.claim('digest', 'third'), { kind: 'delivered' });
+    await store.close();
+  });
+});
