@@ -7,72 +7,24 @@ import tseslint from 'typescript-eslint';
 // errors -> config -> observability -> state -> signing -> upstream -> token -> idempotency -> proxy -> postback
 // -> app, lifecycle, shutdown -> tools, cli -> main. The simulator imports nothing of the sidecar: it is an
 // independent verifier, so that a shared mistake cannot make both sides agree.
-const LAYERS = {
-  errors: [
-    'config',
-    'observability',
-    'state',
-    'signing',
-    'upstream',
-    'token',
-    'idempotency',
-    'proxy',
-    'postback',
-    'app',
-    'tools',
-    'cli',
-    'simulator',
-  ],
-  config: [
-    'observability',
-    'state',
-    'signing',
-    'upstream',
-    'token',
-    'idempotency',
-    'proxy',
-    'postback',
-    'app',
-    'tools',
-    'cli',
-    'simulator',
-  ],
-  observability: [
-    'state',
-    'signing',
-    'upstream',
-    'token',
-    'idempotency',
-    'proxy',
-    'postback',
-    'app',
-    'tools',
-    'cli',
-    'simulator',
-  ],
-  state: ['signing', 'upstream', 'token', 'idempotency', 'proxy', 'postback', 'app', 'tools', 'cli', 'simulator'],
-  signing: ['upstream', 'token', 'idempotency', 'proxy', 'postback', 'app', 'tools', 'cli', 'simulator'],
-  upstream: ['token', 'idempotency', 'proxy', 'postback', 'app', 'tools', 'cli', 'simulator'],
-  token: ['idempotency', 'proxy', 'postback', 'app', 'tools', 'cli', 'simulator'],
-  idempotency: ['proxy', 'postback', 'app', 'tools', 'cli', 'simulator'],
-  proxy: ['postback', 'app', 'tools', 'cli', 'simulator'],
-  postback: ['app', 'tools', 'cli', 'simulator'],
-  simulator: [
-    'errors',
-    'config',
-    'observability',
-    'state',
-    'signing',
-    'upstream',
-    'token',
-    'idempotency',
-    'proxy',
-    'postback',
-    'app',
-    'tools',
-    'cli',
-  ],
-};
+const INNER = [
+  'errors',
+  'config',
+  'observability',
+  'state',
+  'signing',
+  'upstream',
+  'token',
+  'idempotency',
+  'proxy',
+  'postback',
+];
+const OUTER = ['app', 'tools', 'cli'];
+/** Each layer and the layers it must not import: every one after it, and the simulator, which stands alone. */
+const LAYERS = Object.fromEntries([
+  ...INNER.map((layer, i) => [layer, [...INNER.slice(i + 1), ...OUTER, 'simulator']]),
+  ['simulator', [...INNER, ...OUTER]],
+]);
 
 const MODULE_FILES = { errors: 'src/errors.ts', app: 'src/app.ts' };
 

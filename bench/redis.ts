@@ -1,20 +1,9 @@
 // A throwaway redis-server for `npm run bench -- --state-store redis`: loopback, no persistence, a free port (Redis
 // cannot listen on port 0 and report it), stopped with the bench's other children.
 import { spawn } from 'node:child_process';
-import { createServer, type AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
+import { freePort } from '../test/support/free-port.js';
 import { adopt, type Child } from './processes.js';
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Resolves once redis-server says it accepts connections; `url` is its redis:// address. */
 export async function startRedis(timeoutMs = 10_000): Promise<Child> {

@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import convict from 'convict';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError } from '../errors.js';
+import { attempt } from './collect-errors.js';
 import { parseBaseAddress, type BaseAddress } from './base-url.js';
 import type { Config, ConfigWarning, Environment, LogLevel } from './config.js';
 import { checkListenHost, unresolvableHosts, type HostKey } from './listen-host.js';
@@ -99,13 +100,7 @@ class Refusals {
   /** Runs a check unless one of `keys` was refused already; its ConfigError is recorded and gives undefined. */
   check<T>(keys: readonly string[], run: () => T): T | undefined {
     if (keys.some((key) => this.invalid.has(key))) return undefined;
-    try {
-      return run();
-    } catch (err) {
-      if (!(err instanceof ConfigError)) throw err;
-      this.errors.push(err);
-      return undefined;
-    }
+    return attempt(this.errors, run);
   }
 }
 

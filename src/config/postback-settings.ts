@@ -3,6 +3,7 @@
 import type { KeyObject } from 'node:crypto';
 import { BlockList, isIP } from 'node:net';
 import { ConfigError } from '../errors.js';
+import { attempt } from './collect-errors.js';
 import type { Environment } from './config.js';
 import { isLoopbackHost } from './loopback.js';
 import { parsePublicKeys } from './public-keys.js';
@@ -164,23 +165,9 @@ function publicKeys(input: PostbackInput, errors: ConfigError[]): readonly KeyOb
     return undefined;
   }
   const setting = settingName('postback.publicKeyFile');
-  try {
-    return postbackKeysFromFile(setting, raw.publicKeyFile, input.readFile(setting, raw.publicKeyFile));
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    errors.push(err);
-    return undefined;
-  }
-}
-
-function attempt<T>(errors: ConfigError[], run: () => T): T | undefined {
-  try {
-    return run();
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    errors.push(err);
-    return undefined;
-  }
+  return attempt(errors, () =>
+    postbackKeysFromFile(setting, raw.publicKeyFile, input.readFile(setting, raw.publicKeyFile)),
+  );
 }
 
 function crossChecks(input: PostbackInput, errors: ConfigError[]): void {

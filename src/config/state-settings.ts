@@ -2,6 +2,7 @@
 // loadStateSettings and adds its refusals and warnings to the others. Refusals never quote SIDECAR_REDIS_URL:
 // a URL someone wrote a password into must not end up in the logs of the pod that refused it.
 import { ConfigError } from '../errors.js';
+import { attempt } from './collect-errors.js';
 import type { ConfigWarning, Environment } from './config.js';
 import { envVarOf, settingName } from './schema.js';
 import { caFromFile, passwordFromFile } from './secret-files.js';
@@ -90,17 +91,6 @@ function keyPrefix(raw: string): string {
   // The store puts the account's hash tag in braces after the prefix: a brace in the prefix would move the tag.
   if (/[{}\s]/.test(raw)) throw fail('keyPrefix', 'must not contain braces or whitespace');
   return raw;
-}
-
-/** Runs one check; its ConfigError is recorded (so that every refusal is reported at once) and gives undefined. */
-function attempt<T>(errors: ConfigError[], run: () => T): T | undefined {
-  try {
-    return run();
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    errors.push(err);
-    return undefined;
-  }
 }
 
 function credentials(input: StateInput): Pick<RedisConfig, 'username' | 'password' | 'passwordFile'> {

@@ -1,13 +1,19 @@
 import type { Logger } from '../observability/log.js';
 import type { TokenGrant } from '../observability/metrics.js';
 import { StateStoreUnavailableError } from '../state/state-store.js';
-import type { Acquired, Basis, FleetGrants, FleetToken } from './fleet-token.js';
+import { LOCK_TAKEN, type Acquired, type Basis, type FleetGrants, type FleetToken } from './fleet-token.js';
 import { recordFromSet, setFromRecord } from './shared-token-record.js';
 import type { TokenClient } from './token-client.js';
 import type { GrantResult, TokenSet } from './token-set.js';
 
 /** Fleet mode: how often the record is read even without news (a publication is best effort, one can be lost). */
 const SYNC_INTERVAL_MS = 10_000;
+/**
+ * How soon a replica that wanted to share its token, but found the lock taken, compares again: replicas coming back
+ * together each want to share, one wins, and the others must not wait for the periodic read to see whether its
+ * token or theirs is the newer one (a publication can be missed while their subscription is being restored).
+ */
+const LOCK_TAKEN_RETRY_MS = 250;
 
 /** What the token manager lets the fleet binding see and do. */
 export interface TokenHost {
@@ -33,6 +39,7 @@ export interface TokenHost {
  */
 export class FleetBinding {
   private timer: NodeJS.Timeout | undefined;
+  private retry: NodeJS.Timeout | undefined;
 
   constructor(
     readonly fleet: FleetToken,
@@ -43,11 +50,9 @@ export class FleetBinding {
 
   start(): void {
     const { fleet } = this;
-    // Any generation but the one held: after Redis came back empty the numbers start again from 1 (rejoin decides
-    // whether the record is newer than what is held).
-    fleet.onNews = (generation) => {
-      if (generation !== this.host.held()?.recordGeneration) void this.sync();
-    };
+    // Every announcement, even of the number held: after Redis came back empty the numbers start again from 1, so
+    // the same number can name newer tokens. A read of the record decides (rejoin); news is rare.
+    fleet.onNews = () => void this.sync();
     fleet.store.onAvailabilityChange((available) => {
       if (available) void fleet.subscribe().then(() => this.sync());
     });
@@ -57,6 +62,7 @@ export class FleetBinding {
 
   stop(): void {
     clearInterval(this.timer);
+    clearTimeout(this.retry);
     this.fleet.stop();
   }
 
@@ -79,11 +85,16 @@ export class FleetBinding {
   async sync(): Promise<void> {
     if (this.host.busy() || !this.fleet.store.isAvailable()) return;
     const held = this.host.held();
-    let got: Acquired | undefined;
+    let got: Acquired | undefined | typeof LOCK_TAKEN;
     try {
       got = await this.fleet.rejoin(this.basis());
     } catch {
       return; // away again: what is held stays in use
+    }
+    if (got === LOCK_TAKEN) {
+      clearTimeout(this.retry);
+      this.retry = setTimeout(() => void this.sync(), LOCK_TAKEN_RETRY_MS).unref();
+      return;
     }
     if (got === undefined || this.host.held() !== held || this.host.busy()) return;
     this.host.install(this.fromFleet(got));

@@ -25,6 +25,8 @@ import type { GrantResult } from './token-set.js';
  * by themselves; a token endpoint that takes longer than the rest to answer is treated as having lost it.
  */
 export const DEFAULT_GRANT_TIMEOUT_MS = 10_000;
+/** rejoin's answer when another replica holds the token lock. */
+export const LOCK_TAKEN = Symbol('token lock taken');
 /** The longest a refresh or login may hold the lock (a holder that stalls longer loses it): well over a grant. */
 export const DEFAULT_LOCK_TTL_MS = 3 * DEFAULT_GRANT_TIMEOUT_MS;
 /** At most one password login per this interval in the whole fleet (a login logs every replica out). */
@@ -151,13 +153,14 @@ export class FleetToken {
    * The store is back (or news came): adopt the fleet's token if it is valid and not older than ours; share ours
    * if the store holds none, a dead one or an older chain. Sharing takes the lock, so it never writes over the
    * record of a holder at work (that holder's news follows). Never calls the gateway, so replicas returning
-   * together cause no login storm. undefined: keep what is held.
+   * together cause no login storm. undefined: keep what is held. LOCK_TAKEN: ours is to be shared but another
+   * replica holds the lock (sharing its own, most often): try again shortly, when its record can be compared.
    */
-  async rejoin(basis: Basis): Promise<Acquired | undefined> {
+  async rejoin(basis: Basis): Promise<Acquired | undefined | typeof LOCK_TAKEN> {
     const first = this.rejoining(await this.read(), basis);
     if (first !== 'share') return first;
     const lock = await this.lock.take();
-    if (lock === undefined) return undefined;
+    if (lock === undefined) return LOCK_TAKEN;
     try {
       const seen = await this.read();
       const decided = this.rejoining(seen, basis);
@@ -173,7 +176,13 @@ export class FleetToken {
   private rejoining({ record }: StoredRecord, basis: Basis): Acquired | undefined | 'share' {
     const own = basis.usable ? basis.held : undefined;
     if (record && this.accessUsable(record) && (!own || !issuedLater(own, record))) {
-      const same = basis.held !== undefined && !basis.local && basis.held.generation === record.generation;
+      // Numbers alone do not say it: after Redis came back empty, a replica shares its own token under a number
+      // the others may hold for an older one.
+      const same =
+        basis.held !== undefined &&
+        !basis.local &&
+        basis.held.generation === record.generation &&
+        sameTokens(record, basis.held);
       return same ? undefined : this.adopted(record, undefined);
     }
     // Never the store's own tokens again: that would only bump the generation, and would drop the spent mark of a

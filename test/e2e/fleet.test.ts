@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TOKEN_RECORD_KEY, decodeRecord } from '../../src/token/shared-token-record.js';
-import { Traffic, eventually, podMetric, podTokens, startFleet, type Answer } from '../support/fleet-world.js';
+import { eventually, podMetric, podTokens, startFleet, type Answer } from '../support/fleet-world.js';
 
 function summary(answers: readonly Answer[]): string {
   const by = new Map<string, number>();
@@ -22,7 +22,7 @@ describe('fleet mode on Redis: one token for five sidecars', () => {
     });
     try {
       assert.equal(new Set(podTokens(fleet.pods)).size, 1, 'five pods started together share one token');
-      const traffic = new Traffic(fleet.pods);
+      const traffic = fleet.startTraffic();
       await sleep(800);
       for (let pod = 0; pod < 5; pod++) {
         await fleet.replace(pod);
@@ -51,7 +51,7 @@ describe('fleet mode on Redis: one token for five sidecars', () => {
   it('Redis stopped and started again under traffic: no failed payment, the fallback counted, one token after', async (t) => {
     const fleet = await startFleet({ replicas: 5, accessTokenTtlSeconds: 120 });
     try {
-      const traffic = new Traffic(fleet.pods);
+      const traffic = fleet.startTraffic();
       await sleep(500);
       await fleet.redis.stop();
       const outageFrom = performance.now();

@@ -19,6 +19,8 @@ export interface FleetWorld {
   readonly everyPod: TestSidecar[];
   /** Stops pod `index` (taken out of the traffic first) and starts its replacement, ready with a token. */
   replace(index: number): Promise<void>;
+  /** Payments over the live pods until stopped, or until close(): a failed assertion leaves no caller running. */
+  startTraffic(): Traffic;
   close(): Promise<void>;
 }
 
@@ -51,6 +53,7 @@ export async function startFleet(options: FleetOptions): Promise<FleetWorld> {
     return pod;
   };
   const everyPod: TestSidecar[] = [];
+  const traffics: Traffic[] = [];
   const pods = await Promise.all(Array.from({ length: options.replicas }, startPod));
   return {
     simulator,
@@ -65,7 +68,13 @@ export async function startFleet(options: FleetOptions): Promise<FleetWorld> {
       await old?.stop();
       pods.splice(index, 0, await startPod());
     },
+    startTraffic() {
+      const traffic = new Traffic(pods);
+      traffics.push(traffic);
+      return traffic;
+    },
     async close() {
+      await Promise.all(traffics.map((traffic) => traffic.stop()));
       await Promise.all(everyPod.map((pod) => pod.stop()));
       await Promise.all([simulator.close(), redis.close()]);
     },

@@ -142,4 +142,24 @@ describe('fleet token: edge cases', () => {
     assert.equal(await refuse(a), 'access-4', "a's 401 check takes the store's newer token");
     assert.equal(gateway.calls.length, calls, 'without a gateway call');
   });
+
+  it('Redis back empty, a newer token re-shared under the very number the others hold: they take it', async () => {
+    const shared = new MemoryStateStore();
+    const gateway = new StrictGateway();
+    const a = start(shared, gateway);
+    await waitFor('a token', () => a.tokens.hasValidToken());
+    const b = start(shared, gateway);
+    await waitFor('b on the fleet token, generation 1', () => access(b) === access(a));
+    assert.equal(decodeRecord(await shared.get(TOKEN_RECORD_KEY))?.generation, 1);
+    // c cannot reach Redis at start and logs in alone; then Redis restarts empty and c shares its newer token,
+    // as generation 1 again: the number a and b hold for the older one.
+    const c = start(shared, gateway, FAST, false);
+    await waitFor('c logged in alone', () => access(c) !== undefined && access(c) !== access(a));
+    await shared.compareAndDelete(TOKEN_RECORD_KEY, (await shared.get(TOKEN_RECORD_KEY))!);
+    c.store.setAvailable(false);
+    c.store.setAvailable(true);
+    await waitFor('c shared its token', async () => (await storedAccess(shared)) === access(c));
+    assert.equal(decodeRecord(await shared.get(TOKEN_RECORD_KEY))?.generation, 1);
+    await waitFor('a and b took it', () => access(a) === access(c) && access(b) === access(c), 2_000);
+  });
 });

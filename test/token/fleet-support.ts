@@ -180,9 +180,9 @@ export function replica(
 }
 
 /** Polls a condition instead of sleeping a fixed time. */
-export async function waitFor(what: string, condition: () => boolean, ms = 5_000): Promise<void> {
+export async function waitFor(what: string, condition: () => boolean | Promise<boolean>, ms = 5_000): Promise<void> {
   const until = Date.now() + ms;
-  while (!condition()) {
+  while (!(await condition())) {
     if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 5));
   }
