@@ -50,49 +50,40 @@ const MESSAGES: Readonly<Record<WatchedSetting, string>> = {
 
 /** The files this configuration watches: the private key always, the password and the CA when set as files. */
 function watchedFiles(config: Config, targets: RotationTargets, onKey: (fingerprint: string) => void): WatchedFile[] {
-  const keySetting = settingName('privateKeyFile');
   const files: WatchedFile[] = [
-    {
+    watched(config, {
       name: 'private_key',
-      setting: keySetting,
+      key: 'privateKeyFile',
       file: config.privateKeyFile,
-      loadedDigest: config.secretFiles.loadedDigests[config.privateKeyFile],
-      load: (text) => {
-        const key = privateKeyFromFile(keySetting, config.privateKeyFile, text);
-        return () => {
-          targets.signer.replaceKey(key);
-          onKey(publicKeyFingerprint(key));
-        };
+      parse: privateKeyFromFile,
+      install: (key) => {
+        targets.signer.replaceKey(key);
+        onKey(publicKeyFingerprint(key));
       },
-    },
+    }),
   ];
-  const passwordFile = config.secretFiles.password;
-  if (passwordFile !== undefined) {
-    const setting = settingName('passwordFile');
-    files.push({
-      name: 'password',
-      setting,
-      file: passwordFile,
-      loadedDigest: config.secretFiles.loadedDigests[passwordFile],
-      load: (text) => {
-        const password = passwordFromFile(setting, passwordFile, text);
-        return () => targets.password.replace(password);
-      },
-    });
+  const { password, upstreamCa } = config.secretFiles;
+  if (password !== undefined) {
+    files.push(
+      watched(config, {
+        name: 'password',
+        key: 'passwordFile',
+        file: password,
+        parse: passwordFromFile,
+        install: (value) => targets.password.replace(value),
+      }),
+    );
   }
-  const caFile = config.secretFiles.upstreamCa;
-  if (caFile !== undefined) {
-    const setting = settingName('upstream.caFile');
-    files.push({
-      name: 'upstream_ca',
-      setting,
-      file: caFile,
-      loadedDigest: config.secretFiles.loadedDigests[caFile],
-      load: (text) => {
-        const ca = caFromFile(setting, caFile, text);
-        return () => targets.forwarder.replaceCa(ca);
-      },
-    });
+  if (upstreamCa !== undefined) {
+    files.push(
+      watched(config, {
+        name: 'upstream_ca',
+        key: 'upstream.caFile',
+        file: upstreamCa,
+        parse: caFromFile,
+        install: (ca) => targets.forwarder.replaceCa(ca),
+      }),
+    );
   }
   const postbackKeys = postbackKeysFile(config, targets);
   if (postbackKeys !== undefined) files.push(postbackKeys);
@@ -104,15 +95,37 @@ function postbackKeysFile(config: Config, targets: RotationTargets): WatchedFile
   const file = config.postback?.publicKeyFile;
   const receiver = targets.postbacks;
   if (file === undefined || receiver === undefined) return undefined;
-  const setting = settingName('postback.publicKeyFile');
-  return {
+  return watched(config, {
     name: 'postback_keys',
+    key: 'postback.publicKeyFile',
+    file,
+    parse: postbackKeysFromFile,
+    install: (keys) => receiver.replaceKeys(keys),
+  });
+}
+
+interface SecretFileSpec<T> {
+  readonly name: WatchedSetting;
+  /** The setting's key in the schema, for how logs name it. */
+  readonly key: string;
+  readonly file: string;
+  /** Validates a content; throws a ConfigError that names the setting, never the content. */
+  readonly parse: (setting: string, file: string, text: string) => T;
+  readonly install: (value: T) => void;
+}
+
+/** One watched secret file: each new content is parsed first, and installed only when it is valid. */
+function watched<T>(config: Config, spec: SecretFileSpec<T>): WatchedFile {
+  const { name, file, parse, install } = spec;
+  const setting = settingName(spec.key);
+  return {
+    name,
     setting,
     file,
     loadedDigest: config.secretFiles.loadedDigests[file],
     load: (text) => {
-      const keys = postbackKeysFromFile(setting, file, text);
-      return () => receiver.replaceKeys(keys);
+      const value = parse(setting, file, text);
+      return () => install(value);
     },
   };
 }

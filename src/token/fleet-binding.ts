@@ -1,7 +1,10 @@
 import type { Logger } from '../observability/log.js';
 import type { TokenGrant } from '../observability/metrics.js';
 import { StateStoreUnavailableError } from '../state/state-store.js';
-import { LOCK_TAKEN, type Acquired, type Basis, type FleetGrants, type FleetToken } from './fleet-token.js';
+import type { Basis } from './fleet-precedence.js';
+import type { Acquired } from './fleet-records.js';
+import type { FleetGrants } from './fleet-renewal.js';
+import { LOCK_TAKEN, type FleetToken } from './fleet-token.js';
 import { recordFromSet, setFromRecord } from './shared-token-record.js';
 import type { TokenClient } from './token-client.js';
 import type { GrantResult, TokenSet } from './token-set.js';

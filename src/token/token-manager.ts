@@ -1,12 +1,12 @@
 import type { Logger } from '../observability/log.js';
-import type { SidecarMetrics, TokenGrant } from '../observability/metrics.js';
+import type { SidecarMetrics } from '../observability/metrics.js';
 import { sidecarErrors } from '../errors.js';
 import { backoffDelayMs } from './backoff.js';
 import { FleetBinding, type TokenHost } from './fleet-binding.js';
 import type { FleetToken } from './fleet-token.js';
-import { callGrant } from './grant-calls.js';
+import { GrantPolicy } from './grant-policy.js';
 import type { TokenClient } from './token-client.js';
-import type { GrantResult, GrantedTokens, TokenSet } from './token-set.js';
+import { EXPIRY_MARGIN_MS, type TokenSet } from './token-set.js';
 
 export interface TokenManagerOptions {
   readonly refreshAheadMinSeconds: number;
@@ -21,8 +21,6 @@ export interface TokenManagerOptions {
   readonly fleet?: FleetToken;
 }
 
-/** Tokens usable by requests: a token this close to expiry is treated as expired (it could die in transit). */
-const EXPIRY_MARGIN_MS = 2_000;
 /** The soonest a refresh is scheduled after a token was installed. */
 const MIN_REFRESH_INTERVAL_MS = 1_000;
 /** While the store is away and the token in memory still works, how often to look again. */
@@ -40,32 +38,31 @@ export const DEFAULT_WAIT_FOR_TOKEN_MS = 10_000;
  * - single flight: every caller that needs a token while one is being fetched shares that one fetch;
  * - generations: many 401s for the same generation invalidate it once, so exactly one new token is fetched;
  * - refresh ahead of expiry (jittered), refresh token rotation (the newest is kept, none is sent twice),
- *   password login when refreshing is impossible, capped backoff with jitter when the gateway is unreachable;
+ *   password login when refreshing is impossible (which grant: grant-policy.ts), capped backoff with jitter when
+ *   the gateway is unreachable;
  * - fleet mode (options.fleet): the token comes from the fleet's shared record (fleet-token.ts); this replica
  *   fetches one on its own only while the store is away and its own copy has run out.
  */
 export class TokenManager {
   private current: TokenSet | undefined;
   private rejectedGeneration = 0;
-  /** Generation whose refresh token was sent (and so may be consumed): it is never sent again. */
-  private spentRefreshGeneration = 0;
-  private generation = 0;
   private inflight: Promise<TokenSet> | undefined;
   private failures = 0;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
-  /** When this replica last sent a password grant (monotonic ms), the fleet's or its own. */
-  private lastLoginAt = Number.NEGATIVE_INFINITY;
   private readonly mono: () => number;
+  private readonly grants: GrantPolicy;
   private readonly fleet: FleetBinding | undefined;
 
   constructor(
-    private readonly client: TokenClient,
+    client: TokenClient,
     private readonly options: TokenManagerOptions,
     private readonly metrics: SidecarMetrics,
     private readonly log: Logger,
   ) {
     this.mono = options.monotonicNow ?? (() => performance.now());
+    const usable = (set: TokenSet | undefined): TokenSet | undefined => this.usable(set);
+    this.grants = new GrantPolicy(client, metrics, log, this.mono, usable, options.fleet);
     this.fleet = options.fleet && new FleetBinding(options.fleet, this.host(), client, log);
   }
 
@@ -180,7 +177,7 @@ export class TokenManager {
   }
 
   private acquire(): Promise<TokenSet> {
-    return this.fleet ? this.acquireShared(this.fleet) : this.acquireOwn();
+    return this.fleet ? this.acquireShared(this.fleet) : this.grants.acquire(this.current);
   }
 
   /** The fleet's token; when the store is away, the one in memory to its end, then one of this replica's own. */
@@ -193,7 +190,7 @@ export class TokenManager {
     if (held) return held;
     this.metrics.tokenStoreFallback();
     this.log.warn({ event: 'token.store_fallback' }, 'state store unavailable; getting a token for this replica alone');
-    return this.acquireOwn();
+    return this.grants.acquire(this.current);
   }
 
   /** What the fleet binding may see and do. */
@@ -201,80 +198,13 @@ export class TokenManager {
     return {
       held: () => this.current,
       usable: (set) => this.usable(set),
-      isSpent: (set) => set.generation === this.spentRefreshGeneration,
-      setSpent: (generation) => (this.spentRefreshGeneration = generation),
-      nextGeneration: () => ++this.generation,
+      isSpent: (set) => this.grants.isSpent(set),
+      setSpent: (generation) => this.grants.setSpent(generation),
+      nextGeneration: () => this.grants.nextGeneration(),
       mono: () => this.mono(),
       busy: () => this.stopped || this.inflight !== undefined,
       install: (set) => void this.install(set),
-      call: (grant, send) => this.call(grant, send),
-    };
-  }
-
-  /** Refresh when a refresh token is held and alive, else (or when refreshing fails) log in with the password. */
-  private async acquireOwn(): Promise<TokenSet> {
-    const held = this.current;
-    const refreshable = held !== undefined && held.generation !== this.spentRefreshGeneration;
-    if (refreshable && this.mono() < held.refreshDeadline - EXPIRY_MARGIN_MS) {
-      // Spent from the moment it is handed to the network: whatever happens next, it is never sent again
-      // (rotation, spec 4.1 rule 1) unless it provably never left.
-      this.spentRefreshGeneration = held.generation;
-      const refreshed = await this.call('refresh_token', () => this.client.refreshGrant(held.refreshToken));
-      if (refreshed.kind === 'granted') return this.toSet(refreshed.tokens, held);
-      if (refreshed.kind === 'failed' && !refreshed.sent) this.spentRefreshGeneration = 0;
-      if (refreshed.kind === 'failed' && !refreshed.sent && this.usable(held)) {
-        // Gateway unreachable but the access token still works: retry the refresh later rather than log in,
-        // because a password login would invalidate the access token in use (spec 4.1 rule 3).
-        throw new Error(`refresh failed before sending: ${refreshed.reason}`);
-      }
-      // Rejected, or sent without an answer (the token may have been consumed): a refresh token is never sent
-      // twice, so the only way on is a password login.
-      this.log.warn(
-        { event: 'token.fallback', reason: refreshed.kind },
-        'refresh failed; logging in with the password',
-      );
-    }
-    this.ownLoginCooldown();
-    const login = await this.call('password', () => this.client.passwordGrant());
-    if (login.kind === 'granted') return this.toSet(login.tokens, undefined);
-    throw new Error(login.kind === 'rejected' ? `login rejected (${login.status} ${login.code ?? ''})` : login.reason);
-  }
-
-  /**
-   * Fleet mode with the store away: the fleet-wide login cooldown cannot be checked, so this replica keeps it for
-   * itself (issue 16: "its own login, with the cooldown"). Replicas that each log in revoke each other's tokens
-   * (spec 4.1 rule 3); without it each refused token would bring an immediate login, a loop of logins for as long
-   * as the outage lasts. Refused here, the fetch goes through the usual backoff. A single pod: no cooldown.
-   */
-  private ownLoginCooldown(): void {
-    const cooldownMs = this.fleet?.fleet.loginCooldownMs ?? 0;
-    if (this.mono() - this.lastLoginAt < cooldownMs) {
-      throw new Error(`this replica logged in less than ${cooldownMs} ms ago; not logging in again`);
-    }
-  }
-
-  private async call(grant: TokenGrant, send: () => Promise<GrantResult>): Promise<GrantResult> {
-    const previousLogin = this.lastLoginAt;
-    if (grant === 'password') this.lastLoginAt = this.mono();
-    const result = await callGrant(grant, send, this.metrics, this.log);
-    // A login that never left (gateway unreachable) revoked nothing: no cooldown for it.
-    if (grant === 'password' && result.kind === 'failed' && !result.sent) this.lastLoginAt = previousLogin;
-    return result;
-  }
-
-  private toSet(tokens: GrantedTokens, chain: TokenSet | undefined): TokenSet {
-    const now = this.mono();
-    const issuedAtMs = this.fleet?.fleet.gatewayNow() ?? Date.now();
-    return {
-      generation: ++this.generation,
-      accessToken: tokens.accessToken,
-      refreshToken: tokens.refreshToken,
-      accessExpiresAtMs: tokens.accessExpiresAtMs,
-      refreshExpiresAtMs: tokens.refreshExpiresAtMs,
-      accessDeadline: now + tokens.accessRemainingMs,
-      refreshDeadline: now + tokens.refreshRemainingMs,
-      loginAtMs: chain?.loginAtMs ?? issuedAtMs,
-      issuedAtMs,
+      call: (grant, send) => this.grants.call(grant, send),
     };
   }
 

@@ -1,5 +1,8 @@
 import type { Secret } from '../config/secret.js';
 
+/** Tokens usable by requests: a token this close to expiry is treated as expired (it could die in transit). */
+export const EXPIRY_MARGIN_MS = 2_000;
+
 /** One generation of tokens. Deadlines are on the monotonic clock so a wall-clock jump cannot stall refreshes. */
 export interface TokenSet {
   readonly generation: number;
