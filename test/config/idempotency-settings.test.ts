@@ -3,27 +3,19 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import { loadConfig } from '../../src/config/load.js';
-import { ConfigError } from '../../src/errors.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
+import { productionEnv, refusal } from './support.js';
 
 describe('config: idempotency settings', () => {
   let keys: TestKeys;
   let env: NodeJS.ProcessEnv;
   before(async () => {
     keys = await makeKeys();
-    env = {
-      SIDECAR_BASE_URL: 'https://gateway.example.com',
-      SIDECAR_ENVIRONMENT: 'production',
-      SIDECAR_USERNAME: 'vendor@example.com',
-      SIDECAR_PASSWORD: 'pw',
-      SIDECAR_PRIVATE_KEY_FILE: keys.privateKeyFile,
-    };
+    env = productionEnv(keys.privateKeyFile);
   });
-  const refused = (overrides: NodeJS.ProcessEnv, setting: string) =>
-    assert.throws(
-      () => loadConfig({ ...env, ...overrides }),
-      (err: unknown) => err instanceof ConfigError && err.message.startsWith(setting),
-    );
+  const refused = (overrides: NodeJS.ProcessEnv, setting: string) => {
+    refusal(() => loadConfig({ ...env, ...overrides }), setting);
+  };
 
   it('defaults: a key is optional and kept for a day', () => {
     assert.deepEqual(loadConfig(env).idempotency, { required: false, ttlSeconds: 86_400 });

@@ -7,6 +7,7 @@ import { sourceAllowed } from '../../src/config/postback-settings.js';
 import { signedPostbackUrl } from '../../src/postback/public-url.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { scratchDir } from '../support/scratch.js';
+import { productionEnv } from './support.js';
 
 describe('config: the postback receiver', () => {
   let keys: TestKeys;
@@ -20,11 +21,7 @@ describe('config: the postback receiver', () => {
     [keys, gateway, next, small] = await Promise.all([makeKeys(), makeKeys(), makeKeys(), makeKeys(1024)]);
     dir = scratchDir('postback-config-');
     env = {
-      SIDECAR_BASE_URL: 'https://gateway.example.com',
-      SIDECAR_ENVIRONMENT: 'production',
-      SIDECAR_USERNAME: 'vendor@example.com',
-      SIDECAR_PASSWORD: 'pw',
-      SIDECAR_PRIVATE_KEY_FILE: keys.privateKeyFile,
+      ...productionEnv(keys.privateKeyFile),
       SIDECAR_POSTBACK_FORWARD_URL: 'http://127.0.0.1:3000/postbacks',
       SIDECAR_POSTBACK_PUBLIC_URL: 'https://Pay.Example.com:443/gateway/postbacks?',
       SIDECAR_POSTBACK_PUBLIC_KEY_FILE: gateway.publicKeyFile,

@@ -6,6 +6,7 @@ import { collectConfig, loadConfig } from '../../src/config/load.js';
 import { ConfigError } from '../../src/errors.js';
 import { DEFAULT_MEMORY_STORE_MAX_ENTRIES } from '../../src/state/memory-store.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
+import { productionEnv, refusal } from './support.js';
 
 describe('config: the shared state store (SIDECAR_STATE_STORE, SIDECAR_REDIS_*)', () => {
   let keys: TestKeys;
@@ -19,13 +20,7 @@ describe('config: the shared state store (SIDECAR_STATE_STORE, SIDECAR_REDIS_*)'
     await writeFile(passwordFile, 'redis-secret-pw\n', { mode: 0o600 });
     caFile = join(keys.dir, 'redis-ca.pem');
     await writeFile(caFile, '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
-    env = {
-      SIDECAR_BASE_URL: 'https://gateway.example.com',
-      SIDECAR_ENVIRONMENT: 'production',
-      SIDECAR_USERNAME: 'vendor@example.com',
-      SIDECAR_PASSWORD: 'pw',
-      SIDECAR_PRIVATE_KEY_FILE: keys.privateKeyFile,
-    };
+    env = productionEnv(keys.privateKeyFile);
   });
 
   const redisEnv = (extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv => ({
@@ -36,15 +31,7 @@ describe('config: the shared state store (SIDECAR_STATE_STORE, SIDECAR_REDIS_*)'
   });
 
   const refuse = (overrides: NodeJS.ProcessEnv, setting: string, reason: RegExp) => {
-    assert.throws(
-      () => loadConfig(redisEnv(overrides)),
-      (err: unknown) => {
-        assert.ok(err instanceof ConfigError);
-        assert.ok(err.message.startsWith(setting), `"${err.message}" names ${setting}`);
-        assert.match(err.message, reason);
-        return true;
-      },
-    );
+    refusal(() => loadConfig(redisEnv(overrides)), setting, reason);
   };
 
   it('defaults to the memory store, bounded as memory-store.ts says', () => {

@@ -6,10 +6,12 @@ import type { SidecarDeps } from '../../src/app.js';
 import { decodeRecord } from '../../src/idempotency/record.js';
 import { SwitchableStore } from '../support/failing-store.js';
 import {
+  assertKeyedRefusedUnkeyedSent,
   assertSameAnswer,
   freshDeposit,
   newKey,
   send,
+  sendHeld,
   seriesValue,
   sha256,
   until,
@@ -64,11 +66,7 @@ describe('Idempotency-Key when something fails', () => {
     let offsetMs = 0;
     await withSidecar({}, { now: () => Date.now() + offsetMs }, async (gateway, running) => {
       const { proxyUrl } = running.sidecar;
-      gateway.holdUntil = Number.POSITIVE_INFINITY;
-      const key = newKey();
-      const payment = freshDeposit();
-      const first = send(proxyUrl, key, payment);
-      await until(() => gateway.requests.length === 1);
+      const { key, payment, first } = await sendHeld(gateway, proxyUrl);
       offsetMs = 116_000; // past 115 s, the longest request time with the default settings
       const late = await send(proxyUrl, key, payment);
       assert.equal(late.status, 502);
@@ -92,11 +90,7 @@ describe('Idempotency-Key when something fails', () => {
       { SIDECAR_STATE_MEMORY_MAX_ENTRIES: '2', SIDECAR_UPSTREAM_RESPONSE_TIMEOUT_MS: '5000' },
       async ({ gateway, running }) => {
         const { proxyUrl } = running.sidecar;
-        gateway.holdUntil = Number.POSITIVE_INFINITY;
-        const key = newKey();
-        const payment = freshDeposit();
-        const first = send(proxyUrl, key, payment);
-        await until(() => gateway.requests.length === 1);
+        const { key, payment, first } = await sendHeld(gateway, proxyUrl);
         const others = [send(proxyUrl, newKey(), freshDeposit()), send(proxyUrl, newKey(), freshDeposit())];
         await until(() => gateway.requests.length === 3);
         assert.equal(await running.sidecar.store.get(`idempotency:${sha256(key)}`), undefined, 'evicted');
@@ -116,12 +110,7 @@ describe('Idempotency-Key when something fails', () => {
     const wrapStore: SidecarDeps['wrapStore'] = (inner) => (store = new SwitchableStore(inner));
     await withSidecar({}, { wrapStore }, async (gateway, running) => {
       store!.down = true;
-      const refused = await send(running.sidecar.proxyUrl, newKey(), freshDeposit());
-      assert.equal(refused.status, 503);
-      assert.equal(refused.code, 'sidecar.idempotency.unavailable');
-      assert.equal(refused.retryable, true);
-      assert.equal(gateway.requests.length, 0);
-      assert.equal((await send(running.sidecar.proxyUrl, undefined, freshDeposit())).status, 201);
+      await assertKeyedRefusedUnkeyedSent(running.sidecar.proxyUrl, gateway);
       const metrics = await (await fetch(`${running.sidecar.adminUrl}/metrics`)).text();
       assert.equal(seriesValue(metrics, 'signing_sidecar_idempotency_total{outcome="unavailable"}'), 1);
     });
@@ -129,10 +118,7 @@ describe('Idempotency-Key when something fails', () => {
 
   it('a request cut off by shutdown after it was sent keeps its key as outcome_unknown, never released', () =>
     withReadySidecar({ SIDECAR_SHUTDOWN_MAX_DELAY_MS: '200' }, async ({ gateway, running }) => {
-      gateway.holdUntil = Number.POSITIVE_INFINITY;
-      const key = newKey();
-      const pending = send(running.sidecar.proxyUrl, key, freshDeposit());
-      await until(() => gateway.requests.length === 1);
+      const { key, first: pending } = await sendHeld(gateway, running.sidecar.proxyUrl);
       await running.stop();
       const cut = await pending;
       assert.equal(cut.status, 504);

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
-import { freshDeposit, newKey, send, until } from '../support/idempotent-calls.js';
+import { assertKeyedRefusedUnkeyedSent, freshDeposit, newKey, send, until } from '../support/idempotent-calls.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { RecordingGateway, TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
@@ -125,12 +125,7 @@ describe('Redis down', () => {
     const running = await replica(gateway.url);
     try {
       await redis.stop();
-      const refused = await send(running.sidecar.proxyUrl, newKey(), freshDeposit());
-      assert.equal(refused.status, 503);
-      assert.equal(refused.code, 'sidecar.idempotency.unavailable');
-      assert.equal(refused.retryable, true);
-      assert.equal(gateway.requests.length, 0);
-      assert.equal((await send(running.sidecar.proxyUrl, undefined, freshDeposit())).status, 201);
+      await assertKeyedRefusedUnkeyedSent(running.sidecar.proxyUrl, gateway);
     } finally {
       await redis.start();
       await running.stop();

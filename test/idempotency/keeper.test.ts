@@ -6,13 +6,19 @@ import { describeKeeperContract, freshKey, gatewayAnswer, keeperOn, LONGEST_MS }
 describeKeeperContract('memory', () => Promise.resolve(new MemoryStateStore()));
 
 describe('idempotency protocol, memory store specifics', () => {
-  it('a record evicted while its request was in flight is written back with the answer', async () => {
+  /** A key claimed (new) on a one-entry memory store, then its in_progress record evicted by another write. */
+  async function claimThenEvict() {
     const store = new MemoryStateStore({ maxEntries: 1 });
     const { keeper } = keeperOn(store);
     const key = freshKey();
     const claim = await keeper.claim(key, 'fp', 'req-1');
     assert.equal(claim.kind, 'new');
     await store.setIfAbsent('someone-else', 'x', 60_000); // evicts the in_progress record
+    return { store, keeper, key, claim };
+  }
+
+  it('a record evicted while its request was in flight is written back with the answer', async () => {
+    const { store, keeper, key, claim } = await claimThenEvict();
     assert.equal(await store.get(`idempotency:${key.sha256}`), undefined);
     if (claim.kind === 'new') await keeper.complete(claim.ticket, gatewayAnswer);
     assert.equal((await keeper.claim(key, 'fp', 'req-2')).kind, 'replayed');
@@ -20,12 +26,7 @@ describe('idempotency protocol, memory store specifics', () => {
   });
 
   it('a retry while the evicted record is in flight is in_progress (another body key_reused), never new', async () => {
-    const store = new MemoryStateStore({ maxEntries: 1 });
-    const { keeper } = keeperOn(store);
-    const key = freshKey();
-    const claim = await keeper.claim(key, 'fp', 'req-1');
-    assert.equal(claim.kind, 'new');
-    await store.setIfAbsent('someone-else', 'x', 60_000); // evicts the in_progress record
+    const { store, keeper, key, claim } = await claimThenEvict();
     assert.deepEqual(await keeper.claim(key, 'fp', 'req-2'), { kind: 'in_progress' });
     assert.deepEqual(await keeper.claim(key, 'other', 'req-3'), { kind: 'key_reused' });
     if (claim.kind === 'new') await keeper.release(claim.ticket);

@@ -3,24 +3,22 @@
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { after, before, describe, test } from 'node:test';
-import { loadConfig } from '../../src/config/load.js';
 import { createLogger } from '../../src/observability/log.js';
-import { SidecarMetrics } from '../../src/observability/metrics.js';
-import { createPostbackReceiver } from '../../src/postback/receiver.js';
 import { MemoryStateStore } from '../../src/state/memory-store.js';
-import { StateStoreUnavailableError, type StateStore } from '../../src/state/state-store.js';
+import { StateStoreUnavailableError } from '../../src/state/state-store.js';
 import type { TestKeys } from '../support/keys.js';
 import { makeKeys } from '../support/keys.js';
-import { CapturedOutput, sidecarEnv } from '../support/sidecar.js';
+import { CapturedOutput } from '../support/sidecar.js';
 import {
   deliver,
   gatewayKeys,
   InternalWebhook,
   keyFile,
   payloadJson,
-  PUBLIC_URL,
   signPostback,
+  startBareReceiver,
   startReceiver,
+  startSignedReceiver,
   type ReceiverWorld,
 } from './support.js';
 
@@ -29,7 +27,7 @@ let world: ReceiverWorld;
 
 before(async () => {
   gateway = await gatewayKeys();
-  world = await startReceiver({ SIDECAR_POSTBACK_PUBLIC_KEY_FILE: await keyFile(gateway.publicKeyPem) });
+  world = await startSignedReceiver(gateway);
 });
 after(() => world.stop());
 
@@ -107,13 +105,7 @@ describe('forward failures', () => {
   test('an internal service that does not answer in time: 503, nothing remembered', async () => {
     const slow = await new InternalWebhook().start();
     slow.delayMs = 2_000;
-    const other = await startReceiver(
-      {
-        SIDECAR_POSTBACK_PUBLIC_KEY_FILE: await keyFile(gateway.publicKeyPem),
-        SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS: '200',
-      },
-      slow,
-    );
+    const other = await startSignedReceiver(gateway, { SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS: '200' }, slow);
     try {
       const payload = payloadJson();
       const answer = await deliver(other.receiverUrl, await signPostback(gateway.privateKeyPem, { payload }));
@@ -128,8 +120,7 @@ describe('forward failures', () => {
   });
 
   test('an internal service that cannot be reached: 503', async () => {
-    const other = await startReceiver({
-      SIDECAR_POSTBACK_PUBLIC_KEY_FILE: await keyFile(gateway.publicKeyPem),
+    const other = await startSignedReceiver(gateway, {
       SIDECAR_POSTBACK_FORWARD_URL: 'http://127.0.0.1:1/nothing-listens',
     });
     try {
@@ -208,38 +199,22 @@ class UnavailableStore extends MemoryStateStore {
 
 describe('the replay memory unavailable', () => {
   test('answers 503 with Retry-After and forwards nothing (never without the replay check)', async () => {
-    const webhook = await new InternalWebhook().start();
-    const env = await sidecarEnv(await makeKeys(), 'http://127.0.0.1:1', {
-      SIDECAR_POSTBACK_FORWARD_URL: webhook.url,
-      SIDECAR_POSTBACK_PUBLIC_URL: PUBLIC_URL,
-      SIDECAR_POSTBACK_PUBLIC_KEY_FILE: await keyFile(gateway.publicKeyPem),
-      SIDECAR_POSTBACK_LISTEN_HOST: '127.0.0.1',
-      SIDECAR_POSTBACK_LISTEN_PORT: '0',
+    const bare = await startBareReceiver(gateway, {
+      store: new UnavailableStore(),
+      log: createLogger('info', new CapturedOutput()),
     });
-    const config = loadConfig(env).postback!;
-    const metrics = new SidecarMetrics({ version: 't', environment: 'staging', keyFingerprint: 'f' });
-    const store: StateStore = new UnavailableStore();
-    const logs = new CapturedOutput();
-    const receiver = createPostbackReceiver(config, {
-      store,
-      metrics: metrics.postbacks,
-      log: createLogger('info', logs),
-    });
-    const url = await receiver.start();
     try {
-      const answer = await deliver(url, await signPostback(gateway.privateKeyPem));
+      const answer = await deliver(bare.receiverUrl, await signPostback(gateway.privateKeyPem));
       assert.equal(answer.status, 503);
       assert.equal(answer.code, 'postback.state.unavailable');
       assert.equal(answer.headers.get('retry-after'), '5');
-      assert.equal(webhook.received.length, 0);
+      assert.equal(bare.webhook.received.length, 0);
       assert.match(
-        await metrics.registry.metrics(),
+        await bare.metrics.registry.metrics(),
         /signing_sidecar_postbacks_total\{outcome="store_unavailable"\} 1/,
       );
     } finally {
-      await receiver.close(1000);
-      await store.close();
-      await webhook.stop();
+      await bare.stop(1000);
     }
   });
 });

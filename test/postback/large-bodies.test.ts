@@ -4,51 +4,21 @@
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { loadConfig } from '../../src/config/load.js';
-import { createLogger } from '../../src/observability/log.js';
-import { SidecarMetrics } from '../../src/observability/metrics.js';
 import { BODY_BUDGET_BYTES, FREE_BODY_BYTES } from '../../src/postback/body-budget.js';
 import { MAX_POSTBACK_BYTES } from '../../src/postback/handler.js';
-import { createPostbackReceiver, type PostbackReceiver } from '../../src/postback/receiver.js';
-import { MemoryStateStore } from '../../src/state/memory-store.js';
-import { makeKeys } from '../support/keys.js';
-import { CapturedOutput, sidecarEnv } from '../support/sidecar.js';
-import { deliver, InternalWebhook, keyFile, PATH, PUBLIC_URL, signPostback } from './support.js';
+import { deliver, gatewayKeys, PATH, signPostback, startBareReceiver, type BareReceiver } from './support.js';
 
-let webhook: InternalWebhook;
-let receiver: PostbackReceiver;
-let store: MemoryStateStore;
-let metrics: SidecarMetrics;
-let receiverUrl: string;
+let world: BareReceiver;
 let privateKeyPem: string;
 
 before(async () => {
-  const gateway = await makeKeys();
+  const gateway = await gatewayKeys();
   privateKeyPem = gateway.privateKeyPem;
-  webhook = await new InternalWebhook().start();
-  const env = await sidecarEnv(await makeKeys(), 'http://127.0.0.1:1', {
-    SIDECAR_POSTBACK_FORWARD_URL: webhook.url,
-    SIDECAR_POSTBACK_PUBLIC_URL: PUBLIC_URL,
-    SIDECAR_POSTBACK_PUBLIC_KEY_FILE: await keyFile(gateway.publicKeyPem),
-    SIDECAR_POSTBACK_LISTEN_HOST: '127.0.0.1',
-    SIDECAR_POSTBACK_LISTEN_PORT: '0',
-  });
-  store = new MemoryStateStore();
-  metrics = new SidecarMetrics({ version: 't', environment: 'staging', keyFingerprint: 'f' });
-  receiver = createPostbackReceiver(loadConfig(env).postback!, {
-    store,
-    metrics: metrics.postbacks,
-    log: createLogger('silent', new CapturedOutput()),
-  });
-  receiverUrl = await receiver.start();
+  world = await startBareReceiver(gateway);
 });
-after(async () => {
-  await receiver.close(100);
-  await store.close();
-  await webhook.stop();
-});
+after(() => world.stop(100));
 
-const port = () => Number(new URL(receiverUrl).port);
+const port = () => Number(new URL(world.receiverUrl).port);
 const head = (length: number) =>
   `POST ${PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`;
 
@@ -116,7 +86,7 @@ describe('large bodies held open', () => {
       assert.match(refused.statusLine, /^HTTP\/1\.1 503 /);
       assert.ok(refused.closed, 'the connection is closed instead of reading the body');
       // As the gateway sees it: the sidecar's error shape, and a redelivery asked for.
-      const res = await fetch(`${receiverUrl}${PATH}`, {
+      const res = await fetch(`${world.receiverUrl}${PATH}`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         // Just more than the room the holders leave (a 1 MiB body would still be in flight when the receiver closes).
@@ -129,10 +99,10 @@ describe('large bodies held open', () => {
       assert.equal(body.retryable, true);
       assert.equal(typeof body.message, 'string');
       assert.match(
-        await metrics.registry.getSingleMetricAsString('signing_sidecar_postbacks_total'),
+        await world.metrics.registry.getSingleMetricAsString('signing_sidecar_postbacks_total'),
         /outcome="busy"} 3/,
       );
-      const genuine = await deliver(receiverUrl, await signPostback(privateKeyPem));
+      const genuine = await deliver(world.receiverUrl, await signPostback(privateKeyPem));
       assert.equal(genuine.status, 200);
       assert.deepEqual(genuine.body, { status: 'forwarded' });
     } finally {

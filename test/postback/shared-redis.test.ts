@@ -8,10 +8,9 @@ import {
   deliver,
   gatewayKeys,
   InternalWebhook,
-  keyFile,
   payloadJson,
   signPostback,
-  startReceiver,
+  startSignedReceiver,
   type ReceiverWorld,
 } from './support.js';
 
@@ -32,10 +31,9 @@ before(async () => {
     SIDECAR_REDIS_URL: redis.url,
     SIDECAR_REDIS_USERNAME: redis.username,
     SIDECAR_REDIS_PASSWORD_FILE: redis.passwordFile,
-    SIDECAR_POSTBACK_PUBLIC_KEY_FILE: await keyFile(gateway.publicKeyPem),
   };
-  first = await startReceiver(env, webhook);
-  second = await startReceiver(env, webhook);
+  first = await startSignedReceiver(gateway, env, webhook);
+  second = await startSignedReceiver(gateway, env, webhook);
 });
 after(async () => {
   await first.running.stop();

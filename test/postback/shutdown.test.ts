@@ -2,15 +2,12 @@
 // does not is answered 503 (the gateway redelivers elsewhere) and its claim is released.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { deliver, gatewayKeys, keyFile, signPostback, startReceiver } from './support.js';
+import { deliver, gatewayKeys, signPostback, startSignedReceiver } from './support.js';
 
 describe('shutdown', () => {
   test('a postback in flight finishes; one still waiting after the maximum delay is answered 503', async () => {
     const gateway = await gatewayKeys();
-    const world = await startReceiver({
-      SIDECAR_POSTBACK_PUBLIC_KEY_FILE: await keyFile(gateway.publicKeyPem),
-      SIDECAR_SHUTDOWN_MAX_DELAY_MS: '1000',
-    });
+    const world = await startSignedReceiver(gateway, { SIDECAR_SHUTDOWN_MAX_DELAY_MS: '1000' });
     try {
       world.webhook.delayMs = 300;
       const quick = deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem));
@@ -26,10 +23,7 @@ describe('shutdown', () => {
       await world.stop();
     }
 
-    const slow = await startReceiver({
-      SIDECAR_POSTBACK_PUBLIC_KEY_FILE: await keyFile(gateway.publicKeyPem),
-      SIDECAR_SHUTDOWN_MAX_DELAY_MS: '300',
-    });
+    const slow = await startSignedReceiver(gateway, { SIDECAR_SHUTDOWN_MAX_DELAY_MS: '300' });
     try {
       slow.webhook.delayMs = 5_000;
       const waiting = deliver(slow.receiverUrl, await signPostback(gateway.privateKeyPem));

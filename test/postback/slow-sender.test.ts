@@ -3,47 +3,19 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { loadConfig } from '../../src/config/load.js';
-import { createLogger } from '../../src/observability/log.js';
-import { SidecarMetrics } from '../../src/observability/metrics.js';
-import { createPostbackReceiver, type PostbackReceiver } from '../../src/postback/receiver.js';
-import { MemoryStateStore } from '../../src/state/memory-store.js';
-import { makeKeys } from '../support/keys.js';
-import { CapturedOutput, sidecarEnv } from '../support/sidecar.js';
-import { InternalWebhook, keyFile, PATH, PUBLIC_URL, signPostback } from './support.js';
+import { gatewayKeys, PATH, signPostback, startBareReceiver, type BareReceiver } from './support.js';
 
-let webhook: InternalWebhook;
-let receiver: PostbackReceiver;
-let store: MemoryStateStore;
+let world: BareReceiver;
 let port: number;
 let privateKeyPem: string;
 
 before(async () => {
-  const gateway = await makeKeys();
+  const gateway = await gatewayKeys();
   privateKeyPem = gateway.privateKeyPem;
-  webhook = await new InternalWebhook().start();
-  const env = await sidecarEnv(await makeKeys(), 'http://127.0.0.1:1', {
-    SIDECAR_POSTBACK_FORWARD_URL: webhook.url,
-    SIDECAR_POSTBACK_PUBLIC_URL: PUBLIC_URL,
-    SIDECAR_POSTBACK_PUBLIC_KEY_FILE: await keyFile(gateway.publicKeyPem),
-    SIDECAR_POSTBACK_LISTEN_HOST: '127.0.0.1',
-    SIDECAR_POSTBACK_LISTEN_PORT: '0',
-  });
-  store = new MemoryStateStore();
-  const metrics = new SidecarMetrics({ version: 't', environment: 'staging', keyFingerprint: 'f' });
-  receiver = createPostbackReceiver(loadConfig(env).postback!, {
-    store,
-    metrics: metrics.postbacks,
-    log: createLogger('silent', new CapturedOutput()),
-    listener: { headersTimeout: 300, requestTimeout: 600 },
-  });
-  port = Number(new URL(await receiver.start()).port);
+  world = await startBareReceiver(gateway, { listener: { headersTimeout: 300, requestTimeout: 600 } });
+  port = Number(new URL(world.receiverUrl).port);
 });
-after(async () => {
-  await receiver.close(100);
-  await store.close();
-  await webhook.stop();
-});
+after(() => world.stop(100));
 
 /** Writes `chunks` with `gapMs` between them; resolves with what the receiver answered and when it closed. */
 function trickle(chunks: string[], gapMs: number): Promise<{ text: string; ms: number }> {
@@ -91,7 +63,7 @@ describe('slow senders', () => {
     const result = await trickle([head, ...body], 200);
     assert.ok(result.ms < 4_000, `closed after ${result.ms} ms`);
     assert.match(result.text, /^HTTP\/1\.1 408/);
-    assert.equal(webhook.received.length, 0);
+    assert.equal(world.webhook.received.length, 0);
   });
 
   test('a sender refused before its body is read (404, 405) cannot go on streaming it: the connection closes', async () => {

@@ -4,13 +4,23 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { loadConfig } from '../../src/config/load.js';
 import { parsePrivateKey } from '../../src/config/private-key.js';
+import { createLogger, type Logger } from '../../src/observability/log.js';
+import { SidecarMetrics } from '../../src/observability/metrics.js';
+import {
+  createPostbackReceiver,
+  type PostbackReceiver,
+  type PostbackReceiverDeps,
+} from '../../src/postback/receiver.js';
 import { newNonce } from '../../src/signing/nonce.js';
 import { createSigner } from '../../src/signing/signer.js';
 import { signingString } from '../../src/signing/signing-string.js';
+import { MemoryStateStore } from '../../src/state/memory-store.js';
+import type { StateStore } from '../../src/state/state-store.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { scratchDir } from '../support/scratch.js';
-import { sidecarEnv, startTestSidecar, type TestSidecar } from '../support/sidecar.js';
+import { CapturedOutput, sidecarEnv, startTestSidecar, type TestSidecar } from '../support/sidecar.js';
 
 export const PUBLIC_URL = 'https://Pay.Example.com:443/gateway/postbacks';
 /** PUBLIC_URL by the URL rules of spec 5.2: what the gateway signs. */
@@ -180,4 +190,62 @@ export async function startReceiver(env: NodeJS.ProcessEnv, webhook?: InternalWe
 /** The log lines the receiver wrote, one per postback. */
 export function postbackLines(running: TestSidecar): Array<Record<string, unknown>> {
   return running.logs.lines().filter((l) => l.event === 'postback');
+}
+
+/** startReceiver, verifying signatures with the public half of `gateway`. */
+export async function startSignedReceiver(
+  gateway: TestKeys,
+  env: NodeJS.ProcessEnv = {},
+  webhook?: InternalWebhook,
+): Promise<ReceiverWorld> {
+  return startReceiver({ SIDECAR_POSTBACK_PUBLIC_KEY_FILE: await keyFile(gateway.publicKeyPem), ...env }, webhook);
+}
+
+export interface BareReceiver {
+  readonly receiver: PostbackReceiver;
+  readonly receiverUrl: string;
+  readonly webhook: InternalWebhook;
+  readonly store: StateStore;
+  readonly metrics: SidecarMetrics;
+  /** Closes the receiver (waiting at most `graceMs` for requests in flight), then the store and the webhook. */
+  stop(graceMs: number): Promise<void>;
+}
+
+/**
+ * The receiver alone, in this process and without the rest of the sidecar, verifying with `gateway`'s public key
+ * and forwarding to a fresh InternalWebhook: for tests that need its store, its metrics or its listener settings.
+ */
+export async function startBareReceiver(
+  gateway: TestKeys,
+  options: { store?: StateStore; log?: Logger; listener?: PostbackReceiverDeps['listener'] } = {},
+): Promise<BareReceiver> {
+  const webhook = await new InternalWebhook().start();
+  const env = await sidecarEnv(await makeKeys(), 'http://127.0.0.1:1', {
+    SIDECAR_POSTBACK_FORWARD_URL: webhook.url,
+    SIDECAR_POSTBACK_PUBLIC_URL: PUBLIC_URL,
+    SIDECAR_POSTBACK_PUBLIC_KEY_FILE: await keyFile(gateway.publicKeyPem),
+    SIDECAR_POSTBACK_LISTEN_HOST: '127.0.0.1',
+    SIDECAR_POSTBACK_LISTEN_PORT: '0',
+  });
+  const store = options.store ?? new MemoryStateStore();
+  const metrics = new SidecarMetrics({ version: 't', environment: 'staging', keyFingerprint: 'f' });
+  const receiver = createPostbackReceiver(loadConfig(env).postback!, {
+    store,
+    metrics: metrics.postbacks,
+    log: options.log ?? createLogger('silent', new CapturedOutput()),
+    ...(options.listener === undefined ? {} : { listener: options.listener }),
+  });
+  const receiverUrl = await receiver.start();
+  return {
+    receiver,
+    receiverUrl,
+    webhook,
+    store,
+    metrics,
+    async stop(graceMs) {
+      await receiver.close(graceMs);
+      await store.close();
+      await webhook.stop();
+    },
+  };
 }

@@ -3,15 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { TestKeys } from '../support/keys.js';
-import {
-  deliver,
-  gatewayKeys,
-  keyFile,
-  payloadJson,
-  signPostback,
-  startReceiver,
-  type ReceiverWorld,
-} from './support.js';
+import { deliver, gatewayKeys, payloadJson, signPostback, startSignedReceiver, type ReceiverWorld } from './support.js';
 
 const unsigned = (payload = payloadJson()) => ({
   headers: { 'content-type': 'application/json', 'x-postback-verified': 'signature' },
@@ -24,14 +16,14 @@ before(async () => {
   gateway = await gatewayKeys();
 });
 
+/** A receiver accepting unsigned postbacks from `allowCidrs` (and verifying signed ones with `gateway`'s key). */
+const startUnsignedReceiver = (allowCidrs: string) =>
+  startSignedReceiver(gateway, { SIDECAR_POSTBACK_ACCEPT_UNSIGNED: 'true', SIDECAR_POSTBACK_ALLOW_CIDRS: allowCidrs });
+
 describe('unsigned postbacks accepted from the allowed ranges', () => {
   let world: ReceiverWorld;
   before(async () => {
-    world = await startReceiver({
-      SIDECAR_POSTBACK_ACCEPT_UNSIGNED: 'true',
-      SIDECAR_POSTBACK_ALLOW_CIDRS: '10.0.0.0/8, 127.0.0.0/8',
-      SIDECAR_POSTBACK_PUBLIC_KEY_FILE: await keyFile(gateway.publicKeyPem),
-    });
+    world = await startUnsignedReceiver('10.0.0.0/8, 127.0.0.0/8');
   });
   after(() => world.stop());
 
@@ -62,11 +54,7 @@ describe('unsigned postbacks accepted from the allowed ranges', () => {
 describe('a source outside the allowed ranges', () => {
   let world: ReceiverWorld;
   before(async () => {
-    world = await startReceiver({
-      SIDECAR_POSTBACK_ACCEPT_UNSIGNED: 'true',
-      SIDECAR_POSTBACK_ALLOW_CIDRS: '10.0.0.0/8,2001:db8::/32',
-      SIDECAR_POSTBACK_PUBLIC_KEY_FILE: await keyFile(gateway.publicKeyPem),
-    });
+    world = await startUnsignedReceiver('10.0.0.0/8,2001:db8::/32');
   });
   after(() => world.stop());
 

@@ -5,12 +5,11 @@ import type { TestKeys } from '../support/keys.js';
 import {
   deliver,
   gatewayKeys,
-  keyFile,
   PATH,
   payloadJson,
   postbackLines,
   signPostback,
-  startReceiver,
+  startSignedReceiver,
   type ReceiverWorld,
 } from './support.js';
 
@@ -20,7 +19,7 @@ let world: ReceiverWorld;
 
 before(async () => {
   [gateway, other] = await Promise.all([gatewayKeys(), gatewayKeys()]);
-  world = await startReceiver({ SIDECAR_POSTBACK_PUBLIC_KEY_FILE: await keyFile(gateway.publicKeyPem) });
+  world = await startSignedReceiver(gateway);
 });
 after(() => world.stop());
 

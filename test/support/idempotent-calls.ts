@@ -101,3 +101,26 @@ export function assertSameAnswer(replay: Reply, original: Reply): void {
 }
 
 export const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
+
+/** A keyed payment sent while `gateway` holds its answer; resolves once the gateway has it, `first` still pending. */
+export async function sendHeld(
+  gateway: RecordingGateway,
+  proxyUrl: string,
+): Promise<{ key: string; payment: string; first: Promise<Reply> }> {
+  gateway.holdUntil = Number.POSITIVE_INFINITY;
+  const key = newKey();
+  const payment = freshDeposit();
+  const first = send(proxyUrl, key, payment);
+  await until(() => gateway.requests.length === 1);
+  return { key, payment, first };
+}
+
+/** The store unreachable: a keyed payment is refused 503 unavailable (retryable), never sent; one without a key goes. */
+export async function assertKeyedRefusedUnkeyedSent(proxyUrl: string, gateway: RecordingGateway): Promise<void> {
+  const refused = await send(proxyUrl, newKey(), freshDeposit());
+  assert.equal(refused.status, 503);
+  assert.equal(refused.code, 'sidecar.idempotency.unavailable');
+  assert.equal(refused.retryable, true);
+  assert.equal(gateway.requests.length, 0);
+  assert.equal((await send(proxyUrl, undefined, freshDeposit())).status, 201);
+}

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import { MemoryStateStore } from '../../src/state/memory-store.js';
 import { TOKEN_RECORD_KEY, decodeRecord, encodeRecord } from '../../src/token/shared-token-record.js';
-import { FAST, StrictGateway, replica, waitFor, type Replica } from './fleet-support.js';
+import { FAST, StrictGateway, replica, twoWithTokens, waitFor, type Replica } from './fleet-support.js';
 
 const running: Replica[] = [];
 afterEach(() => {
@@ -32,11 +32,7 @@ async function refuse(r: Replica): Promise<string> {
 
 describe('fleet token: edge cases', () => {
   it('a replica stopped while its refresh is at the gateway: the new token still reaches the fleet, no login', async () => {
-    const shared = new MemoryStateStore();
-    const gateway = new StrictGateway();
-    const a = start(shared, gateway);
-    const b = start(shared, gateway);
-    await waitFor('tokens', () => a.tokens.hasValidToken() && b.tokens.hasValidToken());
+    const { shared, gateway, a, b } = await twoWithTokens(start);
     gateway.latencyMs = 200;
     void refuse(a).catch(() => undefined);
     await waitFor('the refresh at the gateway', () => gateway.refreshes() === 1);
@@ -50,11 +46,7 @@ describe('fleet token: edge cases', () => {
   });
 
   it('the store gone between the grant and the write: the granted tokens are kept, then shared, no login', async () => {
-    const shared = new MemoryStateStore();
-    const gateway = new StrictGateway();
-    const a = start(shared, gateway);
-    const b = start(shared, gateway);
-    await waitFor('tokens', () => a.tokens.hasValidToken() && b.tokens.hasValidToken());
+    const { shared, gateway, a, b } = await twoWithTokens(start);
     gateway.latencyMs = 200;
     const refreshed = refuse(a);
     await waitFor('the refresh at the gateway', () => gateway.refreshes() === 1);
@@ -118,11 +110,7 @@ describe('fleet token: edge cases', () => {
   });
 
   it('Redis back empty, the newest token re-shared under a lower generation: the others take it, no gateway call', async () => {
-    const shared = new MemoryStateStore();
-    const gateway = new StrictGateway();
-    const a = start(shared, gateway);
-    const b = start(shared, gateway);
-    await waitFor('tokens', () => a.tokens.hasValidToken() && b.tokens.hasValidToken());
+    const { shared, gateway, a, b } = await twoWithTokens(start);
     await refuse(a);
     await refuse(a); // generation 3 for the fleet
     await waitFor('b on generation 3', () => access(b) === 'access-3');

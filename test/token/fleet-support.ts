@@ -4,6 +4,7 @@
 import { Secret } from '../../src/config/secret.js';
 import { createLogger } from '../../src/observability/log.js';
 import { SidecarMetrics } from '../../src/observability/metrics.js';
+import { MemoryStateStore } from '../../src/state/memory-store.js';
 import { StateStoreUnavailableError, type StateStore } from '../../src/state/state-store.js';
 import { FleetToken, type FleetTokenOptions } from '../../src/token/fleet-token.js';
 import type { TokenClient } from '../../src/token/token-client.js';
@@ -186,4 +187,16 @@ export async function waitFor(what: string, condition: () => boolean | Promise<b
     if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 5));
   }
+}
+
+/** Two replicas (started by the test's own `start`) on one fresh store, both holding the fleet's first token. */
+export async function twoWithTokens(
+  start: (shared: MemoryStateStore, gateway: StrictGateway) => Replica,
+): Promise<{ shared: MemoryStateStore; gateway: StrictGateway; a: Replica; b: Replica }> {
+  const shared = new MemoryStateStore();
+  const gateway = new StrictGateway();
+  const a = start(shared, gateway);
+  const b = start(shared, gateway);
+  await waitFor('tokens', () => a.tokens.hasValidToken() && b.tokens.hasValidToken());
+  return { shared, gateway, a, b };
 }

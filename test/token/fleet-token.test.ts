@@ -6,7 +6,7 @@ import { MemoryStateStore } from '../../src/state/memory-store.js';
 import { createLogger } from '../../src/observability/log.js';
 import { fleetTokenFor } from '../../src/token/fleet-token.js';
 import { TOKEN_RECORD_KEY, decodeRecord, encodeRecord } from '../../src/token/shared-token-record.js';
-import { FAST, StrictGateway, replica, waitFor, type Replica } from './fleet-support.js';
+import { FAST, StrictGateway, replica, twoWithTokens, waitFor, type Replica } from './fleet-support.js';
 
 const running: Replica[] = [];
 afterEach(() => {
@@ -28,6 +28,17 @@ async function stored(shared: MemoryStateStore) {
   const record = decodeRecord(await shared.get(TOKEN_RECORD_KEY));
   assert.ok(record, 'a record in the store');
   return record;
+}
+
+/** Marks the stored record's refresh token as spent, as a holder does right before sending it. */
+async function markRefreshSpent(shared: MemoryStateStore): Promise<void> {
+  const record = await stored(shared);
+  await shared.compareAndSet(
+    TOKEN_RECORD_KEY,
+    encodeRecord(record),
+    encodeRecord({ ...record, refreshSpent: true }),
+    60_000,
+  );
 }
 
 const access = (r: Replica): string | undefined => r.tokens.usableToken()?.accessToken.reveal();
@@ -124,11 +135,7 @@ describe('fleet token: one token for every replica', () => {
   });
 
   it('a refresh whose answer was lost is spent: the holder logs in, the refresh token is never sent again', async () => {
-    const shared = new MemoryStateStore();
-    const gateway = new StrictGateway();
-    const a = start(shared, gateway);
-    const b = start(shared, gateway);
-    await waitFor('tokens', () => a.tokens.hasValidToken() && b.tokens.hasValidToken());
+    const { gateway, a, b } = await twoWithTokens(start);
     gateway.nextRefresh.push('lost');
     const next = await a.tokens.tokenAfterRejection(a.tokens.usableToken()!.generation);
     assert.deepEqual(
@@ -145,14 +152,8 @@ describe('fleet token: one token for every replica', () => {
     const gateway = new StrictGateway();
     const a = start(shared, gateway);
     await waitFor('a token', () => a.tokens.hasValidToken());
-    const record = await stored(shared);
-    // What a holder writes right before sending the refresh, then dies (its lock simply expires).
-    await shared.compareAndSet(
-      TOKEN_RECORD_KEY,
-      encodeRecord(record),
-      encodeRecord({ ...record, refreshSpent: true }),
-      60_000,
-    );
+    // The holder marked the refresh spent, then died (its lock simply expires).
+    await markRefreshSpent(shared);
     const b = start(shared, gateway);
     await waitFor('b adopted', () => b.tokens.hasValidToken());
     await new Promise((r) => setTimeout(r, FAST.loginCooldownMs! + 10)); // the fleet-wide login cooldown
@@ -171,13 +172,7 @@ describe('fleet token: one token for every replica', () => {
     const slow = { ...FAST, loginCooldownMs: 400 };
     const a = start(shared, gateway, slow);
     await waitFor('a token', () => a.tokens.hasValidToken());
-    const record = await stored(shared);
-    await shared.compareAndSet(
-      TOKEN_RECORD_KEY,
-      encodeRecord(record),
-      encodeRecord({ ...record, refreshSpent: true }),
-      60_000,
-    );
+    await markRefreshSpent(shared);
     const b = start(shared, gateway, slow);
     await waitFor('b adopted', () => b.tokens.hasValidToken());
     await assert.rejects(b.tokens.tokenAfterRejection(b.tokens.usableToken()!.generation), {
@@ -251,11 +246,7 @@ describe('fleet token: the store away and back', () => {
   });
 
   it('a 401 while the store is away: its own refresh; the store back: the fleet takes that token, no login', async () => {
-    const shared = new MemoryStateStore();
-    const gateway = new StrictGateway();
-    const a = start(shared, gateway);
-    const b = start(shared, gateway);
-    await waitFor('tokens', () => a.tokens.hasValidToken() && b.tokens.hasValidToken());
+    const { shared, gateway, a, b } = await twoWithTokens(start);
     b.store.setAvailable(false);
     const own = await b.tokens.tokenAfterRejection(b.tokens.usableToken()!.generation);
     assert.deepEqual(

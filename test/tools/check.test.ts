@@ -23,6 +23,23 @@ function assertNoSecrets(text: string): void {
   assert.ok(!/access_token"|refresh_token"/.test(text), 'token body printed');
 }
 
+const ACCOUNTS = [{ username: USERNAME, password: PASSWORD, publicKeyPem: vectorPublicKeyPem }];
+
+/** Writes the account's private key and password files into `dir`. */
+async function writeCredentials(dir: string): Promise<void> {
+  await writeFile(join(dir, 'key.pem'), vectorPrivateKeyPem, { mode: 0o600 });
+  await writeFile(join(dir, 'password'), `${PASSWORD}\n`, { mode: 0o600 });
+}
+
+/** The settings that point check at `baseUrl` as the test account, with the files writeCredentials wrote. */
+const accountEnv = (baseUrl: string, dir: string): NodeJS.ProcessEnv => ({
+  SIDECAR_BASE_URL: baseUrl,
+  SIDECAR_ENVIRONMENT: 'staging',
+  SIDECAR_USERNAME: USERNAME,
+  SIDECAR_PASSWORD_FILE: join(dir, 'password'),
+  SIDECAR_PRIVATE_KEY_FILE: join(dir, 'key.pem'),
+});
+
 describe('check against the simulator', () => {
   let sim: RunningSimulator;
   let tlsSim: RunningSimulator;
@@ -32,20 +49,17 @@ describe('check against the simulator', () => {
 
   before(async () => {
     ({ dir, cleanup } = await tempDir());
-    const accounts = [{ username: USERNAME, password: PASSWORD, publicKeyPem: vectorPublicKeyPem }];
-    [sim, tlsSim] = await Promise.all([startSimulator({ accounts }), startSimulator({ accounts, tls: true })]);
-    await writeFile(join(dir, 'key.pem'), vectorPrivateKeyPem, { mode: 0o600 });
-    await writeFile(join(dir, 'password'), `${PASSWORD}\n`, { mode: 0o600 });
+    [sim, tlsSim] = await Promise.all([
+      startSimulator({ accounts: ACCOUNTS }),
+      startSimulator({ accounts: ACCOUNTS, tls: true }),
+    ]);
+    await writeCredentials(dir);
     await writeFile(join(dir, 'wrong-password'), 'not the password', { mode: 0o600 });
     await writeFile(join(dir, 'ca.pem'), tlsSim.caPem ?? '');
     const small = generateKeyPairSync('rsa', { modulusLength: 1024 });
     await writeFile(join(dir, 'small.pem'), small.privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
     env = {
-      SIDECAR_BASE_URL: sim.baseUrl,
-      SIDECAR_ENVIRONMENT: 'staging',
-      SIDECAR_USERNAME: USERNAME,
-      SIDECAR_PASSWORD_FILE: join(dir, 'password'),
-      SIDECAR_PRIVATE_KEY_FILE: join(dir, 'key.pem'),
+      ...accountEnv(sim.baseUrl, dir),
       SIDECAR_UPSTREAM_CONNECT_TIMEOUT_MS: '2000',
     };
   });
@@ -292,17 +306,11 @@ describe('check with SIDECAR_STATE_STORE=redis (a real redis-server)', () => {
 
   before(async () => {
     ({ dir, cleanup } = await tempDir());
-    const accounts = [{ username: USERNAME, password: PASSWORD, publicKeyPem: vectorPublicKeyPem }];
-    [sim, redis] = await Promise.all([startSimulator({ accounts }), startRedis({ user: true })]);
-    await writeFile(join(dir, 'key.pem'), vectorPrivateKeyPem, { mode: 0o600 });
-    await writeFile(join(dir, 'password'), `${PASSWORD}\n`, { mode: 0o600 });
+    [sim, redis] = await Promise.all([startSimulator({ accounts: ACCOUNTS }), startRedis({ user: true })]);
+    await writeCredentials(dir);
     await writeFile(join(dir, 'wrong-redis-password'), 'not-the-redis-password\n', { mode: 0o600 });
     env = {
-      SIDECAR_BASE_URL: sim.baseUrl,
-      SIDECAR_ENVIRONMENT: 'staging',
-      SIDECAR_USERNAME: USERNAME,
-      SIDECAR_PASSWORD_FILE: join(dir, 'password'),
-      SIDECAR_PRIVATE_KEY_FILE: join(dir, 'key.pem'),
+      ...accountEnv(sim.baseUrl, dir),
       SIDECAR_STATE_STORE: 'redis',
       SIDECAR_REDIS_URL: redis.url,
       SIDECAR_REDIS_USERNAME: redis.username,
