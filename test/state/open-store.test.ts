@@ -85,9 +85,11 @@ describe('openStateStore: the store SIDECAR_STATE_STORE asks for', () => {
     const rotated = `rotated-${Date.now()}`;
     await redis.cli('ACL', 'SETUSER', redis.username!, 'resetpass', `>${rotated}`);
     await writeFile(passwordFile, `${rotated}\n`);
+    // Recorded as they happen: the reconnection can be quicker than any polling of isAvailable().
+    const changes: boolean[] = [];
+    store.onAvailabilityChange((available) => changes.push(available));
     await redis.cli('CLIENT', 'KILL', 'USER', redis.username!);
-    await waitFor(() => !store.isAvailable());
-    await waitFor(() => store.isAvailable());
+    await waitFor(() => changes.includes(false) && store.isAvailable());
     assert.equal(await store.setIfAbsent('after-rotation', 'v', 60_000), true);
     await store.close();
   });
