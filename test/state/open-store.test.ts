@@ -67,7 +67,7 @@ describe('openStateStore: the store SIDECAR_STATE_STORE asks for', () => {
     await store.close();
   });
 
-  it('redis: a rotated password file is used by the next connection, without a restart', async () => {
+  it('redis: a rotated password file is used by the next connection, without a restart', async (t) => {
     const passwordFile = join(keys.dir, 'redis-password');
     await writeFile(passwordFile, `${redis.password!}\n`);
     const config = loadConfig({
@@ -79,6 +79,7 @@ describe('openStateStore: the store SIDECAR_STATE_STORE asks for', () => {
       SIDECAR_REDIS_COMMAND_TIMEOUT_MS: '2000',
     });
     const store = await openStateStore(config);
+    t.after(() => store.close());
     assert.equal(store.isAvailable(), true);
     // The operator's rotation: the user's password replaced, the Secret file updated, then (here forced) the
     // connections dropped, as a Redis restart or failover would.
@@ -91,7 +92,6 @@ describe('openStateStore: the store SIDECAR_STATE_STORE asks for', () => {
     await redis.cli('CLIENT', 'KILL', 'USER', redis.username!);
     await waitFor(() => changes.includes(false) && store.isAvailable());
     assert.equal(await store.setIfAbsent('after-rotation', 'v', 60_000), true);
-    await store.close();
   });
 });
 
