@@ -1,7 +1,8 @@
 import { createServer } from 'node:http';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config/config.js';
-import { ConnectionTracker, listen } from './lifecycle.js';
+import { ConnectionTracker } from './lifecycle.js';
+import { listen } from './proxy/listen.js';
 import { createAdminServer } from './observability/health.js';
 import { createLogger, type Logger } from './observability/log.js';
 import { SidecarMetrics } from './observability/metrics.js';

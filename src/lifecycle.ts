@@ -52,19 +52,6 @@ export class ConnectionTracker {
   }
 }
 
-export function listen(server: Server, host: string, port: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      const address = server.address();
-      if (address === null || typeof address === 'string') return reject(new Error('no TCP address'));
-      const hostPart = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-      resolve(`http://${hostPart}:${address.port}`);
-    });
-  });
-}
-
 export function closeServer(server: Server): Promise<void> {
   return new Promise((resolve) => {
     if (!server.listening) return resolve();

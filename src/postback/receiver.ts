@@ -3,6 +3,7 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { KeyObject } from 'node:crypto';
 import type { PostbackConfig } from '../config/postback-settings.js';
+import { listen } from '../proxy/listen.js';
 import { nonceTtlSeconds } from '../config/postback-settings.js';
 import type { Logger } from '../observability/log.js';
 import type { PostbackMetrics } from '../observability/postback-metrics.js';
@@ -123,7 +124,7 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
     replaceKeys: (next) => {
       keys = next;
     },
-    start: () => listenOn(server, config.listen.host, config.listen.port),
+    start: () => listen(server, config.listen.host, config.listen.port),
     async close(maxMs) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
@@ -135,17 +136,4 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
       await Promise.all([closed, forwarder.close()]);
     },
   };
-}
-
-function listenOn(server: Server, host: string, port: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      const address = server.address();
-      if (address === null || typeof address === 'string') return reject(new Error('no TCP address'));
-      const hostPart = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-      resolve(`http://${hostPart}:${address.port}`);
-    });
-  });
 }

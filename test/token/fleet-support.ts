@@ -70,18 +70,23 @@ export class StrictGateway implements TokenClient {
     const n = ++this.serial;
     this.live.add(`refresh-${n}`);
     this.liveAccess.add(`access-${n}`);
-    return {
-      kind: 'granted',
-      tokens: {
-        accessToken: new Secret(`access-${n}`),
-        refreshToken: new Secret(`refresh-${n}`),
-        accessExpiresAtMs: Date.now() + this.accessTtlMs,
-        refreshExpiresAtMs: Date.now() + 8 * 3600_000,
-        accessRemainingMs: this.accessTtlMs,
-        refreshRemainingMs: 8 * 3600_000,
-      },
-    };
+    return grantNumber(n, this.accessTtlMs);
   }
+}
+
+/** The gateway's n-th grant: `access-n` / `refresh-n`, the access token alive for `accessTtlMs`, the refresh 8 h. */
+export function grantNumber(n: number, accessTtlMs: number): GrantResult {
+  return {
+    kind: 'granted',
+    tokens: {
+      accessToken: new Secret(`access-${n}`),
+      refreshToken: new Secret(`refresh-${n}`),
+      accessExpiresAtMs: Date.now() + accessTtlMs,
+      refreshExpiresAtMs: Date.now() + 8 * 3600_000,
+      accessRemainingMs: accessTtlMs,
+      refreshRemainingMs: 8 * 3600_000,
+    },
+  };
 }
 
 /** One replica's view of the shared store, which can be cut off (every call rejects) and restored. */

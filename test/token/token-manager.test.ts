@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Secret } from '../../src/config/secret.js';
+import type { Secret } from '../../src/config/secret.js';
 import { createLogger } from '../../src/observability/log.js';
 import { SidecarMetrics } from '../../src/observability/metrics.js';
 import type { TokenClient } from '../../src/token/token-client.js';
 import { TokenManager } from '../../src/token/token-manager.js';
 import type { GrantResult } from '../../src/token/token-set.js';
 import { CapturedOutput } from '../support/sidecar.js';
+import { grantNumber } from './fleet-support.js';
 
 /** A token endpoint stand-in with a controllable monotonic clock and a count of every call. */
 class FakeTokenClient implements TokenClient {
@@ -30,18 +31,7 @@ class FakeTokenClient implements TokenClient {
     if (kind === 'rejected') return { kind, status: 401, code: 'FAILED', message: 'no' };
     if (kind === 'failed') return { kind, sent: false, reason: 'ECONNREFUSED' };
     if (kind === 'failed-sent') return { kind: 'failed', sent: true, reason: 'ECONNRESET after send' };
-    const n = ++this.serial;
-    return {
-      kind: 'granted',
-      tokens: {
-        accessToken: new Secret(`access-${n}`),
-        refreshToken: new Secret(`refresh-${n}`),
-        accessExpiresAtMs: Date.now() + this.accessTtlMs,
-        refreshExpiresAtMs: Date.now() + 8 * 3600_000,
-        accessRemainingMs: this.accessTtlMs,
-        refreshRemainingMs: 8 * 3600_000,
-      },
-    };
+    return grantNumber(++this.serial, this.accessTtlMs);
   }
 }
 
