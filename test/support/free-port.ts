@@ -5,12 +5,29 @@ import { createServer, type AddressInfo } from 'node:net';
  * scrape target, a `check` run against a port nothing listens on). Servers of our own listen on port 0 instead.
  */
 export function freePort(): Promise<number> {
+  return bindable(0);
+}
+
+/**
+ * A port free right now below the kernel's ephemeral range (32768 and up on Linux), for a server stopped and
+ * started again on the same port (redis-server in outage tests): while it is down, a port-0 listener of another
+ * test can take any free ephemeral port, but never this one.
+ */
+export async function freeStablePort(): Promise<number> {
+  for (;;) {
+    const candidate = 20_000 + Math.floor(Math.random() * 12_000);
+    const port = await bindable(candidate).catch(() => undefined);
+    if (port !== undefined) return port;
+  }
+}
+
+function bindable(port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
+    server.listen(port, '127.0.0.1', () => {
+      const { port: bound } = server.address() as AddressInfo;
+      server.close(() => resolve(bound));
     });
   });
 }

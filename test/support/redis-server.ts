@@ -14,7 +14,8 @@
  *   await redis.close();       // stop for good (also done when the test process exits, pass or fail)
  *
  * Nothing is persisted (`--save '' --appendonly no`); the working folder is a scratch folder. redis-server
- * cannot listen on port 0, so the port comes from free-port.ts. The ACL user gets the rules docs/fleet.md gives
+ * cannot listen on port 0, so the port comes from free-port.ts, below the ephemeral range: after a stop(), no
+ * port-0 listener of another test can take it before start(). The ACL user gets the rules docs/fleet.md gives
  * operators (keys and channels under the prefix, only the commands the sidecar sends), so a test with `user`
  * also proves those rules are enough. The default user stays open for redis-cli.
  */
@@ -24,7 +25,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { generateTlsMaterial } from '../../src/simulator/tls.js';
-import { freePort } from './free-port.js';
+import { freeStablePort } from './free-port.js';
 import { scratchDir } from './scratch.js';
 
 const run = promisify(execFile);
@@ -85,7 +86,7 @@ process.once('exit', () => {
 
 export async function startRedis(options: RedisOptions = {}): Promise<TestRedis> {
   const dir = scratchDir('redis-');
-  const port = await freePort();
+  const port = await freeStablePort();
   const tls = options.tls ? await tlsFiles(dir) : undefined;
   const user = options.user ? await aclUser(dir) : undefined;
   const args = serverArgs(dir, port, tls, options.args ?? []);
