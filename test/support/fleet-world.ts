@@ -94,6 +94,8 @@ export class Traffic {
   private running = true;
   private readonly workers: Promise<void>[];
   private turn = 0;
+  /** When each payment still waiting for its answer was sent (performance.now()). */
+  private readonly pending = new Set<{ readonly sentAt: number }>();
 
   constructor(
     private readonly pods: readonly TestSidecar[],
@@ -114,12 +116,20 @@ export class Traffic {
     return this.answers.filter((a) => a.atMs >= sinceMs);
   }
 
+  /** Whether every payment sent before `sinceMs` has its answer (those sent with a token replaced since then). */
+  answeredAllBefore(sinceMs: number): boolean {
+    return [...this.pending].every(({ sentAt }) => sentAt >= sinceMs);
+  }
+
   private async work(): Promise<void> {
     while (this.running) {
       const pod = this.pods[this.turn++ % Math.max(1, this.pods.length)];
       if (pod !== undefined) {
         const started = performance.now();
+        const payment = { sentAt: started };
+        this.pending.add(payment);
         const answer = await postJson(pod.sidecar.proxyUrl, deposit()).catch(() => undefined);
+        this.pending.delete(payment);
         const atMs = performance.now();
         this.answers.push({ status: answer?.status ?? 0, code: answer?.code, atMs, ms: atMs - started });
       }
