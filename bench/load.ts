@@ -22,6 +22,23 @@ export function signLimit(key: KeyObject, seconds: number): number {
   return count / ((cpu.user + cpu.system) / 1e6);
 }
 
+/**
+ * How late a 1 ms timer of an idle Node process fires, at p99 (ms): the host's own scheduling noise. A latency
+ * figure near or below it cannot be told apart from the host; added_p99 targets of about a millisecond need it
+ * well under a millisecond.
+ */
+export async function timerLatenessP99(seconds: number): Promise<number> {
+  const lateness: number[] = [];
+  const until = performance.now() + seconds * 1000;
+  while (performance.now() < until) {
+    const due = performance.now() + 1;
+    await sleep(1);
+    lateness.push(performance.now() - due);
+  }
+  lateness.sort((a, b) => a - b);
+  return lateness[Math.ceil(0.99 * lateness.length) - 1] ?? Number.NaN;
+}
+
 /** Samples a process's RSS (MB) every `everyMs` until stopped. */
 export function watchRss(pid: number, everyMs: number): { readonly samples: number[]; stop(): void } {
   const samples = [rssMb(pid)];

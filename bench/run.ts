@@ -7,7 +7,7 @@
 // A full run exits 1 when a target is missed; --smoke (every phase, a few seconds each, for CI) never does.
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
-import { openLoop, saturate, signLimit, watchRss, type Saturation } from './load.js';
+import { openLoop, saturate, signLimit, timerLatenessP99, watchRss, type Saturation } from './load.js';
 import { killAllNow, stopAll, type Child } from './processes.js';
 import { startRedis } from './redis.js';
 import {
@@ -64,6 +64,7 @@ async function bench(): Promise<void> {
   const sat = await saturated('sidecar', sidecar);
   const floorSat = await saturated('floor proxy', floor);
   await floor.stop();
+  const hostTimerP99 = await timerLatenessP99(SECONDS.sign); // every child idle
 
   say(
     `latency at ${LATENCY_RATE}/s: ${SECONDS.latency} s straight to the gateway, then ${SECONDS.latency} s through the sidecar`,
@@ -87,6 +88,7 @@ async function bench(): Promise<void> {
     ratio_to_limit: round(sat.perCore / limit, 3),
     floor_ratio_to_limit: round(floorSat.perCore / limit, 3),
     added_p99_ms_at_200: round(via.p99 - direct.p99, 3),
+    host_timer_p99_ms: round(hostTimerP99, 3),
     rss_mb_load: round(Math.max(sat.rssMaxMb, ...rss.samples), 1),
     rss_growth_mb_soak: round(rssEnd - rssStart, 1),
     errors: sat.errors + floorSat.errors + direct.errors + via.errors + soak.errors + (fleet?.errors ?? 0),
@@ -122,6 +124,7 @@ async function bench(): Promise<void> {
     `signing limit (one core)   ${limit.toFixed(0)} signatures/s (${msPerSignature.toFixed(3)} ms each)`,
     `sidecar, saturated         ${perCore(sat, h.ratio_to_limit)}`,
     `floor proxy, saturated     ${perCore(floorSat, h.floor_ratio_to_limit)}`,
+    `host timer lateness, p99   ${hostTimerP99.toFixed(3)} ms (an idle 1 ms timer: the host's own noise under the p99s below)`,
     `p50 / p99 at ${LATENCY_RATE}/s         direct ${direct.p50.toFixed(3)} / ${direct.p99.toFixed(3)} ms, sidecar ${via.p50.toFixed(3)} / ${via.p99.toFixed(3)} ms`,
     `sidecar RSS under load     max ${h.rss_mb_load} MB; over the soak (${SECONDS.soak} s at ${SOAK_RATE}/s) ${rssStart.toFixed(1)} -> ${rssEnd.toFixed(1)} MB`,
     ...(fleet
