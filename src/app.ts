@@ -90,6 +90,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const password = new PasswordHolder(config.password);
   const fleet = fleetTokenFor(store, clock, metrics, log, {
     connectTimeoutMs: config.upstream.connectTimeoutMs,
+    responseTimeoutMs: config.upstream.responseTimeoutMs,
     now: deps.now ?? Date.now,
   });
   const tokens = createTokenManager(config, password, forwarder, metrics, log, deps.now ?? Date.now, fleet);

@@ -57,6 +57,21 @@ export class FleetLock {
     return (await this.store.setIfAbsent(TOKEN_LOCK_KEY, value, this.lockTtlMs)) ? value : undefined;
   }
 
+  /**
+   * Runs `work` while holding the lock `value`, pushing its expiry out every third of its lifetime: a grant may take
+   * as long as its HTTP call may, while a holder that dies or stalls still loses the lock within one lifetime. A
+   * push that fails (the lock expired and was taken, or the store is away) changes nothing: the holder's writes are
+   * fenced by compare-and-set on the record it claimed.
+   */
+  async holding<T>(value: string, work: Promise<T>): Promise<T> {
+    const timer = setInterval(() => void this.extend(value), this.lockTtlMs / 3).unref();
+    try {
+      return await work;
+    } finally {
+      clearInterval(timer);
+    }
+  }
+
   /** Best effort: a lock that cannot be released now is released at the next take, or expires with its TTL. */
   async release(value: string): Promise<void> {
     try {
@@ -66,6 +81,11 @@ export class FleetLock {
       // that a flight of this replica still holds. It lives at most the lock's lifetime from now.
       this.unreleased.set(value, performance.now() + this.lockTtlMs);
     }
+  }
+
+  /** The lock's full lifetime again, if it is still ours (compare-and-set of its own value). */
+  private async extend(value: string): Promise<boolean> {
+    return this.store.compareAndSet(TOKEN_LOCK_KEY, value, value, this.lockTtlMs).catch(() => false);
   }
 
   /** Compare-and-delete: a value of ours that expired meanwhile, the key perhaps taken by another, is left alone. */

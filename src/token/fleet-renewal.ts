@@ -1,6 +1,7 @@
 import type { Secret } from '../config/secret.js';
 import type { Logger } from '../observability/log.js';
 import type { StateStore } from '../state/state-store.js';
+import type { FleetLock } from './fleet-lock.js';
 import type { Basis } from './fleet-precedence.js';
 import type { Acquired, FleetRecords } from './fleet-records.js';
 import { grantWithin } from './grant-calls.js';
@@ -40,6 +41,7 @@ export class FleetRenewal {
   constructor(
     private readonly store: StateStore,
     private readonly records: FleetRecords,
+    private readonly lock: FleetLock,
     private readonly limits: RenewalLimits,
     private readonly log: Logger,
   ) {}
@@ -61,10 +63,13 @@ export class FleetRenewal {
     // and logs in instead, and a holder whose lock expired can no longer write (compare-and-set on the raw text).
     const claimed = source && { ...source, refreshSpent: source.refreshSpent || refreshable, fence: lock };
     const claimedRaw = claimed ? encodeRecord(claimed) : encodeClaim(lock);
-    const ttlMs = claimed ? recordTtlMs(claimed, records.gatewayNow()) : this.limits.lockTtlMs;
+    // A bare claim (no record yet: a login) outlives the longest login, so the login's write finds it in place.
+    const { lockTtlMs, grantTimeoutMs } = this.limits;
+    const ttlMs = claimed ? recordTtlMs(claimed, records.gatewayNow()) : lockTtlMs + grantTimeoutMs;
     if (!(await this.store.compareAndSet(TOKEN_RECORD_KEY, seen.raw, claimedRaw, ttlMs))) return MOVED;
-    if (!claimed || !refreshable) return this.login(claimedRaw, source?.generation ?? 0, grants);
-    const refreshed = await grantWithin(grants.refresh(claimed.refreshToken), this.limits.grantTimeoutMs);
+    if (!claimed || !refreshable) return this.login(lock, claimedRaw, source?.generation ?? 0, grants);
+    const refresh = grantWithin(grants.refresh(claimed.refreshToken), grantTimeoutMs);
+    const refreshed = await this.lock.holding(lock, refresh);
     if (refreshed.kind === 'granted') {
       return records.write(
         claimedRaw,
@@ -80,18 +85,23 @@ export class FleetRenewal {
       const stillUsable = sameTokens(claimed, basis.held) ? basis.usable : records.accessUsable(claimed);
       if (stillUsable) throw new Error(`refresh failed before sending: ${refreshed.reason}`);
       if (!restored) return MOVED;
-      return this.login(unspentRaw, claimed.generation, grants);
+      return this.login(lock, unspentRaw, claimed.generation, grants);
     }
     this.log.warn({ event: 'token.fallback', reason: refreshed.kind }, 'refresh failed; logging in with the password');
-    return this.login(claimedRaw, claimed.generation, grants);
+    return this.login(lock, claimedRaw, claimed.generation, grants);
   }
 
-  private async login(expected: string | undefined, generation: number, grants: FleetGrants): Promise<Acquired> {
+  private async login(
+    lock: string,
+    expected: string | undefined,
+    generation: number,
+    grants: FleetGrants,
+  ): Promise<Acquired> {
     const { loginCooldownMs, grantTimeoutMs } = this.limits;
     if (!(await this.store.setIfAbsent(LOGIN_COOLDOWN_KEY, '1', loginCooldownMs))) {
       throw new Error(`another replica logged in less than ${loginCooldownMs} ms ago; not logging in again`);
     }
-    const login = await grantWithin(grants.login(), grantTimeoutMs);
+    const login = await this.lock.holding(lock, grantWithin(grants.login(), grantTimeoutMs));
     if (login.kind === 'granted') {
       const record = recordFromGrant(login.tokens, generation + 1, this.records.gatewayNow(), undefined);
       return this.records.write(expected, record);

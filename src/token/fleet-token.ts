@@ -8,15 +8,18 @@ import { FleetRenewal, MOVED, type FleetGrants } from './fleet-renewal.js';
 import { issuedLater, type SharedTokenRecord, type StoredRecord } from './shared-token-record.js';
 
 /**
- * A grant without an answer by then counts as sent without an answer (spent). Longer than a wait for a free
- * connection plus connecting (SIDECAR_UPSTREAM_CONNECT_TIMEOUT_MS, 5 s by default), which end as "not sent"
- * by themselves; a token endpoint that takes longer than the rest to answer is treated as having lost it.
+ * A grant without an answer by then counts as sent without an answer (spent). The least it can be; fleetTokenFor
+ * makes it the token call's own HTTP bound (waiting for a connection, then the answer) plus a margin, so a slow
+ * token endpoint that does answer is never taken for a lost one.
  */
 export const DEFAULT_GRANT_TIMEOUT_MS = 10_000;
 /** rejoin's answer when another replica holds the token lock. */
 export const LOCK_TAKEN = Symbol('token lock taken');
-/** The longest a refresh or login may hold the lock (a holder that stalls longer loses it): well over a grant. */
-export const DEFAULT_LOCK_TTL_MS = 3 * DEFAULT_GRANT_TIMEOUT_MS;
+/**
+ * The token lock's lifetime. Its holder pushes it out while its grant is in flight (FleetLock.holding), so a grant
+ * may take longer; a holder that dies or stalls loses it within this time, and the others go on without it.
+ */
+export const DEFAULT_LOCK_TTL_MS = 30_000;
 /** At most one password login per this interval in the whole fleet (a login logs every replica out). */
 export const DEFAULT_LOGIN_COOLDOWN_MS = 5_000;
 /** How often a replica waiting for the lock holder re-reads the record when no publication came. */
@@ -65,7 +68,8 @@ export class FleetToken {
     this.lock = new FleetLock(store, this.lockTtlMs, options.pollMs ?? DEFAULT_POLL_MS, (g) => this.onNews(g));
     this.records = new FleetRecords(store, this.lock, reporter, this.gatewayNow);
     const { lockTtlMs, grantTimeoutMs, loginCooldownMs } = this;
-    this.renewal = new FleetRenewal(store, this.records, { lockTtlMs, grantTimeoutMs, loginCooldownMs }, log);
+    const limits = { lockTtlMs, grantTimeoutMs, loginCooldownMs };
+    this.renewal = new FleetRenewal(store, this.records, this.lock, limits, log);
   }
 
   /** Set by the token manager: a replica announced `generation`. */
@@ -163,15 +167,14 @@ export function fleetTokenFor(
   clock: Pick<ClockCorrection, 'timestampMs'>,
   reporter: FleetReporter,
   log: Logger,
-  upstream: { readonly connectTimeoutMs: number; readonly now: () => number },
+  upstream: { readonly connectTimeoutMs: number; readonly responseTimeoutMs: number; readonly now: () => number },
 ): FleetToken | undefined {
   if (store.kind !== 'redis') return undefined;
   const { now } = upstream;
-  // A slower connect setting must not turn a grant still waiting for its connection into a "lost" one.
-  const grantTimeoutMs = Math.max(DEFAULT_GRANT_TIMEOUT_MS, upstream.connectTimeoutMs + 5_000);
+  // A token endpoint slower than the rest must not turn every grant into a lost one (spent, then a login).
+  const httpBoundMs = upstream.connectTimeoutMs + upstream.responseTimeoutMs;
   return new FleetToken(store, reporter, log, {
-    grantTimeoutMs,
-    lockTtlMs: 3 * grantTimeoutMs,
+    grantTimeoutMs: Math.max(DEFAULT_GRANT_TIMEOUT_MS, httpBoundMs + 5_000),
     gatewayNow: () => Math.max(now(), clock.timestampMs(now())),
   });
 }

@@ -96,6 +96,8 @@ export class ReplicaStore implements StateStore {
   hears = true;
   /** Commands this replica sent (or tried to). */
   calls = 0;
+  /** Compare-and-set on this key fails as if Redis were away for this replica alone (other commands answer). */
+  failKey: string | undefined;
   private up = true;
   private readonly listeners: Array<(available: boolean) => void> = [];
 
@@ -114,6 +116,7 @@ export class ReplicaStore implements StateStore {
     return this.call(() => this.shared.setIfAbsent(key, value, ttlMs));
   }
   compareAndSet(key: string, expected: string | undefined, value: string, ttlMs: number): Promise<boolean> {
+    if (key === this.failKey) return Promise.reject(new StateStoreUnavailableError('blip on this key (test)'));
     return this.call(() => this.shared.compareAndSet(key, expected, value, ttlMs));
   }
   compareAndDelete(key: string, expected: string): Promise<boolean> {

@@ -5,7 +5,7 @@ import { afterEach, describe, it } from 'node:test';
 import { MemoryStateStore } from '../../src/state/memory-store.js';
 import { createLogger } from '../../src/observability/log.js';
 import { fleetTokenFor } from '../../src/token/fleet-token.js';
-import { TOKEN_RECORD_KEY, decodeRecord, encodeRecord } from '../../src/token/shared-token-record.js';
+import { TOKEN_LOCK_KEY, TOKEN_RECORD_KEY, decodeRecord, encodeRecord } from '../../src/token/shared-token-record.js';
 import { FAST, StrictGateway, replica, twoWithTokens, waitFor, type Replica } from './fleet-support.js';
 
 const running: Replica[] = [];
@@ -73,7 +73,7 @@ describe('fleet token: one token for every replica', () => {
     assert.equal(r.store.calls, before, 'not one store command');
     assert.equal(new Set(tokens.map((t) => t.generation)).size, 1);
     const clock = { timestampMs: (ms: number) => ms };
-    const upstream = { connectTimeoutMs: 5_000, now: Date.now };
+    const upstream = { connectTimeoutMs: 5_000, responseTimeoutMs: 30_000, now: Date.now };
     assert.equal(fleetTokenFor(shared, clock, r.metrics, createLogger('silent'), upstream), undefined);
   });
 
@@ -191,13 +191,16 @@ describe('fleet token: one token for every replica', () => {
   it('a holder whose lock expired does not overwrite the newer record written by the next holder', async () => {
     const shared = new MemoryStateStore();
     const gateway = new StrictGateway();
-    // a's lock lives 100 ms, its refresh takes 400: b takes the lock meanwhile and logs in.
+    // a's lock lives 100 ms and its refresh takes 400; a cannot push the lock out (its commands on the lock key
+    // fail, as in a blip between a and Redis), so b takes the lock meanwhile and logs in.
     const a = start(shared, gateway, { ...FAST, lockTtlMs: 100, grantTimeoutMs: 2_000 });
     await waitFor('a token', () => a.tokens.hasValidToken());
     const b = start(shared, gateway);
     await waitFor('b adopted', () => b.tokens.hasValidToken());
     gateway.latencyMs = 400;
+    a.store.failKey = TOKEN_LOCK_KEY;
     const aGot = a.tokens.tokenAfterRejection(a.tokens.usableToken()!.generation);
+    await waitFor('a took the lock', () => gateway.refreshes() === 1);
     await new Promise((r) => setTimeout(r, 150));
     gateway.latencyMs = 600;
     const bGot = await b.tokens.tokenAfterRejection(b.tokens.usableToken()!.generation);
@@ -210,6 +213,32 @@ describe('fleet token: one token for every replica', () => {
     assert.equal(record.accessToken.reveal(), bGot.accessToken.reveal(), "b's record stands");
     assert.equal(gateway.accepts(record.accessToken), true);
     await waitFor('a is on the fleet token again', () => access(a) === record.accessToken.reveal());
+  });
+
+  it('a grant slower than the lock lifetime keeps the lock: nobody else refreshes or logs in, its token is used', async () => {
+    const shared = new MemoryStateStore();
+    const gateway = new StrictGateway();
+    // The lock lives 150 ms, the refresh takes 600 (under the 2 s grant timeout): the holder pushes the lock out.
+    const options = { ...FAST, lockTtlMs: 150, grantTimeoutMs: 2_000 };
+    const a = start(shared, gateway, options);
+    await waitFor('a token', () => a.tokens.hasValidToken());
+    const b = start(shared, gateway, options);
+    await waitFor('b adopted', () => b.tokens.hasValidToken());
+    gateway.latencyMs = 600;
+    const generation = a.tokens.usableToken()!.generation;
+    const aGot = a.tokens.tokenAfterRejection(generation);
+    await waitFor('a sent its refresh', () => gateway.refreshes() === 1);
+    await new Promise((r) => setTimeout(r, 300)); // two lock lifetimes into the refresh
+    const bGot = b.tokens.tokenAfterRejection(b.tokens.usableToken()!.generation);
+    const [fromA, fromB] = await Promise.all([aGot, bGot]);
+    assert.deepEqual(
+      gateway.calls.map((c) => c.grant),
+      ['password', 'refresh_token'],
+      'one refresh, no login',
+    );
+    assert.equal(fromA.accessToken.reveal(), fromB.accessToken.reveal(), 'b took the refreshed token');
+    assert.equal(gateway.accepts(fromA.accessToken), true);
+    assert.equal((await stored(shared)).accessToken.reveal(), fromA.accessToken.reveal());
   });
 });
 
