@@ -68,8 +68,7 @@ export class FleetRenewal {
     const ttlMs = claimed ? recordTtlMs(claimed, records.gatewayNow()) : lockTtlMs + grantTimeoutMs;
     if (!(await this.store.compareAndSet(TOKEN_RECORD_KEY, seen.raw, claimedRaw, ttlMs))) return MOVED;
     if (!claimed || !refreshable) return this.login(lock, claimedRaw, source?.generation ?? 0, grants);
-    const refresh = grantWithin(grants.refresh(claimed.refreshToken), grantTimeoutMs);
-    const refreshed = await this.lock.holding(lock, refresh);
+    const refreshed = await this.grant(lock, grants.refresh(claimed.refreshToken));
     if (refreshed.kind === 'granted') {
       return records.write(
         claimedRaw,
@@ -97,15 +96,20 @@ export class FleetRenewal {
     generation: number,
     grants: FleetGrants,
   ): Promise<Acquired> {
-    const { loginCooldownMs, grantTimeoutMs } = this.limits;
+    const { loginCooldownMs } = this.limits;
     if (!(await this.store.setIfAbsent(LOGIN_COOLDOWN_KEY, '1', loginCooldownMs))) {
       throw new Error(`another replica logged in less than ${loginCooldownMs} ms ago; not logging in again`);
     }
-    const login = await this.lock.holding(lock, grantWithin(grants.login(), grantTimeoutMs));
+    const login = await this.grant(lock, grants.login());
     if (login.kind === 'granted') {
       const record = recordFromGrant(login.tokens, generation + 1, this.records.gatewayNow(), undefined);
       return this.records.write(expected, record);
     }
     throw new Error(login.kind === 'rejected' ? `login rejected (${login.status} ${login.code ?? ''})` : login.reason);
+  }
+
+  /** A grant under the lock `lock`: kept alive while in flight, counted as lost (spent) past the grant timeout. */
+  private grant(lock: string, call: Promise<GrantResult>): Promise<GrantResult> {
+    return this.lock.holding(lock, grantWithin(call, this.limits.grantTimeoutMs));
   }
 }

@@ -125,13 +125,12 @@ export class Traffic {
     while (this.running) {
       const pod = this.pods[this.turn++ % Math.max(1, this.pods.length)];
       if (pod !== undefined) {
-        const started = performance.now();
-        const payment = { sentAt: started };
+        const payment = { sentAt: performance.now() };
         this.pending.add(payment);
         const answer = await postJson(pod.sidecar.proxyUrl, deposit()).catch(() => undefined);
         this.pending.delete(payment);
         const atMs = performance.now();
-        this.answers.push({ status: answer?.status ?? 0, code: answer?.code, atMs, ms: atMs - started });
+        this.answers.push({ status: answer?.status ?? 0, code: answer?.code, atMs, ms: atMs - payment.sentAt });
       }
       await sleep(this.pauseMs);
     }

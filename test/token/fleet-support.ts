@@ -199,12 +199,13 @@ export async function waitFor(what: string, condition: () => boolean | Promise<b
 
 /** Two replicas (started by the test's own `start`) on one fresh store, both holding the fleet's first token. */
 export async function twoWithTokens(
-  start: (shared: MemoryStateStore, gateway: StrictGateway) => Replica,
+  start: (shared: MemoryStateStore, gateway: StrictGateway, options?: FleetTokenOptions) => Replica,
+  options?: FleetTokenOptions,
 ): Promise<{ shared: MemoryStateStore; gateway: StrictGateway; a: Replica; b: Replica }> {
   const shared = new MemoryStateStore();
   const gateway = new StrictGateway();
-  const a = start(shared, gateway);
-  const b = start(shared, gateway);
+  const a = start(shared, gateway, options);
+  const b = start(shared, gateway, options);
   await waitFor('tokens', () => a.tokens.hasValidToken() && b.tokens.hasValidToken());
   return { shared, gateway, a, b };
 }

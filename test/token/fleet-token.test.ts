@@ -216,17 +216,11 @@ describe('fleet token: one token for every replica', () => {
   });
 
   it('a grant slower than the lock lifetime keeps the lock: nobody else refreshes or logs in, its token is used', async () => {
-    const shared = new MemoryStateStore();
-    const gateway = new StrictGateway();
     // The lock lives 150 ms, the refresh takes 600 (under the 2 s grant timeout): the holder pushes the lock out.
     const options = { ...FAST, lockTtlMs: 150, grantTimeoutMs: 2_000 };
-    const a = start(shared, gateway, options);
-    await waitFor('a token', () => a.tokens.hasValidToken());
-    const b = start(shared, gateway, options);
-    await waitFor('b adopted', () => b.tokens.hasValidToken());
+    const { shared, gateway, a, b } = await twoWithTokens(start, options);
     gateway.latencyMs = 600;
-    const generation = a.tokens.usableToken()!.generation;
-    const aGot = a.tokens.tokenAfterRejection(generation);
+    const aGot = a.tokens.tokenAfterRejection(a.tokens.usableToken()!.generation);
     await waitFor('a sent its refresh', () => gateway.refreshes() === 1);
     await new Promise((r) => setTimeout(r, 300)); // two lock lifetimes into the refresh
     const bGot = b.tokens.tokenAfterRejection(b.tokens.usableToken()!.generation);
