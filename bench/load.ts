@@ -35,8 +35,13 @@ export async function timerLatenessP99(seconds: number): Promise<number> {
     await sleep(1);
     lateness.push(performance.now() - due);
   }
-  lateness.sort((a, b) => a - b);
-  return lateness[Math.ceil(0.99 * lateness.length) - 1] ?? Number.NaN;
+  return percentile(lateness, 0.99);
+}
+
+/** The q-quantile (0 < q <= 1) of the samples, nearest rank; sorts them in place. */
+export function percentile(samples: number[], q: number): number {
+  samples.sort((a, b) => a - b);
+  return samples[Math.ceil(q * samples.length) - 1] ?? Number.NaN;
 }
 
 /** Samples a process's RSS (MB) every `everyMs` until stopped. */
@@ -85,20 +90,64 @@ export async function saturate(proc: Child, seconds: number, connections: number
   }
 }
 
+export interface Latency {
+  readonly p50: number;
+  readonly p99: number;
+  readonly errors: number;
+}
+
 /**
  * Open loop: request i is due at start + i/rate whatever happened to earlier ones, and its latency runs from that
  * due time, so a stall counts against every request it delayed (no coordinated omission). The generator's own
  * timer lateness is included, alike for every target.
  */
-export async function openLoop(
-  target: Target,
+export async function openLoop(target: Target, rate: number, seconds: number): Promise<Latency> {
+  return (await interleavedOpenLoop({ target }, rate, seconds, 1)).target;
+}
+
+/**
+ * The open loop over several targets in turns: `rounds` rounds, each giving every target `seconds / rounds` in a
+ * rotating order, with each target's samples pooled over the rounds. A slow minute of the host then falls on every
+ * target alike instead of on whichever target's phase it happened in, so the difference of two p99s measures the
+ * targets rather than the minutes they ran in.
+ */
+export async function interleavedOpenLoop<Name extends string>(
+  targets: Record<Name, Target>,
   rate: number,
   seconds: number,
-): Promise<{ p50: number; p99: number; errors: number }> {
-  const pool = new Pool(target.url, { connections: 64, headersTimeout: 10_000, bodyTimeout: 10_000 });
-  const latencies: number[] = [];
-  const sent: Promise<void>[] = [];
+  rounds: number,
+): Promise<Record<Name, Latency>> {
+  const names = Object.keys(targets) as Name[];
+  const runs = names.map((name) => ({
+    name,
+    target: targets[name],
+    pool: new Pool(targets[name].url, { connections: 64, headersTimeout: 10_000, bodyTimeout: 10_000 }),
+    latencies: [] as number[],
+    errors: 0,
+  }));
+  try {
+    for (let round = 0; round < rounds; round++)
+      for (let turn = 0; turn < runs.length; turn++) {
+        const run = runs[(round + turn) % runs.length];
+        if (run) run.errors += await paced(run.pool, run.target, rate, seconds / rounds, run.latencies);
+      }
+  } finally {
+    await Promise.all(runs.map((run) => run.pool.close()));
+  }
+  const result = {} as Record<Name, Latency>;
+  for (const run of runs)
+    result[run.name] = {
+      p50: percentile(run.latencies, 0.5),
+      p99: percentile(run.latencies, 0.99),
+      errors: run.errors,
+    };
+  return result;
+}
+
+/** One stretch of the open loop on `pool`; pushes each request's latency (ms) and returns the failures. */
+async function paced(pool: Pool, target: Target, rate: number, seconds: number, latencies: number[]): Promise<number> {
   let errors = 0;
+  const sent: Promise<void>[] = [];
   const send = async (due: number): Promise<void> => {
     try {
       const headers = target.perRequest ? { ...target.headers, ...target.perRequest() } : target.headers;
@@ -117,8 +166,5 @@ export async function openLoop(
     sent.push(send(due));
   }
   await Promise.all(sent);
-  await pool.close();
-  latencies.sort((a, b) => a - b);
-  const percentile = (q: number): number => latencies[Math.ceil(q * latencies.length) - 1] ?? Number.NaN;
-  return { p50: percentile(0.5), p99: percentile(0.99), errors };
+  return errors;
 }

@@ -7,9 +7,17 @@
 // A full run exits 1 when a target is missed; --smoke (every phase, a few seconds each, for CI) never does.
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
-import { openLoop, saturate, signLimit, timerLatenessP99, watchRss, type Saturation } from './load.js';
+import {
+  interleavedOpenLoop,
+  openLoop,
+  saturate,
+  signLimit,
+  timerLatenessP99,
+  watchRss,
+  type Saturation,
+} from './load.js';
 import { killAllNow, stopAll, type Child } from './processes.js';
-import { startRedis } from './redis.js';
+import { commandLatency, startRedis } from './redis.js';
 import {
   createWorkspace,
   directTarget,
@@ -32,6 +40,7 @@ if (!['memory', 'redis'].includes(flags['state-store'])) throw new Error('--stat
 const SECONDS = flags.smoke
   ? { sign: 0.5, warmup: 0.5, saturate: 1, latency: 1, soak: 2 }
   : { sign: 3, warmup: 3, saturate: 15, latency: 20, soak: 60 };
+const LATENCY_ROUNDS = flags.smoke ? 1 : 5; // each latency target gets SECONDS.latency in all, in this many turns
 const CONNECTIONS = 64;
 const LATENCY_RATE = 200;
 const SOAK_RATE = 1000;
@@ -53,8 +62,8 @@ async function saturated(name: string, proc: Child): Promise<Saturation> {
 async function bench(): Promise<void> {
   const load = loadavg()[0] ?? 0;
   const ws = (workspace = createWorkspace());
-  say(`signing limit: ${SECONDS.sign} s of crypto.sign on one core`);
-  const limit = signLimit(ws.key, SECONDS.sign);
+  say(`signing limit: ${SECONDS.sign} s of crypto.sign on one core, before and after the saturated phases`);
+  const limitBefore = signLimit(ws.key, SECONDS.sign);
   const gateway = await startGateway();
   const sidecar = await startSidecar(ws, gateway.url);
   const floor = await startFloor(ws, gateway.url);
@@ -63,15 +72,24 @@ async function bench(): Promise<void> {
   removeWorkspace(ws); // both have read the key and the password: off the disk now, whatever happens next
   const sat = await saturated('sidecar', sidecar);
   const floorSat = await saturated('floor proxy', floor);
-  await floor.stop();
+  // The host's signing speed drifts by a third from one minute to the next: the limit is the mean of two
+  // measurements around the saturated phases rather than one taken a minute before them.
+  const limitAfter = signLimit(ws.key, SECONDS.sign);
+  const limit = (limitBefore + limitAfter) / 2;
   const hostTimerP99 = await timerLatenessP99(SECONDS.sign); // every child idle
 
   say(
-    `latency at ${LATENCY_RATE}/s: ${SECONDS.latency} s straight to the gateway, then ${SECONDS.latency} s through the sidecar`,
+    `latency at ${LATENCY_RATE}/s: ${SECONDS.latency} s each straight to the gateway, through the floor proxy and through the sidecar, in ${LATENCY_ROUNDS} rounds`,
   );
-  const direct = await openLoop(await directTarget(gateway.url), LATENCY_RATE, SECONDS.latency);
-  const via = await openLoop(sidecarTarget(sidecar.url), LATENCY_RATE, SECONDS.latency);
-  const fleet = onRedis ? await fleetPhases(onRedis) : undefined;
+  const latency = await interleavedOpenLoop(
+    { direct: await directTarget(gateway.url), floor: sidecarTarget(floor.url), sidecar: sidecarTarget(sidecar.url) },
+    LATENCY_RATE,
+    SECONDS.latency,
+    LATENCY_ROUNDS,
+  );
+  const { direct, sidecar: via } = latency;
+  await floor.stop();
+  const fleet = onRedis && redis ? await fleetPhases(onRedis, redis.url) : undefined;
 
   say(`soak: ${SECONDS.soak} s at ${SOAK_RATE}/s through the sidecar`);
   const rss = watchRss(sidecar.pid, 500);
@@ -88,15 +106,24 @@ async function bench(): Promise<void> {
     ratio_to_limit: round(sat.perCore / limit, 3),
     floor_ratio_to_limit: round(floorSat.perCore / limit, 3),
     added_p99_ms_at_200: round(via.p99 - direct.p99, 3),
+    floor_added_p99_ms_at_200: round(latency.floor.p99 - direct.p99, 3),
     host_timer_p99_ms: round(hostTimerP99, 3),
     rss_mb_load: round(Math.max(sat.rssMaxMb, ...rss.samples), 1),
     rss_growth_mb_soak: round(rssEnd - rssStart, 1),
-    errors: sat.errors + floorSat.errors + direct.errors + via.errors + soak.errors + (fleet?.errors ?? 0),
+    errors:
+      sat.errors +
+      floorSat.errors +
+      direct.errors +
+      latency.floor.errors +
+      via.errors +
+      soak.errors +
+      (fleet?.errors ?? 0),
     ...(fleet
       ? {
           ratio_to_limit_redis: round(fleet.sat.perCore / limit, 3),
           added_p99_ms_at_200_redis: round(fleet.via.p99 - direct.p99, 3),
           added_p99_ms_at_200_idempotent_redis: round(fleet.idempotent.p99 - direct.p99, 3),
+          redis_command_p99_ms: round(fleet.command.p99, 3),
         }
       : {}),
   };
@@ -121,16 +148,17 @@ async function bench(): Promise<void> {
     `${s.perSecond.toFixed(0)} req/s on ${s.cores.toFixed(2)} cores = ${s.perCore.toFixed(0)} req/s per core (ratio ${ratio})`;
   const report = [
     `machine                    ${cpus().length} x ${cpus()[0]?.model ?? '?'}, node ${process.version}, load average ${load.toFixed(2)} at start`,
-    `signing limit (one core)   ${limit.toFixed(0)} signatures/s (${msPerSignature.toFixed(3)} ms each)`,
+    `signing limit (one core)   ${limit.toFixed(0)} signatures/s (${msPerSignature.toFixed(3)} ms each; ${limitBefore.toFixed(0)} before the saturated phases, ${limitAfter.toFixed(0)} after)`,
     `sidecar, saturated         ${perCore(sat, h.ratio_to_limit)}`,
     `floor proxy, saturated     ${perCore(floorSat, h.floor_ratio_to_limit)}`,
     `host timer lateness, p99   ${hostTimerP99.toFixed(3)} ms (an idle 1 ms timer: the host's own noise under the p99s below)`,
-    `p50 / p99 at ${LATENCY_RATE}/s         direct ${direct.p50.toFixed(3)} / ${direct.p99.toFixed(3)} ms, sidecar ${via.p50.toFixed(3)} / ${via.p99.toFixed(3)} ms`,
+    `p50 / p99 at ${LATENCY_RATE}/s         direct ${direct.p50.toFixed(3)} / ${direct.p99.toFixed(3)} ms, floor proxy ${latency.floor.p50.toFixed(3)} / ${latency.floor.p99.toFixed(3)} ms, sidecar ${via.p50.toFixed(3)} / ${via.p99.toFixed(3)} ms`,
     `sidecar RSS under load     max ${h.rss_mb_load} MB; over the soak (${SECONDS.soak} s at ${SOAK_RATE}/s) ${rssStart.toFixed(1)} -> ${rssEnd.toFixed(1)} MB`,
     ...(fleet
       ? [
           `sidecar on redis, saturated ${perCore(fleet.sat, h.ratio_to_limit_redis ?? Number.NaN)}`,
           `p50 / p99 at ${LATENCY_RATE}/s, redis  sidecar ${fleet.via.p50.toFixed(3)} / ${fleet.via.p99.toFixed(3)} ms, with Idempotency-Key ${fleet.idempotent.p50.toFixed(3)} / ${fleet.idempotent.p99.toFixed(3)} ms`,
+          `one redis command         p50 / p99 ${fleet.command.p50.toFixed(3)} / ${fleet.command.p99.toFixed(3)} ms at ${LATENCY_RATE}/s (SET NX PX; a key costs two)`,
         ]
       : []),
     `errors and non-2xx         ${h.errors} (all phases)`,
@@ -142,16 +170,24 @@ async function bench(): Promise<void> {
   if (!flags.smoke && !targets.every(([ok]) => ok)) process.exitCode = 1;
 }
 
-/** The sidecar on Redis: saturated, then at 200/s without and with a fresh Idempotency-Key per request. */
-async function fleetPhases(proc: Child) {
+/**
+ * The sidecar on Redis: saturated, then at 200/s without and with a fresh Idempotency-Key per request in turns;
+ * then one Redis command's round trip alone, at the same rate.
+ */
+async function fleetPhases(proc: Child, redisUrl: string) {
   const sat = await saturated('sidecar on redis', proc);
   say(
-    `latency at ${LATENCY_RATE}/s on redis: ${SECONDS.latency} s plain, then ${SECONDS.latency} s with Idempotency-Key`,
+    `latency at ${LATENCY_RATE}/s on redis: ${SECONDS.latency} s each plain and with Idempotency-Key, in ${LATENCY_ROUNDS} rounds`,
   );
-  const via = await openLoop(sidecarTarget(proc.url), LATENCY_RATE, SECONDS.latency);
-  const idempotent = await openLoop(sidecarTarget(proc.url, true), LATENCY_RATE, SECONDS.latency);
+  const { via, idempotent } = await interleavedOpenLoop(
+    { via: sidecarTarget(proc.url), idempotent: sidecarTarget(proc.url, true) },
+    LATENCY_RATE,
+    SECONDS.latency,
+    LATENCY_ROUNDS,
+  );
   await proc.stop();
-  return { sat, via, idempotent, errors: sat.errors + via.errors + idempotent.errors };
+  const command = await commandLatency(redisUrl, LATENCY_RATE, SECONDS.sign);
+  return { sat, via, idempotent, command, errors: sat.errors + via.errors + idempotent.errors };
 }
 
 /**
