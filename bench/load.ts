@@ -59,15 +59,62 @@ export interface Saturation {
   readonly errors: number; // transport errors, timeouts and non-2xx answers
 }
 
+/** What one stretch of the closed loop counted. */
+interface Stretch {
+  readonly answers: number; // 2xx
+  readonly wallSeconds: number;
+  readonly cpuSeconds: number;
+  readonly rssMaxMb: number;
+  readonly errors: number;
+}
+
+/**
+ * Closed loop on several processes in turns: `rounds` rounds, each giving every process `seconds / rounds` in a
+ * rotating order (after a warm-up of `warmupSeconds` each, whose errors count), with each process's stretches
+ * pooled; one Saturation per process, in the order given. The host's speed drifts from one minute to the next; in
+ * turns it drifts under every process alike, so their ratios compare the processes rather than their minutes.
+ */
+export async function saturateInTurns(
+  procs: readonly Child[],
+  options: {
+    readonly warmupSeconds: number;
+    readonly seconds: number;
+    readonly rounds: number;
+    readonly connections: number;
+  },
+): Promise<Saturation[]> {
+  const pooled = procs.map(() => ({ answers: 0, wallSeconds: 0, cpuSeconds: 0, rssMaxMb: 0, errors: 0 }));
+  const add = async (index: number, seconds: number, counts: boolean): Promise<void> => {
+    const proc = procs[index];
+    const sum = pooled[index];
+    if (proc === undefined || sum === undefined) return;
+    const stretch = await closedLoop(proc, seconds, options.connections);
+    sum.errors += stretch.errors;
+    sum.rssMaxMb = Math.max(sum.rssMaxMb, stretch.rssMaxMb);
+    if (!counts) return; // a warm-up: only its errors and memory count
+    sum.answers += stretch.answers;
+    sum.wallSeconds += stretch.wallSeconds;
+    sum.cpuSeconds += stretch.cpuSeconds;
+  };
+  for (let index = 0; index < procs.length; index++) await add(index, options.warmupSeconds, false);
+  for (let round = 0; round < options.rounds; round++)
+    for (let turn = 0; turn < procs.length; turn++)
+      await add((round + turn) % procs.length, options.seconds / options.rounds, true);
+  return pooled.map((sum) => {
+    const cores = sum.cpuSeconds / sum.wallSeconds;
+    const perSecond = sum.answers / sum.wallSeconds;
+    return { perSecond, cores, perCore: perSecond / cores, rssMaxMb: sum.rssMaxMb, errors: sum.errors };
+  });
+}
+
 /** Closed loop: `connections` clients, each sending its next request as soon as it has an answer. */
-export async function saturate(proc: Child, seconds: number, connections: number): Promise<Saturation> {
+async function closedLoop(proc: Child, seconds: number, connections: number): Promise<Stretch> {
   const rss = watchRss(proc.pid, 250);
   const cpu0 = cpuSeconds(proc.pid);
   const start = performance.now();
   try {
-    const url = `${proc.url}${ROUTE}`;
     const result = await autocannon({
-      url,
+      url: `${proc.url}${ROUTE}`,
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: PAYLOAD,
@@ -75,13 +122,10 @@ export async function saturate(proc: Child, seconds: number, connections: number
       duration: seconds,
       timeout: 10,
     });
-    const wall = (performance.now() - start) / 1000;
-    const cores = (cpuSeconds(proc.pid) - cpu0) / wall;
-    const perSecond = result['2xx'] / wall;
     return {
-      perSecond,
-      cores,
-      perCore: perSecond / cores,
+      answers: result['2xx'],
+      wallSeconds: (performance.now() - start) / 1000,
+      cpuSeconds: cpuSeconds(proc.pid) - cpu0,
       rssMaxMb: Math.max(...rss.samples),
       errors: result.errors + result.non2xx,
     };

@@ -10,7 +10,7 @@ import { parseArgs } from 'node:util';
 import {
   interleavedOpenLoop,
   openLoop,
-  saturate,
+  saturateInTurns,
   signLimit,
   timerLatenessP99,
   watchRss,
@@ -40,7 +40,7 @@ if (!['memory', 'redis'].includes(flags['state-store'])) throw new Error('--stat
 const SECONDS = flags.smoke
   ? { sign: 0.5, warmup: 0.5, saturate: 1, latency: 1, soak: 2 }
   : { sign: 3, warmup: 3, saturate: 15, latency: 20, soak: 60 };
-const LATENCY_ROUNDS = flags.smoke ? 1 : 5; // each latency target gets SECONDS.latency in all, in this many turns
+const ROUNDS = flags.smoke ? 1 : 5; // compared processes take turns: each gets its phase's seconds in this many
 const CONNECTIONS = 64;
 const LATENCY_RATE = 200;
 const SOAK_RATE = 1000;
@@ -51,13 +51,6 @@ const say = (text: string): boolean => process.stderr.write(`${text}\n`);
 const round = (n: number, digits: number): number => Number(n.toFixed(digits));
 const median = (xs: readonly number[]): number =>
   [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
-
-async function saturated(name: string, proc: Child): Promise<Saturation> {
-  say(`${name}: ${SECONDS.warmup} s warm-up, then ${SECONDS.saturate} s saturated with ${CONNECTIONS} connections`);
-  const warmup = await saturate(proc, SECONDS.warmup, CONNECTIONS);
-  const run = await saturate(proc, SECONDS.saturate, CONNECTIONS);
-  return { ...run, errors: run.errors + warmup.errors };
-}
 
 async function bench(): Promise<void> {
   const load = loadavg()[0] ?? 0;
@@ -70,8 +63,12 @@ async function bench(): Promise<void> {
   const redis = flags['state-store'] === 'redis' ? await startRedis() : undefined;
   const onRedis = redis ? await startSidecar(ws, gateway.url, redis.url) : undefined;
   removeWorkspace(ws); // both have read the key and the password: off the disk now, whatever happens next
-  const sat = await saturated('sidecar', sidecar);
-  const floorSat = await saturated('floor proxy', floor);
+  say(
+    `saturated with ${CONNECTIONS} connections: the sidecar, the floor proxy${onRedis ? ' and the sidecar on redis' : ''}, ${SECONDS.warmup} s warm-up each, then ${SECONDS.saturate} s each in ${ROUNDS} rounds`,
+  );
+  const turns = { warmupSeconds: SECONDS.warmup, seconds: SECONDS.saturate, rounds: ROUNDS, connections: CONNECTIONS };
+  const [sat, floorSat, redisSat] = await saturateInTurns([sidecar, floor, ...(onRedis ? [onRedis] : [])], turns);
+  if (sat === undefined || floorSat === undefined) throw new Error('a saturated process has no figures');
   // The host's signing speed drifts by a third from one minute to the next: the limit is the mean of two
   // measurements around the saturated phases rather than one taken a minute before them.
   const limitAfter = signLimit(ws.key, SECONDS.sign);
@@ -79,17 +76,18 @@ async function bench(): Promise<void> {
   const hostTimerP99 = await timerLatenessP99(SECONDS.sign); // every child idle
 
   say(
-    `latency at ${LATENCY_RATE}/s: ${SECONDS.latency} s each straight to the gateway, through the floor proxy and through the sidecar, in ${LATENCY_ROUNDS} rounds`,
+    `latency at ${LATENCY_RATE}/s: ${SECONDS.latency} s each straight to the gateway, through the floor proxy and through the sidecar, in ${ROUNDS} rounds`,
   );
   const latency = await interleavedOpenLoop(
     { direct: await directTarget(gateway.url), floor: sidecarTarget(floor.url), sidecar: sidecarTarget(sidecar.url) },
     LATENCY_RATE,
     SECONDS.latency,
-    LATENCY_ROUNDS,
+    ROUNDS,
   );
   const { direct, sidecar: via } = latency;
   await floor.stop();
-  const fleet = onRedis && redis ? await fleetPhases(onRedis, redis.url) : undefined;
+  const fleet =
+    onRedis && redis && redisSat ? { sat: redisSat, ...(await fleetPhases(onRedis, redis.url)) } : undefined;
 
   say(`soak: ${SECONDS.soak} s at ${SOAK_RATE}/s through the sidecar`);
   const rss = watchRss(sidecar.pid, 500);
@@ -117,7 +115,7 @@ async function bench(): Promise<void> {
       latency.floor.errors +
       via.errors +
       soak.errors +
-      (fleet?.errors ?? 0),
+      (fleet ? fleet.sat.errors + fleet.errors : 0),
     ...(fleet
       ? {
           ratio_to_limit_redis: round(fleet.sat.perCore / limit, 3),
@@ -171,23 +169,22 @@ async function bench(): Promise<void> {
 }
 
 /**
- * The sidecar on Redis: saturated, then at 200/s without and with a fresh Idempotency-Key per request in turns;
- * then one Redis command's round trip alone, at the same rate.
+ * The sidecar on Redis at 200/s without and with a fresh Idempotency-Key per request in turns; then one Redis
+ * command's round trip alone, at the same rate.
  */
 async function fleetPhases(proc: Child, redisUrl: string) {
-  const sat = await saturated('sidecar on redis', proc);
   say(
-    `latency at ${LATENCY_RATE}/s on redis: ${SECONDS.latency} s each plain and with Idempotency-Key, in ${LATENCY_ROUNDS} rounds`,
+    `latency at ${LATENCY_RATE}/s on redis: ${SECONDS.latency} s each plain and with Idempotency-Key, in ${ROUNDS} rounds`,
   );
   const { via, idempotent } = await interleavedOpenLoop(
     { via: sidecarTarget(proc.url), idempotent: sidecarTarget(proc.url, true) },
     LATENCY_RATE,
     SECONDS.latency,
-    LATENCY_ROUNDS,
+    ROUNDS,
   );
   await proc.stop();
   const command = await commandLatency(redisUrl, LATENCY_RATE, SECONDS.sign);
-  return { sat, via, idempotent, command, errors: sat.errors + via.errors + idempotent.errors };
+  return { via, idempotent, command, errors: via.errors + idempotent.errors };
 }
 
 /**

@@ -2,9 +2,14 @@
 // can hold at most this server's connections, never the egress listener's or the gateway client's.
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { KeyObject } from 'node:crypto';
-import type { PostbackConfig } from '../config/postback-settings.js';
+import type { Socket } from 'node:net';
+import {
+  nonceTtlSeconds,
+  sourceAllowed,
+  type PostbackConfig,
+  type PostbackSourceAllowList,
+} from '../config/postback-settings.js';
 import { listen } from '../proxy/listen.js';
-import { nonceTtlSeconds } from '../config/postback-settings.js';
 import type { Logger } from '../observability/log.js';
 import type { PostbackMetrics } from '../observability/postback-metrics.js';
 import type { StateStore } from '../state/state-store.js';
@@ -27,6 +32,13 @@ const RECEIVER_LISTENER = {
   connectionsCheckingInterval: 1_000,
   maxHeaderSize: 16_384,
 } as const;
+
+/**
+ * A connection from outside SIDECAR_POSTBACK_ALLOW_CIDRS gets this long, from its connect, to send a request and
+ * read its 403 (which closes it). Without it a refused source could hold every one of the receiver's connections
+ * for the whole header deadline, again and again, and the gateway's postbacks would find none free.
+ */
+const REFUSED_SOURCE_MS = 1_000;
 
 /** After the abort, the time the aborted postbacks get to write their 503 before their connections go. */
 const ABORTED_ANSWER_MS = 1_000;
@@ -119,6 +131,7 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
     void handle(req, res);
   });
   server.maxConnections = config.maxConnections;
+  server.on('connection', (socket: Socket) => limitRefusedSource(socket, config.allowCidrs));
   return {
     server,
     replaceKeys: (next) => {
@@ -136,4 +149,11 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
       await Promise.all([closed, forwarder.close()]);
     },
   };
+}
+
+/** Closes a connection from a source the allow-list refuses REFUSED_SOURCE_MS after its connect, answered or not. */
+function limitRefusedSource(socket: Socket, allow: PostbackSourceAllowList | undefined): void {
+  if (sourceAllowed(allow, socket.remoteAddress)) return;
+  const deadline = setTimeout(() => socket.destroy(), REFUSED_SOURCE_MS);
+  socket.once('close', () => clearTimeout(deadline));
 }

@@ -1,6 +1,7 @@
 // Accounts without signed postbacks: unsigned ones are trusted by source address only (SIDECAR_POSTBACK_ALLOW_CIDRS,
 // checked before anything else), and a postback that carries signature headers is still verified.
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { TestKeys } from '../support/keys.js';
 import { deliver, gatewayKeys, payloadJson, signPostback, startSignedReceiver, type ReceiverWorld } from './support.js';
@@ -15,6 +16,29 @@ let gateway: TestKeys;
 before(async () => {
   gateway = await gatewayKeys();
 });
+
+/**
+ * Opens a connection to `url` that sends nothing; resolves with how long the receiver kept it, or with `undefined`
+ * if it was still open after `waitMs` (then closes it).
+ */
+function silentConnection(url: string, waitMs: number): Promise<number | undefined> {
+  const { hostname, port } = new URL(url);
+  const socket = connect({ host: hostname, port: Number(port) });
+  return new Promise((resolve, reject) => {
+    socket.once('connect', () => {
+      const opened = performance.now();
+      const timer = setTimeout(() => {
+        socket.destroy();
+        resolve(undefined);
+      }, waitMs);
+      socket.once('close', () => {
+        clearTimeout(timer);
+        resolve(performance.now() - opened);
+      });
+    });
+    socket.once('error', reject);
+  });
+}
 
 /** A receiver accepting unsigned postbacks from `allowCidrs` (and verifying signed ones with `gateway`'s key). */
 const startUnsignedReceiver = (allowCidrs: string) =>
@@ -38,6 +62,10 @@ describe('unsigned postbacks accepted from the allowed ranges', () => {
     assert.equal(got.headers['x-postback-timestamp'], undefined);
     assert.deepEqual((await deliver(world.receiverUrl, postback)).body, { status: 'duplicate' });
     assert.equal(world.webhook.received.length, 1);
+  });
+
+  test('may keep a connection open while it prepares its request (the header deadline is 10 s)', async () => {
+    assert.equal(await silentConnection(world.receiverUrl, 2_500), undefined);
   });
 
   test('a postback with signature headers is verified all the same', async () => {
@@ -69,5 +97,11 @@ describe('a source outside the allowed ranges', () => {
       assert.equal(answer.code, 'postback.source.forbidden');
     }
     assert.equal(world.webhook.received.length, 0);
+  });
+
+  test('cannot hold a connection for the header deadline: it is closed a second after its connect', async () => {
+    const heldMs = await silentConnection(world.receiverUrl, 8_000);
+    assert.ok(heldMs !== undefined, 'the refused source still held its connection after 8 s');
+    assert.ok(heldMs >= 900 && heldMs < 4_000, `held for ${heldMs.toFixed(0)} ms`);
   });
 });
