@@ -69,10 +69,18 @@ interface Stretch {
 }
 
 /**
- * Closed loop on several processes in turns: `rounds` rounds, each giving every process `seconds / rounds` in a
- * rotating order (after a warm-up of `warmupSeconds` each, whose errors count), with each process's stretches
- * pooled; one Saturation per process, in the order given. The host's speed drifts from one minute to the next; in
- * turns it drifts under every process alike, so their ratios compare the processes rather than their minutes.
+ * `rounds` rounds in which each of `count` contestants takes one turn, in an order that rotates from round to
+ * round. The host's speed drifts from one minute to the next; in turns it drifts under every contestant alike, so
+ * comparing their pooled figures compares them rather than the minutes they ran in.
+ */
+async function inTurns(count: number, rounds: number, turn: (index: number) => Promise<void>): Promise<void> {
+  for (let round = 0; round < rounds; round++)
+    for (let offset = 0; offset < count; offset++) await turn((round + offset) % count);
+}
+
+/**
+ * Closed loop on several processes in turns (after a warm-up of `warmupSeconds` each, whose errors and memory
+ * count), each getting `seconds` in all; one Saturation per process, in the order given.
  */
 export async function saturateInTurns(
   procs: readonly Child[],
@@ -83,27 +91,26 @@ export async function saturateInTurns(
     readonly connections: number;
   },
 ): Promise<Saturation[]> {
-  const pooled = procs.map(() => ({ answers: 0, wallSeconds: 0, cpuSeconds: 0, rssMaxMb: 0, errors: 0 }));
-  const add = async (index: number, seconds: number, counts: boolean): Promise<void> => {
+  const warmups: Stretch[] = [];
+  for (const proc of procs) warmups.push(await closedLoop(proc, options.warmupSeconds, options.connections));
+  const stretches: Stretch[][] = procs.map(() => []);
+  await inTurns(procs.length, options.rounds, async (index) => {
     const proc = procs[index];
-    const sum = pooled[index];
-    if (proc === undefined || sum === undefined) return;
-    const stretch = await closedLoop(proc, seconds, options.connections);
-    sum.errors += stretch.errors;
-    sum.rssMaxMb = Math.max(sum.rssMaxMb, stretch.rssMaxMb);
-    if (!counts) return; // a warm-up: only its errors and memory count
-    sum.answers += stretch.answers;
-    sum.wallSeconds += stretch.wallSeconds;
-    sum.cpuSeconds += stretch.cpuSeconds;
-  };
-  for (let index = 0; index < procs.length; index++) await add(index, options.warmupSeconds, false);
-  for (let round = 0; round < options.rounds; round++)
-    for (let turn = 0; turn < procs.length; turn++)
-      await add((round + turn) % procs.length, options.seconds / options.rounds, true);
-  return pooled.map((sum) => {
-    const cores = sum.cpuSeconds / sum.wallSeconds;
-    const perSecond = sum.answers / sum.wallSeconds;
-    return { perSecond, cores, perCore: perSecond / cores, rssMaxMb: sum.rssMaxMb, errors: sum.errors };
+    if (proc) stretches[index]?.push(await closedLoop(proc, options.seconds / options.rounds, options.connections));
+  });
+  return stretches.map((measured, index) => {
+    const total = (field: 'answers' | 'wallSeconds' | 'cpuSeconds'): number =>
+      measured.reduce((sum, stretch) => sum + stretch[field], 0);
+    const all = [...measured, ...(warmups[index] ? [warmups[index]] : [])];
+    const cores = total('cpuSeconds') / total('wallSeconds');
+    const perSecond = total('answers') / total('wallSeconds');
+    return {
+      perSecond,
+      cores,
+      perCore: perSecond / cores,
+      rssMaxMb: Math.max(...all.map((stretch) => stretch.rssMaxMb)),
+      errors: all.reduce((sum, stretch) => sum + stretch.errors, 0),
+    };
   });
 }
 
@@ -149,12 +156,7 @@ export async function openLoop(target: Target, rate: number, seconds: number): P
   return (await interleavedOpenLoop({ target }, rate, seconds, 1)).target;
 }
 
-/**
- * The open loop over several targets in turns: `rounds` rounds, each giving every target `seconds / rounds` in a
- * rotating order, with each target's samples pooled over the rounds. A slow minute of the host then falls on every
- * target alike instead of on whichever target's phase it happened in, so the difference of two p99s measures the
- * targets rather than the minutes they ran in.
- */
+/** The open loop over several targets in turns, each getting `seconds` in all, its samples pooled over the rounds. */
 export async function interleavedOpenLoop<Name extends string>(
   targets: Record<Name, Target>,
   rate: number,
@@ -170,11 +172,10 @@ export async function interleavedOpenLoop<Name extends string>(
     errors: 0,
   }));
   try {
-    for (let round = 0; round < rounds; round++)
-      for (let turn = 0; turn < runs.length; turn++) {
-        const run = runs[(round + turn) % runs.length];
-        if (run) run.errors += await paced(run.pool, run.target, rate, seconds / rounds, run.latencies);
-      }
+    await inTurns(runs.length, rounds, async (index) => {
+      const run = runs[index];
+      if (run) run.errors += await paced(run.pool, run.target, rate, seconds / rounds, run.latencies);
+    });
   } finally {
     await Promise.all(runs.map((run) => run.pool.close()));
   }
