@@ -103,22 +103,25 @@ export class TokenManager {
     return this.usable(this.current);
   }
 
-  /** The current token, or the one being fetched; throws sidecar.token.unavailable when none can be had. */
-  async token(): Promise<TokenSet> {
+  /**
+   * The current token, or the one being fetched; throws sidecar.token.unavailable when none can be had. `signal`
+   * (the request's deadline) ends the wait early; the fetch itself goes on for the others.
+   */
+  async token(signal?: AbortSignal): Promise<TokenSet> {
     const usable = this.usableToken();
     if (usable) return usable;
-    if (this.inflight) return this.awaitFlight(this.inflight);
+    if (this.inflight) return this.awaitFlight(this.inflight, signal);
     // While logins are failing, requests are answered at once and the backoff schedule is kept: a burst of
     // client requests must not turn into a burst of logins against the gateway.
     if (this.failures > 0) throw sidecarErrors.tokenUnavailable();
-    return this.awaitFlight(this.beginFlight());
+    return this.awaitFlight(this.beginFlight(), signal);
   }
 
   /**
    * Called when the gateway answered 401 FAILED to a request made with `generation`. Only the first report of a
    * generation starts a fetch; the others join it. Resolves with a token of a newer generation.
    */
-  async tokenAfterRejection(generation: number): Promise<TokenSet> {
+  async tokenAfterRejection(generation: number, signal?: AbortSignal): Promise<TokenSet> {
     if (this.current?.generation === generation && this.rejectedGeneration < generation) {
       this.rejectedGeneration = generation;
       this.log.warn({ event: 'token.rejected', generation }, 'gateway rejected the access token; fetching a new one');
@@ -128,7 +131,7 @@ export class TokenManager {
     if (fresh && fresh.generation > generation) return fresh;
     // The shared fetch already failed: keep to the backoff schedule instead of starting another one per 401.
     if (!this.inflight && this.failures > 0) throw sidecarErrors.tokenUnavailable();
-    const next = await this.awaitFlight(this.inflight ?? this.beginFlight());
+    const next = await this.awaitFlight(this.inflight ?? this.beginFlight(), signal);
     if (next.generation <= generation) throw sidecarErrors.tokenUnavailable();
     return next;
   }
@@ -138,18 +141,21 @@ export class TokenManager {
     return this.mono() < set.accessDeadline - EXPIRY_MARGIN_MS ? set : undefined;
   }
 
-  private async awaitFlight(flight: Promise<TokenSet>): Promise<TokenSet> {
+  private async awaitFlight(flight: Promise<TokenSet>, signal: AbortSignal | undefined): Promise<TokenSet> {
     const waitMs = this.options.waitForTokenMs ?? DEFAULT_WAIT_FOR_TOKEN_MS;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(sidecarErrors.tokenUnavailable()), waitMs);
+    const deadline = signal ? AbortSignal.any([signal, AbortSignal.timeout(waitMs)]) : AbortSignal.timeout(waitMs);
+    let onAbort: (() => void) | undefined;
+    const ended = new Promise<never>((_, reject) => {
+      onAbort = () => reject(sidecarErrors.tokenUnavailable());
+      if (deadline.aborted) onAbort();
+      else deadline.addEventListener('abort', onAbort, { once: true });
     });
     try {
-      return await Promise.race([flight, timeout]);
+      return await Promise.race([flight, ended]);
     } catch {
       throw sidecarErrors.tokenUnavailable();
     } finally {
-      clearTimeout(timer);
+      if (onAbort) deadline.removeEventListener('abort', onAbort);
     }
   }
 
