@@ -11,7 +11,7 @@ import { scrapeLiveSidecar, type Scrape } from './support/live-sidecar.js';
 import { labelValuesSelector, literalValues, parseExposition, selectors, type Exposition } from './support/promql.js';
 import { DEPLOY_DIR, REPO_ROOT, SIDECAR_CONTAINER, only, render } from './support/render.js';
 
-/** Sections of docs/operations.md the alerts link to ("Runbook: ..." headings). */
+/** Sections of docs/runbooks.md the alerts link to ("Runbook: ..." headings). */
 export const RUNBOOK_ANCHORS = [
   'runbook-signature-verification-failures',
   'runbook-nonce-replays',
@@ -309,7 +309,7 @@ describe('PrometheusRule', () => {
       assert.ok(rule.alert, 'alerting rules only');
       assert.ok(['critical', 'warning'].includes(rule.labels?.severity ?? ''), `${rule.alert}: severity`);
       assert.ok(rule.annotations?.summary && rule.annotations.description, `${rule.alert}: summary and description`);
-      const anchor = /^docs\/operations\.md#(.+)$/.exec(rule.annotations.runbook_url ?? '')?.[1];
+      const anchor = /^docs\/runbooks\.md#(.+)$/.exec(rule.annotations.runbook_url ?? '')?.[1];
       assert.ok(
         anchor && (RUNBOOK_ANCHORS as readonly string[]).includes(anchor),
         `${rule.alert}: runbook_url ${rule.annotations.runbook_url}`,
@@ -317,12 +317,12 @@ describe('PrometheusRule', () => {
     }
   });
 
-  test('docs/operations.md has every runbook section the alerts link to', () => {
-    const file = `${REPO_ROOT}docs/operations.md`;
+  test('docs/runbooks.md has every runbook section the alerts link to', () => {
+    const file = `${REPO_ROOT}docs/runbooks.md`;
     const readme = existsSync(file) ? readFileSync(file, 'utf8') : '';
     const anchors = new Set([...readme.matchAll(/^#{1,6}\s+(.+)$/gm)].map(([, h = '']) => githubAnchor(h)));
     for (const anchor of RUNBOOK_ANCHORS)
-      assert.ok(anchors.has(anchor), `docs/operations.md has no heading for #${anchor}`);
+      assert.ok(anchors.has(anchor), `docs/runbooks.md has no heading for #${anchor}`);
   });
 
   test('every alert expression selects series the sidecar exports', () => {
