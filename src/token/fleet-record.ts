@@ -3,7 +3,7 @@ import type { StateStore } from '../state/state-store.js';
 import type { FleetLock } from './fleet-lock.js';
 import { EXPIRY_MARGIN_MS, type GrantedTokens, type TokenSet } from './token-set.js';
 
-/** Store keys of the fleet token (the store scopes them per account: base URL + username); the lock's: fleet-lock.ts. */
+/** Store keys of the fleet token, scoped per account (base URL + username) by the store; the lock's: fleet-lock.ts. */
 export const TOKEN_RECORD_KEY = 'token:record';
 export const LOGIN_COOLDOWN_KEY = 'token:login-cooldown';
 

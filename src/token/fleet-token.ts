@@ -63,7 +63,7 @@ export interface FleetTokenOptions {
 }
 
 /**
- * One token for every replica of the account (issue 16). Whoever needs a new token first takes the lock, reads
+ * One token for every replica of the account (docs/fleet.md). Whoever needs a new token first takes the lock, reads
  * the record again and adopts it if another replica already replaced the token; otherwise it refreshes (or logs
  * in, behind a fleet-wide cooldown), writes the result only if the record is still the one it read, and announces
  * the new generation. The others wait for the announcement instead of calling the gateway. Every store call may
@@ -136,8 +136,8 @@ export class FleetToken {
 
   /**
    * The store is back (or news came): adopt the fleet's token if it is valid and not older than ours; share ours
-   * if the store holds none, a dead one or an older chain (fleet-precedence.ts). Sharing takes the lock, so it
-   * never writes over the record of a holder at work (that holder's news follows). Never calls the gateway, so
+   * if the store holds none, a dead one or an older chain (rejoinChoice in fleet-record.ts). Sharing takes the lock,
+   * so it never writes over the record of a holder at work (that holder's news follows). Never calls the gateway, so
    * replicas returning together cause no login storm. undefined: keep what is held. LOCK_TAKEN: ours is to be
    * shared but another replica holds the lock (sharing its own, most often): try again shortly, when its record
    * can be compared.
