@@ -1,6 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import type { StateStore } from '../state/state-store.js';
-import { TOKEN_CHANNEL, TOKEN_LOCK_KEY } from './shared-token-record.js';
+
+/** The token lock's key and the channel generations are announced on (scoped per account by the store). */
+export const TOKEN_LOCK_KEY = 'token:lock';
+export const TOKEN_CHANNEL = 'token:generation';
 
 /**
  * The token lock and the generation channel. The lock is a key set only when absent, with a random value and a
@@ -10,6 +13,8 @@ import { TOKEN_CHANNEL, TOKEN_LOCK_KEY } from './shared-token-record.js';
  */
 export class FleetLock {
   private readonly waiters = new Set<(generation: number) => void>();
+  /** Who hears every announcement (fleet-source.ts): added and removed by themselves through listen(). */
+  private readonly listeners = new Set<(generation: number) => void>();
   /**
    * Our lock values the store could not delete at release (it was away), with when they expire by themselves
    * (monotonic ms). Deleted first at the next take: a replica back from a blip must not wait out its own lock for
@@ -24,8 +29,15 @@ export class FleetLock {
     private readonly store: StateStore,
     private readonly lockTtlMs: number,
     private readonly pollMs: number,
-    private readonly onNews: (generation: number) => void,
   ) {}
+
+  /** Calls `listener` with every generation announced; returns how to stop. */
+  listen(listener: (generation: number) => void): () => void {
+    this.listeners.add(listener);
+    return () => {
+      this.listeners.delete(listener);
+    };
+  }
 
   /** Subscribes to the channel; a store that is away now is tried again by the caller when it returns. */
   subscribe(): Promise<void> {
@@ -118,6 +130,6 @@ export class FleetLock {
     const generation = Number(message);
     if (!Number.isSafeInteger(generation) || generation <= 0) return;
     for (const wake of [...this.waiters]) wake(generation);
-    this.onNews(generation);
+    for (const listener of [...this.listeners]) listener(generation);
   }
 }

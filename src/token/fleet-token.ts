@@ -1,11 +1,29 @@
+import type { Secret } from '../config/secret.js';
 import type { Logger } from '../observability/log.js';
 import type { ClockCorrection } from '../signing/clock-correction.js';
 import type { StateStore } from '../state/state-store.js';
 import { FleetLock } from './fleet-lock.js';
-import { rejoinChoice, superseding, type Basis } from './fleet-precedence.js';
-import { FleetRecords, type Acquired, type FleetReporter } from './fleet-records.js';
-import { FleetRenewal, MOVED, type FleetGrants } from './fleet-renewal.js';
-import { issuedLater, type SharedTokenRecord, type StoredRecord } from './shared-token-record.js';
+import {
+  FleetRecords,
+  LOGIN_COOLDOWN_KEY,
+  TOKEN_RECORD_KEY,
+  encodeClaim,
+  encodeRecord,
+  issuedLater,
+  recordFromGrant,
+  recordTtlMs,
+  rejoinChoice,
+  sameTokens,
+  superseding,
+  type Acquired,
+  type Basis,
+  type FleetReporter,
+  type SharedTokenRecord,
+  type StoredRecord,
+} from './fleet-record.js';
+import { grantWithin } from './grant-calls.js';
+import { decideGrant, loginError, sendRefresh, type HeldState, type SpentMark } from './grant-decision.js';
+import { EXPIRY_MARGIN_MS, type GrantResult } from './token-set.js';
 
 /**
  * A grant without an answer by then counts as sent without an answer (spent). The least it can be; fleetTokenFor
@@ -24,6 +42,16 @@ export const DEFAULT_LOCK_TTL_MS = 30_000;
 export const DEFAULT_LOGIN_COOLDOWN_MS = 5_000;
 /** How often a replica waiting for the lock holder re-reads the record when no publication came. */
 const DEFAULT_POLL_MS = 200;
+/** The record changed between reading it and writing it: read again. */
+const MOVED = Symbol('moved');
+
+/** The two grants, as the replica makes them (counted and logged there). */
+export interface FleetGrants {
+  refresh(refreshToken: Secret): Promise<GrantResult>;
+  login(): Promise<GrantResult>;
+  /** The replica's own spent mark for `refreshToken`: it may be the one the replica holds (then spent there too). */
+  heldMark(refreshToken: Secret): SpentMark;
+}
 
 export interface FleetTokenOptions {
   readonly lockTtlMs?: number;
@@ -35,18 +63,17 @@ export interface FleetTokenOptions {
 }
 
 /**
- * One token for every replica of the account (issue 16). Whoever needs a new token first takes the lock, reads
+ * One token for every replica of the account (docs/fleet.md). Whoever needs a new token first takes the lock, reads
  * the record again and adopts it if another replica already replaced the token; otherwise it refreshes (or logs
  * in, behind a fleet-wide cooldown), writes the result only if the record is still the one it read, and announces
  * the new generation. The others wait for the announcement instead of calling the gateway. Every store call may
- * throw StateStoreUnavailableError: the token manager then falls back to its own tokens. This file is the lock
- * loop and sharing; which record wins is fleet-precedence.ts, the record's reads and writes fleet-records.ts, the
- * gateway calls under the lock fleet-renewal.ts.
+ * throw StateStoreUnavailableError: the replica then falls back to its own tokens (fleet-source.ts). This file is
+ * the lock loop, the gateway calls under the lock, and sharing; the record, which one wins and its compare-and-set
+ * writes are fleet-record.ts.
  */
 export class FleetToken {
   private readonly lock: FleetLock;
   private readonly records: FleetRecords;
-  private readonly renewal: FleetRenewal;
   private readonly lockTtlMs: number;
   private readonly grantTimeoutMs: number;
   /** At most one password login per this interval in the whole fleet (a replica alone keeps it for itself). */
@@ -65,15 +92,14 @@ export class FleetToken {
     this.grantTimeoutMs = options.grantTimeoutMs ?? DEFAULT_GRANT_TIMEOUT_MS;
     this.loginCooldownMs = options.loginCooldownMs ?? DEFAULT_LOGIN_COOLDOWN_MS;
     this.gatewayNow = options.gatewayNow ?? Date.now;
-    this.lock = new FleetLock(store, this.lockTtlMs, options.pollMs ?? DEFAULT_POLL_MS, (g) => this.onNews(g));
+    this.lock = new FleetLock(store, this.lockTtlMs, options.pollMs ?? DEFAULT_POLL_MS);
     this.records = new FleetRecords(store, this.lock, reporter, this.gatewayNow);
-    const { lockTtlMs, grantTimeoutMs, loginCooldownMs } = this;
-    const limits = { lockTtlMs, grantTimeoutMs, loginCooldownMs };
-    this.renewal = new FleetRenewal(store, this.records, this.lock, limits, log);
   }
 
-  /** Set by the token manager: a replica announced `generation`. */
-  onNews: (generation: number) => void = () => undefined;
+  /** Calls `listener` with every generation a replica announces; returns how to stop. */
+  listen(listener: (generation: number) => void): () => void {
+    return this.lock.listen(listener);
+  }
 
   subscribe(): Promise<void> {
     return this.lock.subscribe();
@@ -110,8 +136,8 @@ export class FleetToken {
 
   /**
    * The store is back (or news came): adopt the fleet's token if it is valid and not older than ours; share ours
-   * if the store holds none, a dead one or an older chain (fleet-precedence.ts). Sharing takes the lock, so it
-   * never writes over the record of a holder at work (that holder's news follows). Never calls the gateway, so
+   * if the store holds none, a dead one or an older chain (rejoinChoice in fleet-record.ts). Sharing takes the lock,
+   * so it never writes over the record of a holder at work (that holder's news follows). Never calls the gateway, so
    * replicas returning together cause no login storm. undefined: keep what is held. LOCK_TAKEN: ours is to be
    * shared but another replica holds the lock (sharing its own, most often): try again shortly, when its record
    * can be compared.
@@ -150,10 +176,108 @@ export class FleetToken {
       const { held } = basis;
       const ownIsNewer = held && basis.local && (!seen.record || issuedLater(held, seen.record));
       const source = ownIsNewer ? { ...held, generation: (seen.record?.generation ?? 0) + 1 } : seen.record;
-      return await this.renewal.renew(lock, seen, source, basis, grants);
+      return await this.renew(lock, seen, source, basis, grants);
     } finally {
       await this.lock.release(lock);
     }
+  }
+
+  /**
+   * Under the lock: claim the record, then refresh (or log in, behind the fleet-wide cooldown) and write the result
+   * over the claim. The claim changes the stored text, so a holder whose lock expired can no longer write
+   * (compare-and-set on the raw text); a refresh's claim also marks its refresh token spent, so whoever comes next
+   * (this replica having died or lost the lock meanwhile) never sends it again and logs in instead.
+   */
+  private async renew(
+    lock: string,
+    seen: StoredRecord,
+    source: SharedTokenRecord | undefined,
+    basis: Basis,
+    grants: FleetGrants,
+  ): Promise<Acquired | typeof MOVED> {
+    const { records } = this;
+    const state = this.state(source);
+    if (!source || decideGrant(state, 'renew') !== 'refresh') {
+      const claimed = source && { ...source, fence: lock };
+      const claimedRaw = claimed ? encodeRecord(claimed) : encodeClaim(lock);
+      // A bare claim (no record yet: a login) outlives the longest login, so the login's write finds it in place.
+      const ttlMs = claimed ? recordTtlMs(claimed, this.gatewayNow()) : this.lockTtlMs + this.grantTimeoutMs;
+      if (!(await this.store.compareAndSet(TOKEN_RECORD_KEY, seen.raw, claimedRaw, ttlMs))) return MOVED;
+      return this.login(lock, claimedRaw, source?.generation ?? 0, grants);
+    }
+    const claimed = { ...source, refreshSpent: true, fence: lock };
+    const claimedRaw = encodeRecord(claimed);
+    const unspent = { ...claimed, refreshSpent: false };
+    const unspentRaw = encodeRecord(unspent);
+    const held = grants.heldMark(claimed.refreshToken);
+    const attempt = await sendRefresh(
+      {
+        mark: async () => {
+          const ttlMs = recordTtlMs(claimed, this.gatewayNow());
+          if (!(await this.store.compareAndSet(TOKEN_RECORD_KEY, seen.raw, claimedRaw, ttlMs))) return false;
+          return held.mark();
+        },
+        unmark: async () => (await held.unmark()) && records.compareAndSet(claimedRaw, unspentRaw, unspent),
+      },
+      () => this.grant(lock, grants.refresh(claimed.refreshToken)),
+    );
+    if (!attempt) return MOVED;
+    const { result } = attempt;
+    if (result.kind === 'granted') {
+      return records.write(
+        claimedRaw,
+        recordFromGrant(result.tokens, claimed.generation + 1, this.gatewayNow(), claimed),
+      );
+    }
+    if (result.kind === 'failed' && !result.sent) {
+      // It never left: not spent after all. Keep the access token while it works (a login would log out every
+      // replica, spec 4.1 rule 3); retry the refresh later.
+      const accessUsable = sameTokens(claimed, basis.held) ? basis.usable : records.accessUsable(claimed);
+      if (decideGrant({ ...state, accessUsable }, 'refresh-unsent') === 'keep') {
+        throw new Error(`refresh failed before sending: ${result.reason}`);
+      }
+      if (!attempt.unmarked) return MOVED;
+      return this.login(lock, unspentRaw, claimed.generation, grants);
+    }
+    this.log.warn({ event: 'token.fallback', reason: result.kind }, 'refresh failed; logging in with the password');
+    return this.login(lock, claimedRaw, claimed.generation, grants);
+  }
+
+  /** The record as grant-decision.ts sees it, by the gateway's clock. The fleet's cooldown is taken at login. */
+  private state(record: SharedTokenRecord | undefined): HeldState {
+    const refresh = !record
+      ? 'none'
+      : record.refreshSpent
+        ? 'spent'
+        : this.gatewayNow() < record.refreshExpiresAtMs - EXPIRY_MARGIN_MS
+          ? 'alive'
+          : 'expired';
+    return { accessUsable: record !== undefined && this.accessUsable(record), refresh, loginCoolingDown: false };
+  }
+
+  private async login(
+    lock: string,
+    expected: string | undefined,
+    generation: number,
+    grants: FleetGrants,
+  ): Promise<Acquired> {
+    // The fleet-wide cooldown is a key set only when absent: checked and started in one step, so two replicas
+    // never both find it free (grant-decision.ts's wait).
+    const { loginCooldownMs } = this;
+    if (!(await this.store.setIfAbsent(LOGIN_COOLDOWN_KEY, '1', loginCooldownMs))) {
+      throw new Error(`another replica logged in less than ${loginCooldownMs} ms ago; not logging in again`);
+    }
+    const login = await this.grant(lock, grants.login());
+    if (login.kind === 'granted') {
+      const record = recordFromGrant(login.tokens, generation + 1, this.gatewayNow(), undefined);
+      return this.records.write(expected, record);
+    }
+    throw loginError(login);
+  }
+
+  /** A grant under the lock `lock`: kept alive while in flight, counted as lost (spent) past the grant timeout. */
+  private grant(lock: string, call: Promise<GrantResult>): Promise<GrantResult> {
+    return this.lock.holding(lock, grantWithin(call, this.grantTimeoutMs));
   }
 }
 

@@ -2,10 +2,11 @@ import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
 import { sidecarErrors } from '../errors.js';
 import { backoffDelayMs } from './backoff.js';
-import { FleetBinding, type TokenHost } from './fleet-binding.js';
+import { FleetTokenSource } from './fleet-source.js';
 import type { FleetToken } from './fleet-token.js';
-import { GrantPolicy } from './grant-policy.js';
+import { LocalTokenSource } from './local-source.js';
 import type { TokenClient } from './token-client.js';
+import type { HeldToken, TokenSource } from './token-source.js';
 import { EXPIRY_MARGIN_MS, type TokenSet } from './token-set.js';
 
 export interface TokenManagerOptions {
@@ -23,7 +24,7 @@ export interface TokenManagerOptions {
 
 /** The soonest a refresh is scheduled after a token was installed. */
 const MIN_REFRESH_INTERVAL_MS = 1_000;
-/** While the store is away and the token in memory still works, how often to look again. */
+/** While a source keeps the token in memory (the store is away), how often to look again. */
 const STORE_RECHECK_MS = 1_000;
 /** The longest shutdown waits for a fleet grant in flight (settle): a token grant takes well under a second. */
 const SETTLE_MAX_MS = 5_000;
@@ -38,10 +39,10 @@ export const DEFAULT_WAIT_FOR_TOKEN_MS = 10_000;
  * - single flight: every caller that needs a token while one is being fetched shares that one fetch;
  * - generations: many 401s for the same generation invalidate it once, so exactly one new token is fetched;
  * - refresh ahead of expiry (jittered), refresh token rotation (the newest is kept, none is sent twice),
- *   password login when refreshing is impossible (which grant: grant-policy.ts), capped backoff with jitter when
- *   the gateway is unreachable;
- * - fleet mode (options.fleet): the token comes from the fleet's shared record (fleet-token.ts); this replica
- *   fetches one on its own only while the store is away and its own copy has run out.
+ *   password login when refreshing is impossible (which grant: grant-decision.ts), capped backoff with jitter when
+ *   the gateway is unreachable.
+ * Where tokens come from is its source (token-source.ts): this replica's own grants (local-source.ts), or in fleet
+ * mode (options.fleet) the fleet's shared record (fleet-source.ts).
  */
 export class TokenManager {
   private current: TokenSet | undefined;
@@ -51,8 +52,7 @@ export class TokenManager {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
   private readonly mono: () => number;
-  private readonly grants: GrantPolicy;
-  private readonly fleet: FleetBinding | undefined;
+  private readonly source: TokenSource;
 
   constructor(
     client: TokenClient,
@@ -61,21 +61,21 @@ export class TokenManager {
     private readonly log: Logger,
   ) {
     this.mono = options.monotonicNow ?? (() => performance.now());
-    const usable = (set: TokenSet | undefined): TokenSet | undefined => this.usable(set);
-    this.grants = new GrantPolicy(client, metrics, log, this.mono, usable, options.fleet);
-    this.fleet = options.fleet && new FleetBinding(options.fleet, this.host(), client, log);
+    const { fleet } = options;
+    const local = new LocalTokenSource(client, metrics, log, this.mono, fleet?.loginCooldownMs ?? 0, fleet?.gatewayNow);
+    this.source = fleet ? new FleetTokenSource(fleet, local, client, metrics, log, this.mono) : local;
   }
 
   /** Starts the first login in the background; readiness reports when a token is held. */
   start(): void {
-    this.fleet?.start();
+    this.source.start(() => void this.sync());
     this.fetchInBackground();
   }
 
   stop(): void {
     this.stopped = true;
     clearTimeout(this.timer);
-    this.fleet?.stop();
+    this.source.stop();
   }
 
   /**
@@ -86,7 +86,7 @@ export class TokenManager {
    */
   async settle(): Promise<void> {
     const flight = this.inflight;
-    if (!this.fleet || !flight) return;
+    if (!this.source.shared || !flight) return;
     let timer: NodeJS.Timeout | undefined;
     const cap = new Promise<void>((resolve) => (timer = setTimeout(resolve, SETTLE_MAX_MS)));
     await Promise.race([flight.then(noop, noop), cap]);
@@ -166,7 +166,7 @@ export class TokenManager {
   }
 
   private beginFlight(): Promise<TokenSet> {
-    const flight = this.acquire().then(
+    const flight = this.source.acquire(this.held()).then(
       (set) => (set === this.current ? this.recheckLater(set) : this.install(set)),
       (err: unknown) => {
         // The messages are this module's and the token client's (status, code, network error): never a secret.
@@ -182,36 +182,22 @@ export class TokenManager {
     return flight;
   }
 
-  private acquire(): Promise<TokenSet> {
-    return this.fleet ? this.acquireShared(this.fleet) : this.grants.acquire(this.current);
+  /** What is held, as the source sees it. */
+  private held(): HeldToken {
+    const set = this.current;
+    return { set, usable: () => this.usable(set) !== undefined };
   }
 
-  /** The fleet's token; when the store is away, the one in memory to its end, then one of this replica's own. */
-  private async acquireShared(fleet: FleetBinding): Promise<TokenSet> {
-    const shared = await fleet.acquire();
-    if (shared) return shared;
-    // Refreshing now would spend the fleet's refresh token behind the other replicas' backs: the token in memory
-    // is used to its end first (kept, see beginFlight), and the store may well be back by then.
-    const held = this.usable(this.current);
-    if (held) return held;
-    this.metrics.tokenStoreFallback();
-    this.log.warn({ event: 'token.store_fallback' }, 'state store unavailable; getting a token for this replica alone');
-    return this.grants.acquire(this.current);
-  }
-
-  /** What the fleet binding may see and do. */
-  private host(): TokenHost {
-    return {
-      held: () => this.current,
-      usable: (set) => this.usable(set),
-      isSpent: (set) => this.grants.isSpent(set),
-      setSpent: (generation) => this.grants.setSpent(generation),
-      nextGeneration: () => this.grants.nextGeneration(),
-      mono: () => this.mono(),
-      busy: () => this.stopped || this.inflight !== undefined,
-      install: (set) => void this.install(set),
-      call: (grant, send) => this.grants.call(grant, send),
-    };
+  /**
+   * The source may have a newer token (a replica announced one, the store is back, or this replica holds one of
+   * its own): take it if the source says so. Not while a flight is under way: that flight reads the store itself.
+   */
+  private async sync(): Promise<void> {
+    if (this.stopped || this.inflight) return;
+    const held = this.current;
+    const got = await this.source.sync(this.held());
+    if (got === undefined || this.current !== held || this.stopped || this.inflight) return;
+    this.install(got);
   }
 
   private install(set: TokenSet): TokenSet {
@@ -219,16 +205,15 @@ export class TokenManager {
     this.current = set;
     this.failures = 0;
     this.metrics.tokenExpiries(set.accessExpiresAtMs, set.refreshExpiresAtMs);
-    const { fleet } = this;
     if (set.recordGeneration !== undefined) this.metrics.tokenGeneration(set.recordGeneration);
     // A token of this replica alone (the store went away, or would not take it) is offered to the fleet as soon
     // as the store answers: the others then need no login of their own. After this flight has ended.
-    else if (fleet) setImmediate(() => void fleet.sync());
+    else if (this.source.shared) setImmediate(() => void this.sync());
     this.scheduleRefresh(set);
     return set;
   }
 
-  /** Kept while the store is away: looked at again soon, and no later than when it stops being usable. */
+  /** Kept by the source (the store is away): looked at again soon, and no later than when it stops being usable. */
   private recheckLater(set: TokenSet): TokenSet {
     const untilUnusable = set.accessDeadline - EXPIRY_MARGIN_MS - this.mono();
     this.arm(Math.max(0, Math.min(STORE_RECHECK_MS, untilUnusable)));

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { TOKEN_RECORD_KEY, decodeRecord } from '../../src/token/shared-token-record.js';
+import { TOKEN_RECORD_KEY, decodeRecord } from '../../src/token/fleet-record.js';
 import { eventually, podMetric, podTokens, startFleet, type Answer } from '../support/fleet-world.js';
 
 function summary(answers: readonly Answer[]): string {

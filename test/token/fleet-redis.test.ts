@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { accountTag } from '../../src/state/redis-keys.js';
 import { RedisStateStore } from '../../src/state/redis-store.js';
-import { TOKEN_RECORD_KEY, decodeRecord } from '../../src/token/shared-token-record.js';
+import { TOKEN_RECORD_KEY, decodeRecord } from '../../src/token/fleet-record.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 import { FAST, StrictGateway, replica, waitFor, type Replica } from './fleet-support.js';
 

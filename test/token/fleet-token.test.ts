@@ -5,7 +5,8 @@ import { afterEach, describe, it } from 'node:test';
 import { MemoryStateStore } from '../../src/state/memory-store.js';
 import { createLogger } from '../../src/observability/log.js';
 import { fleetTokenFor } from '../../src/token/fleet-token.js';
-import { TOKEN_LOCK_KEY, TOKEN_RECORD_KEY, decodeRecord, encodeRecord } from '../../src/token/shared-token-record.js';
+import { TOKEN_LOCK_KEY } from '../../src/token/fleet-lock.js';
+import { TOKEN_RECORD_KEY, decodeRecord, encodeRecord } from '../../src/token/fleet-record.js';
 import { FAST, StrictGateway, replica, twoWithTokens, waitFor, type Replica } from './fleet-support.js';
 
 const running: Replica[] = [];

@@ -1,11 +1,11 @@
 import { Secret } from '../config/secret.js';
-import type { GrantedTokens, TokenSet } from './token-set.js';
+import type { StateStore } from '../state/state-store.js';
+import type { FleetLock } from './fleet-lock.js';
+import { EXPIRY_MARGIN_MS, type GrantedTokens, type TokenSet } from './token-set.js';
 
-/** Store keys and channel of the fleet token (the store scopes them per account: base URL + username). */
+/** Store keys of the fleet token, scoped per account (base URL + username) by the store; the lock's: fleet-lock.ts. */
 export const TOKEN_RECORD_KEY = 'token:record';
-export const TOKEN_LOCK_KEY = 'token:lock';
 export const LOGIN_COOLDOWN_KEY = 'token:login-cooldown';
-export const TOKEN_CHANNEL = 'token:generation';
 
 /** The record outlives its refresh token by a little, so a reader still sees why it is of no use; then it goes. */
 const RECORD_TTL_SLACK_MS = 60_000;
@@ -174,4 +174,137 @@ export function recordFromSet(set: TokenSet, refreshSpent: boolean): SharedToken
     loginAtMs: set.loginAtMs ?? 0,
     issuedAtMs: set.issuedAtMs ?? 0,
   };
+}
+
+// Which record wins: what a replica holds against what the store holds.
+
+/**
+ * What the replica holds when it asks for a new token. `local`: got on its own while the store was away (its
+ * generation means nothing to the fleet). `usable`: its access token still works (not rejected, not expiring).
+ */
+export interface Basis {
+  readonly held: SharedTokenRecord | undefined;
+  readonly local: boolean;
+  readonly usable: boolean;
+}
+
+/** Whether a record's access token can still be used for a while, by the gateway's clock. */
+export type AccessUsable = (record: SharedTokenRecord) => boolean;
+
+/** A record with a usable token that replaces what the replica holds (the generation moved). */
+export function superseding(
+  record: SharedTokenRecord | undefined,
+  basis: Basis,
+  accessUsable: AccessUsable,
+): SharedTokenRecord | undefined {
+  if (!record || !accessUsable(record)) return undefined;
+  const { held } = basis;
+  if (!held) return record;
+  // The same tokens under a new number (a replica re-shared them) do not help a replica whose token was refused.
+  if (!basis.usable && sameTokens(record, held)) return undefined;
+  // A newer generation, or newer tokens under a lower one: a Redis that came back empty starts counting again
+  // from whichever replica shared its token first (rejoin).
+  const moved = basis.local
+    ? !issuedLater(held, record)
+    : record.generation > held.generation || (!sameTokens(record, held) && issuedLater(record, held));
+  return moved ? record : undefined;
+}
+
+/**
+ * On rejoining the fleet, without a gateway call: the store's record to adopt, 'keep' what is held, or 'share'
+ * the replica's own token (the store holds none, a dead one or an older chain).
+ */
+export function rejoinChoice(
+  record: SharedTokenRecord | undefined,
+  basis: Basis,
+  accessUsable: AccessUsable,
+): SharedTokenRecord | 'keep' | 'share' {
+  const own = basis.usable ? basis.held : undefined;
+  if (record && accessUsable(record) && (!own || !issuedLater(own, record))) {
+    // Numbers alone do not say it: after Redis came back empty, a replica shares its own token under a number
+    // the others may hold for an older one.
+    const same =
+      basis.held !== undefined &&
+      !basis.local &&
+      basis.held.generation === record.generation &&
+      sameTokens(record, basis.held);
+    return same ? 'keep' : record;
+  }
+  // Never the store's own tokens again: that would only bump the generation, and would drop the spent mark of a
+  // holder that sent their refresh token and vanished (a replica whose clock estimate moved sees them dead first).
+  return own && !sameTokens(record, own) ? 'share' : 'keep';
+}
+
+// The record on the store: reads, compare-and-set writes, adoption.
+
+export interface FleetReporter {
+  tokenLockWait(seconds: number): void;
+  tokenAdopted(): void;
+}
+
+/** adopted: another replica's record; written: ours, in the store; unwritten: ours, the store would not take it. */
+export interface Acquired {
+  readonly record: SharedTokenRecord;
+  readonly via: 'adopted' | 'written' | 'unwritten';
+}
+
+/**
+ * The fleet's token record on the store: read with its exact text, written only over the text that was read
+ * (compare-and-set) and announced, and another replica's record taken into use (adopted, counted).
+ */
+export class FleetRecords {
+  constructor(
+    private readonly store: StateStore,
+    private readonly lock: FleetLock,
+    private readonly reporter: FleetReporter,
+    /** The gateway's time as this replica best knows it (ms): the record's expiries are on the gateway's clock. */
+    readonly gatewayNow: () => number,
+  ) {}
+
+  async read(): Promise<StoredRecord> {
+    const raw = await this.store.get(TOKEN_RECORD_KEY);
+    return { raw, record: decodeRecord(raw) };
+  }
+
+  /** The access token can still be used for a while, by the gateway's clock (with the manager's margin). */
+  accessUsable(record: SharedTokenRecord): boolean {
+    return this.gatewayNow() < record.accessExpiresAtMs - EXPIRY_MARGIN_MS;
+  }
+
+  /**
+   * Writes only over the record it read. When that fails, a holder whose lock expired meanwhile wrote a newer
+   * record: it stands, and this replica adopts it; ours is kept for this replica alone only when theirs is dead.
+   * Tokens already granted are never lost to a store that went away: they are returned unwritten.
+   */
+  async write(expected: string | undefined, record: SharedTokenRecord): Promise<Acquired> {
+    let current: StoredRecord;
+    try {
+      if (await this.compareAndSet(expected, encodeRecord(record), record)) {
+        await this.lock.announce(record.generation);
+        return { record, via: 'written' };
+      }
+      current = await this.read();
+    } catch {
+      return { record, via: 'unwritten' };
+    }
+    const theirs = current.record;
+    if (theirs && theirs.generation >= record.generation && this.accessUsable(theirs)) {
+      return this.adopted(theirs, undefined);
+    }
+    return { record, via: 'unwritten' };
+  }
+
+  compareAndSet(expected: string | undefined, raw: string, record: SharedTokenRecord): Promise<boolean> {
+    return this.store.compareAndSet(TOKEN_RECORD_KEY, expected, raw, recordTtlMs(record, this.gatewayNow()));
+  }
+
+  adopted(record: SharedTokenRecord, waitingSince: number | undefined): Acquired {
+    this.waited(waitingSince);
+    this.reporter.tokenAdopted();
+    return { record, via: 'adopted' };
+  }
+
+  waited(since: number | undefined): void {
+    if (since !== undefined) this.reporter.tokenLockWait((performance.now() - since) / 1000);
+  }
 }

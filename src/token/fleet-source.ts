@@ -1,0 +1,148 @@
+import type { Secret } from '../config/secret.js';
+import type { Logger } from '../observability/log.js';
+import type { SidecarMetrics } from '../observability/metrics.js';
+import { StateStoreUnavailableError } from '../state/state-store.js';
+import { recordFromSet, setFromRecord, type Acquired, type Basis } from './fleet-record.js';
+import { LOCK_TAKEN, type FleetGrants, type FleetToken } from './fleet-token.js';
+import { decideGrant } from './grant-decision.js';
+import type { LocalTokenSource } from './local-source.js';
+import type { TokenClient } from './token-client.js';
+import type { HeldToken, TokenSource } from './token-source.js';
+import type { TokenSet } from './token-set.js';
+
+/** How often the record is read even without news (a publication is best effort, one can be lost). */
+const SYNC_INTERVAL_MS = 10_000;
+/**
+ * How soon a replica that wanted to share its token, but found the lock taken, compares again: replicas coming back
+ * together each want to share, one wins, and the others must not wait for the periodic read to see whether its
+ * token or theirs is the newer one (a publication can be missed while their subscription is being restored).
+ */
+const LOCK_TAKEN_RETRY_MS = 250;
+
+/**
+ * Fleet mode: the replica's token is the fleet's (fleet-token.ts), as a TokenSet on this replica's clock. While the
+ * store is away the token in memory is used to its end, then one of this replica's own (the local source); it is
+ * offered to the fleet as soon as the store answers (rejoin). News (announcements, the store coming back, a
+ * periodic read) is passed on to the manager, which then asks `sync`.
+ */
+export class FleetTokenSource implements TokenSource {
+  readonly shared = true;
+  private timer: NodeJS.Timeout | undefined;
+  private retry: NodeJS.Timeout | undefined;
+  private unlisten: (() => void) | undefined;
+  private news: () => void = () => undefined;
+
+  constructor(
+    private readonly fleet: FleetToken,
+    /** This replica's own grants and their bookkeeping (spent refresh token, generations, last login). */
+    private readonly local: LocalTokenSource,
+    private readonly client: TokenClient,
+    private readonly metrics: SidecarMetrics,
+    private readonly log: Logger,
+    /** The manager's monotonic clock (ms), which TokenSet deadlines are on. */
+    private readonly mono: () => number,
+  ) {}
+
+  start(onNews: () => void): void {
+    const { fleet } = this;
+    this.news = onNews;
+    // Every announcement, even of the number held: after Redis came back empty the numbers start again from 1, so
+    // the same number can name newer tokens. A read of the record decides (rejoin); news is rare.
+    this.unlisten = fleet.listen(onNews);
+    fleet.store.onAvailabilityChange((available) => {
+      if (available) void fleet.subscribe().then(onNews);
+    });
+    void fleet.subscribe();
+    this.timer = setInterval(onNews, SYNC_INTERVAL_MS).unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    clearTimeout(this.retry);
+    this.unlisten?.();
+    this.fleet.stop();
+  }
+
+  /** The fleet's token; when the store is away, the one in memory to its end, then one of this replica's own. */
+  async acquire(held: HeldToken): Promise<TokenSet> {
+    const shared = await this.fromStore(held);
+    if (shared) return shared;
+    // Kept: the manager looks again soon, and the store may well be back by then.
+    if (held.set && decideGrant(this.local.state(held), 'store-away') === 'keep') return held.set;
+    this.metrics.tokenStoreFallback();
+    this.log.warn({ event: 'token.store_fallback' }, 'state store unavailable; getting a token for this replica alone');
+    return this.local.acquire(held);
+  }
+
+  /**
+   * Adopt the fleet's token if it is newer, or share ours if the store has none or an older one (FleetToken.rejoin).
+   * Never calls the gateway.
+   */
+  async sync(held: HeldToken): Promise<TokenSet | undefined> {
+    if (!this.fleet.store.isAvailable()) return undefined;
+    let got: Acquired | undefined | typeof LOCK_TAKEN;
+    try {
+      got = await this.fleet.rejoin(this.basis(held));
+    } catch {
+      return undefined; // away again: what is held stays in use
+    }
+    if (got === LOCK_TAKEN) {
+      clearTimeout(this.retry);
+      this.retry = setTimeout(this.news, LOCK_TAKEN_RETRY_MS).unref();
+      return undefined;
+    }
+    return got && this.fromFleet(got);
+  }
+
+  /** undefined when the store is away. */
+  private async fromStore(held: HeldToken): Promise<TokenSet | undefined> {
+    if (!this.fleet.store.isAvailable()) return undefined;
+    try {
+      return this.fromFleet(await this.fleet.acquire(this.basis(held), this.grants(held)));
+    } catch (err) {
+      if (err instanceof StateStoreUnavailableError) return undefined;
+      throw err;
+    }
+  }
+
+  private basis({ set, usable }: HeldToken): Basis {
+    return {
+      held: set && recordFromSet(set, this.local.isSpent(set)),
+      local: set?.recordGeneration === undefined,
+      usable: usable(),
+    };
+  }
+
+  private fromFleet({ record, via }: Acquired): TokenSet {
+    const clocks = { mono: this.mono(), gatewayNow: this.fleet.gatewayNow() };
+    const recordGeneration = via === 'unwritten' ? undefined : record.generation;
+    const set = setFromRecord(record, this.local.nextGeneration(), recordGeneration, clocks);
+    if (record.refreshSpent) this.local.setSpent(set.generation);
+    if (via === 'adopted') {
+      this.log.info({ event: 'token.adopted', generation: record.generation }, "took the fleet's token into use");
+    }
+    return set;
+  }
+
+  /** The refresh token the fleet sends may be the one this replica holds: then it is spent here too. */
+  private grants({ set }: HeldToken): FleetGrants {
+    const { local, client } = this;
+    return {
+      refresh: (refreshToken) => local.call('refresh_token', () => client.refreshGrant(refreshToken)),
+      login: () => local.call('password', () => client.passwordGrant()),
+      heldMark: (refreshToken: Secret) => {
+        const ours = set !== undefined && set.refreshToken.reveal() === refreshToken.reveal();
+        return {
+          mark: () => {
+            if (ours) local.setSpent(set.generation);
+            return Promise.resolve(true);
+          },
+          unmark: () => {
+            if (ours) local.setSpent(0);
+            return Promise.resolve(true);
+          },
+        };
+      },
+    };
+  }
+}
