@@ -2,7 +2,7 @@ import { ErrorReply } from '@redis/client';
 import type { Logger } from '../observability/log.js';
 import type { StateStoreCommand, StateStoreOutcome } from '../observability/state-store-metrics.js';
 import { createRedisConnection, type RedisConnection, type RedisConnectionOptions } from './redis-client.js';
-import { describeRedisError, RedisCommandTimeout } from './redis-errors.js';
+import { describeRedisError, RedisCommandTimeout, ReplicasBehind } from './redis-errors.js';
 import { DEFAULT_REDIS_KEY_PREFIX, RedisKeys } from './redis-keys.js';
 import { COMPARE_AND_DELETE, COMPARE_AND_SET, type LuaScript } from './redis-scripts.js';
 import { StoreAvailability } from './store-availability.js';
@@ -152,10 +152,10 @@ export class RedisStateStore implements StateStore {
     const wanted = this.options.minReplicasAcked ?? 0;
     if (wanted === 0) return;
     const waitMs = Math.max(1, Math.floor(this.timeoutMs * 0.8));
-    const acknowledged = await this.run('wait', () => this.client.wait(wanted, waitMs));
-    if (acknowledged < wanted) {
-      throw new StateStoreUnavailableError(`redis wait: ${acknowledged} of ${wanted} replicas acknowledged in time`);
-    }
+    await this.run('wait', async () => {
+      const acknowledged = await this.client.wait(wanted, waitMs);
+      if (acknowledged < wanted) throw new ReplicasBehind(acknowledged, wanted);
+    });
   }
 
   /** Attaches the listeners, then starts connecting (and reconnecting, with capped backoff) in the background. */
@@ -231,7 +231,8 @@ export class RedisStateStore implements StateStore {
     } catch (err) {
       this.observe(command, err instanceof RedisCommandTimeout ? 'timeout' : 'error', started);
       const reason = describeRedisError(err);
-      this.markDown(reason);
+      // Replicas behind: Redis itself answers, so the store stays available (the token, reads); the write is refused.
+      if (!(err instanceof ReplicasBehind)) this.markDown(reason);
       throw new StateStoreUnavailableError(`redis ${command}: ${reason}`, { cause: err });
     }
   }
