@@ -151,7 +151,8 @@ export class RedisStateStore implements StateStore {
   private async replicated(): Promise<void> {
     const wanted = this.options.minReplicasAcked ?? 0;
     if (wanted === 0) return;
-    const waitMs = Math.max(1, Math.floor(this.timeoutMs * 0.8));
+    // Half the command timeout: room for the reply to travel and be read on a busy event loop before our own deadline.
+    const waitMs = Math.max(1, Math.floor(this.timeoutMs / 2));
     await this.run('wait', async () => {
       const acknowledged = await this.client.wait(wanted, waitMs);
       if (acknowledged < wanted) throw new ReplicasBehind(acknowledged, wanted);

@@ -351,7 +351,8 @@ describe('check with SIDECAR_STATE_STORE=redis (a real redis-server)', () => {
   it('SIDECAR_REDIS_MIN_REPLICAS_ACKED=1 on a Redis without replicas: refused, the write not acknowledged', async () => {
     const run = await runCommand(check, [], { ...env, SIDECAR_REDIS_MIN_REPLICAS_ACKED: '1' });
     assert.equal(run.code, 1);
-    assert.match(run.stdout, /^✘ state store: redis .*redis wait: 0 of 1 replicas acknowledged in time/m);
+    // The count, or on a loaded machine our own deadline first: either way the write is not taken as kept.
+    assert.match(run.stdout, /^✘ state store: redis .*redis wait: (0 of 1 replicas acknowledged in time|timeout)/m);
   });
 
   it('the memory store is reported, not checked', async () => {
