@@ -371,6 +371,12 @@ export function buildSchema(env: NodeJS.ProcessEnv) {
             default: 100,
             env: 'SIDECAR_REDIS_COMMAND_TIMEOUT_MS',
           },
+          minReplicasAcked: {
+            doc: 'Replicas that must hold an idempotency record (WAIT, within the command timeout) before the request is sent; fewer: refused 503 retryable. 0 waits for none.',
+            format: 'nat',
+            default: 0,
+            env: 'SIDECAR_REDIS_MIN_REPLICAS_ACKED',
+          },
         },
       },
       logLevel: {

@@ -20,6 +20,8 @@ export interface RedisConfig {
   readonly caFile: string | undefined;
   readonly keyPrefix: string;
   readonly commandTimeoutMs: number;
+  /** Replicas that must acknowledge a money write (WAIT) before it counts; 0: none waited for. */
+  readonly minReplicasAcked: number;
 }
 
 export interface StateConfig {
@@ -40,6 +42,7 @@ export interface RawStateSettings {
     readonly caFile: string;
     readonly keyPrefix: string;
     readonly commandTimeoutMs: number;
+    readonly minReplicasAcked: number;
   };
 }
 
@@ -126,7 +129,8 @@ function redisSettings(input: StateInput, errors: ConfigError[], warnings: Confi
       message: 'redis:// sends access tokens in clear text; use rediss:// (TLS) in production (docs/fleet.md)',
     });
   }
-  return { ...target, ...secrets, ...ca, keyPrefix: prefix, commandTimeoutMs: redis.commandTimeoutMs };
+  const { commandTimeoutMs, minReplicasAcked } = redis;
+  return { ...target, ...secrets, ...ca, keyPrefix: prefix, commandTimeoutMs, minReplicasAcked };
 }
 
 /** Redis settings given while the store is memory: probably a forgotten SIDECAR_STATE_STORE=redis. */

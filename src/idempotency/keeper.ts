@@ -41,6 +41,13 @@ export type Claim =
   | { readonly kind: 'in_progress' }
   | { readonly kind: 'key_reused' };
 
+/**
+ * Claims and answers are written acknowledged: a Redis failover to a replica that had not received them would
+ * forget the key, and a retry would be sent a second time. A claim whose replicas do not confirm in time is
+ * refused like an unavailable store (and its record deleted again), so nothing is sent on it.
+ */
+const ACKNOWLEDGED = { acknowledged: true } as const;
+
 /** A few rounds absorb a record that changes between two store calls; past them the key is busy. */
 const CLAIM_ROUNDS = 4;
 
@@ -97,7 +104,7 @@ export class IdempotencyKeeper {
       // Its replica died (or lost the store) after it may have sent: never resend, record outcome_unknown.
       const answer = errorAnswer(sidecarErrors.outcomeUnknown(502, 'abandoned'));
       const done = encodeRecord({ state: 'done', fingerprint, answer });
-      if (await store.compareAndSet(storeKey, found, done, this.options.ttlMs)) {
+      if (await store.compareAndSet(storeKey, found, done, this.options.ttlMs, ACKNOWLEDGED)) {
         return { kind: 'abandoned', answer, owner: record.owner };
       }
     }
@@ -112,10 +119,10 @@ export class IdempotencyKeeper {
     const done = encodeRecord({ state: 'done', fingerprint: ticket.fingerprint, answer } satisfies DoneRecord);
     const { store, ttlMs } = this.options;
     await this.guard(ticket, 'complete', async () => {
-      if (await store.compareAndSet(ticket.storeKey, ticket.value, done, ttlMs)) return true;
+      if (await store.compareAndSet(ticket.storeKey, ticket.value, done, ttlMs, ACKNOWLEDGED)) return true;
       // Evicted or expired meanwhile: written back, or a retry would be sent again. Anything else that holds the
       // key now (an abandoned record turned outcome_unknown) is left as it is.
-      return store.setIfAbsent(ticket.storeKey, done, ttlMs);
+      return store.setIfAbsent(ticket.storeKey, done, ttlMs, ACKNOWLEDGED);
     });
   }
 
@@ -133,7 +140,7 @@ export class IdempotencyKeeper {
   private async setClaim(storeKey: string, value: string): Promise<boolean> {
     const { store } = this.options;
     try {
-      return await store.setIfAbsent(storeKey, value, this.inProgressTtlMs);
+      return await store.setIfAbsent(storeKey, value, this.inProgressTtlMs, ACKNOWLEDGED);
     } catch (err) {
       await store.compareAndDelete(storeKey, value).catch(() => false);
       throw err;

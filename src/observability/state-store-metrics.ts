@@ -1,7 +1,10 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { METRICS } from './metric-names.js';
 
-/** The commands the Redis store sends, as the command label says them (ping: the recovery probe). */
+/**
+ * The commands the Redis store sends, as the command label says them (ping: the recovery probe; wait: replicas
+ * acknowledging a money write).
+ */
 export const STATE_STORE_COMMANDS = [
   'get',
   'set_if_absent',
@@ -10,6 +13,7 @@ export const STATE_STORE_COMMANDS = [
   'publish',
   'subscribe',
   'ping',
+  'wait',
 ] as const;
 export type StateStoreCommand = (typeof STATE_STORE_COMMANDS)[number];
 

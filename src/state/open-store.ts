@@ -49,6 +49,7 @@ export function redisStoreOptions(config: Config, redis: RedisConfig): RedisStor
     // on one Redis never share a token record.
     accountTag: accountTag(`${config.base.origin}${config.base.pathPrefix}`, config.username),
     commandTimeoutMs: redis.commandTimeoutMs,
+    minReplicasAcked: redis.minReplicasAcked,
   };
 }
 

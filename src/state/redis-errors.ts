@@ -8,6 +8,20 @@ export class RedisCommandTimeout extends Error {
   }
 }
 
+/**
+ * WAIT answered, with fewer replicas than required: Redis is up, but a write a failover could take back must not
+ * count. Not an outage of the store (the store stays available for everything else); its own log reason and metric.
+ */
+export class ReplicasBehind extends Error {
+  override readonly name = 'ReplicasBehind';
+  constructor(
+    readonly acknowledged: number,
+    readonly wanted: number,
+  ) {
+    super(`${acknowledged} of ${wanted} replicas acknowledged in time`);
+  }
+}
+
 /** Error codes that mean the settings are wrong, not that Redis is away: the log says what to check. */
 const CREDENTIAL_CODES = new Set(['WRONGPASS', 'NOAUTH', 'NOPERM']);
 
@@ -17,7 +31,7 @@ const CREDENTIAL_CODES = new Set(['WRONGPASS', 'NOAUTH', 'NOPERM']);
  * (ECONNREFUSED, TLS verification, a closed socket) name only the address and the cause.
  */
 export function describeRedisError(err: unknown): string {
-  if (err instanceof RedisCommandTimeout) return err.message;
+  if (err instanceof RedisCommandTimeout || err instanceof ReplicasBehind) return err.message;
   if (err instanceof ErrorReply) {
     const code = /^[A-Z]+/.exec(err.message)?.[0] ?? 'ERR';
     return CREDENTIAL_CODES.has(code)

@@ -21,6 +21,9 @@ export class RedisKeys {
   private readonly scope: string;
 
   constructor(prefix: string, tag: string) {
+    // Redis hashes the text between the first `{` and the next `}`: a brace in the prefix or the tag would make
+    // that something else than the account's tag, and one account's keys could land in several slots.
+    if (/[{}]/.test(prefix) || !/^[^{}]+$/.test(tag)) throw new RangeError('key prefix and account tag take no braces');
     this.scope = `${prefix}{${tag}}:`;
   }
 

@@ -2,11 +2,11 @@ import { ErrorReply } from '@redis/client';
 import type { Logger } from '../observability/log.js';
 import type { StateStoreCommand, StateStoreOutcome } from '../observability/state-store-metrics.js';
 import { createRedisConnection, type RedisConnection, type RedisConnectionOptions } from './redis-client.js';
-import { describeRedisError, RedisCommandTimeout } from './redis-errors.js';
+import { describeRedisError, RedisCommandTimeout, ReplicasBehind } from './redis-errors.js';
 import { DEFAULT_REDIS_KEY_PREFIX, RedisKeys } from './redis-keys.js';
 import { COMPARE_AND_DELETE, COMPARE_AND_SET, type LuaScript } from './redis-scripts.js';
 import { StoreAvailability } from './store-availability.js';
-import { StateStoreUnavailableError, type StateStore } from './state-store.js';
+import { StateStoreUnavailableError, type StateStore, type WriteOptions } from './state-store.js';
 
 /** SIDECAR_REDIS_COMMAND_TIMEOUT_MS's default: the longest a request ever waits on Redis. */
 export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 100;
@@ -18,6 +18,8 @@ export interface RedisStoreOptions extends RedisConnectionOptions {
   readonly accountTag: string;
   readonly keyPrefix?: string;
   readonly commandTimeoutMs?: number;
+  /** Replicas that must hold an acknowledged write (WAIT) before it counts; 0 or absent: none. */
+  readonly minReplicasAcked?: number;
   readonly log?: Logger;
   /** Every command's duration and outcome (the store command histogram). */
   readonly onCommand?: (command: StateStoreCommand, outcome: StateStoreOutcome, seconds: number) => void;
@@ -78,17 +80,27 @@ export class RedisStateStore implements StateStore {
     return value ?? undefined;
   }
 
-  async setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean> {
+  async setIfAbsent(key: string, value: string, ttlMs: number, options: WriteOptions = {}): Promise<boolean> {
     const expiration = { type: 'PX' as const, value: ttl(ttlMs) };
     const reply = await this.run('set_if_absent', () =>
       this.client.set(this.keys.key(key), value, { condition: 'NX', expiration }),
     );
+    // Acknowledged only when written: a key already held was written (and waited for) by someone else.
+    if (reply === 'OK' && options.acknowledged === true) await this.replicated();
     return reply === 'OK';
   }
 
-  async compareAndSet(key: string, expected: string | undefined, value: string, ttlMs: number): Promise<boolean> {
+  async compareAndSet(
+    key: string,
+    expected: string | undefined,
+    value: string,
+    ttlMs: number,
+    options: WriteOptions = {},
+  ): Promise<boolean> {
     const args = [expected === undefined ? '0' : '1', expected ?? '', value, String(ttl(ttlMs))];
-    return (await this.run('compare_and_set', () => this.script(COMPARE_AND_SET, key, args))) === 1;
+    const written = (await this.run('compare_and_set', () => this.script(COMPARE_AND_SET, key, args))) === 1;
+    if (written && options.acknowledged === true) await this.replicated();
+    return written;
   }
 
   async compareAndDelete(key: string, expected: string): Promise<boolean> {
@@ -128,6 +140,23 @@ export class RedisStateStore implements StateStore {
       if (connection.isOpen) connection.destroy();
     }
     return Promise.resolve();
+  }
+
+  /**
+   * WAIT: blocks until the writes this connection made so far are held by the configured number of replicas, or
+   * its timeout passes, and answers how many replicas have them. The number is checked: fewer is a write a failover
+   * could take back, so the caller must act as for a store that did not answer. WAIT's own timeout is kept inside
+   * the command timeout so that Redis answers with its count before the store gives up on the command.
+   */
+  private async replicated(): Promise<void> {
+    const wanted = this.options.minReplicasAcked ?? 0;
+    if (wanted === 0) return;
+    // Half the command timeout: room for the reply to travel and be read on a busy event loop before our own deadline.
+    const waitMs = Math.max(1, Math.floor(this.timeoutMs / 2));
+    await this.run('wait', async () => {
+      const acknowledged = await this.client.wait(wanted, waitMs);
+      if (acknowledged < wanted) throw new ReplicasBehind(acknowledged, wanted);
+    });
   }
 
   /** Attaches the listeners, then starts connecting (and reconnecting, with capped backoff) in the background. */
@@ -203,7 +232,8 @@ export class RedisStateStore implements StateStore {
     } catch (err) {
       this.observe(command, err instanceof RedisCommandTimeout ? 'timeout' : 'error', started);
       const reason = describeRedisError(err);
-      this.markDown(reason);
+      // Replicas behind: Redis itself answers, so the store stays available (the token, reads); the write is refused.
+      if (!(err instanceof ReplicasBehind)) this.markDown(reason);
       throw new StateStoreUnavailableError(`redis ${command}: ${reason}`, { cause: err });
     }
   }

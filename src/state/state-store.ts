@@ -12,16 +12,32 @@
  * What an unavailable store means is the caller's decision (the token falls back to its own copy, an idempotent
  * request is refused rather than sent unprotected, a postback is answered 503 so the gateway redelivers).
  */
+/** How a write must be kept. */
+export interface WriteOptions {
+  /**
+   * A record whose loss costs money (an idempotency claim before its request is sent, its final answer): the write
+   * counts only once the configured number of Redis replicas hold it too (WAIT), so that a failover to one of them
+   * does not take it back. Fewer in time: the call rejects with StateStoreUnavailableError. No effect in memory.
+   */
+  readonly acknowledged?: boolean;
+}
+
 export interface StateStore {
   readonly kind: 'memory' | 'redis';
   get(key: string): Promise<string | undefined>;
   /** Stores `value` only when the key holds nothing (SET NX PX); true when it was stored. */
-  setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean>;
+  setIfAbsent(key: string, value: string, ttlMs: number, options?: WriteOptions): Promise<boolean>;
   /**
    * Replaces the value only when the key holds exactly `expected` (undefined: holds nothing), in one atomic step;
    * true when replaced. The TTL is set anew.
    */
-  compareAndSet(key: string, expected: string | undefined, value: string, ttlMs: number): Promise<boolean>;
+  compareAndSet(
+    key: string,
+    expected: string | undefined,
+    value: string,
+    ttlMs: number,
+    options?: WriteOptions,
+  ): Promise<boolean>;
   /** Deletes the key only when it holds exactly `expected` (a lock released by its owner only); true when deleted. */
   compareAndDelete(key: string, expected: string): Promise<boolean>;
   /** Tells every replica's subscribers of `channel` (this one's included). Best effort: a missed message is fine. */

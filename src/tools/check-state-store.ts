@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Config } from '../config/config.js';
 import { redisStoreOptions } from '../state/open-store.js';
@@ -31,14 +32,25 @@ export async function checkStateStore(config: Config, report: CheckReport): Prom
     await store.ping();
     const ms = performance.now() - started;
     await store.get('check');
+    const replicas = await acknowledgedWrite(store, redis.minReplicasAcked);
     report.line(
       '✔',
       'state store',
-      `${where}: PING answered in ${ms.toFixed(1)} ms (timeout ${redis.commandTimeoutMs} ms), keys under ${redis.keyPrefix} readable`,
+      `${where}: PING answered in ${ms.toFixed(1)} ms (timeout ${redis.commandTimeoutMs} ms), keys under ${redis.keyPrefix} readable${replicas}`,
     );
   } catch (err) {
     report.line('✘', 'state store', `${where}: ${(err as Error).message}`);
   } finally {
     await store.close();
   }
+}
+
+/**
+ * With SIDECAR_REDIS_MIN_REPLICAS_ACKED, one write as an idempotency claim makes it (a throwaway key that expires in
+ * a second): a primary without enough replicas in sync fails here, not on the first keyed payment.
+ */
+async function acknowledgedWrite(store: RedisStateStore, replicas: number): Promise<string> {
+  if (replicas === 0) return '';
+  await store.setIfAbsent(`check:${randomUUID()}`, '1', 1_000, { acknowledged: true });
+  return `, a write acknowledged by ${replicas} replica${replicas === 1 ? '' : 's'}`;
 }

@@ -26,6 +26,7 @@ export const RUNBOOK_ANCHORS = [
   'runbook-postback-delivery-failures',
   'runbook-state-store-down',
   'runbook-state-store-evicting',
+  'runbook-a-redis-failover',
 ] as const;
 /** Labels that Prometheus (PodMonitor relabelling) adds to every scraped series. */
 const TARGET_LABELS = new Set(['namespace', 'pod', 'container', 'job', 'instance', 'endpoint']);

@@ -47,6 +47,7 @@ export const SIDECAR_ACL_RULES = [
   '+unsubscribe',
   '+ping',
   '+select',
+  '+wait',
 ] as const;
 
 export interface RedisOptions {

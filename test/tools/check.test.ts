@@ -348,6 +348,13 @@ describe('check with SIDECAR_STATE_STORE=redis (a real redis-server)', () => {
     assert.match(run.stdout, /^✘ state store: redis redis:\/\/127\.0\.0\.1:\d+ as signing-sidecar: .*ECONNREFUSED/m);
   });
 
+  it('SIDECAR_REDIS_MIN_REPLICAS_ACKED=1 on a Redis without replicas: refused, the write not acknowledged', async () => {
+    const run = await runCommand(check, [], { ...env, SIDECAR_REDIS_MIN_REPLICAS_ACKED: '1' });
+    assert.equal(run.code, 1);
+    // The count, or on a loaded machine our own deadline first: either way the write is not taken as kept.
+    assert.match(run.stdout, /^✘ state store: redis .*redis wait: (0 of 1 replicas acknowledged in time|timeout)/m);
+  });
+
   it('the memory store is reported, not checked', async () => {
     const run = await runCommand(check, [], { ...env, SIDECAR_STATE_STORE: 'memory' });
     assert.match(run.stdout, /^- state store: memory \(this pod only/m);
