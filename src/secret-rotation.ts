@@ -1,4 +1,4 @@
-// Secret rotation (issue 19): what each watched file's new content replaces, and how a reload is logged and
+// Secret rotation (docs/configuration.md, "Secret rotation"): what each watched file's new content replaces, and how a reload is logged and
 // counted. The watching itself is config/secret-watch.ts; this file connects it to the signer, the token client's
 // password and the forwarder's trusted CAs.
 import type { KeyObject } from 'node:crypto';

@@ -1,4 +1,4 @@
-// The postback receiver's settings (issue 15), validated as one group: load.ts calls loadPostbackSettings and
+// The postback receiver's settings (docs/postbacks.md), validated as one group: load.ts calls loadPostbackSettings and
 // adds its refusals to the others. Off (undefined) unless SIDECAR_POSTBACK_FORWARD_URL is set.
 import type { KeyObject } from 'node:crypto';
 import { BlockList, isIP } from 'node:net';

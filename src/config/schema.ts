@@ -1,6 +1,6 @@
 import convict from 'convict';
 
-// Every setting of DESIGN.md's public contract, plus the tunables the issues ask to be configurable.
+// Every setting of the public contract (docs/configuration.md), plus the tunables operators may need.
 // Each has an env var (SIDECAR_*) and a key in the optional config file. Defaults < file < env.
 
 // Refusals are reported as `ENV_VAR (file.key): <message>`, so the messages below do not repeat the name.

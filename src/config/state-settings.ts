@@ -1,4 +1,4 @@
-// The shared state store's settings (issue 16, docs/fleet.md), validated as one group: load.ts calls
+// The shared state store's settings (docs/fleet.md), validated as one group: load.ts calls
 // loadStateSettings and adds its refusals and warnings to the others. Refusals never quote SIDECAR_REDIS_URL:
 // a URL someone wrote a password into must not end up in the logs of the pod that refused it.
 import { ConfigError } from '../errors.js';

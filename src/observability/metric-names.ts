@@ -1,5 +1,5 @@
 // The public metric contract. Alerts, dashboards and the deploy/ checks depend on these names,
-// so they live in one place and change only on purpose (DESIGN.md: "keep them stable").
+// so they live in one place and change only on purpose (alerts and dashboards depend on them).
 export const METRIC_PREFIX = 'signing_sidecar_';
 
 export const METRICS = {

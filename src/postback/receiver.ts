@@ -1,4 +1,4 @@
-// The receiver's own listener (issue 15), apart from the egress one: a slow or hostile sender on the public side
+// The receiver's own listener (docs/postbacks.md), apart from the egress one: a slow or hostile sender on the public side
 // can hold at most this server's connections, never the egress listener's or the gateway client's.
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { KeyObject } from 'node:crypto';

@@ -56,7 +56,7 @@ export type SendResult =
 export type SignedResult = Extract<SendResult, { kind: 'answered' }>;
 
 /**
- * Signs and sends one client request, applying DESIGN.md's retry rules and nothing more:
+ * Signs and sends one client request, applying the retry contract (README, "Retry contract") and nothing more:
  * - connection failures before any byte left: re-sign and retry with capped backoff within a deadline;
  * - 401 FAILED: fresh token, re-sign with a new timestamp and nonce, send once more;
  * - anything after bytes were sent without an answer: never resent (sidecar.upstream.outcome_unknown).

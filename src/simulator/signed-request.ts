@@ -1,4 +1,4 @@
-// The checks every signed endpoint runs, in the strict order of issue 4: source IP, bearer token, signature
+// The checks every signed endpoint runs, in this strict order: source IP, bearer token, signature
 // headers present and well formed, timestamp window, nonce format, signature, nonce replay, envelope.
 // The body has to be read (and its `data` string found) before the signature can be checked at all; those
 // parsing refusals are therefore 400s that come just before the signature check (documented assumption).

@@ -1,6 +1,7 @@
 import type { Dispatcher } from 'undici';
 import {
   causeCode,
+  errorCode,
   isTimeout,
   isTransientConnectError,
   upstreamErrors,
@@ -71,9 +72,10 @@ export class Exchange implements Dispatcher.DispatchHandler {
   }
 }
 
-/** undici's parser errors for a malformed answer carry no code: give them one, so the log line can say why. */
+/** A malformed answer's error gets the code the log line names (causeCode), so the line can say why. */
 function withCauseCode(error: Error): Error {
-  return (error as { code?: unknown }).code === undefined ? new UpstreamError(causeCode(error), error.message) : error;
+  const code = causeCode(error);
+  return code === errorCode(error) ? error : new UpstreamError(code, error.message);
 }
 
 function definedHeaders(raw: Record<string, string | string[] | undefined>): Record<string, string | string[]> {

@@ -107,13 +107,16 @@ export function errorCode(error: unknown): string | undefined {
 }
 
 /**
- * The code a log line names for a failed exchange: the error's own, or for undici's parser errors that carry
- * none (a malformed answer) a stable one of ours. Never undefined, so every outcome_unknown line says why.
+ * The code a log line names for a failed exchange: the error's own, or a stable one of ours for a malformed answer
+ * that undici reports without a telling code: a parser error with none, or an assertion of its own that the answer
+ * broke (a status line below 100 does). Never undefined, so every outcome_unknown line says why.
  */
 export function causeCode(error: Error): string {
-  return (
-    errorCode(error) ?? (error.name === 'HTTPParserError' ? 'ERR_GATEWAY_MALFORMED_ANSWER' : 'ERR_GATEWAY_UNKNOWN')
-  );
+  const code = errorCode(error);
+  if (code === 'ERR_ASSERTION' || (code === undefined && error.name === 'HTTPParserError')) {
+    return 'ERR_GATEWAY_MALFORMED_ANSWER';
+  }
+  return code ?? 'ERR_GATEWAY_UNKNOWN';
 }
 
 export function isTimeout(error: Error): boolean {

@@ -1,4 +1,4 @@
-// Fleet mode end to end (issue 16): five real sidecars on one real redis-server in front of the real simulator
+// Fleet mode end to end: five real sidecars on one real redis-server in front of the real simulator
 // with --login-revokes-refresh, the gateway on which replicas that each log in log each other out in a loop.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';

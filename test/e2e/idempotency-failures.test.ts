@@ -1,4 +1,4 @@
-// Idempotency keys when something fails (issue 17): a retryable sidecar error, an outcome_unknown, a dead request's
+// Idempotency keys when something fails: a retryable sidecar error, an outcome_unknown, a dead request's
 // record past its deadline, the store unreachable, shutdown. The recording gateway counts what reaches it.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';

@@ -1,4 +1,4 @@
-// Idempotency keys across a fleet (issue 17): replicas sharing one real Redis (SIDECAR_STATE_STORE=redis) recognise
+// Idempotency keys across a fleet: replicas sharing one real Redis (SIDECAR_STATE_STORE=redis) recognise
 // each other's keys. Payments are counted where they land: the simulator's transactions, or the recording
 // gateway's requests carrying one payment's body.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Idempotency keys end to end (issue 17): the real sidecar in front of the recording gateway, which counts every
+// Idempotency keys end to end: the real sidecar in front of the recording gateway, which counts every
 // request that reaches it, and once in front of the strict simulator. docs/idempotency.md is the contract;
 // idempotency-failures.test.ts covers what happens when something fails, idempotency-fleet.test.ts several replicas.
 import assert from 'node:assert/strict';

@@ -7,7 +7,7 @@ import { sendSigned, type SendResult, type SignedSendDeps } from '../../src/prox
 import type { TokenSet } from '../../src/token/token-set.js';
 import { UpstreamError, type SendOutcome, type UpstreamRequest } from '../../src/upstream/forwarder.js';
 
-// DESIGN.md's retry rules as a table: each send outcome, times token state, times attempt. A fake forwarder
+// The retry contract (README) as a table: each send outcome, times token state, times attempt. A fake forwarder
 // plays the outcomes in order; each row says how many copies the gateway receives and what the client gets.
 
 type Step =

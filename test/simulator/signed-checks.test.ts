@@ -1,4 +1,4 @@
-// Every check of a signed endpoint, its error code and the order in which the checks run (issue 4).
+// Every check of a signed endpoint, its error code and the order in which the checks run.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { DEPOSIT, b64, codeOf, login, makeKeys, send, signedPost, startWithAccount } from './support.js';

@@ -1,4 +1,4 @@
-// Fleet token edge cases found in review (issue 16): a replica stopped in the middle of the fleet's refresh, logins
+// Fleet token edge cases found in review: a replica stopped in the middle of the fleet's refresh, logins
 // while the store is away (the cooldown still holds), and a Redis that came back empty and was given the newest
 // token under a lower generation number.
 import assert from 'node:assert/strict';

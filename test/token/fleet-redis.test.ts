@@ -1,4 +1,4 @@
-// The fleet token on a real redis-server (issue 16: "two replicas refreshing at the same moment"): each replica
+// The fleet token on a real redis-server ("two replicas refreshing at the same moment"): each replica
 // with its own connections, as pods have, so the lock, the compare-and-set script and the publication are Redis's.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';

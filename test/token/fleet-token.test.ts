@@ -1,4 +1,4 @@
-// One token for the fleet (issue 16), with TokenManagers sharing one store as replicas would share Redis, and a
+// One token for the fleet, with TokenManagers sharing one store as replicas would share Redis, and a
 // token endpoint on which only the newest login's chain works and every refresh token works once.
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';

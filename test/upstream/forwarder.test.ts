@@ -277,6 +277,7 @@ describe('forwarder: answers undici must read as the hand-written client did', (
     ['garbage instead of a status line', 'garbage garbage\r\n\r\n', undefined],
     ['a bad chunk size', 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n', undefined],
     ['a malformed status code', 'HTTP/1.1 2OO OK\r\ncontent-length: 2\r\n\r\n{}', undefined],
+    ['a status below 100', 'HTTP/1.1 099 Odd\r\ncontent-length: 2\r\n\r\n{}', 'ERR_GATEWAY_MALFORMED_ANSWER'],
   ] as const) {
     it(`${what}: refused at once as sent, no answer, with a cause code`, QUICK, async (t) => {
       const gateway = await tcpServer(t, answering(answer));
