@@ -180,16 +180,16 @@ for (const which of KUSTOMIZATIONS) {
       }
     });
 
-    test('CPU and memory are sized from the bench figures (docs/performance.md) at the documented rate', () => {
+    test('CPU and memory are sized from the bench figures (deploy/sizing.json) at the expected rate', () => {
       const { requests, limits } = sidecar(render(which)).resources ?? {};
-      const figures = benchFigures();
-      // docs/operations.md, "Sizing": expected rate / signed requests per CPU second, x3 for bursts.
-      const busy = EXPECTED_PAYMENTS_PER_S / figures.minThroughputPerCore;
+      const figures = sizing();
+      // Expected rate / signed requests per CPU second, x3 for bursts (docs/operations.md, "Sizing").
+      const busy = figures.expectedPaymentsPerSecond / figures.benchMinThroughputPerCore;
       assert.ok(cpuCores(requests?.cpu) >= 3 * busy, `cpu request ${String(requests?.cpu)} < 3 x ${busy.toFixed(3)}`);
       // No CPU limit, or at least one core: a limit near the request throttles bursts of signatures.
       if (limits?.cpu !== undefined) assert.ok(cpuCores(limits.cpu) >= 1, `cpu limit ${String(limits.cpu)}`);
-      assert.ok(mebibytes(requests?.memory) >= figures.maxRssMib, `memory request below the bench's peak RSS`);
-      assert.ok(mebibytes(limits?.memory) >= 1.5 * figures.maxRssMib, `memory limit below 1.5 x the peak RSS`);
+      assert.ok(mebibytes(requests?.memory) >= figures.benchMaxRssMib, `memory request below the bench's peak RSS`);
+      assert.ok(mebibytes(limits?.memory) >= 1.5 * figures.benchMaxRssMib, `memory limit below 1.5 x the peak RSS`);
     });
 
     test('probes do not depend on the gateway: a short startup budget, since startup waits for no token', () => {
@@ -441,32 +441,15 @@ function secretMountPath(which: (typeof KUSTOMIZATIONS)[number]): string {
   return mount.mountPath;
 }
 
-/** The expected rate the manifests are sized for (docs/operations.md, "Sizing"). */
-const EXPECTED_PAYMENTS_PER_S = 100;
+/** What the manifests are sized for: the expected rate and the bench's cautious figures, declared once. */
+interface Sizing {
+  readonly expectedPaymentsPerSecond: number;
+  readonly benchMinThroughputPerCore: number;
+  readonly benchMaxRssMib: number;
+}
 
-/** The bench's figures table (between the FIGURES markers of docs/performance.md): the cautious end of each. */
-function benchFigures(): { minThroughputPerCore: number; maxRssMib: number } {
-  const doc = readFileSync(`${REPO_ROOT}docs/performance.md`, 'utf8');
-  const table = /<!-- FIGURES[^>]*-->([\s\S]*?)<!-- \/FIGURES -->/.exec(doc)?.[1] ?? '';
-  const rows = table
-    .split('\n')
-    .filter((line) => line.startsWith('|'))
-    .map((line) =>
-      line
-        .split('|')
-        .slice(1, -1)
-        .map((cell) => cell.trim()),
-    );
-  const [header = [], , ...data] = rows;
-  const column = (name: string): number[] => {
-    const index = header.indexOf(name);
-    assert.ok(index >= 0, `docs/performance.md figures have no ${name} column`);
-    return data.map((row) => Number.parseFloat(row[index] ?? '')).filter((n) => Number.isFinite(n));
-  };
-  const perCore = column('throughput_per_core');
-  const rss = column('rss_mb_load');
-  assert.ok(perCore.length > 0 && rss.length > 0, 'docs/performance.md has no figures');
-  return { minThroughputPerCore: Math.min(...perCore), maxRssMib: Math.max(...rss) };
+function sizing(): Sizing {
+  return JSON.parse(readFileSync(`${REPO_ROOT}deploy/sizing.json`, 'utf8')) as Sizing;
 }
 
 function cpuCores(quantity: string | number | undefined): number {
