@@ -19,7 +19,6 @@ import { TokenManager } from './token/token-manager.js';
 import { fleetTokenFor, type FleetToken } from './token/fleet-token.js';
 import { createForwarder, type Forwarder } from './upstream/forwarder.js';
 import { createShutdown } from './shutdown.js';
-import { createPostbackReceiver } from './postback/receiver.js';
 import { keeperFromConfig } from './idempotency/from-config.js';
 import { openStateStore } from './state/open-store.js';
 import type { StateStore } from './state/state-store.js';
@@ -96,8 +95,9 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const tokens = createTokenManager(config, password, forwarder, metrics, log, deps.now ?? Date.now, fleet);
   const signer = createSigner(config.privateKey);
   // Its own listener, connection cap and timeouts: readiness and the egress path do not depend on it.
+  // Loaded only when the receiver is on: a pod that receives no postbacks does not carry its code.
   const postbacks = config.postback
-    ? createPostbackReceiver(config.postback, {
+    ? (await import('./postback/receiver.js')).createPostbackReceiver(config.postback, {
         store,
         metrics: metrics.postbacks,
         log,

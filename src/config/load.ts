@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import convict from 'convict';
-import { parse as parseYaml } from 'yaml';
+import type * as Yaml from 'yaml';
 import { ConfigError } from '../errors.js';
 import { attempt } from './collect-errors.js';
 import { parseBaseAddress, type BaseAddress } from './base-url.js';
@@ -12,6 +13,11 @@ import { loadStateSettings } from './state-settings.js';
 import { buildSchema, envVarOf, settingName, type ConfigSchema } from './schema.js';
 import { Secret } from './secret.js';
 import { caFromFile, contentDigest, passwordFromFile, privateKeyFromFile } from './secret-files.js';
+
+// The YAML parser is loaded only for a YAML config file: most pods are configured by env vars alone, and every
+// module a pod loads stays in its memory for its whole life.
+const requireOnDemand = createRequire(import.meta.url);
+const parseYaml = (text: string): unknown => (requireOnDemand('yaml') as typeof Yaml).parse(text);
 
 convict.addParser([
   { extension: 'json', parse: JSON.parse },

@@ -7,7 +7,7 @@ import type { Logger } from '../observability/log.js';
 import type { StateStoreMetrics } from '../observability/state-store-metrics.js';
 import { MemoryStateStore } from './memory-store.js';
 import { accountTag } from './redis-keys.js';
-import { RedisStateStore, type RedisStoreOptions } from './redis-store.js';
+import type { RedisStoreOptions } from './redis-store.js';
 import type { StateStore } from './state-store.js';
 
 /**
@@ -62,6 +62,8 @@ export async function openStateStore(config: Config, deps: StoreDeps = {}): Prom
     return new MemoryStateStore({ maxEntries: state.memoryMaxEntries, onEvict: () => metrics?.evicted() });
   }
   metrics?.available(false);
+  // The Redis client is loaded only when the settings ask for Redis: a pod on the memory store does not carry it.
+  const { RedisStateStore } = await import('./redis-store.js');
   const store = new RedisStateStore({
     ...redisStoreOptions(config, state.redis),
     ...(deps.log !== undefined ? { log: deps.log } : {}),
