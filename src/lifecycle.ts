@@ -19,7 +19,7 @@ export class ConnectionTracker {
 
   /** Called once per request, from the server's request listener. */
   track(req: IncomingMessage, res: ServerResponse): InboundExchange {
-    const exchange = new InboundExchange(requestId(req.headers['x-request-id']), res, () => this.isDraining);
+    const exchange = new InboundExchange(requestId(req.headers['x-request-id']), res, () => this.isDraining, req);
     this.open.set(res, exchange);
     res.once('close', () => this.finished(res));
     return exchange;

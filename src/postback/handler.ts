@@ -7,6 +7,7 @@ import { sourceAllowed, type PostbackSourceAllowList } from '../config/postback-
 import type { Logger } from '../observability/log.js';
 import type { PostbackMetrics } from '../observability/postback-metrics.js';
 import { readBody } from '../proxy/body.js';
+import { endAfterUnreadBody } from '../proxy/lingering-close.js';
 import { requestId } from '../proxy/request-id.js';
 import { StateStoreUnavailableError } from '../state/state-store.js';
 import type { BodyBudget } from './body-budget.js';
@@ -129,7 +130,7 @@ function errorName(err: unknown): string {
   return err instanceof Error ? err.name : 'error';
 }
 
-function respond(res: ServerResponse, answer: Answer, id: string, bodyRead: boolean): void {
+function respond(req: IncomingMessage, res: ServerResponse, answer: Answer, id: string, bodyRead: boolean): void {
   const text = JSON.stringify(answer.body);
   const headers: Record<string, string | number> = {
     'content-type': 'application/json',
@@ -142,7 +143,10 @@ function respond(res: ServerResponse, answer: Answer, id: string, bodyRead: bool
   // reading the rest, which a hostile sender could stream until the request deadline.
   if (!bodyRead) headers.connection = 'close';
   if (!res.headersSent) res.writeHead(answer.status, headers);
-  res.end(text);
+  // A sender whose body is too large is told so even if it writes the whole body before reading: the rest is read
+  // and dropped within bounds (lingering-close.ts). Other early refusals close at once: their senders are not trusted.
+  if (answer.status === 413) endAfterUnreadBody(req, res, text);
+  else res.end(text);
 }
 
 function logLine(
@@ -193,7 +197,7 @@ export function createPostbackHandler(deps: PostbackHandlerDeps) {
       if (refusal.code === 'postback.internal') delivery.error = errorName(refusal.cause);
     }
     deps.budget.release(delivery.reserved);
-    respond(res, answer, delivery.requestId, delivery.bodyRead);
+    respond(req, res, answer, delivery.requestId, delivery.bodyRead);
     deps.metrics.postback(answer.outcome);
     logLine(deps, answer, delivery, code, performance.now() - started);
   };

@@ -1,5 +1,6 @@
-import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { SidecarError } from '../errors.js';
+import { endAfterUnreadBody } from './lingering-close.js';
 import type { RequestId } from './request-id.js';
 import type { RequestOutcome } from './request-log.js';
 
@@ -27,6 +28,8 @@ export class InboundExchange {
     private readonly res: ServerResponse,
     /** True once shutdown began: see write(). */
     private readonly draining: () => boolean = () => false,
+    /** The request, whose body may still be arriving when an early answer is written (see write()). */
+    private readonly req?: IncomingMessage,
   ) {
     res.once('close', () => (this.clientClosed = true));
   }
@@ -100,7 +103,10 @@ export class InboundExchange {
     // 204 and 304 answers carry no body and must not carry a length either (RFC 9110 8.6).
     if (answer.status !== 204 && answer.status !== 304) headers['content-length'] = Buffer.byteLength(body);
     res.writeHead(answer.status, headers);
-    res.end(body);
+    // An answer written before the body was read (a 413, a refusal) must not be lost to a reset: lingering-close.ts.
+    // Not shutdown's: it closes every connection right after answering, so its answer is ended at once.
+    if (this.req && answer.by === 'handler') endAfterUnreadBody(this.req, res, body);
+    else res.end(body);
     return true;
   }
 }
