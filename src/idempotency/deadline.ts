@@ -9,8 +9,11 @@ export interface RequestTimeSettings {
   readonly connectTimeoutMs: number;
   readonly responseTimeoutMs: number;
   readonly connectRetryDeadlineMs: number;
-  /** The longest one state store command may take (SIDECAR_REDIS_COMMAND_TIMEOUT_MS; 0 in memory: no wait). */
-  readonly storeCommandTimeoutMs: number;
+  /**
+   * The longest one write of the record may take: SIDECAR_REDIS_COMMAND_TIMEOUT_MS, twice that when it waits for
+   * replicas (the write, then WAIT); 0 in memory: no wait.
+   */
+  readonly storeWriteMs: number;
 }
 
 /** Signing, the wall clocks of two replicas that differ by a few seconds, and the event loop's own delays. */
@@ -18,7 +21,7 @@ export const DEADLINE_MARGIN_MS = 5_000;
 
 /**
  * 2 x token wait + connect retry deadline + 2 x (2 x connect timeout + response timeout)
- *   + 2 x store command timeout + margin.
+ *   + 2 x store write + margin.
  * - a token wait, then connection failures retried until the connect retry deadline;
  * - the last attempt may start just before that deadline: a wait for a free connection and the connection itself
  *   (each up to the connect timeout), then the response timeout;
@@ -29,6 +32,6 @@ export const DEADLINE_MARGIN_MS = 5_000;
  */
 export function longestRequestMs(settings: RequestTimeSettings): number {
   const attempt = 2 * settings.connectTimeoutMs + settings.responseTimeoutMs;
-  const store = 2 * settings.storeCommandTimeoutMs;
+  const store = 2 * settings.storeWriteMs;
   return 2 * settings.tokenWaitMs + settings.connectRetryDeadlineMs + 2 * attempt + store + DEADLINE_MARGIN_MS;
 }

@@ -17,10 +17,17 @@ export function keeperFromConfig(config: Config, store: StateStore, log: Logger,
       connectTimeoutMs,
       responseTimeoutMs,
       connectRetryDeadlineMs,
-      // The memory store answers at once; Redis may take up to its command timeout per command.
-      storeCommandTimeoutMs: config.state.redis?.commandTimeoutMs ?? 0,
+      // The memory store answers at once; Redis may take up to its command timeout per command, and a write that
+      // waits for replicas is two commands.
+      storeWriteMs: storeWriteMs(config),
     }),
     now,
     log,
   });
+}
+
+function storeWriteMs(config: Config): number {
+  const redis = config.state.redis;
+  if (redis === undefined) return 0;
+  return redis.commandTimeoutMs * (redis.minReplicasAcked > 0 ? 2 : 1);
 }

@@ -15,18 +15,18 @@ describe('the longest possible request time (an in_progress record older than th
   it('is 115 s with the default settings in memory, 115.2 s on Redis, as docs/idempotency.md says', () => {
     const schema = buildSchema({});
     const defaults = { tokenWaitMs: DEFAULT_WAIT_FOR_TOKEN_MS, ...schema.get('upstream') };
-    assert.equal(longestRequestMs({ ...defaults, storeCommandTimeoutMs: 0 }), 115_000);
+    assert.equal(longestRequestMs({ ...defaults, storeWriteMs: 0 }), 115_000);
     const redisCommandTimeoutMs = schema.get('state.redis.commandTimeoutMs');
-    assert.equal(longestRequestMs({ ...defaults, storeCommandTimeoutMs: redisCommandTimeoutMs }), 115_200);
+    assert.equal(longestRequestMs({ ...defaults, storeWriteMs: redisCommandTimeoutMs }), 115_200);
   });
 
-  it('2 x token wait + connect retry deadline + 2 x (2 x connect timeout + response timeout) + 2 x store command timeout + margin', () => {
+  it('2 x token wait + connect retry deadline + 2 x (2 x connect timeout + response timeout) + 2 x store write + margin', () => {
     const settings = {
       tokenWaitMs: 1,
       connectTimeoutMs: 10,
       responseTimeoutMs: 100,
       connectRetryDeadlineMs: 1_000,
-      storeCommandTimeoutMs: 3,
+      storeWriteMs: 3,
     };
     assert.equal(longestRequestMs(settings), 2 + 1_000 + 2 * (20 + 100) + 6 + DEADLINE_MARGIN_MS);
   });
@@ -37,7 +37,7 @@ describe('the longest possible request time (an in_progress record older than th
       connectTimeoutMs: 5_000,
       responseTimeoutMs: 30_000,
       connectRetryDeadlineMs: 10_000,
-      storeCommandTimeoutMs: 100,
+      storeWriteMs: 100,
     };
     for (const key of Object.keys(base) as Array<keyof typeof base>) {
       assert.ok(longestRequestMs({ ...base, [key]: base[key] + 1 }) > longestRequestMs(base), key);
@@ -72,11 +72,13 @@ describe('the deadline a sidecar writes into its claims', () => {
     return record.state === 'in_progress' ? record.deadline - now : Number.NaN;
   }
 
-  it("counts TokenManager's own token wait, the upstream settings and the Redis command timeout", async () => {
+  it("counts TokenManager's own token wait, the upstream settings, the Redis command timeout and replica waits", async () => {
     assert.equal(await claimDeadlineMs({}), 115_000);
     const redis = { SIDECAR_STATE_STORE: 'redis', SIDECAR_REDIS_URL: 'redis://127.0.0.1:6379' };
     assert.equal(await claimDeadlineMs(redis), 115_200);
     assert.equal(await claimDeadlineMs({ ...redis, SIDECAR_REDIS_COMMAND_TIMEOUT_MS: '2000' }), 119_000);
+    // A write that waits for replicas is two commands: the write, then WAIT.
+    assert.equal(await claimDeadlineMs({ ...redis, SIDECAR_REDIS_MIN_REPLICAS_ACKED: '1' }), 115_400);
     assert.equal(await claimDeadlineMs({ SIDECAR_UPSTREAM_RESPONSE_TIMEOUT_MS: '10000' }), 75_000);
   });
 });
