@@ -6,11 +6,12 @@ import type * as Yaml from 'yaml';
 import { ConfigError } from '../errors.js';
 import { attempt } from './collect-errors.js';
 import { parseBaseAddress, type BaseAddress } from './base-url.js';
-import type { Config, ConfigWarning, Environment, LogLevel } from './config.js';
+import type { Config, ConfigWarning, Environment } from './config.js';
 import { checkListenHost, unresolvableHosts, type HostKey } from './listen-host.js';
 import { loadPostbackSettings } from './postback-settings.js';
 import { loadStateSettings } from './state-settings.js';
-import { buildSchema, envVarOf, settingName, type ConfigSchema } from './schema.js';
+import { buildSchema, CONFIG_FILE_ENV, envVarOf, settingName, type ConfigSchema } from './schema.js';
+import { schemaRefusals } from './schema-refusals.js';
 import { Secret } from './secret.js';
 import { caFromFile, contentDigest, passwordFromFile, privateKeyFromFile } from './secret-files.js';
 
@@ -116,31 +117,19 @@ class Refusals {
  */
 function loadSettings(env: NodeJS.ProcessEnv, errors: ConfigError[]): Settings | undefined {
   const schema = buildSchema(env);
-  const file = env.SIDECAR_CONFIG_FILE;
+  const file = env[CONFIG_FILE_ENV.env];
   let fileDir: string | undefined;
   if (file) {
     try {
       schema.loadFile(file);
     } catch (err) {
-      errors.push(new ConfigError('SIDECAR_CONFIG_FILE', `cannot load ${file}: ${describeFileError(err)}`));
+      errors.push(new ConfigError(CONFIG_FILE_ENV.env, `cannot load ${file}: ${describeFileError(err)}`));
       return undefined;
     }
     fileDir = dirname(resolve(file));
   }
-  const invalid = new Set<string>();
-  try {
-    schema.validate({ allowed: 'strict' });
-  } catch (err) {
-    // convict reports every problem, one per line, starting with the key ("listen.port: must be ..."); the
-    // operator set an env var, so name that.
-    for (const line of (err as Error).message.split('\n')) {
-      const keyed = /^([A-Za-z][\w.]*): (.+)$/.exec(line);
-      const missing = /^configuration param '([\w.]+)' missing/.exec(line);
-      const key = keyed?.[1] ?? missing?.[1];
-      if (key !== undefined) invalid.add(key);
-      errors.push(keyed ? new ConfigError(settingName(keyed[1]!), keyed[2]!) : new ConfigError('config', line));
-    }
-  }
+  const { errors: refused, invalid } = schemaRefusals(schema);
+  errors.push(...refused);
   return new Settings(schema, env, fileDir, invalid);
 }
 
@@ -354,7 +343,7 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     idempotency: schema.get('idempotency'),
     postback,
     state,
-    logLevel: schema.get('logLevel') as LogLevel,
+    logLevel: schema.get('logLevel'),
     warnings: refusals.warnings,
   };
   return { config, errors, hosts };

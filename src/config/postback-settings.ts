@@ -7,7 +7,7 @@ import { attempt } from './collect-errors.js';
 import type { Environment } from './config.js';
 import { isLoopbackHost } from './loopback.js';
 import { parsePublicKeys } from './public-keys.js';
-import { settingName } from './schema.js';
+import { settingName, type Settings } from './schema.js';
 
 /** The webhook URL registered with the gateway, split as spec 5.2 signs it (the postback layer joins the parts). */
 export interface PostbackPublicUrl {
@@ -27,41 +27,22 @@ export interface PostbackSourceAllowList {
   readonly list: BlockList;
 }
 
-export interface PostbackConfig {
-  readonly forwardUrl: string;
-  readonly listen: { readonly host: string; readonly port: number };
+/** The receiver's settings: those used as they are keep the schema's type, the others are parsed or loaded. */
+export interface PostbackConfig extends Readonly<
+  Omit<Settings['postback'], 'listen' | 'publicUrl' | 'publicKeyFile' | 'allowCidrs'>
+> {
+  readonly listen: Readonly<Settings['postback']['listen']>;
   readonly publicUrl: PostbackPublicUrl;
   /** The gateway's postback keys (several during a rotation); empty only when unsigned postbacks are accepted. */
   readonly publicKeys: readonly KeyObject[];
   readonly publicKeyFile: string | undefined;
-  readonly acceptUnsigned: boolean;
   /** Undefined: any source. */
   readonly allowCidrs: PostbackSourceAllowList | undefined;
-  readonly forwardTimeoutMs: number;
-  readonly maxAgeSeconds: number;
-  readonly maxFutureSeconds: number;
-  readonly deliveredTtlSeconds: number;
-  readonly maxConnections: number;
-}
-
-/** What load.ts hands over: the raw `postback` settings after the schema validation. */
-export interface RawPostbackSettings {
-  readonly forwardUrl: string;
-  readonly listen: { readonly host: string; readonly port: number };
-  readonly publicUrl: string;
-  /** Resolved against the config file's folder when written there. */
-  readonly publicKeyFile: string;
-  readonly acceptUnsigned: boolean;
-  readonly allowCidrs: readonly string[];
-  readonly forwardTimeoutMs: number;
-  readonly maxAgeSeconds: number;
-  readonly maxFutureSeconds: number;
-  readonly deliveredTtlSeconds: number;
-  readonly maxConnections: number;
 }
 
 export interface PostbackInput {
-  readonly raw: RawPostbackSettings;
+  /** The `postback` settings after the schema validation, the key file's path resolved like the other paths. */
+  readonly raw: Settings['postback'];
   readonly environment: Environment | undefined;
   /** Ports the other listeners take (0 excluded by the caller): a shared port would fail at start. */
   readonly otherPorts: ReadonlyArray<{ readonly key: string; readonly port: number }>;

@@ -4,13 +4,14 @@
 import { ConfigError } from '../errors.js';
 import { attempt } from './collect-errors.js';
 import type { ConfigWarning, Environment } from './config.js';
-import { envVarOf, settingName } from './schema.js';
+import { envVarOf, settingName, type Settings } from './schema.js';
 import { caFromFile, passwordFromFile } from './secret-files.js';
 import type { Secret } from './secret.js';
 
-export interface RedisConfig {
-  /** redis:// or rediss://, host, port and database only. */
-  readonly url: string;
+/** The Redis store's settings; `url` is redis:// or rediss://, host, port and database only. */
+export interface RedisConfig extends Readonly<
+  Pick<Settings['state']['redis'], 'url' | 'keyPrefix' | 'commandTimeoutMs' | 'minReplicasAcked'>
+> {
   readonly tls: boolean;
   readonly username: string | undefined;
   readonly password: Secret | undefined;
@@ -18,36 +19,16 @@ export interface RedisConfig {
   /** PEM of the extra CA, and its file. */
   readonly ca: string | undefined;
   readonly caFile: string | undefined;
-  readonly keyPrefix: string;
-  readonly commandTimeoutMs: number;
-  /** Replicas that must acknowledge a money write (WAIT) before it counts; 0: none waited for. */
-  readonly minReplicasAcked: number;
 }
 
-export interface StateConfig {
-  readonly store: 'memory' | 'redis';
-  readonly memoryMaxEntries: number;
+export interface StateConfig extends Readonly<Pick<Settings['state'], 'store' | 'memoryMaxEntries'>> {
   /** Set when store is redis. */
   readonly redis: RedisConfig | undefined;
 }
 
-/** What load.ts hands over: the raw `state` settings after the schema validation, file paths resolved. */
-export interface RawStateSettings {
-  readonly store: string;
-  readonly memoryMaxEntries: number;
-  readonly redis: {
-    readonly url: string;
-    readonly username: string;
-    readonly passwordFile: string;
-    readonly caFile: string;
-    readonly keyPrefix: string;
-    readonly commandTimeoutMs: number;
-    readonly minReplicasAcked: number;
-  };
-}
-
 export interface StateInput {
-  readonly raw: RawStateSettings;
+  /** The `state` settings after the schema validation, file paths resolved against the config file's folder. */
+  readonly raw: Settings['state'];
   readonly environment: Environment | undefined;
   readonly readFile: (setting: string, path: string) => string;
 }
@@ -134,7 +115,7 @@ function redisSettings(input: StateInput, errors: ConfigError[], warnings: Confi
 }
 
 /** Redis settings given while the store is memory: probably a forgotten SIDECAR_STATE_STORE=redis. */
-function unusedRedisSettings(raw: RawStateSettings): ConfigWarning[] {
+function unusedRedisSettings(raw: Settings['state']): ConfigWarning[] {
   const set = (['url', 'username', 'passwordFile', 'caFile'] as const).filter((key) => raw.redis[key] !== '');
   return set.map((key) => ({
     setting: name(key),

@@ -2,7 +2,7 @@
 import type { IContainer } from 'kubernetes-models/v1/Container';
 import type { IPodSpec } from 'kubernetes-models/v1/PodSpec';
 import type { Deployment } from 'kubernetes-models/apps/v1/Deployment';
-import { buildSchema } from '../../../src/config/schema.js';
+import { CONFIG_FILE_ENV, EVERY_SETTING } from '../../../src/config/schema.js';
 import { SIDECAR_CONTAINER, only, type Rendered } from './render.js';
 
 export function podSpec(rendered: Rendered): IPodSpec {
@@ -43,18 +43,9 @@ export function sidecarEnv(rendered: Rendered): Map<string, string> {
   return env;
 }
 
-/** Every env var name the config schema reads (walks convict's schema tree). */
+/** Every env var name the sidecar reads: each setting's, and the config file's. */
 export function knownSettings(): Set<string> {
-  const names = new Set<string>();
-  const walk = (node: unknown): void => {
-    if (typeof node !== 'object' || node === null) return;
-    const { env, _cvtProperties: children } = node as { env?: unknown; _cvtProperties?: Record<string, unknown> };
-    if (typeof env === 'string') names.add(env);
-    for (const child of Object.values(children ?? {})) walk(child);
-  };
-  walk(buildSchema({}).getSchema());
-  names.add('SIDECAR_CONFIG_FILE'); // read by load.ts itself, not a schema key
-  return names;
+  return new Set([...EVERY_SETTING.map((setting) => setting.env), CONFIG_FILE_ENV.env]);
 }
 
 /** Resolves a probe's port (number or container port name) against the container's declared ports. */
