@@ -159,7 +159,7 @@ describe('config: refuses to start with one line naming the setting', () => {
     );
   });
 
-  // Issue 18, item 3: convict read any text but "false" as true.
+  // convict's own Boolean reads any text but "false" as true; the sidecar's booleans must not.
   describe('booleans are strict', () => {
     for (const [name, key] of [
       ['SIDECAR_QUIT_ENDPOINT', 'shutdown.quitEndpoint'],

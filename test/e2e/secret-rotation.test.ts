@@ -1,4 +1,4 @@
-// Issue 19, rotation: the secret files change under a running sidecar with traffic flowing. The simulator holds
+// Secret rotation: the secret files change under a running sidecar with traffic flowing. The simulator holds
 // the vendor's side of a key rotation (the old and the new public key, then the new one only), so a request
 // signed with the wrong key is a failed request here.
 import assert from 'node:assert/strict';
