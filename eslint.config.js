@@ -5,8 +5,9 @@ import tseslint from 'typescript-eslint';
 
 // The dependency direction (docs/architecture.md): each layer imports only from the layers before it.
 // errors -> config -> observability -> state -> signing -> upstream -> token -> idempotency -> proxy -> postback
-// -> app, lifecycle, shutdown -> tools, cli -> main. The simulator imports nothing of the sidecar: it is an
-// independent verifier, so that a shared mistake cannot make both sides agree.
+// -> app, lifecycle, shutdown -> tools, cli -> main. The simulator (packages/simulator) and the sidecar import
+// nothing of each other: it is an independent verifier, so that a shared mistake cannot make both sides agree, and
+// the sidecar's image does not carry it.
 const INNER = [
   'errors',
   'config',
@@ -20,13 +21,15 @@ const INNER = [
   'postback',
 ];
 const OUTER = ['app', 'tools', 'cli'];
-/** Each layer and the layers it must not import: every one after it, and the simulator, which stands alone. */
-const LAYERS = Object.fromEntries([
-  ...INNER.map((layer, i) => [layer, [...INNER.slice(i + 1), ...OUTER, 'simulator']]),
-  ['simulator', [...INNER, ...OUTER]],
-]);
+/** Each layer and the layers it must not import: every one after it. */
+const LAYERS = Object.fromEntries(INNER.map((layer, i) => [layer, [...INNER.slice(i + 1), ...OUTER]]));
 
 const MODULE_FILES = { errors: 'src/errors.ts', app: 'src/app.ts' };
+
+const SIMULATOR_STANDS_APART = {
+  group: ['@signing-sidecar/simulator', '**/packages/simulator/**'],
+  message: 'the sidecar must not import the simulator: see docs/architecture.md.',
+};
 
 const from = (layer) => (MODULE_FILES[layer] ? './' : '../');
 
@@ -37,11 +40,14 @@ function dependencyDirection() {
       'no-restricted-imports': [
         'error',
         {
-          patterns: later.map((name) => ({
-            // Relative import paths, as written from a top-level file (./x) or from inside a layer folder (../x).
-            group: [MODULE_FILES[name] ? `${from(layer)}${name}.js` : `${from(layer)}${name}/**`],
-            message: `${layer} must not import ${name}: see the dependency direction in docs/architecture.md.`,
-          })),
+          patterns: [
+            ...later.map((name) => ({
+              // Relative import paths, as written from a top-level file (./x) or from inside a layer folder (../x).
+              group: [MODULE_FILES[name] ? `${from(layer)}${name}.js` : `${from(layer)}${name}/**`],
+              message: `${layer} must not import ${name}: see the dependency direction in docs/architecture.md.`,
+            })),
+            SIMULATOR_STANDS_APART,
+          ],
         },
       ],
     },
@@ -78,7 +84,24 @@ export default tseslint.config(
   },
   ...dependencyDirection(),
   {
-    files: ['eslint.config.js'],
+    files: ['src/*.ts', 'src/cli/**/*.ts', 'src/tools/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [SIMULATOR_STANDS_APART] }] },
+  },
+  {
+    files: ['packages/simulator/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['**/src/**', 'signing-sidecar'], message: 'the simulator imports nothing of the sidecar.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['eslint.config.js', 'packages/*/bin/*.js'],
     ...tseslint.configs.disableTypeChecked,
   },
 );

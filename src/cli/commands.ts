@@ -1,7 +1,7 @@
 import type { Command } from './command.js';
 
 export interface CommandEntry {
-  /** Loaded on demand: `serve` should not carry the simulator's TLS and X.509 libraries in its memory. */
+  /** Loaded on demand: `serve` should not carry the operator tools' code in its memory. */
   readonly load: () => Promise<Command>;
   readonly summary: string;
 }
@@ -11,14 +11,6 @@ export const COMMANDS: Record<string, CommandEntry> = {
   serve: {
     load: async () => (await import('./serve.js')).serve,
     summary: 'run the signing proxy (configured by SIDECAR_* settings)',
-  },
-  simulate: {
-    load: async () => (await import('./simulate.js')).simulate,
-    summary: 'run the strict gateway simulator (local development, CI)',
-  },
-  demo: {
-    load: async () => (await import('./demo.js')).demo,
-    summary: 'run a deposit, a withdrawal and a postback through the sidecar and the simulator',
   },
   keygen: {
     load: async () => (await import('./keygen.js')).keygen,

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, before, describe, test } from 'node:test';
-import { startSimulator } from '../../src/simulator/index.js';
+import { startSimulator } from '@signing-sidecar/simulator';
 import { makeVendor, postDeposit, waitFor } from './support/live-sidecar.js';
 import { REPO_ROOT } from './support/render.js';
 
@@ -101,8 +101,15 @@ describe('runtime stage reproduced in a clean folder', () => {
     }
   });
 
+  test('carries no simulator: neither its package, its code, nor the certificate library only it uses', () => {
+    for (const absent of ['node_modules/@signing-sidecar/simulator', 'node_modules/selfsigned', 'dist/src/simulator']) {
+      assert.ok(!existsSync(join(app, absent)), `${absent} is in the image`);
+    }
+    assert.ok(existsSync(join(app, 'dist/src/main.js')), 'the sidecar itself is');
+  });
+
   test('loads every runtime module with production dependencies only', () => {
-    const entries = ['app.js', 'config/load.js', 'simulator/index.js'].map((f) => `./dist/src/${f}`);
+    const entries = ['app.js', 'config/load.js', 'cli/commands.js'].map((f) => `./dist/src/${f}`);
     execFileSync(
       process.execPath,
       ['--input-type=module', '-e', entries.map((e) => `await import(${JSON.stringify(e)});`).join('')],

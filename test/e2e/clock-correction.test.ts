@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { startSimulator } from '../../src/simulator/index.js';
+import { startSimulator } from '@signing-sidecar/simulator';
 import { makeKeys } from '../support/keys.js';
 import { depositJson } from '../support/payloads.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';

@@ -3,7 +3,7 @@
 // gateway's requests carrying one payment's body.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
+import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
 import { assertKeyedRefusedUnkeyedSent, freshDeposit, newKey, send, until } from '../support/idempotent-calls.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { RecordingGateway, TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';

@@ -8,7 +8,7 @@ import { after, describe, it } from 'node:test';
 import { generate } from 'selfsigned';
 import { publicKeyFingerprint } from '../../src/signing/keys.js';
 import { parsePrivateKey } from '../../src/config/private-key.js';
-import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
+import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { RecordingGateway, TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
 import { scratchDir } from '../support/scratch.js';

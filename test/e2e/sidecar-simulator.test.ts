@@ -3,7 +3,7 @@ import { writeFile } from 'node:fs/promises';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { startSimulator, type RunningSimulator, type SimulatorOptions } from '../../src/simulator/index.js';
+import { startSimulator, type RunningSimulator, type SimulatorOptions } from '@signing-sidecar/simulator';
 import { GatewayRelay, sendCaptured } from '../support/gateway-relay.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { describe, it } from 'node:test';
-import { startSimulator } from '../../src/simulator/index.js';
+import { startSimulator } from '@signing-sidecar/simulator';
 import { makeKeys } from '../support/keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
 import { sidecarEnv } from '../support/sidecar.js';

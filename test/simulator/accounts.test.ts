@@ -6,11 +6,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { loadAccounts } from '../../src/simulator/accounts.js';
-import { AccountConfigError, readAccountsFile, startSimulator } from '../../src/simulator/index.js';
+import { loadAccounts } from '../../packages/simulator/src/accounts.js';
+import { AccountConfigError, readAccountsFile, startSimulator } from '@signing-sidecar/simulator';
 import { makeKeys } from './support.js';
 import type { TestKeys } from './support.js';
-import type { SimulatorAccountInput } from '../../src/simulator/index.js';
+import type { SimulatorAccountInput } from '@signing-sidecar/simulator';
 
 describe('accounts', () => {
   let keys: TestKeys;

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
-import { simulate } from '../../src/cli/simulate.js';
+import { simulate } from '../../packages/simulator/src/cli.js';
 import { PASSWORD, USERNAME, makeKeys, send } from './support.js';
 import type { CommandIo } from '../../src/cli/command.js';
 import type { TestKeys } from './support.js';
@@ -75,7 +75,7 @@ describe('simulate command', () => {
       const h = harness();
       assert.equal(await simulate(argv, h.io), 2, argv.join(' '));
       assert.match(h.stderr(), message);
-      assert.match(h.stderr(), /^simulate: [^\n]+\n[^\n]*--help[^\n]*\n$/, 'one line, then the help hint');
+      assert.match(h.stderr(), /^gateway-simulator: [^\n]+\n[^\n]*--help[^\n]*\n$/, 'one line, then the help hint');
     }
   });
 

@@ -4,9 +4,9 @@ import type { IncomingMessage } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { codeOf, login, makeKeys, send, signedPost, startWithAccount } from './support.js';
 import type { RawResponse, TestKeys } from './support.js';
-import type { RunningSimulator } from '../../src/simulator/index.js';
-import { handleControl } from '../../src/simulator/control-api.js';
-import type { SimContext } from '../../src/simulator/context.js';
+import type { RunningSimulator } from '@signing-sidecar/simulator';
+import { handleControl } from '../../packages/simulator/src/control-api.js';
+import type { SimContext } from '../../packages/simulator/src/context.js';
 
 function control(sim: RunningSimulator, method: string, path: string, body?: unknown): Promise<RawResponse> {
   return send(sim.listenUrl, {

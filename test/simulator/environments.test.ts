@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { codeOf, login, makeKeys, signedPost, startWithAccount } from './support.js';
 import type { TestKeys } from './support.js';
-import type { RunningSimulator } from '../../src/simulator/index.js';
+import type { RunningSimulator } from '@signing-sidecar/simulator';
 
 describe('environment mismatch', () => {
   let keys: TestKeys;

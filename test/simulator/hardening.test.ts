@@ -2,10 +2,10 @@
 // parsing (timestamps, duplicate keys, BOM, header size), the timestamp window's exact edges, control API guards.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { startSimulator } from '../../src/simulator/index.js';
+import { startSimulator } from '@signing-sidecar/simulator';
 import { PASSWORD, USERNAME, b64, codeOf, rawExchange, login, makeKeys, send, signedPost } from './support.js';
 import type { RawResponse, TestKeys } from './support.js';
-import type { RunningSimulator } from '../../src/simulator/index.js';
+import type { RunningSimulator } from '@signing-sidecar/simulator';
 
 const OTHER = 'other@example.com';
 const json = { 'content-type': 'application/json' };

@@ -6,14 +6,14 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
-import { createClock } from '../../src/simulator/clock.js';
-import { createSimLogger } from '../../src/simulator/index.js';
-import { duplicateTopLevelKey, topLevelKeys } from '../../src/simulator/json-keys.js';
-import { createPostbackSender, displayUrl } from '../../src/simulator/postbacks.js';
-import { createTransactionStore } from '../../src/simulator/transactions.js';
+import { createClock } from '../../packages/simulator/src/clock.js';
+import { createSimLogger } from '@signing-sidecar/simulator';
+import { duplicateTopLevelKey, topLevelKeys } from '../../packages/simulator/src/json-keys.js';
+import { createPostbackSender, displayUrl } from '../../packages/simulator/src/postbacks.js';
+import { createTransactionStore } from '../../packages/simulator/src/transactions.js';
 import { login, makeKeys, send, signedPost, startWithAccount } from './support.js';
-import type { PaymentFields } from '../../src/simulator/payloads.js';
-import type { Transaction } from '../../src/simulator/transactions.js';
+import type { PaymentFields } from '../../packages/simulator/src/payloads.js';
+import type { Transaction } from '../../packages/simulator/src/transactions.js';
 
 const FIELDS: PaymentFields = {
   amount: '1.00',

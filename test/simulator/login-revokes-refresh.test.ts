@@ -8,9 +8,9 @@ import { PassThrough } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PASSWORD, USERNAME, codeOf, login, makeKeys, send, signedPost, startWithAccount } from './support.js';
 import type { RawResponse, TestKeys } from './support.js';
-import type { RunningSimulator } from '../../src/simulator/index.js';
+import type { RunningSimulator } from '@signing-sidecar/simulator';
 import type { CommandIo } from '../../src/cli/command.js';
-import { simulate } from '../../src/cli/simulate.js';
+import { simulate } from '../../packages/simulator/src/cli.js';
 import { scratchDir } from '../support/scratch.js';
 
 function refresh(sim: RunningSimulator, token: string | undefined): Promise<RawResponse> {

@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
 
-const SIMULATOR = pathToFileURL(new URL('../../src/simulator/index.ts', import.meta.url).pathname).href;
+const SIMULATOR = pathToFileURL(new URL('../../packages/simulator/src/index.ts', import.meta.url).pathname).href;
 
 // Sends a token request that meets an 8 s delay fault, waits (polling, with a deadline) until the fault has
 // taken it, closes the simulator and reports. The process must then exit on its own, well before 8 s.

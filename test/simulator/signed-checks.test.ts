@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { DEPOSIT, b64, codeOf, login, makeKeys, send, signedPost, startWithAccount } from './support.js';
 import type { TestKeys } from './support.js';
-import type { RunningSimulator } from '../../src/simulator/index.js';
+import type { RunningSimulator } from '@signing-sidecar/simulator';
 
 describe('signed endpoints', () => {
   let keys: TestKeys;

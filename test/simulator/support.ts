@@ -7,8 +7,8 @@ import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { IncomingHttpHeaders } from 'node:http';
 import { promisify } from 'node:util';
-import { startSimulator } from '../../src/simulator/index.js';
-import type { RunningSimulator, SimulatorOptions } from '../../src/simulator/index.js';
+import { startSimulator } from '@signing-sidecar/simulator';
+import type { RunningSimulator, SimulatorOptions } from '@signing-sidecar/simulator';
 import { DEPOSIT } from '../support/payloads.js';
 
 export { DEPOSIT };

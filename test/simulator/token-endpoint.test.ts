@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { PASSWORD, USERNAME, codeOf, login, makeKeys, send, signedPost, startWithAccount } from './support.js';
 import type { RawResponse, TestKeys } from './support.js';
-import type { RunningSimulator } from '../../src/simulator/index.js';
+import type { RunningSimulator } from '@signing-sidecar/simulator';
 
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/;
 

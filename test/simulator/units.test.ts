@@ -1,13 +1,13 @@
 // Pure building blocks: strict base64, URL rebuild, clock, nonce memory, token rules, allowlists, faults.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { decodeStrictBase64 } from '../../src/simulator/base64.js';
-import { parsePublicBase, signedUrlFor } from '../../src/simulator/canonical-url.js';
-import { createClock, rfc3339 } from '../../src/simulator/clock.js';
-import { createFaultInjector } from '../../src/simulator/faults.js';
-import { createAllowList, isLoopbackAddress } from '../../src/simulator/ip-allow.js';
-import { createNonceStore } from '../../src/simulator/nonce-store.js';
-import { createTokenStore } from '../../src/simulator/token-store.js';
+import { decodeStrictBase64 } from '../../packages/simulator/src/base64.js';
+import { parsePublicBase, signedUrlFor } from '../../packages/simulator/src/canonical-url.js';
+import { createClock, rfc3339 } from '../../packages/simulator/src/clock.js';
+import { createFaultInjector } from '../../packages/simulator/src/faults.js';
+import { createAllowList, isLoopbackAddress } from '../../packages/simulator/src/ip-allow.js';
+import { createNonceStore } from '../../packages/simulator/src/nonce-store.js';
+import { createTokenStore } from '../../packages/simulator/src/token-store.js';
 
 function fakeClock(): { clock: ReturnType<typeof createClock>; advance: (ms: number) => void } {
   let now = 1_763_700_000_000;

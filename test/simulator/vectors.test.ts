@@ -3,11 +3,11 @@
 import assert from 'node:assert/strict';
 import { createPublicKey } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { parsePublicBase, signedUrlFor } from '../../src/simulator/canonical-url.js';
-import { startSimulator } from '../../src/simulator/index.js';
-import { buildSigningString, verifySignature } from '../../src/simulator/verifier.js';
+import { parsePublicBase, signedUrlFor } from '../../packages/simulator/src/canonical-url.js';
+import { startSimulator } from '@signing-sidecar/simulator';
+import { buildSigningString, verifySignature } from '../../packages/simulator/src/verifier.js';
 import { PASSWORD, USERNAME, codeOf, login, send } from './support.js';
-import type { RunningSimulator } from '../../src/simulator/index.js';
+import type { RunningSimulator } from '@signing-sidecar/simulator';
 import { vectorPublicKeyPem, vectors, type SignatureVector } from '../support/vectors.js';
 
 const publicKeyPem = vectorPublicKeyPem;

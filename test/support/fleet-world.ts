@@ -2,7 +2,7 @@
 // token), a real redis-server, and N real sidecars in this process on SIDECAR_STATE_STORE=redis, plus a steady
 // stream of payments spread over whichever sidecars are live, as a Service spreads them over ready pods.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
+import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
 import { makeKeys, type TestKeys } from './keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from './recording-gateway.js';
 import { startRedis, type TestRedis } from './redis-server.js';

@@ -24,7 +24,7 @@ import { once } from 'node:events';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { generateTlsMaterial } from '../../src/simulator/tls.js';
+import { generateTlsMaterial } from '../../packages/simulator/src/tls.js';
 import { freeStablePort } from './free-port.js';
 import { scratchDir } from './scratch.js';
 

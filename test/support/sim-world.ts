@@ -1,7 +1,7 @@
 // The real sidecar in front of the gateway simulator, with a GatewayRelay between them, and the steps that make
 // the simulator answer each gateway error code of spec 7. Shared by the Prometheus and the log-secrets tests.
 import assert from 'node:assert/strict';
-import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
+import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
 import { GatewayRelay } from './gateway-relay.js';
 import { makeKeys, type TestKeys } from './keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from './recording-gateway.js';

@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { check } from '../../src/cli/check.js';
-import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
+import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
 import { vectorPrivateKeyPem, vectorPublicKeyPem } from '../support/vectors.js';
 import { runCommand, tempDir } from './run-command.js';
 import { freePort } from '../support/free-port.js';

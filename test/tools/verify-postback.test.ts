@@ -9,7 +9,7 @@ import { parsePrivateKey } from '../../src/config/private-key.js';
 import { newNonce } from '../../src/signing/nonce.js';
 import { createSigner } from '../../src/signing/signer.js';
 import { signingString, unixTimestamp } from '../../src/signing/signing-string.js';
-import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
+import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
 import { vectorPrivateKeyPem, vectorPublicKeyPem } from '../support/vectors.js';
 import { runCommand, stdinOf, tempDir } from './run-command.js';
 

@@ -1,7 +1,7 @@
 // Starts the real sidecar (startSidecar) against the gateway simulator, sends one signed deposit through it
 // and scrapes its admin listener: what the alerts and the dashboard are checked against.
 import { rm } from 'node:fs/promises';
-import { startSimulator } from '../../../src/simulator/index.js';
+import { startSimulator } from '@signing-sidecar/simulator';
 import { makeKeys } from '../../support/keys.js';
 import { depositJson } from '../../support/payloads.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../../support/recording-gateway.js';

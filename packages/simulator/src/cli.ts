@@ -1,19 +1,30 @@
-// `signing-sidecar simulate`: runs the gateway simulator until SIGTERM/SIGINT. Accounts come from a config file
+// `gateway-simulator`: runs the gateway simulator until SIGTERM/SIGINT. Accounts come from a config file
 // or, for a single account, entirely from flags. Everything a vendor must copy into their own setup (listen URL,
 // base URL, CA file, postback key) is printed or written to files.
 import { readFile, writeFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
-import { AccountConfigError, createSimLogger, readAccountsFile, startSimulator } from '../simulator/index.js';
-import { EXIT } from './command.js';
-import type { Command, CommandIo } from './command.js';
-import type { RunningSimulator, SimulatorAccountInput, SimulatorOptions } from '../simulator/index.js';
+import type { Writable } from 'node:stream';
+import { AccountConfigError, createSimLogger, readAccountsFile, startSimulator } from './index.js';
+import type { RunningSimulator, SimulatorAccountInput, SimulatorOptions } from './index.js';
+
+/** What the command touches, injected so that tests capture its output and stop it without a signal. */
+export interface SimulateIo {
+  readonly stdout: Writable;
+  readonly stderr: Writable;
+  /** Resolves when the process is asked to stop (SIGTERM/SIGINT). */
+  readonly stopSignal: Promise<NodeJS.Signals>;
+}
+
+/** 0 ok, 1 a runtime failure, 2 bad usage: the sidecar's exit codes. */
+export const EXIT = { ok: 0, failed: 1, usage: 2 } as const;
+type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 
 export const DEFAULT_SIMULATOR_PORT = 8443;
 /** pino's levels; anything else makes pino throw at start-up, which would be a runtime failure (exit 1). */
 const LOG_LEVELS: readonly string[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
-const HELP = `Usage: signing-sidecar simulate [options]
+const HELP = `Usage: gateway-simulator [options]
 
 Runs a strict, stateful stand-in for the Payment Gateway v2 API (tokens, signed requests, postbacks).
 
@@ -84,7 +95,7 @@ function parseFlags(argv: string[]) {
   return parseArgs({ args: argv, options: OPTIONS, strict: true, allowPositionals: false });
 }
 
-export const simulate: Command = async (argv, io) => {
+export async function simulate(argv: string[], io: SimulateIo): Promise<ExitCode> {
   let flags: Flags;
   try {
     flags = parseFlags(argv).values;
@@ -100,16 +111,16 @@ export const simulate: Command = async (argv, io) => {
     options = await buildOptions(flags, io);
   } catch (err) {
     if (err instanceof UsageError) return usage(io, err.message);
-    io.stderr.write(`simulate: ${(err as Error).message}\n`);
+    io.stderr.write(`gateway-simulator: ${(err as Error).message}\n`);
     return EXIT.failed;
   }
   return run(options, flags, io);
-};
+}
 
 async function run(
   options: SimulatorOptions,
   flags: Flags,
-  io: CommandIo,
+  io: SimulateIo,
 ): Promise<typeof EXIT.ok | typeof EXIT.failed> {
   let sim;
   try {
@@ -119,7 +130,7 @@ async function run(
   } catch (err) {
     await sim?.close();
     const prefix = err instanceof AccountConfigError ? 'invalid account: ' : '';
-    io.stderr.write(`simulate: ${prefix}${(err as Error).message}\n`);
+    io.stderr.write(`gateway-simulator: ${prefix}${(err as Error).message}\n`);
     return EXIT.failed;
   }
   io.stdout.write(
@@ -134,7 +145,7 @@ async function run(
     ].join('\n'),
   );
   const signal = await io.stopSignal;
-  io.stderr.write(`simulate: ${signal} received, closing\n`);
+  io.stderr.write(`gateway-simulator: ${signal} received, closing\n`);
   await sim.close();
   return EXIT.ok;
 }
@@ -165,7 +176,7 @@ function listenLines(flags: Flags, sim: RunningSimulator): string[] {
   ];
 }
 
-async function buildOptions(flags: Flags, io: CommandIo): Promise<SimulatorOptions> {
+async function buildOptions(flags: Flags, io: SimulateIo): Promise<SimulatorOptions> {
   if ((flags['tls-cert'] === undefined) !== (flags['tls-key'] === undefined)) {
     throw new UsageError('--tls-cert and --tls-key go together');
   }
@@ -242,7 +253,7 @@ function int(value: string | undefined, flag: string, min: number, max = 999_999
   return n;
 }
 
-function usage(io: CommandIo, message: string): typeof EXIT.usage {
-  io.stderr.write(`simulate: ${message}\nRun "signing-sidecar simulate --help" for usage.\n`);
+function usage(io: SimulateIo, message: string): typeof EXIT.usage {
+  io.stderr.write(`gateway-simulator: ${message}\nRun "gateway-simulator --help" for usage.\n`);
   return EXIT.usage;
 }

@@ -1,3 +1,4 @@
+// `npm run demo`: the whole request path on this machine, sidecar and simulator, then cleans up.
 import { generateKeyPair } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
@@ -5,13 +6,13 @@ import { createServer as createTcpServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { startSidecar, type RunningSidecar } from '../app.js';
-import { loadConfig } from '../config/load.js';
-import { startSimulator, type RunningSimulator } from '../simulator/index.js';
-import { parseCommandLine } from '../tools/usage.js';
-import { EXIT, type Command, type ExitCode } from './command.js';
+import { startSidecar, type RunningSidecar } from '../src/app.js';
+import { loadConfig } from '../src/config/load.js';
+import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
+import { parseCommandLine } from '../src/tools/usage.js';
+import { EXIT, type Command, type ExitCode } from '../src/cli/command.js';
 
-const USAGE = `Usage: signing-sidecar demo
+const USAGE = `Usage: npm run demo
 
 Runs the whole request path on this machine and cleans up: makes a throwaway key pair, starts the gateway
 simulator (HTTPS, self-made CA) and the sidecar, sends a plain-JSON deposit and withdrawal through the sidecar
@@ -28,7 +29,7 @@ interface Postback {
   readonly verified: string;
 }
 
-export const demo: Command = async (argv, io) => {
+const demo: Command = async (argv, io) => {
   const flags = parseCommandLine(argv, {}, io, { usage: USAGE, help: USAGE });
   if (typeof flags === 'number') return flags;
   const say = (line: string) => io.stdout.write(`${line}\n`);
@@ -208,3 +209,11 @@ function closeServer(server: Server): Promise<void> {
   server.closeAllConnections();
   return new Promise((resolve) => server.close(() => resolve()));
 }
+
+// `npm run demo`: a development tool beside the sidecar, never part of its image.
+process.exitCode = await demo(process.argv.slice(2), {
+  stdout: process.stdout,
+  stderr: process.stderr,
+  env: process.env,
+  stopSignal: new Promise<NodeJS.Signals>((resolve) => process.once('SIGINT', () => resolve('SIGINT'))),
+});
