@@ -2,11 +2,10 @@ import { createServer } from 'node:http';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config/config.js';
 import { ConnectionTracker } from './lifecycle.js';
-import { listen } from './proxy/listen.js';
+import { listen } from './proxy/listener.js';
 import { createAdminServer } from './observability/health.js';
 import { createLogger, type Logger } from './observability/log.js';
 import { SidecarMetrics } from './observability/metrics.js';
-import { measuringGatewayClock } from './proxy/gateway-clock.js';
 import { createProxyHandler } from './proxy/handler.js';
 import { createRouter } from './proxy/routes.js';
 import { ClockCorrection } from './signing/clock-correction.js';
@@ -19,7 +18,7 @@ import { TokenManager } from './token/token-manager.js';
 import { fleetTokenFor, type FleetToken } from './token/fleet-token.js';
 import { createForwarder, type Forwarder } from './upstream/forwarder.js';
 import { createShutdown } from './shutdown.js';
-import { keeperFromConfig } from './idempotency/from-config.js';
+import { keeperFromConfig, requestDeadlineFromConfig } from './idempotency/from-config.js';
 import { openStateStore } from './state/open-store.js';
 import type { StateStore } from './state/state-store.js';
 import { packageVersion } from './version.js';
@@ -84,8 +83,11 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const opened = await openStateStore(config, { metrics: metrics.stateStore, log });
   const store = deps.wrapStore ? deps.wrapStore(opened) : opened;
   const clock = new ClockCorrection(config.clock, metrics);
-  const upstream = createForwarder(config.base, config.upstream);
-  const forwarder = measuringGatewayClock(upstream, clock, Date.now);
+  // Every gateway answer's Date header is measured, token grants' too: the first payment after start is already
+  // signed with the corrected time.
+  const forwarder = createForwarder(config.base, config.upstream, (answer) =>
+    clock.observe(answer.headers.date, Date.now()),
+  );
   const password = new PasswordHolder(config.password);
   const fleet = fleetTokenFor(store, clock, metrics, log, {
     connectTimeoutMs: config.upstream.connectTimeoutMs,
@@ -105,8 +107,9 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
         storeCommandTimeoutMs: config.state.redis?.commandTimeoutMs ?? 0,
       })
     : undefined;
-  const secrets = createSecretRotation(config, { signer, password, forwarder: upstream, postbacks }, metrics, log);
-  const handler = createProxyHandler({
+  const secrets = createSecretRotation(config, { signer, password, forwarder, postbacks }, metrics, log);
+  const tracker = new ConnectionTracker();
+  const handle = createProxyHandler({
     base: config.base,
     clock,
     signer,
@@ -122,12 +125,13 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
       keeper: keeperFromConfig(config, store, log, deps.now ?? Date.now),
       required: config.idempotency.required,
     },
+    requestDeadlineMs: requestDeadlineFromConfig(config),
+    draining: () => tracker.draining,
     ...(deps.now ? { now: deps.now } : {}),
   });
-  const tracker = new ConnectionTracker();
   // One request listener for tracking and handling: a server 'request' event with several listeners copies the
   // listener array on every request.
-  const proxy = createServer(EGRESS_LISTENER, (req, res) => handler.handle(req, tracker.track(req, res)));
+  const proxy = createServer(EGRESS_LISTENER, (req, res) => tracker.track(handle(req, res)));
   proxy.maxConnections = EGRESS_MAX_CONNECTIONS;
   // A native sidecar's readiness is the whole pod's (docs/operations.md, "Readiness and the access token"): ready
   // means serving (listening, not draining) unless SIDECAR_READINESS_REQUIRES_TOKEN=true also asks for a valid
@@ -142,7 +146,6 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     proxy,
     admin: () => admin,
     tracker,
-    handler,
     tokens,
     forwarder,
     store,

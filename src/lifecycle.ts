@@ -1,10 +1,14 @@
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { InboundExchange } from './proxy/inbound-exchange.js';
-import { requestId } from './proxy/request-id.js';
+import type { Server } from 'node:http';
+import type { ProxyRequest } from './proxy/request.js';
 
-/** Tracks a server's in-flight requests, one InboundExchange each, so shutdown can wait for the work, not guess. */
+/**
+ * The egress listener's requests, from arrival until the client's connection for them closes, and until their
+ * handling is settled: shutdown waits for the first to stop serving, and for the second before it closes the
+ * state store (a request cut off by shutdown still writes its idempotency record afterwards).
+ */
 export class ConnectionTracker {
-  private readonly open = new Map<ServerResponse, InboundExchange>();
+  private readonly open = new Set<ProxyRequest>();
+  private readonly unsettled = new Set<ProxyRequest>();
   private readonly idleWaiters: Array<() => void> = [];
   private isDraining = false;
 
@@ -18,15 +22,15 @@ export class ConnectionTracker {
   }
 
   /** Called once per request, from the server's request listener. */
-  track(req: IncomingMessage, res: ServerResponse): InboundExchange {
-    const exchange = new InboundExchange(requestId(req.headers['x-request-id']), res, () => this.isDraining, req);
-    this.open.set(res, exchange);
-    res.once('close', () => this.finished(res));
-    return exchange;
+  track(request: ProxyRequest): void {
+    this.open.add(request);
+    this.unsettled.add(request);
+    request.onClose(() => this.finished(request));
+    void request.done.then(() => this.unsettled.delete(request));
   }
 
-  private finished(res: ServerResponse): void {
-    this.open.delete(res);
+  private finished(request: ProxyRequest): void {
+    this.open.delete(request);
     if (this.open.size === 0) this.idleWaiters.splice(0).forEach((wake) => wake());
   }
 
@@ -35,8 +39,8 @@ export class ConnectionTracker {
   }
 
   /** Requests still waiting for their answer. */
-  unanswered(): InboundExchange[] {
-    return [...this.open.values()].filter((exchange) => !exchange.isAnswered);
+  unanswered(): ProxyRequest[] {
+    return [...this.open].filter((request) => !request.isAnswered);
   }
 
   /** Resolves when no request is in flight, or after `maxMs`, whichever comes first; true when drained. */
@@ -49,6 +53,24 @@ export class ConnectionTracker {
         resolve(true);
       });
     });
+  }
+
+  /**
+   * Resolves true once every request's handling is settled (its idempotency record written, its line logged), or
+   * false after `maxMs`. Again after each round: a request may have arrived while the others were settling.
+   */
+  async settled(maxMs: number): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), maxMs)));
+    try {
+      while (this.unsettled.size > 0) {
+        const all = Promise.all([...this.unsettled].map((request) => request.done)).then(() => true);
+        if (!(await Promise.race([all, timeout]))) return false;
+      }
+      return true;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 }
 

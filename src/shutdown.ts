@@ -3,7 +3,7 @@ import { sidecarErrors } from './errors.js';
 import { closeServer, type ConnectionTracker } from './lifecycle.js';
 import type { Logger } from './observability/log.js';
 import type { PostbackReceiver } from './postback/receiver.js';
-import type { ProxyHandler } from './proxy/handler.js';
+import { errorSettlement } from './proxy/request.js';
 import type { StateStore } from './state/state-store.js';
 import { sleep } from './token/backoff.js';
 import type { TokenManager } from './token/token-manager.js';
@@ -20,9 +20,8 @@ const REQUESTS_SETTLE_MAX_MS = 2_000;
 export interface ShutdownParts {
   readonly proxy: Server;
   readonly admin: () => Server;
+  /** The egress requests: their answers, and their handling, which goes on after shutdown answered them. */
   readonly tracker: ConnectionTracker;
-  /** The egress requests' handling, which goes on after shutdown answered them (their idempotency records). */
-  readonly handler: Pick<ProxyHandler, 'idle'>;
   readonly tokens: TokenManager;
   readonly forwarder: Forwarder;
   readonly store: StateStore;
@@ -78,10 +77,11 @@ async function stop(parts: ShutdownParts, reason: string): Promise<void> {
   const abandoned = tracker.unanswered();
   // A request that was never sent (its body still arriving, say) is told so, and retried elsewhere; one that may
   // be at the gateway is outcome_unknown, never retryable.
-  const mayBeSent = abandoned.filter((exchange) => exchange.sendStarted);
-  for (const exchange of abandoned) {
-    const error = exchange.sendStarted ? sidecarErrors.outcomeUnknown(504, 'shutdown') : sidecarErrors.shuttingDown();
-    exchange.fail(error, 'shutdown');
+  const mayBeSent = abandoned.filter((request) => request.sendStarted);
+  for (const request of abandoned) {
+    const error = request.sendStarted ? sidecarErrors.outcomeUnknown(504, 'shutdown') : sidecarErrors.shuttingDown();
+    // Answers at once and ends the request's work (its signal); its handler then records and logs what it got.
+    void request.settle(errorSettlement(error, { attempts: 0 }), 'shutdown');
   }
   proxy.closeAllConnections();
   await closing;
@@ -92,7 +92,7 @@ async function stop(parts: ShutdownParts, reason: string): Promise<void> {
   await (drained ? parts.forwarder.close() : parts.forwarder.destroy());
   // The requests cut off above now fail at once (their gateway connections are gone); each still writes its
   // idempotency record (outcome_unknown kept, draining released) before the store closes.
-  const settled = await parts.handler.idle(REQUESTS_SETTLE_MAX_MS);
+  const settled = await tracker.settled(REQUESTS_SETTLE_MAX_MS);
   // Last: every request that could still write to the store (an idempotency record, a postback) has finished.
   await parts.store.close();
   const admin = parts.admin();

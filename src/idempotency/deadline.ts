@@ -1,37 +1,38 @@
-/**
- * How long a request may take from the moment its key is claimed (its body already read) to its answer, from the
- * settings; an in_progress record older than this was left by a replica that died or lost its store, and is
- * answered outcome_unknown (docs/idempotency.md, "When a replica dies mid-request").
- */
+/** The settings that bound one request's time at the sidecar, once its body is read. */
 export interface RequestTimeSettings {
   /** How long a request waits for an access token being fetched (TokenManager's waitForTokenMs). */
   readonly tokenWaitMs: number;
   readonly connectTimeoutMs: number;
   readonly responseTimeoutMs: number;
   readonly connectRetryDeadlineMs: number;
-  /**
-   * The longest one write of the record may take: SIDECAR_REDIS_COMMAND_TIMEOUT_MS, twice that when it waits for
-   * replicas (the write, then WAIT); 0 in memory: no wait.
-   */
-  readonly storeWriteMs: number;
 }
 
 /** Signing, the wall clocks of two replicas that differ by a few seconds, and the event loop's own delays. */
 export const DEADLINE_MARGIN_MS = 5_000;
 
 /**
- * 2 x token wait + connect retry deadline + 2 x (2 x connect timeout + response timeout)
- *   + 2 x store write + margin.
+ * The request deadline, from the request's arrival: the longest its work can take when every step takes as long as
+ * its own setting allows, so that it never cuts a request its settings would let finish. It is one AbortSignal per
+ * request (proxy/request.ts), honoured by the token wait, the connection queue and the exchange.
+ *   2 x token wait + connect retry deadline + 2 x (2 x connect timeout + response timeout)
  * - a token wait, then connection failures retried until the connect retry deadline;
  * - the last attempt may start just before that deadline: a wait for a free connection and the connection itself
  *   (each up to the connect timeout), then the response timeout;
- * - a 401 FAILED: a second token wait and one more attempt (connect, connect, response);
- * - the store commands counted from the deadline's making: the claim's write, and the write that settles the record
- *   (it must land before the deadline, or a retry elsewhere takes the record as abandoned).
- * With the defaults: 2 x 10 s + 10 s + 2 x (2 x 5 s + 30 s) + 5 s = 115 s in memory, 115.2 s on Redis (100 ms).
+ * - a 401 FAILED: a second token wait and one more attempt (connect, connect, response).
+ * With the defaults: 2 x 10 s + 10 s + 2 x (2 x 5 s + 30 s) = 110 s.
  */
-export function longestRequestMs(settings: RequestTimeSettings): number {
+export function requestDeadlineMs(settings: RequestTimeSettings): number {
   const attempt = 2 * settings.connectTimeoutMs + settings.responseTimeoutMs;
-  const store = 2 * settings.storeWriteMs;
-  return 2 * settings.tokenWaitMs + settings.connectRetryDeadlineMs + 2 * attempt + store + DEADLINE_MARGIN_MS;
+  return 2 * settings.tokenWaitMs + settings.connectRetryDeadlineMs + 2 * attempt;
+}
+
+/**
+ * How long an idempotency claim stands before a retry elsewhere takes it as abandoned (docs/idempotency.md, "When a
+ * replica dies mid-request"): the request deadline, the record's two writes (the claim, then the one that settles
+ * it, which must land before this or a retry takes the record as abandoned), and the margin. `storeWriteMs` is the
+ * longest one write may take: SIDECAR_REDIS_COMMAND_TIMEOUT_MS, twice that when it waits for replicas (the write,
+ * then WAIT); 0 in memory. With the defaults: 115 s in memory, 115.2 s on Redis.
+ */
+export function claimDeadlineMs(requestDeadline: number, storeWriteMs: number): number {
+  return requestDeadline + 2 * storeWriteMs + DEADLINE_MARGIN_MS;
 }

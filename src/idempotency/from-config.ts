@@ -2,30 +2,36 @@ import type { Config } from '../config/config.js';
 import type { Logger } from '../observability/log.js';
 import type { StateStore } from '../state/state-store.js';
 import { DEFAULT_WAIT_FOR_TOKEN_MS } from '../token/token-manager.js';
-import { longestRequestMs } from './deadline.js';
+import { claimDeadlineMs, requestDeadlineMs } from './deadline.js';
 import { IdempotencyKeeper } from './keeper.js';
+
+/** The request deadline the settings give (deadline.ts). */
+export function requestDeadlineFromConfig(config: Config): number {
+  const { connectTimeoutMs, responseTimeoutMs, connectRetryDeadlineMs } = config.upstream;
+  // app.ts gives TokenManager no waitForTokenMs: it waits its default.
+  return requestDeadlineMs({
+    tokenWaitMs: DEFAULT_WAIT_FOR_TOKEN_MS,
+    connectTimeoutMs,
+    responseTimeoutMs,
+    connectRetryDeadlineMs,
+  });
+}
 
 /** The keeper the settings describe, on the sidecar's one state store (memory for a pod, Redis for a fleet). */
 export function keeperFromConfig(config: Config, store: StateStore, log: Logger, now: () => number): IdempotencyKeeper {
-  const { connectTimeoutMs, responseTimeoutMs, connectRetryDeadlineMs } = config.upstream;
   return new IdempotencyKeeper({
     store,
     ttlMs: config.idempotency.ttlSeconds * 1000,
-    longestRequestMs: longestRequestMs({
-      // app.ts gives TokenManager no waitForTokenMs: it waits its default.
-      tokenWaitMs: DEFAULT_WAIT_FOR_TOKEN_MS,
-      connectTimeoutMs,
-      responseTimeoutMs,
-      connectRetryDeadlineMs,
-      // The memory store answers at once; Redis may take up to its command timeout per command, and a write that
-      // waits for replicas is two commands.
-      storeWriteMs: storeWriteMs(config),
-    }),
+    longestRequestMs: claimDeadlineMs(requestDeadlineFromConfig(config), storeWriteMs(config)),
     now,
     log,
   });
 }
 
+/**
+ * The longest one write of a record may take: the memory store answers at once; Redis may take up to its command
+ * timeout per command, and a write that waits for replicas is two commands.
+ */
 function storeWriteMs(config: Config): number {
   const redis = config.state.redis;
   if (redis === undefined) return 0;

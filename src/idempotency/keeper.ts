@@ -16,7 +16,7 @@ export interface KeeperOptions {
   readonly store: StateStore;
   /** SIDECAR_IDEMPOTENCY_TTL_SECONDS, in ms: how long an answer is kept once recorded. */
   readonly ttlMs: number;
-  /** longestRequestMs(): an in_progress record older than this is abandoned. */
+  /** claimDeadlineMs() (deadline.ts): an in_progress record older than this is abandoned. */
   readonly longestRequestMs: number;
   /** Wall clock (Unix ms): deadlines are compared across replicas. */
   readonly now: () => number;

@@ -7,8 +7,7 @@ import { sourceAllowed, type PostbackSourceAllowList } from '../config/postback-
 import type { Logger } from '../observability/log.js';
 import type { PostbackMetrics } from '../observability/postback-metrics.js';
 import { readBody } from '../proxy/body.js';
-import { endAfterUnreadBody } from '../proxy/lingering-close.js';
-import { requestId } from '../proxy/request-id.js';
+import { endAfterUnreadBody, requestId } from '../proxy/listener.js';
 import { StateStoreUnavailableError } from '../state/state-store.js';
 import type { BodyBudget } from './body-budget.js';
 import type { PostbackForwarder } from './forward.js';

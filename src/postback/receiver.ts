@@ -9,7 +9,7 @@ import {
   type PostbackConfig,
   type PostbackSourceAllowList,
 } from '../config/postback-settings.js';
-import { listen } from '../proxy/listen.js';
+import { listen } from '../proxy/listener.js';
 import type { Logger } from '../observability/log.js';
 import type { PostbackMetrics } from '../observability/postback-metrics.js';
 import type { StateStore } from '../state/state-store.js';

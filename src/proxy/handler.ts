@@ -1,28 +1,25 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { asSidecarError, sidecarErrors, type SidecarError } from '../errors.js';
+import { requestFingerprint } from '../idempotency/fingerprint.js';
+import type { Claim, IdempotencyKeeper } from '../idempotency/keeper.js';
+import { IDEMPOTENCY_KEY_HEADER, idempotencyKey, type IdempotencyKey } from '../idempotency/key.js';
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
+import { StateStoreUnavailableError } from '../state/state-store.js';
 import { errorCode } from '../upstream/forwarder.js';
-import { answerCorrelation } from './answer-correlation.js';
-import { isJsonContentType, readBody } from './body.js';
-import { wrapEnvelope } from './envelope.js';
-import { errorLabel } from './gateway-answer.js';
+import { isJsonContentType, readBody, wrapEnvelope } from './body.js';
 import { forwardableRequestHeaders, forwardableResponseHeaders } from './headers.js';
-import {
-  claimIdempotencyKey,
-  keepError,
-  readIdempotencyKey,
-  settleIdempotencyKey,
-  type Admitted,
-  type IdempotencyDeps,
-  type Keep,
-  type RequestKey,
-} from './idempotent.js';
-import type { InboundExchange } from './inbound-exchange.js';
-import { PendingCalls } from './pending-calls.js';
-import { logRequest, logVerifyFailure, type RequestOutcome } from './request-log.js';
+import { requestId } from './listener.js';
+import { logVerifyFailure } from './request-log.js';
+import { errorSettlement, ProxyRequest, type RequestParts, type Settlement } from './request.js';
 import { UNMATCHED_ROUTE, type RouteMatch } from './routes.js';
-import { sendSigned, type SignedSendDeps } from './signed-send.js';
+import { answerCorrelation, errorLabel, sendSigned, type SignedSendDeps } from './signed-send.js';
+
+export interface IdempotencyDeps {
+  readonly keeper: Pick<IdempotencyKeeper, 'claim' | 'complete' | 'release'>;
+  /** SIDECAR_IDEMPOTENCY_REQUIRED: a signed request without a key is refused (428). */
+  readonly required: boolean;
+}
 
 export interface HandlerDeps extends SignedSendDeps {
   readonly route: (method: string, requestTarget: string) => RouteMatch;
@@ -31,122 +28,114 @@ export interface HandlerDeps extends SignedSendDeps {
   readonly log: Logger;
   readonly metrics: SidecarMetrics;
   readonly idempotency: IdempotencyDeps;
+  /** How long a request may take from its arrival: its deadline (docs/architecture.md). */
+  readonly requestDeadlineMs: number;
+  /** True once shutdown began: answers then carry Connection: close. */
+  readonly draining: () => boolean;
 }
 
-export interface ProxyHandler {
-  /** Turns one client request into exactly one definitive answer: the gateway's, or a sidecar.* error. */
-  handle(req: IncomingMessage, exchange: InboundExchange): void;
-  /**
-   * Resolves true once every request's handling has finished (its idempotency record written, its line logged),
-   * or false after `timeoutMs`. A request answered by shutdown is still being handled: shutdown waits here
-   * before it closes the state store.
-   */
-  idle(timeoutMs: number): Promise<boolean>;
-}
-
-export function createProxyHandler(deps: HandlerDeps): ProxyHandler {
-  const pending = new PendingCalls();
-  return {
-    handle: (req, exchange) =>
-      pending.track(
-        serve(deps, req, exchange).catch((err: unknown) =>
-          deps.log.error({ event: 'handler.bug', ...describeBug(err) }, 'request accounting failed'),
-        ),
-      ),
-    idle: (timeoutMs) => pending.idle(timeoutMs),
+/**
+ * The egress listener's request handler: turns one client request into exactly one definitive answer, the
+ * gateway's or a sidecar.* error. It returns the request at once (the connection tracker follows it) and works on
+ * it in the background until it is settled.
+ */
+export function createProxyHandler(deps: HandlerDeps): (req: IncomingMessage, res: ServerResponse) => ProxyRequest {
+  const parts: RequestParts = {
+    log: deps.log,
+    metrics: deps.metrics,
+    keeper: deps.idempotency.keeper,
+    draining: deps.draining,
+    deadlineMs: deps.requestDeadlineMs,
+  };
+  return (req, res) => {
+    const match = deps.route(req.method ?? '', req.url ?? '/');
+    const route = match.kind === 'not_found' ? UNMATCHED_ROUTE : match.route;
+    const request = new ProxyRequest(requestId(req.headers['x-request-id']), route, req, res, parts);
+    serve(deps, req, request, match).catch((err: unknown) =>
+      deps.log.error({ event: 'handler.bug', ...describeBug(err) }, 'request accounting failed'),
+    );
+    return request;
   };
 }
 
-/** How a request ended, and its answer: written only once the request's line is out (see serve). */
-interface Handled {
-  readonly outcome: RequestOutcome;
-  readonly reply: () => void;
-  /** What the request's idempotency record keeps of this answer, if the request holds a key. */
-  readonly keep: Keep;
-}
-
-async function serve(deps: HandlerDeps, req: IncomingMessage, exchange: InboundExchange): Promise<void> {
-  const started = performance.now();
-  const match = deps.route(req.method ?? '', req.url ?? '/');
-  const key: RequestKey = {};
-  let handled: Handled;
+async function serve(deps: HandlerDeps, req: IncomingMessage, request: ProxyRequest, match: RouteMatch) {
+  let settlement: Settlement;
   try {
-    handled = await handle(deps, req, exchange, match, key);
+    settlement = await handle(deps, req, request, match);
   } catch (err) {
-    handled = fail(deps, req, exchange, asSidecarError(err));
+    settlement = refusal(deps, req, asSidecarError(err));
   }
-  const outcome = { ...exchange.finalOutcome(handled.outcome), idempotencyKeySha256: key.key?.sha256 };
-  // Recorded before the answer leaves: a caller that retries the moment it has its answer finds it kept.
-  if (key.ticket !== undefined) await settleIdempotencyKey(deps.idempotency, key.ticket, handled.keep, outcome);
-  const durationMs = performance.now() - started;
-  const route = match.kind === 'not_found' ? UNMATCHED_ROUTE : match.route;
-  try {
-    deps.metrics.requestDone(route, outcome.status, outcome.code, durationMs / 1000);
-    logRequest(deps.log, exchange.id, route, durationMs, outcome);
-  } finally {
-    // The line is on stdout before the answer leaves: a kill right after the client has its answer keeps it.
-    handled.reply();
-  }
+  await request.settle(settlement);
 }
 
 async function handle(
   deps: HandlerDeps,
   req: IncomingMessage,
-  exchange: InboundExchange,
+  request: ProxyRequest,
   match: RouteMatch,
-  key: RequestKey,
-): Promise<Handled> {
+): Promise<Settlement> {
   if (match.kind === 'not_found') throw sidecarErrors.routeNotFound();
   if (match.kind === 'method_not_allowed') throw sidecarErrors.methodNotAllowed('POST');
   if (!isJsonContentType(req.headers['content-type'])) throw sidecarErrors.unsupportedMediaType();
-  const idempotencyKey = readIdempotencyKey(deps, req.headers);
-  if (idempotencyKey !== undefined) key.key = idempotencyKey;
+  const key = readIdempotencyKey(deps, req.headers);
+  if (key !== undefined) request.useKey(key);
   const payload = await readBody(req, deps.maxBodyBytes);
   const envelope = wrapEnvelope(payload);
-  if (idempotencyKey !== undefined) {
-    const claim = await claimIdempotencyKey(deps, idempotencyKey, match, payload, exchange.id);
-    if (claim.kind !== 'new') return replay(exchange, claim, payload);
-    key.ticket = claim.ticket;
+  if (key !== undefined) {
+    const claim = await claimIdempotencyKey(deps, key, match, payload, request.id);
+    if (claim.kind !== 'new') return replay(claim, payload);
+    request.holdClaim(claim.ticket);
   }
   const headers = forwardableRequestHeaders(req.headers);
-  headers['x-request-id'] = exchange.id;
+  headers['x-request-id'] = request.id;
   const checkAnswer = answerCorrelation(deps.answerCorrelationFields, envelope.payload);
   // Shutdown may have answered while the body was arriving, telling the client nothing was sent: keep it so.
-  if (!exchange.beginSending()) throw sidecarErrors.shuttingDown();
-  const result = await sendSigned(deps, { route: match.route, target: match.target, envelope, headers, checkAnswer });
+  if (!request.beginSending()) throw sidecarErrors.shuttingDown();
+  const { signal } = request;
+  const result = await sendSigned(deps, {
+    route: match.route,
+    target: match.target,
+    envelope,
+    headers,
+    checkAnswer,
+    signal,
+  });
   if (result.kind === 'failed') {
     const { error, attempts } = result;
-    return {
-      outcome: { status: error.status, code: error.code, attempts, causeCode: errorCode(error.cause), payload },
-      reply: () => exchange.fail(error),
-      keep: keepError(error),
-    };
+    return errorSettlement(error, { attempts, causeCode: errorCode(error.cause), payload });
   }
   const { response, gatewayCode, attempts } = result;
-  if (gatewayCode === 'signature.verify.failed') logVerifyFailure(deps.log, exchange.id, result, envelope.data);
+  if (gatewayCode === 'signature.verify.failed') logVerifyFailure(deps.log, request.id, result, envelope.data);
   const code = errorLabel(response.status, gatewayCode) ?? 'ok';
-  const answerHeaders = forwardableResponseHeaders(response.headers);
+  const answer = {
+    status: response.status,
+    headers: forwardableResponseHeaders(response.headers),
+    body: response.body,
+  };
   return {
-    outcome: { status: response.status, code, gatewayCode: gatewayCode?.slice(0, 100), attempts, payload },
-    // A copy of the headers: the exchange adds the request's own X-Request-Id to what it is given.
-    reply: () => exchange.answer(response.status, { ...answerHeaders }, response.body, code),
-    keep: { kind: 'store', answer: { status: response.status, headers: answerHeaders, body: response.body, code } },
+    ...answer,
+    code,
+    keep: { kind: 'store', answer: { ...answer, code } },
+    outcome: { gatewayCode: gatewayCode?.slice(0, 100), attempts, payload },
   };
 }
 
 /** The answer an earlier request with this key got (or outcome_unknown for one abandoned): nothing is sent. */
-function replay(exchange: InboundExchange, claim: Exclude<Admitted, { kind: 'new' }>, payload: Buffer): Handled {
+function replay(claim: Exclude<Admitted, { kind: 'new' }>, payload: Buffer): Settlement {
   const { answer } = claim;
   const causeCode = claim.kind === 'abandoned' ? 'ERR_IDEMPOTENCY_ABANDONED' : undefined;
   return {
-    outcome: { status: answer.status, code: answer.code, attempts: 0, causeCode, payload, replayed: true },
-    reply: () =>
-      exchange.answer(answer.status, { ...answer.headers, 'idempotent-replayed': 'true' }, answer.body, answer.code),
+    status: answer.status,
+    code: answer.code,
+    headers: { ...answer.headers, 'idempotent-replayed': 'true' },
+    body: answer.body,
     keep: { kind: 'store', answer },
+    outcome: { attempts: 0, causeCode, payload, replayed: true },
   };
 }
 
-function fail(deps: HandlerDeps, req: IncomingMessage, exchange: InboundExchange, error: SidecarError): Handled {
+/** A request refused before anything was sent. */
+function refusal(deps: HandlerDeps, req: IncomingMessage, error: SidecarError): Settlement {
   if (error.code === 'sidecar.internal')
     deps.log.error({ event: 'handler.error', ...describeBug(error.cause) }, 'unexpected error');
   const headers: Record<string, string> = {};
@@ -154,11 +143,61 @@ function fail(deps: HandlerDeps, req: IncomingMessage, exchange: InboundExchange
   if (!req.complete) headers.connection = 'close';
   if (error.code === 'sidecar.method.not_allowed') headers.allow = 'POST';
   if (error.code === 'sidecar.idempotency.in_progress') headers['retry-after'] = '1';
-  return {
-    outcome: { status: error.status, code: error.code, attempts: 0 },
-    reply: () => exchange.fail(error, 'handler', headers),
-    keep: keepError(error),
-  };
+  return errorSettlement(error, { attempts: 0 }, headers);
+}
+
+/** The request's key (undefined: none); throws key_invalid (malformed) or key_required (missing, when required). */
+function readIdempotencyKey(deps: HandlerDeps, headers: IncomingHttpHeaders): IdempotencyKey | undefined {
+  try {
+    const key = idempotencyKey(headers[IDEMPOTENCY_KEY_HEADER]);
+    if (key === undefined && deps.idempotency.required) throw sidecarErrors.idempotencyKeyRequired();
+    return key;
+  } catch (err) {
+    const required = (err as SidecarError).code === 'sidecar.idempotency.key_required';
+    deps.metrics.idempotency(required ? 'key_required' : 'key_invalid');
+    throw err;
+  }
+}
+
+type Admitted = Extract<Claim, { kind: 'new' | 'replayed' | 'abandoned' }>;
+
+/**
+ * Claims the key for this request (after its body was read and validated). `new`: send it; `replayed` and
+ * `abandoned`: answer from the record. Throws 409 in_progress, 422 key_reused, 503 unavailable: none sends.
+ */
+async function claimIdempotencyKey(
+  deps: HandlerDeps,
+  key: IdempotencyKey,
+  match: Extract<RouteMatch, { kind: 'signed' }>,
+  payload: Buffer,
+  id: string,
+): Promise<Admitted> {
+  const fingerprint = requestFingerprint(match.route, match.target.query, payload);
+  let claim: Claim;
+  try {
+    claim = await deps.idempotency.keeper.claim(key, fingerprint, id);
+  } catch (err) {
+    if (!(err instanceof StateStoreUnavailableError)) throw err;
+    // Sending without the record could turn the caller's retry into a second payment: refused instead.
+    deps.metrics.idempotency('unavailable');
+    throw sidecarErrors.idempotencyUnavailable(err);
+  }
+  deps.metrics.idempotency(claim.kind);
+  if (claim.kind === 'in_progress') throw sidecarErrors.idempotencyInProgress();
+  if (claim.kind === 'key_reused') throw sidecarErrors.idempotencyKeyReused();
+  if (claim.kind === 'abandoned') {
+    // For reconciliation: the request that claimed the key and may have reached the gateway before its replica died.
+    deps.log.warn(
+      {
+        event: 'idempotency.abandoned',
+        requestId: id,
+        abandonedRequestId: claim.owner,
+        idempotencyKeySha256: key.sha256,
+      },
+      'an earlier request with this key never recorded its answer; answered outcome_unknown, not sent again',
+    );
+  }
+  return claim;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { hash } from 'node:crypto';
 import type { Logger } from '../observability/log.js';
 import { signingString } from '../signing/signing-string.js';
-import type { RequestId } from './request-id.js';
+import type { RequestId } from './listener.js';
 import type { SignedResult } from './signed-send.js';
 
 function sha256Hex(value: string | Buffer): string {

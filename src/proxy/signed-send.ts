@@ -5,19 +5,27 @@ import { signedUrl, upstreamPath, type RequestTarget } from '../signing/canonica
 import { newNonce } from '../signing/nonce.js';
 import type { Signer } from '../signing/signer.js';
 import { signingString, unixTimestamp } from '../signing/signing-string.js';
-import { backoffDelayMs, sleep } from '../token/backoff.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { backoffDelayMs } from '../token/backoff.js';
 import type { TokenManager } from '../token/token-manager.js';
-import { errorCode, type Forwarder, type SendOutcome, type UpstreamResponse } from '../upstream/forwarder.js';
+import {
+  errorCode,
+  upstreamErrors,
+  type Forwarder,
+  type SendOutcome,
+  type UpstreamError,
+  type UpstreamResponse,
+} from '../upstream/forwarder.js';
+import { jsonObject } from '../upstream/json-body.js';
 import type { ClockCorrection } from '../signing/clock-correction.js';
-import type { AnswerCheck } from './answer-correlation.js';
-import { errorLabel, gatewayCode, isTokenRejection } from './gateway-answer.js';
+import { GATEWAY_ERROR_CODES, type GatewayErrorCode } from '../observability/metric-names.js';
 
 export interface SignedSendDeps {
   readonly base: BaseAddress;
   readonly signer: Signer;
   readonly tokens: Pick<TokenManager, 'usableToken' | 'token' | 'tokenAfterRejection'>;
   readonly forwarder: Pick<Forwarder, 'send'>;
-  /** Signing time and its re-measurement (SIDECAR_CLOCK_SKEW_CORRECTION); the forwarder measures every answer. */
+  /** Signing time and its re-measurement (SIDECAR_CLOCK_SKEW_CORRECTION); the forwarder's hook measures every answer. */
   readonly clock: Pick<ClockCorrection, 'timestampMs' | 'remeasure'>;
   readonly metrics: Pick<SidecarMetrics, 'signed' | 'gatewayRoundTrip' | 'gatewayError' | 'retry' | 'answerMismatch'>;
   readonly connectRetryDeadlineMs: number;
@@ -30,6 +38,8 @@ export interface SignedRequest {
   readonly envelope: { readonly data: string; readonly json: string };
   readonly headers: Record<string, string>;
   readonly checkAnswer?: AnswerCheck | undefined;
+  /** The request's deadline (and shutdown's cut): the token wait, the connection queue and the exchange end there. */
+  readonly signal: AbortSignal;
 }
 
 /** Parts of a signing string, for the diagnostic log on signature.verify.failed. */
@@ -64,13 +74,14 @@ export type SignedResult = Extract<SendResult, { kind: 'answered' }>;
  */
 export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): Promise<SendResult> {
   const now = deps.now ?? Date.now;
+  const { signal } = request;
   const giveUpAt = performance.now() + deps.connectRetryDeadlineMs;
   let attempts = 0;
   const failed = (error: unknown): SendResult => ({ kind: 'failed', error: asSidecarError(error), attempts });
   let token = deps.tokens.usableToken();
   if (token === undefined) {
     try {
-      token = await deps.tokens.token();
+      token = await deps.tokens.token(signal);
     } catch (error) {
       return failed(error);
     }
@@ -83,10 +94,14 @@ export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): 
       const delay = backoffDelayMs(connectFailures++, 100, 2_000);
       // A refused, unresolvable or timed-out connection may heal; a certificate the sidecar does not trust
       // will not, so it is answered at once (still retryable: nothing was sent).
-      if (!outcome.transient || performance.now() + delay >= giveUpAt)
+      if (!outcome.transient || performance.now() + delay >= giveUpAt || signal.aborted)
         return failed(sidecarErrors.upstreamUnreachable(outcome.error));
       deps.metrics.retry('connect_failed');
-      await sleep(delay);
+      try {
+        await sleep(delay, undefined, { signal });
+      } catch {
+        return failed(sidecarErrors.upstreamUnreachable(outcome.error));
+      }
       continue;
     }
     attempts++;
@@ -103,7 +118,7 @@ export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): 
     if (!isTokenRejection(response, code) || tokenRetried) return answered;
     tokenRetried = true;
     try {
-      token = await deps.tokens.tokenAfterRejection(token.generation);
+      token = await deps.tokens.tokenAfterRejection(token.generation, signal);
     } catch {
       // No fresh token to be had: the gateway's own 401 FAILED goes back. It is the true answer (the gateway
       // refused the token and did nothing), whereas a sidecar error would hide that the request did reach it.
@@ -141,6 +156,7 @@ async function attempt(
     path: upstreamPath(deps.base, request.target),
     headers,
     body: request.envelope.json,
+    signal: request.signal,
     ...(request.checkAnswer === undefined ? {} : { checkAnswer: request.checkAnswer }),
   });
   if (outcome.kind !== 'not_sent') deps.metrics.gatewayRoundTrip(request.route, (performance.now() - sentAt) / 1000);
@@ -149,3 +165,63 @@ async function attempt(
 
 /** Spec 7's timestamp refusals: the gateway's clock moved away from what the correction assumed. */
 const TIMESTAMP_REFUSALS = new Set(['signature.timestamp.expired', 'signature.timestamp.future']);
+
+// The gateway's answer, as the retry rules and the metrics read it.
+
+/**
+ * The gateway's own `code` field of an error answer, if its body is a JSON object that has one. Successes are
+ * not parsed: nothing reads their code, and they are the hot path.
+ */
+export function gatewayCode(response: UpstreamResponse): string | undefined {
+  if (response.status < 400) return undefined;
+  const code = jsonObject(response.body)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/** Spec 5.1: HTTP 401 with body code FAILED means the token was refused before anything was done. */
+export function isTokenRejection(response: UpstreamResponse, code: string | undefined): boolean {
+  return response.status === 401 && code === 'FAILED';
+}
+
+const KNOWN = new Set<string>(GATEWAY_ERROR_CODES);
+
+/** Metric label for a gateway error answer, bounded to the contract's set; undefined for a success. */
+export function errorLabel(status: number, code: string | undefined): GatewayErrorCode | undefined {
+  if (status < 400) return undefined;
+  if (status === 403) return 'ip.forbidden';
+  return code !== undefined && KNOWN.has(code) ? (code as GatewayErrorCode) : 'other';
+}
+
+// Which answer is this request's.
+
+export type AnswerCheck = (response: UpstreamResponse) => UpstreamError | undefined;
+
+/**
+ * On a keep-alive HTTP/1.1 connection, a gateway that writes a stray second copy of an answer can have that copy
+ * read as the next request's answer; nothing in HTTP/1.1 tells them apart. Where the client's payload and the
+ * gateway's JSON answer both carry a correlation field (invoice_no by default), their values must be equal, or
+ * the answer is not this request's. Answers without the field, or payloads without it, cannot be checked.
+ * Undefined when the payload carries none of the fields: nothing to compare.
+ */
+export function answerCorrelation(
+  fields: readonly string[],
+  payload: Readonly<Record<string, unknown>>,
+): AnswerCheck | undefined {
+  const expected = fields
+    .filter((field) => Object.hasOwn(payload, field))
+    .map((field) => [field, comparable(payload[field])] as const);
+  if (expected.length === 0) return undefined;
+  return (response) => {
+    const answer = jsonObject(response.body);
+    if (answer === undefined) return undefined;
+    const differing = expected.find(
+      ([field, value]) => Object.hasOwn(answer, field) && comparable(answer[field]) !== value,
+    );
+    return differing === undefined ? undefined : upstreamErrors.answerMismatch(differing[0]);
+  };
+}
+
+/** A gateway may echo `"123"` for `123`: values are compared as text, objects by their JSON. */
+function comparable(value: unknown): string {
+  return typeof value === 'string' ? value : (JSON.stringify(value) ?? '');
+}

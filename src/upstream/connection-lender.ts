@@ -33,19 +33,31 @@ export class ConnectionLender {
     private readonly newClient: () => Client,
   ) {}
 
-  acquire(): Promise<Lease> {
+  /** `signal` (the request's deadline) ends the wait early, as not sent. */
+  acquire(signal?: AbortSignal): Promise<Lease> {
     if (this.closing) return Promise.resolve(refused(upstreamErrors.closed('the forwarder is closing'), false));
+    if (signal?.aborted) return Promise.resolve(refused(upstreamErrors.requestEnded(), false));
     const client = this.freeClient();
     if (client !== undefined) return Promise.resolve({ kind: 'lent', client });
     return new Promise<Lease>((resolve) => {
-      const waiter: Waiter = {
-        resolve,
-        timer: setTimeout(() => {
-          this.waiting.splice(this.waiting.indexOf(waiter), 1);
-          resolve(refused(upstreamErrors.poolTimeout(), true));
-          this.settleDrain();
-        }, this.deadlineMs),
+      const giveUp = (lease: Lease) => {
+        this.waiting.splice(this.waiting.indexOf(waiter), 1);
+        signal?.removeEventListener('abort', onAbort);
+        resolve(lease);
+        this.settleDrain();
       };
+      const onAbort = () => {
+        clearTimeout(waiter.timer);
+        giveUp(refused(upstreamErrors.requestEnded(), false));
+      };
+      const waiter: Waiter = {
+        resolve: (lease) => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve(lease);
+        },
+        timer: setTimeout(() => giveUp(refused(upstreamErrors.poolTimeout(), true)), this.deadlineMs),
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
       this.waiting.push(waiter);
     });
   }

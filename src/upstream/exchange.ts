@@ -22,16 +22,25 @@ export class Exchange implements Dispatcher.DispatchHandler {
   private readonly chunks: Buffer[] = [];
   private size = 0;
   private timer: NodeJS.Timeout | undefined;
+  private endRequest: (() => void) | undefined;
 
   constructor(
     private readonly settle: (outcome: SendOutcome) => void,
     private readonly timeoutMs: number,
     private readonly maxBytes: number,
+    /** The request's deadline: see UpstreamRequest.signal. */
+    private readonly signal?: AbortSignal,
   ) {}
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
+    const { signal } = this;
+    // Aborted here, nothing is written: undici checks for an abort before it writes the first byte.
+    if (signal?.aborted) return controller.abort(upstreamErrors.requestEnded());
     this.started = true;
     this.timer = setTimeout(() => controller.abort(upstreamErrors.responseTimeout()), this.timeoutMs);
+    if (signal === undefined) return;
+    this.endRequest = () => controller.abort(upstreamErrors.requestEnded());
+    signal.addEventListener('abort', this.endRequest, { once: true });
   }
 
   onResponseStart(
@@ -68,6 +77,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
 
   private finish(outcome: SendOutcome): void {
     clearTimeout(this.timer);
+    if (this.endRequest !== undefined) this.signal?.removeEventListener('abort', this.endRequest);
     this.settle(outcome);
   }
 }

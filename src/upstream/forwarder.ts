@@ -5,6 +5,7 @@ import { Exchange } from './exchange.js';
 import { InterimContinueFilter } from './interim-continue.js';
 import {
   DEFAULT_KEEP_ALIVE_MS,
+  type UpstreamResponse,
   DEFAULT_MAX_RESPONSE_BYTES,
   KEEP_ALIVE_HINT_MARGIN_MS,
   MAX_HEAD_BYTES,
@@ -32,17 +33,23 @@ export interface RotatableForwarder extends Forwarder {
  * else is reachable through it). undici parses every answer; the sidecar decides only what the money-safe retry
  * rules need: whether a failure came before any byte left, and whether an answer belongs to its request.
  */
-export function createForwarder(base: BaseAddress, options: ForwarderOptions): RotatableForwarder {
+export function createForwarder(
+  base: BaseAddress,
+  options: ForwarderOptions,
+  /** Sees every gateway answer, token grants included: the gateway clock's measurement. */
+  onAnswer: (response: UpstreamResponse) => void = () => undefined,
+): RotatableForwarder {
   const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
   let current = options;
   const lender = new ConnectionLender(options.connections, options.connectTimeoutMs, () => newClient(base, current));
 
   const send = async (request: UpstreamRequest): Promise<SendOutcome> => {
-    const lease = await lender.acquire();
+    const lease = await lender.acquire(request.signal);
     if (lease.kind === 'refused') return { kind: 'not_sent', error: lease.error, transient: lease.transient };
     let outcome = await dispatch(lease.client, request, options.responseTimeoutMs, maxBytes);
     const mismatch = outcome.kind === 'response' ? request.checkAnswer?.(outcome.response) : undefined;
     if (mismatch !== undefined) outcome = { kind: 'sent_no_answer', error: mismatch, timedOut: false };
+    else if (outcome.kind === 'response') onAnswer(outcome.response);
     // A connection that failed mid-exchange is already gone in undici; one that delivered a stray answer is
     // destroyed here, since the answer really meant for this request may still be on its way over it.
     lender.release(lease.client, mismatch === undefined);
@@ -82,10 +89,10 @@ function newClient(base: BaseAddress, options: ForwarderOptions): Client {
 
 function dispatch(client: Client, request: UpstreamRequest, timeoutMs: number, maxBytes: number): Promise<SendOutcome> {
   return new Promise<SendOutcome>((resolve) => {
-    const { path, headers, body } = request;
+    const { path, headers, body, signal } = request;
     client.dispatch(
       { method: 'POST', path, headers, body, idempotent: false },
-      new Exchange(resolve, timeoutMs, maxBytes),
+      new Exchange(resolve, timeoutMs, maxBytes, signal),
     );
   });
 }

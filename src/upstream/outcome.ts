@@ -9,6 +9,11 @@ export interface UpstreamRequest {
    * as sent_no_answer with that error.
    */
   readonly checkAnswer?: (response: UpstreamResponse) => UpstreamError | undefined;
+  /**
+   * The request's deadline: aborted while waiting for a connection or before the first byte is written, the request
+   * ends not sent; aborted afterwards, sent with no answer (ERR_REQUEST_DEADLINE).
+   */
+  readonly signal?: AbortSignal;
 }
 
 export interface UpstreamResponse {
@@ -70,6 +75,8 @@ export const upstreamErrors = {
   /** Every connection stayed busy past connectTimeoutMs: nothing was sent, and the retry loop may sign afresh. */
   poolTimeout: () => new UpstreamError('ERR_GATEWAY_POOL_TIMEOUT', 'no gateway connection free in time'),
   responseTimeout: () => new UpstreamError('ERR_GATEWAY_RESPONSE_TIMEOUT', 'gateway did not answer in time'),
+  /** The request's own deadline passed, or shutdown ended it, before the gateway answered. */
+  requestEnded: () => new UpstreamError('ERR_REQUEST_DEADLINE', 'the request ended before the gateway answered'),
   tooLarge: (limit: number) =>
     new UpstreamError('ERR_GATEWAY_RESPONSE_TOO_LARGE', `gateway answer exceeds ${limit} bytes`),
   answerMismatch: (field: string) =>
@@ -120,5 +127,6 @@ export function causeCode(error: Error): string {
 }
 
 export function isTimeout(error: Error): boolean {
-  return errorCode(error) === 'ERR_GATEWAY_RESPONSE_TIMEOUT';
+  const code = errorCode(error);
+  return code === 'ERR_GATEWAY_RESPONSE_TIMEOUT' || code === 'ERR_REQUEST_DEADLINE';
 }

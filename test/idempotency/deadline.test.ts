@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import { loadConfig } from '../../src/config/load.js';
 import { buildSchema } from '../../src/config/schema.js';
-import { DEADLINE_MARGIN_MS, longestRequestMs } from '../../src/idempotency/deadline.js';
+import { claimDeadlineMs, DEADLINE_MARGIN_MS, requestDeadlineMs } from '../../src/idempotency/deadline.js';
 import { keeperFromConfig } from '../../src/idempotency/from-config.js';
 import { idempotencyKey } from '../../src/idempotency/key.js';
 import { decodeRecord } from '../../src/idempotency/record.js';
@@ -11,24 +11,20 @@ import { MemoryStateStore } from '../../src/state/memory-store.js';
 import { DEFAULT_WAIT_FOR_TOKEN_MS } from '../../src/token/token-manager.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 
-describe('the longest possible request time (an in_progress record older than this is abandoned)', () => {
-  it('is 115 s with the default settings in memory, 115.2 s on Redis, as docs/idempotency.md says', () => {
+describe('the request deadline, and the claim deadline derived from it (a claim older than this is abandoned)', () => {
+  it('is 110 s with the default settings; a claim stands 115 s in memory, 115.2 s on Redis, as docs/idempotency.md says', () => {
     const schema = buildSchema({});
     const defaults = { tokenWaitMs: DEFAULT_WAIT_FOR_TOKEN_MS, ...schema.get('upstream') };
-    assert.equal(longestRequestMs({ ...defaults, storeWriteMs: 0 }), 115_000);
+    assert.equal(requestDeadlineMs(defaults), 110_000);
+    assert.equal(claimDeadlineMs(requestDeadlineMs(defaults), 0), 115_000);
     const redisCommandTimeoutMs = schema.get('state.redis.commandTimeoutMs');
-    assert.equal(longestRequestMs({ ...defaults, storeWriteMs: redisCommandTimeoutMs }), 115_200);
+    assert.equal(claimDeadlineMs(requestDeadlineMs(defaults), redisCommandTimeoutMs), 115_200);
   });
 
-  it('2 x token wait + connect retry deadline + 2 x (2 x connect timeout + response timeout) + 2 x store write + margin', () => {
-    const settings = {
-      tokenWaitMs: 1,
-      connectTimeoutMs: 10,
-      responseTimeoutMs: 100,
-      connectRetryDeadlineMs: 1_000,
-      storeWriteMs: 3,
-    };
-    assert.equal(longestRequestMs(settings), 2 + 1_000 + 2 * (20 + 100) + 6 + DEADLINE_MARGIN_MS);
+  it('request: 2 x token wait + connect retry deadline + 2 x (2 x connect timeout + response timeout); claim: + 2 x store write + margin', () => {
+    const settings = { tokenWaitMs: 1, connectTimeoutMs: 10, responseTimeoutMs: 100, connectRetryDeadlineMs: 1_000 };
+    assert.equal(requestDeadlineMs(settings), 2 + 1_000 + 2 * (20 + 100));
+    assert.equal(claimDeadlineMs(requestDeadlineMs(settings), 3), 2 + 1_000 + 2 * (20 + 100) + 6 + DEADLINE_MARGIN_MS);
   });
 
   it('grows with every setting that can lengthen a request', () => {
@@ -37,11 +33,11 @@ describe('the longest possible request time (an in_progress record older than th
       connectTimeoutMs: 5_000,
       responseTimeoutMs: 30_000,
       connectRetryDeadlineMs: 10_000,
-      storeWriteMs: 100,
     };
     for (const key of Object.keys(base) as Array<keyof typeof base>) {
-      assert.ok(longestRequestMs({ ...base, [key]: base[key] + 1 }) > longestRequestMs(base), key);
+      assert.ok(requestDeadlineMs({ ...base, [key]: base[key] + 1 }) > requestDeadlineMs(base), key);
     }
+    assert.ok(claimDeadlineMs(requestDeadlineMs(base), 101) > claimDeadlineMs(requestDeadlineMs(base), 100));
   });
 });
 

@@ -26,6 +26,8 @@ interface Row {
   readonly steps: readonly Step[];
   readonly token?: TokenState;
   readonly afterRejection?: AfterRejection;
+  /** The request's deadline passes (its signal aborts) right after this many calls to the forwarder. */
+  readonly deadlineAfterSends?: number;
   /** Calls to the forwarder, including those that never left. */
   readonly sends: number;
   readonly expect: { status: number; code?: string; retryable?: boolean; attempts: number };
@@ -95,6 +97,12 @@ const ROWS: Record<string, Row> = {
     sends: 3,
     expect: { status: 200, attempts: 2 },
   },
+  'not sent (transient), and the request deadline passes meanwhile: unreachable, not tried again': {
+    steps: ['not_sent_transient', 'ok_200'],
+    deadlineAfterSends: 1,
+    sends: 1,
+    expect: { status: 502, code: 'sidecar.upstream.unreachable', retryable: true, attempts: 0 },
+  },
   'no token yet, one is fetched on demand: sent': {
     steps: ['ok_200'],
     token: 'fetched_on_demand',
@@ -159,6 +167,7 @@ async function run(row: Row): Promise<{ result: SendResult; sent: UpstreamReques
   const sent: UpstreamRequest[] = [];
   const noop = (): void => undefined;
   const current = tokenSet(1);
+  const deadline = new AbortController();
   const deps: SignedSendDeps = {
     base: parseBaseAddress('https://gateway.example.com'),
     signer: { sign: (text) => Promise.resolve(Buffer.from(text).toString('base64')) },
@@ -174,6 +183,7 @@ async function run(row: Row): Promise<{ result: SendResult; sent: UpstreamReques
     forwarder: {
       send: (request) => {
         sent.push(request);
+        if (sent.length === row.deadlineAfterSends) deadline.abort();
         const step = steps.shift();
         assert.ok(step !== undefined, 'the sidecar sent more often than the rules allow');
         return Promise.resolve(outcomeOf(step));
@@ -195,6 +205,7 @@ async function run(row: Row): Promise<{ result: SendResult; sent: UpstreamReques
     target: { path: '/api/v2/transaction/init', query: '' },
     envelope,
     headers: {},
+    signal: deadline.signal,
   });
   return { result, sent };
 }
@@ -217,6 +228,11 @@ describe('retry rules (sendSigned with a fake forwarder)', () => {
       assert.equal(new Set(nonces).size, nonces.length, 'a fresh nonce for every send');
     });
   }
+
+  it('every send carries the request deadline, so the connection queue and the exchange end with it', async () => {
+    const { sent } = await run(ROWS['not sent (transient), then 200: resent with a fresh signature'] as Row);
+    assert.ok(sent.every((request) => request.signal instanceof AbortSignal));
+  });
 
   it('the send after 401 FAILED carries the fresh token, not the rejected one', async () => {
     const { sent } = await run(ROWS['401 FAILED, fresh token, then 200: sent once more'] as Row);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { wrapEnvelope } from '../../src/proxy/envelope.js';
+import { wrapEnvelope } from '../../src/proxy/body.js';
 import { forwardableRequestHeaders, forwardableResponseHeaders } from '../../src/proxy/headers.js';
 import { createRouter } from '../../src/proxy/routes.js';
 

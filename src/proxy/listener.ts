@@ -1,4 +1,35 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+// What every listener of the sidecar does with an inbound HTTP request, whatever it serves (the egress proxy, the
+// postback receiver): listen, name the request, and end an early answer without losing it.
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+
+/** Listens on host:port (0: any free port); resolves with the server's http:// URL, the address it really got. */
+export function listen(server: Server, host: string, port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      const address = server.address();
+      if (address === null || typeof address === 'string') return reject(new Error('no TCP address'));
+      const hostPart = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+      resolve(`http://${hostPart}:${address.port}`);
+    });
+  });
+}
+
+const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * A request id that is safe to log and to echo in a header: only letters, digits and `._:-`. The brand means it
+ * went through requestId(); create one only there.
+ */
+export type RequestId = string & { readonly __brand: 'RequestId' };
+
+/** The client's X-Request-Id when it is a sane token (it is logged and echoed), else a fresh UUID. */
+export function requestId(header: string | string[] | undefined): RequestId {
+  const value = Array.isArray(header) ? header[0] : header;
+  return (value !== undefined && SAFE_ID.test(value) ? value : randomUUID()) as RequestId;
+}
 
 /** How long, and how much of a request's unread body, is read and dropped after an early answer before closing. */
 export const LINGER_BOUNDS = { ms: 5_000, bytes: 16 * 1024 * 1024 } as const;

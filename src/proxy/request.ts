@@ -1,0 +1,197 @@
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { sidecarErrors, type SidecarError } from '../errors.js';
+import type { IdempotencyKeeper, Ticket } from '../idempotency/keeper.js';
+import type { IdempotencyKey } from '../idempotency/key.js';
+import { errorAnswer, type KeptAnswer } from '../idempotency/record.js';
+import type { Logger } from '../observability/log.js';
+import type { SidecarMetrics } from '../observability/metrics.js';
+import { endAfterUnreadBody, type RequestId } from './listener.js';
+import { logRequest, type RequestOutcome } from './request-log.js';
+
+/** Who settled the request first: the handler, or shutdown for a request it could wait for no longer. */
+export type AnsweredBy = 'handler' | 'shutdown';
+
+/** What the request's idempotency record keeps once the caller has its answer: it, or nothing (release). */
+export type Keep = { readonly kind: 'store'; readonly answer: KeptAnswer } | { readonly kind: 'release' };
+
+/** How a request ends: the answer the client gets, what its log line says, what its record keeps. */
+export interface Settlement {
+  readonly status: number;
+  /** Metric label: ok, a sidecar.* code, or a bounded gateway error label. */
+  readonly code: string;
+  readonly headers: OutgoingHttpHeaders;
+  readonly body: Buffer | string;
+  readonly keep: Keep;
+  /** The rest of the log line: attempts, cause, the gateway's code, the payload's digest, replayed. */
+  readonly outcome: Omit<RequestOutcome, 'status' | 'code'>;
+}
+
+/** A sidecar error as a settlement; `headers` may add e.g. Allow or Connection: close. */
+export function errorSettlement(
+  error: SidecarError,
+  outcome: Omit<RequestOutcome, 'status' | 'code'>,
+  headers: OutgoingHttpHeaders = {},
+): Settlement {
+  return {
+    status: error.status,
+    code: error.code,
+    headers: { ...headers, 'content-type': 'application/json' },
+    body: JSON.stringify(error.toBody()),
+    // An error that promises nothing was sent (retryable) frees the key; any other is the key's answer.
+    keep: error.retryable ? { kind: 'release' } : { kind: 'store', answer: errorAnswer(error) },
+    outcome,
+  };
+}
+
+/** What a request needs beyond itself to settle: shared by every request of the listener. */
+export interface RequestParts {
+  readonly log: Logger;
+  readonly metrics: Pick<SidecarMetrics, 'requestDone'>;
+  readonly keeper: Pick<IdempotencyKeeper, 'complete' | 'release'>;
+  /** True once shutdown began: every answer then asks its client to close the connection. */
+  readonly draining: () => boolean;
+  /** The request deadline, from its arrival (docs/architecture.md, "The request deadline"). */
+  readonly deadlineMs: number;
+}
+
+/**
+ * One client request from arrival to its one answer. It owns the request's state (its id, its key and claim,
+ * whether it may have reached the gateway, who answered) and its deadline, a signal that the token wait, the
+ * connection queue and the exchange all honour. settle() is its end, called by the handler when its work is done
+ * and by shutdown for a request it can wait for no longer: the first settlement is what the client gets and what
+ * the idempotency record keeps; the handler's settlement, whenever it comes, writes the record and the log line.
+ */
+export class ProxyRequest {
+  readonly started = performance.now();
+  /** Aborted at the request deadline, or when shutdown answers the request: its work then ends at once. */
+  readonly signal: AbortSignal;
+  /** Resolves once the handler settled: the record is written and the line logged. */
+  readonly done: Promise<void>;
+  private readonly cut = new AbortController();
+  private key: IdempotencyKey | undefined;
+  private ticket: Ticket | undefined;
+  private sending = false;
+  private first: { readonly settlement: Settlement; readonly by: AnsweredBy } | undefined;
+  private clientClosed = false;
+  private markDone: () => void = () => undefined;
+
+  constructor(
+    readonly id: RequestId,
+    /** The route's metric label. */
+    readonly route: string,
+    private readonly req: IncomingMessage,
+    private readonly res: ServerResponse,
+    private readonly parts: RequestParts,
+  ) {
+    this.signal = AbortSignal.any([this.cut.signal, AbortSignal.timeout(parts.deadlineMs)]);
+    this.done = new Promise((resolve) => (this.markDone = resolve));
+    res.once('close', () => (this.clientClosed = true));
+  }
+
+  /** The request's Idempotency-Key, once read. */
+  useKey(key: IdempotencyKey): void {
+    this.key = key;
+  }
+
+  /** The claim on the key: from now on the record must be completed or released, which settle() does. */
+  holdClaim(ticket: Ticket): void {
+    this.ticket = ticket;
+  }
+
+  /**
+   * Called right before the request is signed and sent; false when the client was answered already (by shutdown,
+   * which told it nothing was sent): then it must not be sent at all.
+   */
+  beginSending(): boolean {
+    if (this.isAnswered) return false;
+    this.sending = true;
+    return true;
+  }
+
+  /** Whether the request may have reached the gateway: decides what shutdown answers for it. */
+  get sendStarted(): boolean {
+    return this.sending;
+  }
+
+  get isAnswered(): boolean {
+    return this.first !== undefined || this.res.headersSent;
+  }
+
+  /** Calls `listener` once the client's connection for this request is closed. */
+  onClose(listener: () => void): void {
+    this.res.once('close', listener);
+  }
+
+  /**
+   * Ends the request. Shutdown's settlement is written at once (its connection is about to close) and cuts the
+   * request's work short; the handler's, when it comes, writes the record for the answer the client got, then the
+   * log line and metrics, then the answer (the line is out before the answer: a kill right after the client has
+   * its answer keeps it; the record is written before: a caller retrying at once finds it).
+   */
+  async settle(settlement: Settlement, by: AnsweredBy = 'handler'): Promise<void> {
+    if (by === 'shutdown') {
+      if (this.isAnswered) return;
+      this.first = { settlement, by };
+      this.write(settlement, by);
+      this.cut.abort(sidecarErrors.shuttingDown());
+      return;
+    }
+    const first = (this.first ??= { settlement, by });
+    const outcome = this.outcome(first, settlement);
+    try {
+      if (this.ticket !== undefined) {
+        const { keep } = first.settlement;
+        await (keep.kind === 'release'
+          ? this.parts.keeper.release(this.ticket)
+          : this.parts.keeper.complete(this.ticket, keep.answer));
+      }
+      const durationMs = performance.now() - this.started;
+      try {
+        this.parts.metrics.requestDone(this.route, outcome.status, outcome.code, durationMs / 1000);
+        logRequest(this.parts.log, this.id, this.route, durationMs, outcome);
+      } finally {
+        if (first.by === 'handler') this.write(settlement, by);
+      }
+    } finally {
+      this.markDone();
+    }
+  }
+
+  /** The line's outcome: what the client got; the handler's own view beside it when shutdown answered first. */
+  private outcome(first: { settlement: Settlement; by: AnsweredBy }, handler: Settlement): RequestOutcome {
+    const own = { ...handler.outcome, status: handler.status, code: handler.code };
+    const idempotencyKeySha256 = this.key?.sha256;
+    if (first.by === 'shutdown') {
+      const late = { status: own.status, code: own.code };
+      const { status, code } = first.settlement;
+      return { ...own, status, code, causeCode: 'ERR_SIDECAR_SHUTDOWN', late, idempotencyKeySha256 };
+    }
+    // The caller went away before its answer: the line must say so, for the payment may exist all the same.
+    if (this.clientClosed && !this.res.headersSent) return { ...own, delivered: false, idempotencyKeySha256 };
+    return { ...own, idempotencyKeySha256 };
+  }
+
+  private write(settlement: Settlement, by: AnsweredBy): void {
+    const { res } = this;
+    if (res.headersSent) {
+      // A half-written answer is cut rather than corrupted.
+      if (!res.writableEnded) res.destroy();
+      return;
+    }
+    // A copy: the settlement's headers may be an idempotency record's, kept for the next replay.
+    const headers: OutgoingHttpHeaders = { ...settlement.headers, 'x-request-id': this.id };
+    // Decided when the answer is written, not when the request arrived: a request that came in before SIGTERM and
+    // is answered after it must close its connection too, or its caller sends the next payment onto a socket that
+    // is about to be cut, and gets no answer at all.
+    if (this.parts.draining()) headers.connection = 'close';
+    // The whole body is in hand: without a length, writeHead (called before end) would make Node send it chunked.
+    // 204 and 304 answers carry no body and must not carry a length either (RFC 9110 8.6).
+    const { status, body } = settlement;
+    if (status !== 204 && status !== 304) headers['content-length'] = Buffer.byteLength(body);
+    res.writeHead(status, headers);
+    // An answer written before the body was read (a 413, a refusal) must not be lost to a reset: see listener.ts.
+    // Not shutdown's: it closes every connection right after answering, so its answer is ended at once.
+    if (by === 'handler') endAfterUnreadBody(this.req, res, body);
+    else res.end(body);
+  }
+}
