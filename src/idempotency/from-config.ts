@@ -22,7 +22,7 @@ export function keeperFromConfig(config: Config, store: StateStore, log: Logger,
   return new IdempotencyKeeper({
     store,
     ttlMs: config.idempotency.ttlSeconds * 1000,
-    longestRequestMs: claimDeadlineMs(requestDeadlineFromConfig(config), storeWriteMs(config)),
+    claimDeadlineMs: claimDeadlineMs(requestDeadlineFromConfig(config), storeWriteMs(config)),
     now,
     log,
   });

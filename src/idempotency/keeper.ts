@@ -17,7 +17,7 @@ export interface KeeperOptions {
   /** SIDECAR_IDEMPOTENCY_TTL_SECONDS, in ms: how long an answer is kept once recorded. */
   readonly ttlMs: number;
   /** claimDeadlineMs() (deadline.ts): an in_progress record older than this is abandoned. */
-  readonly longestRequestMs: number;
+  readonly claimDeadlineMs: number;
   /** Wall clock (Unix ms): deadlines are compared across replicas. */
   readonly now: () => number;
   readonly log: Logger;
@@ -87,7 +87,7 @@ export class IdempotencyKeeper {
         state: 'in_progress',
         fingerprint,
         owner,
-        deadline: now() + this.options.longestRequestMs,
+        deadline: now() + this.options.claimDeadlineMs,
         claim: randomBytes(9).toString('base64url'),
       };
       const value = encodeRecord(mine);
@@ -149,7 +149,7 @@ export class IdempotencyKeeper {
 
   /** An in_progress record lives on past its deadline, so a late retry still finds it (and sees outcome_unknown). */
   private get inProgressTtlMs(): number {
-    return this.options.longestRequestMs + this.options.ttlMs;
+    return this.options.claimDeadlineMs + this.options.ttlMs;
   }
 
   /**

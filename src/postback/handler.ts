@@ -143,7 +143,7 @@ function respond(req: IncomingMessage, res: ServerResponse, answer: Answer, id: 
   if (!bodyRead) headers.connection = 'close';
   if (!res.headersSent) res.writeHead(answer.status, headers);
   // A sender whose body is too large is told so even if it writes the whole body before reading: the rest is read
-  // and dropped within bounds (lingering-close.ts). Other early refusals close at once: their senders are not trusted.
+  // and dropped within bounds (endAfterUnreadBody in proxy/listener.ts). Other early refusals close at once: their senders are not trusted.
   if (answer.status === 413) endAfterUnreadBody(req, res, text);
   else res.end(text);
 }

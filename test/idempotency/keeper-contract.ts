@@ -18,7 +18,7 @@ export function keeperOn(store: StateStore, logs = new CapturedOutput()) {
   const keeper = new IdempotencyKeeper({
     store,
     ttlMs: 3_600_000,
-    longestRequestMs: LONGEST_MS,
+    claimDeadlineMs: LONGEST_MS,
     now: () => clock.now,
     log: createLogger('debug', logs),
   });

@@ -189,6 +189,58 @@ describe('forwarder: did any byte leave?', () => {
     assert.equal((await waiting).kind, 'not_sent');
   });
 
+  it('the request deadline, passed before the send: not sent, not transient, nothing reaches the gateway', async (t) => {
+    let received = 0;
+    const gateway = await tcpServer(t, (socket) => socket.on('data', (chunk: Buffer) => (received += chunk.length)));
+    const outcome = await forwarderFor(t, gateway.url).send({ ...REQUEST, signal: AbortSignal.abort() });
+    assert.equal(outcome.kind === 'not_sent' && !outcome.transient, true);
+    assert.equal(outcome.kind === 'not_sent' && errorCode(outcome.error), 'ERR_REQUEST_DEADLINE');
+    await gateway.close();
+    assert.equal(received, 0);
+  });
+
+  it('the request deadline, passed while waiting for a free connection: not sent, never written', async (t) => {
+    const paths: string[] = [];
+    const gateway = await tcpServer(t, (socket) =>
+      socket.on('data', (chunk: Buffer) => {
+        paths.push(chunk.toString('latin1').split(' ')[1] ?? '');
+        setTimeout(() => socket.write(NO_CONTENT), 500);
+      }),
+    );
+    const forwarder = forwarderFor(t, gateway.url, { connections: 1 });
+    const first = forwarder.send({ ...REQUEST, path: '/first' });
+    const second = await forwarder.send({ ...REQUEST, path: '/second', signal: AbortSignal.timeout(100) });
+    assert.equal(second.kind === 'not_sent' && errorCode(second.error), 'ERR_REQUEST_DEADLINE');
+    assert.equal((await first).kind, 'response');
+    assert.deepEqual(paths, ['/first']);
+  });
+
+  it('the request deadline, passed while the gateway has the request: sent, no answer, timed out', async (t) => {
+    const gateway = await tcpServer(t, () => undefined);
+    const outcome = await forwarderFor(t, gateway.url).send({ ...REQUEST, signal: AbortSignal.timeout(150) });
+    assert.equal(outcome.kind, 'sent_no_answer');
+    assert.equal(outcome.kind === 'sent_no_answer' && outcome.timedOut, true, 'answered 504');
+    assert.equal(outcome.kind === 'sent_no_answer' && errorCode(outcome.error), 'ERR_REQUEST_DEADLINE');
+  });
+
+  it('every answer reaches the clock hook; a stray one does not', async (t) => {
+    const answer = '{"invoice_no":"inv-2"}';
+    const head = `HTTP/1.1 200 OK\r\ndate: Tue, 24 Nov 2026 10:00:00 GMT\r\ncontent-length: ${answer.length}\r\n\r\n`;
+    const gateway = await tcpServer(t, (socket) => socket.on('data', () => socket.write(head + answer)));
+    const seen: Array<string | string[] | undefined> = [];
+    const forwarder = createForwarder(parseBaseAddress(gateway.url), BASE_OPTIONS, (answer) =>
+      seen.push(answer.headers.date),
+    );
+    t.after(() => forwarder.destroy());
+    assert.equal((await forwarder.send(REQUEST)).kind, 'response');
+    const stray = await forwarder.send({
+      ...REQUEST,
+      checkAnswer: answerCorrelation(['invoice_no'], { invoice_no: 'inv-1' }),
+    });
+    assert.equal(stray.kind, 'sent_no_answer');
+    assert.deepEqual(seen, ['Tue, 24 Nov 2026 10:00:00 GMT']);
+  });
+
   it("the gateway's Keep-Alive hint never stretches reuse past SIDECAR_UPSTREAM_KEEPALIVE_TIMEOUT_MS", async (t) => {
     const gateway = await tcpServer(t, (socket) =>
       socket.on('data', () => socket.write('HTTP/1.1 204 No Content\r\nkeep-alive: timeout=30\r\n\r\n')),
