@@ -42,6 +42,13 @@ export const FORMATS = {
     },
     coerce: Number.parseFloat,
   },
+  /** `auto`, or how many: a count whose default depends on something known only later (the Redis topology). */
+  'auto-or-whole-number': {
+    validate: (value) => {
+      if (value !== 'auto' && (!isInteger(value) || value < 0)) throw new Error('must be auto or a whole number >= 0');
+    },
+    coerce: (text) => (text.trim().toLowerCase() === 'auto' ? 'auto' : Number.parseFloat(text)),
+  },
   'tcp-port': {
     validate: (value) => {
       if (!isInteger(value) || value < 0 || value > 65_535) throw new Error('ports must be within range 0 - 65535');

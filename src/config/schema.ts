@@ -28,6 +28,7 @@ export const CONFIG_FILE_ENV = {
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export const STATE_STORES = ['memory', 'redis'] as const;
+export const REDIS_MODES = ['standalone', 'sentinel', 'cluster'] as const;
 
 export const SETTINGS = {
   baseUrl: {
@@ -341,13 +342,58 @@ export const SETTINGS = {
       env: 'SIDECAR_STATE_MEMORY_MAX_ENTRIES',
     },
     redis: {
+      mode: {
+        doc: 'How the sidecar finds Redis: `standalone` (one endpoint, `SIDECAR_REDIS_URL`: a single server or a managed primary endpoint), `sentinel` (the primary named `SIDECAR_REDIS_SENTINEL_MASTER`, found through `SIDECAR_REDIS_SENTINELS`) or `cluster` (Redis Cluster from the seed nodes `SIDECAR_REDIS_NODES`) ([topologies](fleet.md#redis-topologies)).',
+        format: [...REDIS_MODES],
+        default: 'standalone' as (typeof REDIS_MODES)[number],
+        env: 'SIDECAR_REDIS_MODE',
+      },
       url: {
-        doc: '`redis://host:6379` or `rediss://host:6380` (TLS), optionally `/<database>`; required for the `redis` store. A username or password in it is refused: set `SIDECAR_REDIS_USERNAME` and `SIDECAR_REDIS_PASSWORD_FILE`.',
+        doc: '`redis://host:6379` or `rediss://host:6380` (TLS), optionally `/<database>`; required for the `redis` store in `standalone` mode. A username or password in it is refused: set `SIDECAR_REDIS_USERNAME` and `SIDECAR_REDIS_PASSWORD_FILE`.',
         format: 'text',
         default: '',
         env: 'SIDECAR_REDIS_URL',
         sensitive: true,
-        whenUnset: 'required for `redis`',
+        whenUnset: 'required for `standalone`',
+      },
+      sentinels: {
+        doc: 'Sentinel mode: the Sentinels to ask for the primary, `host:port` separated by commas (three or more; any one that answers is enough).',
+        format: 'text-list',
+        default: [] as string[],
+        env: 'SIDECAR_REDIS_SENTINELS',
+        whenUnset: 'required for `sentinel`',
+      },
+      sentinelMaster: {
+        doc: "Sentinel mode: the monitored primary's name (`sentinel monitor <name> ...`; `mymaster` in most charts).",
+        format: 'text',
+        default: '',
+        env: 'SIDECAR_REDIS_SENTINEL_MASTER',
+        whenUnset: 'required for `sentinel`',
+      },
+      sentinelUsername: {
+        doc: 'Sentinel mode: the ACL user on the Sentinels, when they require one; needs `SIDECAR_REDIS_SENTINEL_PASSWORD_FILE`.',
+        format: 'text',
+        default: '',
+        env: 'SIDECAR_REDIS_SENTINEL_USERNAME',
+      },
+      sentinelPasswordFile: {
+        doc: "Sentinel mode: file holding the Sentinels' password (`requirepass` on the Sentinels), read again at every connection.",
+        format: 'text',
+        default: '',
+        env: 'SIDECAR_REDIS_SENTINEL_PASSWORD_FILE',
+      },
+      nodes: {
+        doc: "Cluster mode: seed nodes, `host:port` separated by commas; the client learns the rest of the cluster from them (a managed service's configuration endpoint is one seed).",
+        format: 'text-list',
+        default: [] as string[],
+        env: 'SIDECAR_REDIS_NODES',
+        whenUnset: 'required for `cluster`',
+      },
+      tls: {
+        doc: 'Sentinel and cluster modes: TLS to every node (and to the Sentinels), trusting `SIDECAR_REDIS_CA_FILE` besides the system roots. In `standalone` mode the URL says it (`rediss://`).',
+        format: 'strict-boolean',
+        default: false,
+        env: 'SIDECAR_REDIS_TLS',
       },
       username: {
         doc: 'Redis ACL user ([fleet.md](fleet.md#the-redis-user)); needs `SIDECAR_REDIS_PASSWORD_FILE`.',
@@ -380,9 +426,9 @@ export const SETTINGS = {
         env: 'SIDECAR_REDIS_COMMAND_TIMEOUT_MS',
       },
       minReplicasAcked: {
-        doc: 'Replicas that must hold an idempotency record (`WAIT`, within the command timeout) before the request is sent; fewer: refused 503 retryable. 0 waits for none ([fleet](fleet.md)).',
-        format: 'whole-number',
-        default: 0,
+        doc: 'Replicas that must hold an idempotency record (`WAIT`, within the command timeout) before the request is sent; fewer: refused 503 retryable. `auto`: 1 in `sentinel` mode and in a cluster whose primaries have replicas, 0 for `standalone`; 0 waits for none ([writes a failover keeps](fleet.md#writes-a-failover-keeps)).',
+        format: 'auto-or-whole-number',
+        default: 'auto' as number | 'auto',
         env: 'SIDECAR_REDIS_MIN_REPLICAS_ACKED',
       },
     },

@@ -8,10 +8,32 @@ import { envVarOf, settingName, type Settings } from './schema.js';
 import { caFromFile, passwordFromFile } from './secret-files.js';
 import type { Secret } from './secret.js';
 
-/** The Redis store's settings; `url` is redis:// or rediss://, host, port and database only. */
+/** A Redis node or Sentinel, as `host:port`. */
+export interface RedisNode {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** How the store finds Redis (SIDECAR_REDIS_MODE). */
+export type RedisTopology =
+  /** `url` is redis:// or rediss://, host, port and database only. */
+  | { readonly mode: 'standalone'; readonly url: string }
+  | {
+      readonly mode: 'sentinel';
+      readonly sentinels: readonly RedisNode[];
+      readonly master: string;
+      readonly sentinelUsername: string | undefined;
+      readonly sentinelPassword: Secret | undefined;
+      readonly sentinelPasswordFile: string | undefined;
+    }
+  | { readonly mode: 'cluster'; readonly nodes: readonly RedisNode[] };
+
+/** The Redis store's settings. */
 export interface RedisConfig extends Readonly<
-  Pick<Settings['state']['redis'], 'url' | 'keyPrefix' | 'commandTimeoutMs' | 'minReplicasAcked'>
+  Pick<Settings['state']['redis'], 'keyPrefix' | 'commandTimeoutMs' | 'minReplicasAcked'>
 > {
+  readonly topology: RedisTopology;
+  /** TLS to every node (and Sentinel): rediss:// in standalone mode, SIDECAR_REDIS_TLS in the others. */
   readonly tls: boolean;
   readonly username: string | undefined;
   readonly password: Secret | undefined;
@@ -70,6 +92,74 @@ export function parseRedisUrl(raw: string): { url: string; tls: boolean } {
   return { url: text, tls: url.protocol === 'rediss:' };
 }
 
+/** `host:port` entries (IPv6 in brackets), at least one. */
+function nodeList(key: 'sentinels' | 'nodes', raw: readonly string[]): RedisNode[] {
+  const entries = raw.map((entry) => entry.trim()).filter((entry) => entry !== '');
+  if (entries.length === 0) throw fail(key, 'needs at least one host:port');
+  return entries.map((entry) => {
+    const match = /^(\[[0-9a-fA-F:.]+\]|[^:\s/@]+):(\d{1,5})$/.exec(entry);
+    const port = Number(match?.[2]);
+    if (match === null || port < 1 || port > 65_535) throw fail(key, `"${entry}" is not host:port`);
+    return { host: match[1]!.replace(/^\[|\]$/g, ''), port };
+  });
+}
+
+/** The settings of the other modes, given in this one: refused rather than silently ignored. */
+function strayTopologySettings(raw: Settings['state']['redis']): string[] {
+  const given: Record<string, boolean> = {
+    url: raw.url.trim() !== '',
+    sentinels: raw.sentinels.length > 0,
+    sentinelMaster: raw.sentinelMaster !== '',
+    sentinelUsername: raw.sentinelUsername !== '',
+    sentinelPasswordFile: raw.sentinelPasswordFile !== '',
+    nodes: raw.nodes.length > 0,
+    tls: raw.tls,
+  };
+  const own: Record<Settings['state']['redis']['mode'], readonly string[]> = {
+    standalone: ['url'],
+    sentinel: ['sentinels', 'sentinelMaster', 'sentinelUsername', 'sentinelPasswordFile', 'tls'],
+    cluster: ['nodes', 'tls'],
+  };
+  return Object.keys(given).filter((key) => given[key] === true && !own[raw.mode].includes(key));
+}
+
+function topologyOf(input: StateInput): { topology: RedisTopology; tls: boolean } {
+  const { redis } = input.raw;
+  const stray = strayTopologySettings(redis);
+  if (stray.length > 0) {
+    const names = stray.map((key) => envVarOf(`state.redis.${key}`)).join(', ');
+    throw fail('mode', `is ${redis.mode}: ${names} ${stray.length > 1 ? 'belong' : 'belongs'} to another mode`);
+  }
+  if (redis.mode === 'standalone') {
+    const { url, tls } = parseRedisUrl(redis.url);
+    return { topology: { mode: 'standalone', url }, tls };
+  }
+  if (redis.mode === 'cluster')
+    return { topology: { mode: 'cluster', nodes: nodeList('nodes', redis.nodes) }, tls: redis.tls };
+  const sentinels = nodeList('sentinels', redis.sentinels);
+  if (redis.sentinelMaster.trim() === '')
+    throw fail('sentinelMaster', `is required when ${envVarOf('state.redis.mode')}=sentinel`);
+  const sentinelUsername = redis.sentinelUsername.trim() === '' ? undefined : redis.sentinelUsername.trim();
+  if (sentinelUsername !== undefined && redis.sentinelPasswordFile === '') {
+    throw fail('sentinelUsername', `needs ${envVarOf('state.redis.sentinelPasswordFile')}`);
+  }
+  const file = redis.sentinelPasswordFile === '' ? undefined : redis.sentinelPasswordFile;
+  const setting = name('sentinelPasswordFile');
+  const sentinelPassword =
+    file === undefined ? undefined : passwordFromFile(setting, file, input.readFile(setting, file));
+  return {
+    topology: {
+      mode: 'sentinel',
+      sentinels,
+      master: redis.sentinelMaster.trim(),
+      sentinelUsername,
+      sentinelPassword,
+      sentinelPasswordFile: file,
+    },
+    tls: redis.tls,
+  };
+}
+
 function keyPrefix(raw: string): string {
   if (raw === '') throw fail('keyPrefix', 'must not be empty (two products on one Redis would share keys)');
   // The store puts the account's hash tag in braces after the prefix: a brace in the prefix would move the tag.
@@ -92,31 +182,42 @@ function credentials(input: StateInput): Pick<RedisConfig, 'username' | 'passwor
 function caOf(input: StateInput, tls: boolean | undefined): Pick<RedisConfig, 'ca' | 'caFile'> {
   const { caFile } = input.raw.redis;
   if (caFile === '') return { ca: undefined, caFile: undefined };
-  if (tls === false) throw fail('caFile', 'applies to rediss:// only; the URL is redis:// (no TLS)');
+  if (tls === false) throw fail('caFile', 'applies to TLS only (rediss://, or SIDECAR_REDIS_TLS=true); TLS is off');
   const setting = name('caFile');
   return { ca: caFromFile(setting, caFile, input.readFile(setting, caFile)), caFile };
 }
 
 function redisSettings(input: StateInput, errors: ConfigError[], warnings: ConfigWarning[]): RedisConfig | undefined {
   const { redis } = input.raw;
-  const target = attempt(errors, () => parseRedisUrl(redis.url));
+  const target = attempt(errors, () => topologyOf(input));
   const secrets = attempt(errors, () => credentials(input));
   const ca = attempt(errors, () => caOf(input, target?.tls));
   const prefix = attempt(errors, () => keyPrefix(redis.keyPrefix));
   if (target === undefined || secrets === undefined || ca === undefined || prefix === undefined) return undefined;
   if (!target.tls && input.environment === 'production') {
+    const standalone = target.topology.mode === 'standalone';
     warnings.push({
-      setting: name('url'),
-      message: 'redis:// sends access tokens in clear text; use rediss:// (TLS) in production (docs/fleet.md)',
+      setting: name(standalone ? 'url' : 'tls'),
+      message: `${standalone ? 'redis://' : 'Redis without TLS'} sends access tokens in clear text; use ${standalone ? 'rediss://' : 'SIDECAR_REDIS_TLS=true'} (TLS) in production (docs/fleet.md)`,
     });
   }
-  const { commandTimeoutMs, minReplicasAcked } = redis;
+  const { commandTimeoutMs } = redis;
+  const minReplicasAcked =
+    redis.minReplicasAcked === 'auto' ? AUTO_REPLICAS[target.topology.mode] : redis.minReplicasAcked;
   return { ...target, ...secrets, ...ca, keyPrefix: prefix, commandTimeoutMs, minReplicasAcked };
 }
 
+/**
+ * SIDECAR_REDIS_MIN_REPLICAS_ACKED=auto: a standalone endpoint may have no replica, a Sentinel setup always has one
+ * (it exists to fail over to it), and a cluster's replicas are known once connected: the store decides then.
+ */
+const AUTO_REPLICAS = { standalone: 0, sentinel: 1, cluster: 'auto' } as const;
+
 /** Redis settings given while the store is memory: probably a forgotten SIDECAR_STATE_STORE=redis. */
 function unusedRedisSettings(raw: Settings['state']): ConfigWarning[] {
-  const set = (['url', 'username', 'passwordFile', 'caFile'] as const).filter((key) => raw.redis[key] !== '');
+  const set = (['url', 'username', 'passwordFile', 'caFile', 'sentinelMaster', 'sentinelPasswordFile'] as const).filter(
+    (key) => raw.redis[key] !== '',
+  );
   return set.map((key) => ({
     setting: name(key),
     message: `is set but ${envVarOf('state.store')} is memory: Redis is not used`,

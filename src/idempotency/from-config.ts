@@ -35,5 +35,6 @@ export function keeperFromConfig(config: Config, store: StateStore, log: Logger,
 function storeWriteMs(config: Config): number {
   const redis = config.state.redis;
   if (redis === undefined) return 0;
-  return redis.commandTimeoutMs * (redis.minReplicasAcked > 0 ? 2 : 1);
+  // `auto` in a cluster may wait for replicas: counted as if it does.
+  return redis.commandTimeoutMs * (redis.minReplicasAcked === 0 ? 1 : 2);
 }

@@ -40,9 +40,14 @@ function passwordSource(file: string, atStart: Secret | undefined): () => Promis
 /** The Redis store's options from the settings (also used by `check`). */
 export function redisStoreOptions(config: Config, redis: RedisConfig): RedisStoreOptions {
   return {
-    url: redis.url,
+    topology: redis.topology,
+    tls: redis.tls,
     username: redis.username,
     password: redis.passwordFile === undefined ? undefined : passwordSource(redis.passwordFile, redis.password),
+    sentinelPassword:
+      redis.topology.mode === 'sentinel' && redis.topology.sentinelPasswordFile !== undefined
+        ? passwordSource(redis.topology.sentinelPasswordFile, redis.topology.sentinelPassword)
+        : undefined,
     ca: redis.ca,
     keyPrefix: redis.keyPrefix,
     // The account is the base address and the username: a staging and a production sidecar, or two merchants,

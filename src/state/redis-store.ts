@@ -1,7 +1,7 @@
 import { ErrorReply } from '@redis/client';
 import type { Logger } from '../observability/log.js';
 import type { StateStoreCommand, StateStoreOutcome } from '../observability/state-store-metrics.js';
-import { createRedisConnection, type RedisConnection, type RedisConnectionOptions } from './redis-client.js';
+import { createRedisLink, type RedisConnectionOptions, type RedisLink, type TopologyView } from './redis-client.js';
 import { describeRedisError, RedisCommandTimeout, ReplicasBehind } from './redis-errors.js';
 import { DEFAULT_REDIS_KEY_PREFIX, RedisKeys } from './redis-keys.js';
 import { COMPARE_AND_DELETE, COMPARE_AND_SET, type LuaScript } from './redis-scripts.js';
@@ -18,8 +18,11 @@ export interface RedisStoreOptions extends RedisConnectionOptions {
   readonly accountTag: string;
   readonly keyPrefix?: string;
   readonly commandTimeoutMs?: number;
-  /** Replicas that must hold an acknowledged write (WAIT) before it counts; 0 or absent: none. */
-  readonly minReplicasAcked?: number;
+  /**
+   * Replicas that must hold an acknowledged write (WAIT) before it counts; 0 or absent: none; `auto` (cluster mode):
+   * 1 when the cluster's primaries have replicas, else 0.
+   */
+  readonly minReplicasAcked?: number | 'auto';
   readonly log?: Logger;
   /** Every command's duration and outcome (the store command histogram). */
   readonly onCommand?: (command: StateStoreCommand, outcome: StateStoreOutcome, seconds: number) => void;
@@ -40,8 +43,8 @@ interface Channel {
  */
 export class RedisStateStore implements StateStore {
   readonly kind = 'redis';
-  private readonly client: RedisConnection;
-  private readonly subscriber: RedisConnection;
+  private readonly client: RedisLink;
+  private readonly subscriber: RedisLink;
   private readonly keys: RedisKeys;
   private readonly timeoutMs: number;
   private readonly availability: StoreAvailability;
@@ -53,7 +56,7 @@ export class RedisStateStore implements StateStore {
     this.keys = new RedisKeys(options.keyPrefix ?? DEFAULT_REDIS_KEY_PREFIX, options.accountTag);
     this.timeoutMs = options.commandTimeoutMs ?? DEFAULT_REDIS_COMMAND_TIMEOUT_MS;
     this.availability = new StoreAvailability(options.log, 'redis');
-    this.client = this.connect(createRedisConnection(options));
+    this.client = this.connect(createRedisLink(options));
     this.subscriber = this.connect(this.client.duplicate());
   }
 
@@ -72,7 +75,7 @@ export class RedisStateStore implements StateStore {
 
   /** One PING, bounded by the command timeout (`check`; the recovery probe). */
   async ping(): Promise<void> {
-    await this.run('ping', () => this.client.ping());
+    await this.run('ping', () => this.client.ping(this.keys.key('ping')));
   }
 
   async get(key: string): Promise<string | undefined> {
@@ -81,13 +84,12 @@ export class RedisStateStore implements StateStore {
   }
 
   async setIfAbsent(key: string, value: string, ttlMs: number, options: WriteOptions = {}): Promise<boolean> {
-    const expiration = { type: 'PX' as const, value: ttl(ttlMs) };
-    const reply = await this.run('set_if_absent', () =>
-      this.client.set(this.keys.key(key), value, { condition: 'NX', expiration }),
+    const written = await this.run('set_if_absent', () =>
+      this.client.setIfAbsent(this.keys.key(key), value, ttl(ttlMs)),
     );
     // Acknowledged only when written: a key already held was written (and waited for) by someone else.
-    if (reply === 'OK' && options.acknowledged === true) await this.replicated();
-    return reply === 'OK';
+    if (written && options.acknowledged === true) await this.replicated(key);
+    return written;
   }
 
   async compareAndSet(
@@ -99,7 +101,7 @@ export class RedisStateStore implements StateStore {
   ): Promise<boolean> {
     const args = [expected === undefined ? '0' : '1', expected ?? '', value, String(ttl(ttlMs))];
     const written = (await this.run('compare_and_set', () => this.script(COMPARE_AND_SET, key, args))) === 1;
-    if (written && options.acknowledged === true) await this.replicated();
+    if (written && options.acknowledged === true) await this.replicated(key);
     return written;
   }
 
@@ -148,26 +150,36 @@ export class RedisStateStore implements StateStore {
    * could take back, so the caller must act as for a store that did not answer. WAIT's own timeout is kept inside
    * the command timeout so that Redis answers with its count before the store gives up on the command.
    */
-  private async replicated(): Promise<void> {
-    const wanted = this.options.minReplicasAcked ?? 0;
+  private async replicated(key: string): Promise<void> {
+    const wanted = await this.replicasWanted();
     if (wanted === 0) return;
     // Half the command timeout: room for the reply to travel and be read on a busy event loop before our own deadline.
     const waitMs = Math.max(1, Math.floor(this.timeoutMs / 2));
     await this.run('wait', async () => {
-      const acknowledged = await this.client.wait(wanted, waitMs);
+      const acknowledged = await this.client.wait(this.keys.key(key), wanted, waitMs);
       if (acknowledged < wanted) throw new ReplicasBehind(acknowledged, wanted);
     });
   }
 
+  /** The replica count to wait for; `auto` asks the cluster's view at the moment of the write. */
+  private async replicasWanted(): Promise<number> {
+    const setting = this.options.minReplicasAcked ?? 0;
+    if (setting !== 'auto') return setting;
+    return (await this.topology()).replicas > 0 ? 1 : 0;
+  }
+
+  /** The primary and its replicas (or the cluster's primaries, replicas and slots) as the client sees them now. */
+  async topology(): Promise<TopologyView> {
+    return this.run('ping', () => this.client.view(this.keys.key('topology')));
+  }
+
   /** Attaches the listeners, then starts connecting (and reconnecting, with capped backoff) in the background. */
-  private connect(connection: RedisConnection): RedisConnection {
+  private connect(link: RedisLink): RedisLink {
     // node-redis emits `error` for every failed attempt and throws when nobody listens: always listened to.
-    connection.on('error', (err: unknown) => this.markDown(describeRedisError(err)));
-    connection.on('ready', () => this.markUpIfConnected());
-    connection.connect().catch(() => {
-      // Rejects only when closed while connecting; failures before that were `error` events.
-    });
-    return connection;
+    link.onError((err: unknown) => this.markDown(describeRedisError(err)));
+    link.onReady(() => this.markUpIfConnected());
+    void link.connect().then(() => this.markUpIfConnected());
+    return link;
   }
 
   private async subscribeChannel(name: string, listener: (message: string) => void): Promise<void> {
@@ -208,17 +220,17 @@ export class RedisStateStore implements StateStore {
 
   /** EVALSHA, or EVAL when this Redis has not seen the script yet (after a restart, a failover, a SCRIPT FLUSH). */
   private async script(script: LuaScript, key: string, args: string[]): Promise<unknown> {
-    const options = { keys: [this.keys.key(key)], arguments: args };
+    const stored = this.keys.key(key);
     try {
-      return await this.client.evalSha(script.sha1, options);
+      return await this.client.evalSha(script.sha1, stored, args);
     } catch (err) {
       if (!(err instanceof ErrorReply) || !err.message.startsWith('NOSCRIPT')) throw err;
-      return await this.client.eval(script.source, options);
+      return await this.client.eval(script.source, stored, args);
     }
   }
 
   /** One command, bounded by the command timeout, timed, and turned into StateStoreUnavailableError on failure. */
-  private async run<T>(command: StateStoreCommand, send: () => Promise<T>, via = this.client): Promise<T> {
+  private async run<T>(command: StateStoreCommand, send: () => Promise<T>, via: RedisLink = this.client): Promise<T> {
     const started = performance.now();
     if (this.closed || !this.client.isReady || !via.isReady) {
       this.observe(command, 'unavailable', started);

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Config } from '../config/config.js';
+import type { RedisNode, RedisTopology } from '../config/state-settings.js';
+import type { TopologyView } from '../state/redis-client.js';
 import { redisStoreOptions } from '../state/open-store.js';
 import { REDIS_CONNECT_TIMEOUT_MS } from '../state/redis-client.js';
 import { RedisStateStore } from '../state/redis-store.js';
@@ -20,7 +22,7 @@ export async function checkStateStore(config: Config, report: CheckReport): Prom
     report.line('-', 'state store', 'memory (this pod only; SIDECAR_STATE_STORE=redis shares it across replicas)');
     return;
   }
-  const where = `redis ${redis.url}${redis.username !== undefined ? ` as ${redis.username}` : ''}`;
+  const where = `redis ${describeTopology(redis.topology)}${redis.username !== undefined ? ` as ${redis.username}` : ''}`;
   const store = new RedisStateStore(redisStoreOptions(config, redis));
   try {
     if (!(await store.whenAvailable(CONNECT_WAIT_MS, true))) {
@@ -32,17 +34,50 @@ export async function checkStateStore(config: Config, report: CheckReport): Prom
     await store.ping();
     const ms = performance.now() - started;
     await store.get('check');
-    const replicas = await acknowledgedWrite(store, redis.minReplicasAcked);
+    const view = await store.topology();
+    const broken = brokenTopology(view, redis.minReplicasAcked);
+    if (broken !== undefined) {
+      report.line('✘', 'state store', `${where}: ${describeView(view)}; ${broken}`);
+      return;
+    }
+    const wanted = redis.minReplicasAcked === 'auto' ? (view.replicas > 0 ? 1 : 0) : redis.minReplicasAcked;
+    const replicas = await acknowledgedWrite(store, wanted);
     report.line(
       '✔',
       'state store',
-      `${where}: PING answered in ${ms.toFixed(1)} ms (timeout ${redis.commandTimeoutMs} ms), keys under ${redis.keyPrefix} readable${replicas}`,
+      `${where}: ${describeView(view)}; PING answered in ${ms.toFixed(1)} ms (timeout ${redis.commandTimeoutMs} ms), keys under ${redis.keyPrefix} readable${replicas}`,
     );
   } catch (err) {
     report.line('✘', 'state store', `${where}: ${(err as Error).message}`);
   } finally {
     await store.close();
   }
+}
+
+function describeTopology(topology: RedisTopology): string {
+  if (topology.mode === 'standalone') return topology.url;
+  const nodes = (list: readonly RedisNode[]) => list.map((node) => `${node.host}:${node.port}`).join(',');
+  if (topology.mode === 'sentinel') return `sentinel ${topology.master} via ${nodes(topology.sentinels)}`;
+  return `cluster via ${nodes(topology.nodes)}`;
+}
+
+function describeView(view: TopologyView): string {
+  const replicas = `${view.replicas} replica${view.replicas === 1 ? '' : 's'}`;
+  if (view.slotsCovered === undefined) return `primary ${view.primary ?? 'unknown'}, ${replicas}`;
+  return `${view.primaries ?? 0} primaries, ${replicas}, ${view.slotsCovered} of ${CLUSTER_SLOTS} slots covered`;
+}
+
+const CLUSTER_SLOTS = 16_384;
+
+/** What makes a topology unusable for the sidecar, or undefined. */
+function brokenTopology(view: TopologyView, wanted: number | 'auto'): string | undefined {
+  if (view.slotsCovered !== undefined && view.slotsCovered < CLUSTER_SLOTS) {
+    return 'the cluster does not cover every hash slot (a primary is missing): some accounts have no node';
+  }
+  if (typeof wanted === 'number' && view.replicas < wanted) {
+    return `SIDECAR_REDIS_MIN_REPLICAS_ACKED is ${wanted} but the primary has ${view.replicas}: every keyed payment would be refused`;
+  }
+  return undefined;
 }
 
 /**

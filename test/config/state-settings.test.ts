@@ -54,7 +54,7 @@ describe('config: the shared state store (SIDECAR_STATE_STORE, SIDECAR_REDIS_*)'
     );
     const redis = config.state.redis!;
     assert.equal(config.state.store, 'redis');
-    assert.equal(redis.url, 'rediss://redis.internal:6380/2');
+    assert.deepEqual(redis.topology, { mode: 'standalone', url: 'rediss://redis.internal:6380/2' });
     assert.equal(redis.tls, true);
     assert.equal(redis.username, 'signing-sidecar');
     assert.equal(redis.password?.reveal(), 'redis-secret-pw');
@@ -125,7 +125,7 @@ describe('config: the shared state store (SIDECAR_STATE_STORE, SIDECAR_REDIS_*)'
     refuse(
       { SIDECAR_REDIS_URL: 'redis://redis.internal:6379', SIDECAR_REDIS_CA_FILE: caFile },
       'SIDECAR_REDIS_CA_FILE',
-      /applies to rediss:\/\/ only/,
+      /applies to TLS only/,
     ));
   it('refuses a CA file without a certificate', () =>
     refuse({ SIDECAR_REDIS_CA_FILE: passwordFile }, 'SIDECAR_REDIS_CA_FILE', /holds no PEM certificate/));

@@ -16,7 +16,7 @@ after(async () => {
 
 async function openStore(): Promise<RedisStateStore> {
   const store = new RedisStateStore({
-    url: redis.url,
+    topology: { mode: 'standalone', url: redis.url },
     accountTag: accountTag('https://gateway.test', 'merchant@example.test'),
     commandTimeoutMs: 200,
   });

@@ -26,7 +26,12 @@ after(async () => {
 });
 
 function open(redis: TestRedis, extra: Partial<RedisStoreOptions> = {}): RedisStateStore {
-  const store = new RedisStateStore({ url: redis.url, accountTag: TAG, commandTimeoutMs: RELAXED_MS, ...extra });
+  const store = new RedisStateStore({
+    topology: { mode: 'standalone', url: redis.url },
+    accountTag: TAG,
+    commandTimeoutMs: RELAXED_MS,
+    ...extra,
+  });
   opened.push(store);
   return store;
 }

@@ -44,7 +44,7 @@ after(async () => {
 
 async function openStore(minReplicasAcked: number): Promise<RedisStateStore> {
   const store = new RedisStateStore({
-    url: primary.url,
+    topology: { mode: 'standalone', url: primary.url },
     accountTag: accountTag('https://gateway.test', 'merchant@example.test'),
     commandTimeoutMs: COMMAND_TIMEOUT_MS,
     minReplicasAcked,

@@ -48,6 +48,7 @@ export const SIDECAR_ACL_RULES = [
   '+ping',
   '+select',
   '+wait',
+  '+role',
 ] as const;
 
 export interface RedisOptions {

@@ -25,7 +25,11 @@ describe('fleet token on Redis', () => {
   });
 
   async function pod(gateway: StrictGateway, tag: string): Promise<Replica> {
-    const store = new RedisStateStore({ url: redis.url, accountTag: tag, commandTimeoutMs: RELAXED_MS });
+    const store = new RedisStateStore({
+      topology: { mode: 'standalone', url: redis.url },
+      accountTag: tag,
+      commandTimeoutMs: RELAXED_MS,
+    });
     stores.push(store);
     assert.equal(await store.whenAvailable(5_000), true, 'connected to Redis');
     const r = replica(store, gateway, FAST, { refreshAheadSeconds: 60 });
