@@ -30,16 +30,18 @@ export async function checkStateStore(config: Config, report: CheckReport): Prom
       report.line('✘', 'state store', `${where}: ${reason}`);
       return;
     }
-    const started = performance.now();
-    await store.ping();
-    const ms = performance.now() - started;
-    await store.get('check');
+    // The topology first: a cluster with a slot no primary serves refuses every command (CLUSTERDOWN), and the
+    // operator needs to read why.
     const view = await store.topology();
     const broken = brokenTopology(view, redis.minReplicasAcked);
     if (broken !== undefined) {
       report.line('✘', 'state store', `${where}: ${describeView(view)}; ${broken}`);
       return;
     }
+    const started = performance.now();
+    await store.ping();
+    const ms = performance.now() - started;
+    await store.get('check');
     const wanted = redis.minReplicasAcked === 'auto' ? (view.replicas > 0 ? 1 : 0) : redis.minReplicasAcked;
     const replicas = await acknowledgedWrite(store, wanted);
     report.line(

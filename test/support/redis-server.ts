@@ -9,6 +9,7 @@
  *   await redis.start();       // the same server again on the same port: empty (nothing is persisted), and with
  *                              // the ACL rules of the command line (changes made with cli('ACL', ...) are gone)
  *   await redis.restart();     // stop() then start()
+ *   await redis.crash();       // SIGKILL: the server dies at once, as a failed node does (start() brings it back)
  *   redis.freeze() / thaw()    // SIGSTOP / SIGCONT: a Redis that accepts nothing and answers nothing (slow/hung)
  *   await redis.cli('KEYS', '*')   // redis-cli against it (as the default user, with TLS when on): stdout lines
  *   await redis.close();       // stop for good (also done when the test process exits, pass or fail)
@@ -74,6 +75,7 @@ export interface TestRedis {
   readonly dir: string;
   start(): Promise<void>;
   stop(): Promise<void>;
+  crash(): Promise<void>;
   restart(): Promise<void>;
   freeze(): void;
   thaw(): void;
@@ -99,7 +101,7 @@ export async function startRedis(options: RedisOptions = {}): Promise<TestRedis>
     if (child) return;
     child = await spawnServer(args);
   };
-  const stop = async () => {
+  const stopWith = async (signal: NodeJS.Signals) => {
     const current = child;
     child = undefined;
     if (!current) return;
@@ -107,9 +109,10 @@ export async function startRedis(options: RedisOptions = {}): Promise<TestRedis>
     if (current.exitCode !== null || current.signalCode !== null) return;
     current.kill('SIGCONT');
     const exited = once(current, 'exit');
-    current.kill('SIGTERM');
+    current.kill(signal);
     await exited;
   };
+  const stop = () => stopWith('SIGTERM');
   await start();
   const cliBase = ['-h', '127.0.0.1', '-p', String(port), '--no-auth-warning'];
   if (tls) cliBase.push('--tls', '--cacert', tls.caFile);
@@ -124,6 +127,7 @@ export async function startRedis(options: RedisOptions = {}): Promise<TestRedis>
     dir,
     start,
     stop,
+    crash: () => stopWith('SIGKILL'),
     restart: async () => {
       await stop();
       await start();

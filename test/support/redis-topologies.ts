@@ -1,0 +1,240 @@
+/**
+ * Highly available Redis for tests, from real redis-server and redis-sentinel processes on 127.0.0.1:
+ *
+ *   const set = await startSentinelSet();   // a primary, one replica, three Sentinels watching them
+ *   set.env                                  // the sidecar's settings for it (SIDECAR_REDIS_MODE=sentinel, ...)
+ *   await set.primary.crash();               // SIGKILL the primary; set.failedOver() resolves on the new one
+ *
+ *   const cluster = await startCluster(3);   // three primaries covering the 16384 slots, no replicas
+ *   cluster.env                              // SIDECAR_REDIS_MODE=cluster, SIDECAR_REDIS_NODES=...
+ *   await cluster.moveSlot(slot, toIndex)    // resharding: the slot's keys migrate to another primary
+ *
+ * Everything they start is stopped by close(), and by the process exit in any case (see redis-server.ts).
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { freeStablePort } from './free-port.js';
+import { startRedis, type TestRedis } from './redis-server.js';
+import { scratchDir } from './scratch.js';
+
+const run = promisify(execFile);
+
+export const SENTINEL_MASTER = 'sidecar-primary';
+
+export interface SentinelSet {
+  readonly primary: TestRedis;
+  readonly replica: TestRedis;
+  readonly sentinelPorts: readonly number[];
+  readonly env: Readonly<Record<string, string>>;
+  /** The primary as the Sentinels name it now (host:port). */
+  currentPrimary(): Promise<string>;
+  /** Resolves once the Sentinels name a primary other than `previous`. */
+  failedOver(previous: string, timeoutMs: number): Promise<string>;
+  close(): Promise<void>;
+}
+
+const sentinels = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of sentinels) child.kill('SIGKILL');
+});
+
+export async function startSentinelSet(): Promise<SentinelSet> {
+  // No 5 s wait before a full sync (Redis 7's diskless default): a replica, or a restarted primary, syncs at once.
+  const fastSync = ['--repl-diskless-sync-delay', '0'];
+  const primary = await startRedis({ args: fastSync });
+  const replica = await startRedis({ args: [...fastSync, '--replicaof', '127.0.0.1', String(primary.port)] });
+  await until(
+    async () => (await replica.cli('INFO', 'replication')).some((l) => l.trim() === 'master_link_status:up'),
+    15_000,
+  );
+  const ports = await Promise.all([freeStablePort(), freeStablePort(), freeStablePort()]);
+  const children = await Promise.all(ports.map((port) => spawnSentinel(port, primary.port)));
+  const ask = async (): Promise<string> => {
+    for (const port of ports) {
+      try {
+        const { stdout } = await run(
+          'redis-cli',
+          ['-h', '127.0.0.1', '-p', String(port), 'SENTINEL', 'get-master-addr-by-name', SENTINEL_MASTER],
+          { timeout: 2_000 },
+        );
+        const [host, p] = stdout.trim().split('\n');
+        if (host && p) return `${host}:${p}`;
+      } catch {
+        // another Sentinel may answer
+      }
+    }
+    throw new Error('no Sentinel answered');
+  };
+  // The Sentinels know each other and the replica before a failover can be asked of them.
+  await until(async () => {
+    const { stdout } = await run('redis-cli', ['-p', String(ports[0]), 'SENTINEL', 'replicas', SENTINEL_MASTER]);
+    const { stdout: peers } = await run('redis-cli', [
+      '-p',
+      String(ports[0]),
+      'SENTINEL',
+      'sentinels',
+      SENTINEL_MASTER,
+    ]);
+    return stdout.includes(String(replica.port)) && peers.split('\n').filter((l) => l === 'name').length >= 2;
+  }, 15_000);
+  return {
+    primary,
+    replica,
+    sentinelPorts: ports,
+    env: {
+      SIDECAR_STATE_STORE: 'redis',
+      SIDECAR_REDIS_MODE: 'sentinel',
+      SIDECAR_REDIS_SENTINELS: ports.map((port) => `127.0.0.1:${port}`).join(','),
+      SIDECAR_REDIS_SENTINEL_MASTER: SENTINEL_MASTER,
+    },
+    currentPrimary: ask,
+    async failedOver(previous, timeoutMs) {
+      let now = previous;
+      await until(async () => (now = await ask()) !== previous, timeoutMs);
+      return now;
+    },
+    async close() {
+      await Promise.all(children.map((child) => stopChild(child)));
+      await Promise.all([primary.close(), replica.close()]);
+    },
+  };
+}
+
+/** A Sentinel that declares the primary down after 1 s and fails over quickly (a test's patience, not production's). */
+async function spawnSentinel(port: number, primaryPort: number): Promise<ChildProcess> {
+  const dir = scratchDir('sentinel-');
+  const file = join(dir, 'sentinel.conf');
+  await writeFile(
+    file,
+    [
+      `port ${port}`,
+      'bind 127.0.0.1',
+      `dir ${dir}`,
+      `sentinel monitor ${SENTINEL_MASTER} 127.0.0.1 ${primaryPort} 2`,
+      `sentinel down-after-milliseconds ${SENTINEL_MASTER} 1000`,
+      `sentinel failover-timeout ${SENTINEL_MASTER} 5000`,
+      `sentinel parallel-syncs ${SENTINEL_MASTER} 1`,
+      '',
+    ].join('\n'),
+  );
+  const child = spawn('redis-sentinel', [file, '--logfile', '', '--daemonize', 'no'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  sentinels.add(child);
+  let output = '';
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`redis-sentinel did not start:\n${output}`)), 10_000);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString('utf8');
+      if (!output.includes('+monitor master')) return;
+      clearTimeout(timer);
+      resolve();
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      reject(new Error(`cannot run redis-sentinel (apt-get install redis-sentinel): ${err.message}`));
+    });
+  });
+  child.stdout?.resume();
+  child.stderr?.resume();
+  return child;
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  sentinels.delete(child);
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = once(child, 'exit');
+  child.kill('SIGKILL');
+  await exited;
+}
+
+export interface TestCluster {
+  readonly nodes: readonly TestRedis[];
+  readonly env: Readonly<Record<string, string>>;
+  /** Moves one hash slot, with its keys, to the node at `toIndex` (CLUSTER SETSLOT / MIGRATE, as resharding does). */
+  moveSlot(slot: number, toIndex: number): Promise<void>;
+  /** Which node (index) serves a slot now. */
+  ownerOf(slot: number): Promise<number>;
+  close(): Promise<void>;
+}
+
+export async function startCluster(primaries = 3): Promise<TestCluster> {
+  const nodes: TestRedis[] = [];
+  for (let i = 0; i < primaries; i++) {
+    nodes.push(await startRedis({ args: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf'] }));
+  }
+  await run(
+    'redis-cli',
+    [
+      '--cluster',
+      'create',
+      ...nodes.map((node) => `127.0.0.1:${node.port}`),
+      '--cluster-replicas',
+      '0',
+      '--cluster-yes',
+    ],
+    { timeout: 20_000 },
+  );
+  await until(async () => {
+    const states = await Promise.all(nodes.map((node) => node.cli('CLUSTER', 'INFO')));
+    return states.every((lines) => lines.some((line) => line.trim() === 'cluster_state:ok'));
+  }, 15_000);
+  const idOf = async (node: TestRedis) => (await node.cli('CLUSTER', 'MYID'))[0] ?? '';
+  const ownerOf = async (slot: number): Promise<number> => {
+    const lines = await nodes[0]!.cli('CLUSTER', 'SLOTS');
+    // redis-cli prints the nested reply flat: start, end, then the primary's ip, port, id, ...
+    for (let i = 0; i + 3 < lines.length; i++) {
+      const [start, end, , port] = [Number(lines[i]), Number(lines[i + 1]), lines[i + 2], Number(lines[i + 3])];
+      if (
+        Number.isInteger(start) &&
+        Number.isInteger(end) &&
+        start <= slot &&
+        slot <= end &&
+        lines[i + 2] === '127.0.0.1'
+      ) {
+        return nodes.findIndex((node) => node.port === port);
+      }
+    }
+    throw new Error(`no owner for slot ${slot}`);
+  };
+  return {
+    nodes,
+    env: {
+      SIDECAR_STATE_STORE: 'redis',
+      SIDECAR_REDIS_MODE: 'cluster',
+      SIDECAR_REDIS_NODES: nodes.map((node) => `127.0.0.1:${node.port}`).join(','),
+    },
+    ownerOf,
+    async moveSlot(slot, toIndex) {
+      const from = nodes[await ownerOf(slot)]!;
+      const to = nodes[toIndex]!;
+      const [fromId, toId] = await Promise.all([idOf(from), idOf(to)]);
+      await to.cli('CLUSTER', 'SETSLOT', String(slot), 'IMPORTING', fromId);
+      await from.cli('CLUSTER', 'SETSLOT', String(slot), 'MIGRATING', toId);
+      for (;;) {
+        const keys = await from.cli('CLUSTER', 'GETKEYSINSLOT', String(slot), '100');
+        if (keys.length === 0) break;
+        await from.cli('MIGRATE', '127.0.0.1', String(to.port), '', '0', '5000', 'KEYS', ...keys);
+      }
+      for (const node of nodes) await node.cli('CLUSTER', 'SETSLOT', String(slot), 'NODE', toId);
+    },
+    async close() {
+      await Promise.all(nodes.map((node) => node.close()));
+    },
+  };
+}
+
+/** Polls `check` every 100 ms until it is true, or throws after `timeoutMs`. */
+async function until(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check().catch(() => false)) return;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
