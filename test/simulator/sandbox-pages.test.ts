@@ -26,8 +26,8 @@ import { deposit, postJson } from '../support/sim-world.js';
 import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
 import { DEPOSIT, codeOf, freshNonce, makeKeys, send, signedPost, type TestKeys } from './support.js';
 
-/** Debian's package; `npm test` installs it as root (scripts/test-prerequisites.sh). */
-const CHROMIUM = '/usr/bin/chromium';
+/** Debian's package, which `npm test` installs as root (scripts/test-prerequisites.sh); CHROMIUM_PATH overrides. */
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 if (!existsSync(CHROMIUM)) {
   process.stderr.write(`the browser tests need Debian's chromium package (${CHROMIUM}): apt-get install chromium\n`);
   process.exit(1);
