@@ -96,8 +96,8 @@ after(async () => {
   for (const step of steps) await step?.().catch(() => undefined);
 });
 
-async function newPage(): Promise<Page> {
-  const context = await browser.newContext({ viewport: { width: 1000, height: 700 } });
+async function newPage(viewport = { width: 1000, height: 700 }): Promise<Page> {
+  const context = await browser.newContext({ viewport });
   const page = await context.newPage();
   page.setDefaultTimeout(STEP_MS);
   return page;
@@ -157,6 +157,9 @@ describe('the payment page in a browser', { timeout: 120_000 }, () => {
       assert.equal(response?.status(), 200);
       assert.equal(await page.textContent('#status'), 'PENDING');
       assert.equal(await page.textContent('#invoice'), invoice);
+      // The style sheet applies: the CSP allows it by its hash, and a hash that no longer matches would drop it.
+      const color = await page.locator('#status').evaluate((el) => getComputedStyle(el).color);
+      assert.equal(color, 'rgb(138, 90, 0)');
       if (SCREENSHOTS && status === 'SUCCESS') {
         await mkdir(IMAGES, { recursive: true });
         await page.screenshot({ path: join(IMAGES, 'sandbox-payment-page.png') });
@@ -297,7 +300,7 @@ describe('the dashboard', { timeout: 60_000 }, () => {
     );
     sim.faults.inject({ kind: '5xx', status: 502, count: 3 });
 
-    const page = await newPage();
+    const page = await newPage({ width: 1500, height: 1000 });
     const response = await page.goto(`${sim.listenUrl}/_sim/`);
     assert.equal(response?.status(), 200);
     assert.equal(response?.headers()['x-frame-options'], 'DENY');
@@ -321,7 +324,7 @@ describe('the dashboard', { timeout: 60_000 }, () => {
     }
     if (SCREENSHOTS) {
       await mkdir(IMAGES, { recursive: true });
-      await page.screenshot({ path: join(IMAGES, 'sandbox-dashboard.png'), fullPage: true });
+      await page.screenshot({ path: join(IMAGES, 'sandbox-dashboard.png') });
     }
     sim.faults.clear();
     await page.context().close();

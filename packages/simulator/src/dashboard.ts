@@ -76,12 +76,12 @@ function requestsSection(requests: readonly LoggedRequest[]): Html {
   const rows = requests.map(
     (r) =>
       html`<tr>
-        <td>${r.at}</td>
+        <td class="nowrap">${r.at}</td>
         <td>${r.method} <code>${r.path}</code></td>
         <td>${r.ip ?? 'unknown'}</td>
         <td>${r.account ?? ''}</td>
         <td>${r.status ?? 'dropped'}</td>
-        <td class="${r.verdict === 'accepted' ? 'accepted' : 'refused'}"><code>${r.verdict}</code></td>
+        <td class="nowrap ${r.verdict === 'accepted' ? 'accepted' : 'refused'}"><code>${r.verdict}</code></td>
         <td>${r.reason}</td>
       </tr>`,
   );

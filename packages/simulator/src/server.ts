@@ -118,8 +118,9 @@ async function servePaymentPage(
       { allow: 'GET, POST' },
     );
   }
+  // The transaction's account, so the dashboard shows whose payment a refused post was aimed at.
+  info.account = ctx.transactions.get(id)?.username;
   const tx = await completeFromPage(ctx, req, id);
-  info.account = tx.username;
   // Post/redirect/get: the browser shows the page with a GET, so a reload does not post the form again.
   res.sendDate = false;
   res.writeHead(303, {
