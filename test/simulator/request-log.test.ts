@@ -67,7 +67,7 @@ describe('what the server records', () => {
   after(() => sim.close());
 
   it('lists API requests with their verdicts, not the dashboard or control API traffic', async () => {
-    const { access_token: token } = await login(sim);
+    const token = (await login(sim)).access_token ?? '';
     const refused = await signedPost(sim, { key: keys.privateKey, token, signedBase: 'http://elsewhere.example' });
     assert.equal(codeOf(refused), 'signature.verify.failed');
     assert.equal((await send(sim.listenUrl, { method: 'GET', path: '/_sim/transactions' })).status, 200);
