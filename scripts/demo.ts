@@ -12,16 +12,22 @@ import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulato
 import { parseCommandLine } from '../src/tools/usage.js';
 import { EXIT, type Command, type ExitCode } from '../src/cli/command.js';
 
-const USAGE = `Usage: npm run demo
+const USAGE = `Usage: npm run demo [-- --keep]
 
 Runs the whole request path on this machine and cleans up: makes a throwaway key pair, starts the gateway
 simulator (HTTPS, self-made CA) and the sidecar, sends a plain-JSON deposit and withdrawal through the sidecar
 as an internal service would, completes the deposit and follows its signed postback: simulator -> the sidecar's
 postback receiver (verifies it) -> a small internal webhook that prints the plain JSON. Exits 0 on success.
+
+It prints the deposit's payment page (transaction_link) and the simulator's dashboard. With --keep it then
+makes one more deposit and keeps running until Ctrl-C, so you can open that payment page in a browser, press
+"Pay" or "Decline", and watch the postback arrive here and on the dashboard.
 `;
 
 const USERNAME = 'demo-vendor@example.com';
 const POSTBACK_WAIT_MS = 15_000;
+/** --keep waits for postbacks in rounds this long, so a stop signal is never queued behind a wait. */
+const KEEP_POLL_MS = 60_000;
 
 interface Postback {
   readonly payload: Record<string, unknown>;
@@ -30,19 +36,24 @@ interface Postback {
 }
 
 const demo: Command = async (argv, io) => {
-  const flags = parseCommandLine(argv, {}, io, { usage: USAGE, help: USAGE });
+  const flags = parseCommandLine(argv, { keep: { type: 'boolean' } }, io, { usage: USAGE, help: USAGE });
   if (typeof flags === 'number') return flags;
   const say = (line: string) => io.stdout.write(`${line}\n`);
   const dir = await mkdtemp(join(tmpdir(), 'signing-sidecar-demo-'));
   const cleanup: Array<() => Promise<void>> = [() => rm(dir, { recursive: true, force: true })];
   try {
-    return await run(dir, say, cleanup);
+    return await run(dir, say, cleanup, flags.keep === true ? io.stopSignal : undefined);
   } finally {
     for (const step of cleanup.reverse()) await step().catch(() => undefined);
   }
 };
 
-async function run(dir: string, say: (line: string) => void, cleanup: Array<() => Promise<void>>): Promise<ExitCode> {
+async function run(
+  dir: string,
+  say: (line: string) => void,
+  cleanup: Array<() => Promise<void>>,
+  keepUntil: Promise<NodeJS.Signals> | undefined,
+): Promise<ExitCode> {
   say('1. making a throwaway RSA-2048 key pair');
   const keys = await makeKeyPair(dir);
   const webhook = await startWebhook();
@@ -89,6 +100,8 @@ async function run(dir: string, say: (line: string) => void, cleanup: Array<() =
     return EXIT.failed;
   }
   say(`   customer would be redirected to: ${link}`);
+  say('   that payment page completes it too: "Pay" or "Decline" in a browser (try it: npm run demo -- --keep)');
+  say(`   dashboard (loopback only; requests and their verdicts, transactions, postbacks): ${dashboardUrl(sim)}`);
   await sim.complete(id, 'SUCCESS');
   say(`6. completed ${id} as SUCCESS; postback: simulator -> sidecar receiver (verifies) -> internal webhook`);
   const postback = await webhook.next(POSTBACK_WAIT_MS);
@@ -96,8 +109,46 @@ async function run(dir: string, say: (line: string) => void, cleanup: Array<() =
     `7. internal webhook got plain JSON (X-Postback-Verified: ${postback.verified}): ${JSON.stringify(postback.payload)}`,
   );
   if (postback.verified !== 'signature' || postback.payload.status !== 'SUCCESS') return EXIT.failed;
+  if (keepUntil !== undefined) await keepRunning(sidecar, sim, webhook, say, keepUntil);
   say('demo complete: cleaning up');
   return EXIT.ok;
+}
+
+function dashboardUrl(sim: RunningSimulator): string {
+  return `${sim.listenUrl}/_sim/`;
+}
+
+/** --keep: one more deposit to complete in a browser; prints each postback until the demo is stopped. */
+async function keepRunning(
+  sidecar: RunningSidecar,
+  sim: RunningSimulator,
+  webhook: Webhook,
+  say: (line: string) => void,
+  stop: Promise<NodeJS.Signals>,
+): Promise<void> {
+  const deposit = await postJson(sidecar, '/api/v2/transaction/init', {
+    amount: '42.00',
+    currency: 'EUR',
+    gateway: 'card',
+    user_id: 'u1',
+    invoice_no: `inv-browser-${Date.now()}`,
+  });
+  say(`8. another deposit waits for you: open ${String(deposit.body.transaction_link)}`);
+  say(
+    '   and press "Pay" or "Decline" (the simulator\'s certificate is from the demo\'s throwaway CA: accept the warning)',
+  );
+  say(`   dashboard: ${dashboardUrl(sim)}`);
+  say('   postbacks that reach the internal webhook are printed here; Ctrl-C ends the demo');
+  let stopped = false;
+  const stopping = stop.then(() => {
+    stopped = true;
+  });
+  while (!stopped) {
+    const next = await Promise.race([webhook.next(KEEP_POLL_MS).catch(() => undefined), stopping]);
+    if (next !== undefined) {
+      say(`   internal webhook got (X-Postback-Verified: ${next.verified}): ${JSON.stringify(next.payload)}`);
+    }
+  }
 }
 
 async function makeKeyPair(dir: string) {
@@ -157,8 +208,14 @@ async function postJson(sidecar: RunningSidecar, path: string, payload: Record<s
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
 
+interface Webhook {
+  readonly server: Server;
+  readonly url: string;
+  next(timeoutMs: number): Promise<Postback>;
+}
+
 /** The internal service's webhook: receives the verified plain JSON from the sidecar's receiver, answers 200. */
-async function startWebhook() {
+async function startWebhook(): Promise<Webhook> {
   // Deliveries that arrive before anyone waits are kept, so a fast postback is never lost.
   const received: Postback[] = [];
   const waiting: Array<(postback: Postback) => void> = [];
@@ -180,11 +237,18 @@ async function startWebhook() {
     new Promise<Postback>((resolve, reject) => {
       const early = received.shift();
       if (early) return resolve(early);
-      const timer = setTimeout(() => reject(new Error('no postback arrived in time')), timeoutMs);
-      waiting.push((postback) => {
+      const waiter = (postback: Postback) => {
         clearTimeout(timer);
         resolve(postback);
-      });
+      };
+      // A waiter that timed out leaves the queue, so the next delivery goes to whoever waits then.
+      const timer = setTimeout(() => {
+        waiting.splice(waiting.indexOf(waiter), 1);
+        reject(new Error('no postback arrived in time'));
+      }, timeoutMs);
+      // --keep may stop while a wait is pending: the wait must not hold the finished demo open.
+      timer.unref();
+      waiting.push(waiter);
     });
   return { server, url, next };
 }

@@ -81,6 +81,7 @@ describe('limits and log hygiene', () => {
       fields: FIELDS,
       createdAt: '2025-01-01T00:00:00Z',
       completedAt: '2025-01-01T00:00:01Z',
+      pageToken: 'not-used-by-postbacks',
     };
     // Port 9 (discard) on loopback refuses the connection: five failed attempts, of which two are kept.
     sender.send({ url: 'http://127.0.0.1:9/hook', signed: false }, tx);

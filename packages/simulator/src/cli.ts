@@ -137,6 +137,7 @@ async function run(
     [
       ...listenLines(flags, sim),
       `public base URL (sign for this): ${sim.baseUrl}`,
+      `dashboard (loopback clients only): ${sim.listenUrl}/_sim/`,
       ...(flags['ca-out'] !== undefined && sim.caPem !== undefined ? [`CA written to ${flags['ca-out']}`] : []),
       ...(flags['postback-key-out'] !== undefined
         ? [`postback public key written to ${flags['postback-key-out']}`]

@@ -8,6 +8,7 @@ import type { IpAllowList } from './ip-allow.js';
 import type { SimLogger } from './log.js';
 import type { NonceStore } from './nonce-store.js';
 import type { PostbackSender } from './postbacks.js';
+import type { RequestLog } from './request-log.js';
 import type { TokenStore } from './token-store.js';
 import type { TransactionStore } from './transactions.js';
 
@@ -21,6 +22,8 @@ export interface SimContext {
   readonly transactions: TransactionStore;
   readonly postbacks: PostbackSender;
   readonly faults: FaultInjector;
+  /** The newest requests and their verdicts, for the dashboard. */
+  readonly requests: RequestLog;
   readonly logger: SimLogger;
   readonly refreshTokenField: string;
   readonly maxBodyBytes: number;

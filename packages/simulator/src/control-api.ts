@@ -1,8 +1,10 @@
 // The control API under /_sim/: the levers a test or a vendor pulls (complete a transaction, shift the clock,
-// inject faults, read the postback log). It is a backdoor, so it answers loopback clients only.
+// inject faults, read the postback log), and the dashboard at /_sim/ itself. It is a backdoor, so it answers
+// loopback clients only.
 import type { IncomingMessage } from 'node:http';
 import { AccountConfigError } from './accounts.js';
 import { rfc3339 } from './clock.js';
+import { dashboardHtml } from './dashboard.js';
 import { SimError, badRequest } from './errors.js';
 import { parseJsonObject, readBody, requireJsonContentType } from './http-io.js';
 import { isLoopbackAddress } from './ip-allow.js';
@@ -16,6 +18,8 @@ export const CONTROL_PREFIX = '/_sim/';
 export interface ControlResult {
   readonly status: number;
   readonly body: unknown;
+  /** Set for the dashboard: answered as this page instead of body as JSON. */
+  readonly html?: string;
 }
 
 type Handler = (ctx: SimContext, req: IncomingMessage, param: string) => Promise<ControlResult> | ControlResult;
@@ -29,6 +33,7 @@ interface ControlRoute {
 const ok = (body: unknown): ControlResult => ({ status: 200, body });
 
 const ROUTES: readonly ControlRoute[] = [
+  { method: 'GET', pattern: /^$/, handler: dashboard },
   { method: 'GET', pattern: /^health$/, handler: () => ok({ status: 'ok' }) },
   { method: 'GET', pattern: /^transactions$/, handler: listTransactions },
   { method: 'GET', pattern: /^transactions\/([\w-]+)$/, handler: getTransaction },
@@ -63,6 +68,18 @@ export async function handleControl(ctx: SimContext, req: IncomingMessage, path:
 async function jsonBody(ctx: SimContext, req: IncomingMessage): Promise<Record<string, unknown>> {
   const body = await readBody(req, ctx.maxBodyBytes);
   return body.length === 0 ? {} : parseJsonObject(body);
+}
+
+/** The longest auto-reload period the dashboard offers; a bigger one is a typo, not a wish. */
+const MAX_REFRESH_SECONDS = 3600;
+
+function dashboard(ctx: SimContext, req: IncomingMessage): ControlResult {
+  const raw = new URL(req.url ?? '/', 'http://simulator.invalid').searchParams.get('refresh');
+  const seconds = raw === null ? undefined : Number(raw);
+  if (seconds !== undefined && (!Number.isInteger(seconds) || seconds < 1 || seconds > MAX_REFRESH_SECONDS)) {
+    throw badRequest('sim.refresh.invalid', `refresh must be whole seconds, 1..${MAX_REFRESH_SECONDS}`);
+  }
+  return { status: 200, body: undefined, html: dashboardHtml(ctx, seconds) };
 }
 
 function listTransactions(ctx: SimContext): ControlResult {

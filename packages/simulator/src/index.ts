@@ -17,6 +17,7 @@ import { silentLogger } from './log.js';
 import { createNonceStore } from './nonce-store.js';
 import { DEFAULT_HOST, DEFAULT_REFRESH_TOKEN_FIELD, checkNumericOptions } from './options.js';
 import { createPostbackSender } from './postbacks.js';
+import { createRequestLog } from './request-log.js';
 import { createRequestListener } from './server.js';
 import { generateTlsMaterial } from './tls.js';
 import type { TlsMaterial } from './tls.js';
@@ -157,6 +158,7 @@ function buildContext(
     transactions,
     postbacks,
     faults: createFaultInjector(),
+    requests: createRequestLog(),
     logger,
     refreshTokenField: options.refreshTokenField ?? DEFAULT_REFRESH_TOKEN_FIELD,
     maxBodyBytes: options.maxBodyBytes ?? MAX_BODY_BYTES,

@@ -1,10 +1,10 @@
 // The two signed endpoints. Success status is not in the spec; we answer 200 (documented assumption) with the
 // transaction id, status PENDING and, for deposits, the transaction_link the customer is sent to.
 import type { IncomingMessage } from 'node:http';
+import { paymentLink } from './payment-page.js';
 import { validateDeposit, validateWithdrawal } from './payloads.js';
 import { verifySignedRequest } from './signed-request.js';
 import type { RequestInfo, SimContext } from './context.js';
-import type { Transaction } from './transactions.js';
 
 export interface PaymentInitResult {
   readonly status: number;
@@ -34,20 +34,4 @@ export async function handlePaymentInit(
   };
   if (kind === 'deposit') body.transaction_link = paymentLink(ctx, tx);
   return { status: 200, body };
-}
-
-function paymentLink(ctx: SimContext, tx: Transaction): string {
-  const base = ctx.base();
-  return `${base.origin}${base.pathPrefix}/pay/${tx.id}`;
-}
-
-/** A stand-in for the hosted payment page, so a followed transaction_link lands somewhere real. */
-export function paymentPageHtml(tx: Transaction): string {
-  const esc = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-  return [
-    '<!doctype html><meta charset="utf-8"><title>Simulated payment</title>',
-    `<h1>Simulated payment page</h1><p>Transaction ${esc(tx.id)}: ${esc(tx.fields.amount)} `,
-    `${esc(tx.fields.currency)}, invoice ${esc(tx.fields.invoiceNo)}, status <b>${esc(tx.status)}</b>.</p>`,
-    '<p>Complete it with <code>POST /_sim/transactions/&lt;id&gt;/complete {"status":"SUCCESS"}</code>.</p>',
-  ].join('\n');
 }

@@ -42,6 +42,11 @@ export interface PostbackTarget {
 export interface PostbackSender {
   send(target: PostbackTarget, tx: Transaction): void;
   attempts(): PostbackAttempt[];
+  /**
+   * Resolves once a delivery attempt for this transaction has been recorded (at once if one has), after waitMs,
+   * or on close, whichever comes first: the payment page waits for it to show what the webhook answered.
+   */
+  firstAttempt(transactionId: string, waitMs: number): Promise<void>;
   /** Stops retries and aborts attempts in flight. */
   close(): Promise<void>;
 }
@@ -63,9 +68,30 @@ export function createPostbackSender(deps: Deps): PostbackSender {
   const maxLog = deps.maxLogEntries ?? MAX_POSTBACK_LOG_ENTRIES;
   const abort = new AbortController();
   const running = new Set<Promise<void>>();
+  const waiters = new Map<string, Set<() => void>>();
   const record = (a: PostbackAttempt): void => {
     log.push(a);
     if (log.length > maxLog) log.splice(0, log.length - maxLog);
+    const waiting = waiters.get(a.transactionId);
+    waiters.delete(a.transactionId);
+    for (const wake of waiting ?? []) wake();
+  };
+  const firstAttempt = (transactionId: string, waitMs: number): Promise<void> => {
+    if (abort.signal.aborted || log.some((a) => a.transactionId === transactionId)) return Promise.resolve();
+    return new Promise((resolve) => {
+      const waiting = waiters.get(transactionId) ?? new Set<() => void>();
+      waiters.set(transactionId, waiting);
+      const wake = (): void => {
+        clearTimeout(timer);
+        abort.signal.removeEventListener('abort', wake);
+        waiting.delete(wake);
+        if (waiting.size === 0 && waiters.get(transactionId) === waiting) waiters.delete(transactionId);
+        resolve();
+      };
+      const timer = setTimeout(wake, waitMs);
+      abort.signal.addEventListener('abort', wake, { once: true });
+      waiting.add(wake);
+    });
   };
   const run = (target: PostbackTarget, tx: Transaction): void => {
     const job = deliver(deps, target, tx, abort.signal, record).catch((err: unknown) => {
@@ -80,6 +106,7 @@ export function createPostbackSender(deps: Deps): PostbackSender {
   return {
     send: run,
     attempts: () => [...log],
+    firstAttempt,
     async close() {
       abort.abort();
       await Promise.allSettled([...running]);

@@ -5,7 +5,18 @@ import type { Socket } from 'node:net';
 import { CONTROL_PREFIX, handleControl } from './control-api.js';
 import { SimError, tokenRejected } from './errors.js';
 import { readBody, sendError, sendJson } from './http-io.js';
-import { handlePaymentInit, paymentPageHtml } from './payment-routes.js';
+import { rfc3339 } from './clock.js';
+import { sendHtml } from './html.js';
+import { normalizeAddress } from './ip-allow.js';
+import {
+  PAY_PATH,
+  completeFromPage,
+  errorPageHtml,
+  findTransaction,
+  paymentPageHtml,
+  paymentPagePath,
+} from './payment-page.js';
+import { handlePaymentInit } from './payment-routes.js';
 import { checkSourceIp } from './signed-request.js';
 import { sleepUnlessAborted } from './sleep.js';
 import { handleTokenRequest } from './token-endpoint.js';
@@ -20,6 +31,15 @@ const API_ROUTES: Readonly<Record<string, RouteKind>> = {
   '/api/v2/transfer-out/init': 'withdrawal',
 };
 
+/**
+ * How one exchange is answered and remembered: the payment page's refusals are pages a person reads, and page
+ * views and the /_sim/ traffic (the dashboard reloading) stay out of the dashboard's request list.
+ */
+interface Exchange {
+  html: boolean;
+  record: boolean;
+}
+
 export function createRequestListener(ctx: SimContext): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
     const info: RequestInfo = {
@@ -27,24 +47,33 @@ export function createRequestListener(ctx: SimContext): (req: IncomingMessage, r
       path: (req.url ?? '').split('?')[0] ?? '',
       ip: req.socket.remoteAddress,
     };
-    handle(ctx, req, res, info).catch((err: unknown) => respondWithError(ctx, res, info, err));
+    const exchange: Exchange = { html: false, record: true };
+    handle(ctx, req, res, info, exchange).catch((err: unknown) => respondWithError(ctx, res, info, exchange, err));
   };
 }
 
-async function handle(ctx: SimContext, req: IncomingMessage, res: ServerResponse, info: RequestInfo): Promise<void> {
+async function handle(
+  ctx: SimContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  info: RequestInfo,
+  exchange: Exchange,
+): Promise<void> {
   const target = req.url ?? '';
   // Absolute-form targets ("POST http://host/path") would let a client choose the URL we verify against.
   if (!target.startsWith('/')) throw new SimError(400, 'request.target.invalid', 'request target must start with "/"');
   if (info.path.startsWith(CONTROL_PREFIX)) {
+    exchange.record = false;
     const result = await handleControl(ctx, req, info.path);
-    sendJson(res, ctx.clock, result.status, result.body);
+    if (result.html === undefined) sendJson(res, ctx.clock, result.status, result.body);
+    else sendHtml(res, ctx.clock, result.status, result.html);
     return;
   }
   const prefix = ctx.base().pathPrefix;
   const local = info.path.startsWith(`${prefix}/`) ? info.path.slice(prefix.length) : undefined;
-  const pay = local === undefined ? null : /^\/pay\/(txn_[0-9a-f]+)$/.exec(local);
-  if (pay?.[1] !== undefined && req.method === 'GET') {
-    sendPaymentPage(ctx, res, pay[1]);
+  const pay = local === undefined ? null : PAY_PATH.exec(local);
+  if (pay?.[1] !== undefined) {
+    await servePaymentPage(ctx, req, res, info, exchange, pay[1]);
     return;
   }
   // The gateway's firewall sits in front of everything under /api/: a blocked source learns nothing, not even
@@ -58,17 +87,72 @@ async function handle(ctx: SimContext, req: IncomingMessage, res: ServerResponse
   if (await applyFault(ctx, req, res, info, kind === 'token' ? 'token' : 'signed')) return;
   if (kind === 'token') {
     sendJson(res, ctx.clock, 200, await handleTokenRequest(ctx, req, info));
+    remember(ctx, info, 200, ACCEPTED, 'tokens issued');
     return;
   }
   const { status, body } = await handlePaymentInit(ctx, req, info, kind);
   sendJson(res, ctx.clock, status, body);
+  remember(ctx, info, status, ACCEPTED, `${kind} ${body.transaction_id ?? ''} created`);
 }
 
-function sendPaymentPage(ctx: SimContext, res: ServerResponse, id: string): void {
-  const tx = ctx.transactions.get(id);
-  if (tx === undefined) throw new SimError(404, 'request.route.not_found', `no transaction ${id}`);
-  res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
-  res.end(paymentPageHtml(tx));
+async function servePaymentPage(
+  ctx: SimContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  info: RequestInfo,
+  exchange: Exchange,
+  id: string,
+): Promise<void> {
+  exchange.html = true;
+  if (req.method === 'GET') {
+    exchange.record = false;
+    sendHtml(res, ctx.clock, 200, paymentPageHtml(ctx, findTransaction(ctx, id)));
+    return;
+  }
+  if (req.method !== 'POST') {
+    throw new SimError(
+      405,
+      'request.method.not_allowed',
+      `use GET or POST on ${info.path}`,
+      {},
+      { allow: 'GET, POST' },
+    );
+  }
+  // The transaction's account, so the dashboard shows whose payment a refused post was aimed at.
+  info.account = ctx.transactions.get(id)?.username;
+  const tx = await completeFromPage(ctx, req, id);
+  // Post/redirect/get: the browser shows the page with a GET, so a reload does not post the form again.
+  res.sendDate = false;
+  res.writeHead(303, {
+    location: paymentPagePath(ctx, id),
+    date: new Date(ctx.clock.nowMs()).toUTCString(),
+    'cache-control': 'no-store',
+    'content-length': 0,
+  });
+  res.end();
+  remember(ctx, info, 303, ACCEPTED, `${id} completed as ${tx.status} on the payment page`);
+}
+
+const ACCEPTED = 'accepted';
+
+/** Keeps the request for the dashboard: where it came from, what was answered and why. */
+function remember(
+  ctx: SimContext,
+  info: RequestInfo,
+  status: number | undefined,
+  verdict: string,
+  reason: string,
+): void {
+  ctx.requests.record({
+    at: rfc3339(ctx.clock.nowMs()),
+    method: info.method,
+    path: info.path,
+    ip: info.ip === undefined ? undefined : normalizeAddress(info.ip),
+    account: info.account,
+    status,
+    verdict,
+    reason,
+  });
 }
 
 /** Returns true when the fault answered (or dropped) the request instead of normal processing. */
@@ -91,6 +175,7 @@ async function applyFault(
   // Read the whole request first: these faults model a gateway that received it and then failed.
   await readBody(req, ctx.maxBodyBytes).catch(() => Buffer.alloc(0));
   if (fault.kind === 'reset') {
+    remember(ctx, info, undefined, 'sim.fault.reset', 'connection reset (injected fault)');
     resetConnection(req.socket);
     return true;
   }
@@ -111,13 +196,21 @@ function resetConnection(socket: Socket): void {
   }
 }
 
-function respondWithError(ctx: SimContext, res: ServerResponse, info: RequestInfo, err: unknown): void {
+function respondWithError(
+  ctx: SimContext,
+  res: ServerResponse,
+  info: RequestInfo,
+  exchange: Exchange,
+  err: unknown,
+): void {
+  const refusal = err instanceof SimError ? err : new SimError(500, 'sim.internal', 'internal simulator error');
   if (err instanceof SimError) {
     const fields = { event: 'request.refused', ...info, status: err.status, code: err.code, reason: err.message };
     ctx.logger.warn({ ...fields, ...err.details }, `refused ${info.method} ${info.path}: ${err.code}: ${err.message}`);
-    sendError(res, ctx.clock, err);
-    return;
+  } else {
+    ctx.logger.error({ event: 'request.error', ...info, err }, 'simulator bug: unexpected error');
   }
-  ctx.logger.error({ event: 'request.error', ...info, err }, 'simulator bug: unexpected error');
-  sendError(res, ctx.clock, new SimError(500, 'sim.internal', 'internal simulator error'));
+  if (exchange.record) remember(ctx, info, refusal.status, refusal.code, refusal.message);
+  if (exchange.html) sendHtml(res, ctx.clock, refusal.status, errorPageHtml(refusal), refusal.headers);
+  else sendError(res, ctx.clock, refusal);
 }

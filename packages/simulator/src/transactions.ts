@@ -18,6 +18,11 @@ export interface Transaction {
   /** RFC 3339, simulator clock. */
   readonly createdAt: string;
   readonly completedAt: string | undefined;
+  /**
+   * The secret the payment page puts in its forms: a completion must come from someone who loaded the page, not
+   * from another site's cross-site form post. Operator-only: never in postbacks, the control API or the dashboard.
+   */
+  readonly pageToken: string;
 }
 
 export class TransactionStateError extends Error {
@@ -92,6 +97,7 @@ export function createTransactionStore(options: TransactionStoreOptions): Transa
         fields,
         createdAt: rfc3339(options.clock.nowMs()),
         completedAt: undefined,
+        pageToken: randomBytes(32).toString('base64url'),
       };
       byId.set(tx.id, tx);
       // Map keeps insertion order (completion re-sets an existing key, which keeps its place): first = oldest.
