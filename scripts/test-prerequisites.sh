@@ -2,9 +2,9 @@
 # The first step of `npm test`: the suite uses real parts (Prometheus scraping the metrics, promtool checking the
 # rules, openssl verifying signatures on its own, curl as a client, kubectl rendering the manifests, strace watching
 # that the shipped image writes no file, redis-server, redis-cli and redis-sentinel for the Redis state store and its
-# Sentinel and Cluster topologies, chromium for the
-# simulator's pages in a real browser, driven by playwright-core, which downloads no browser of its own). Run as
-# root with apt-get, it installs the missing Debian packages; otherwise it stops at once, naming them.
+# Sentinel and Cluster topologies, chromium for the simulator's pages in a real browser, driven by playwright-core,
+# which downloads no browser of its own). Run as root with apt-get, it installs the missing Debian packages;
+# otherwise it stops at once, naming them.
 set -euo pipefail
 
 declare -A package_of=([prometheus]=prometheus [promtool]=prometheus [openssl]=openssl [curl]=curl [kubectl]=kubectl [strace]=strace [redis-server]=redis-server [redis-cli]=redis-server [redis-sentinel]=redis-sentinel [chromium]=chromium)
