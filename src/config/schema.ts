@@ -426,7 +426,7 @@ export const SETTINGS = {
         env: 'SIDECAR_REDIS_COMMAND_TIMEOUT_MS',
       },
       minReplicasAcked: {
-        doc: 'Replicas that must hold an idempotency record (`WAIT`, within the command timeout) before the request is sent; fewer: refused 503 retryable. `auto`: 1 in `sentinel` mode and in a cluster whose primaries have replicas, 0 for `standalone`; 0 waits for none ([writes a failover keeps](fleet.md#writes-a-failover-keeps)).',
+        doc: 'Replicas that must hold an idempotency record (`WAIT`, within the command timeout) before the request is sent; fewer: refused 503 retryable. `auto`: 1 in `sentinel` mode and in a cluster whose primaries have replicas, 0 for `standalone`; 0 waits for none ([writes a failover keeps](fleet.md#writes-a-failover-does-not-take-back)).',
         format: 'auto-or-whole-number',
         default: 'auto' as number | 'auto',
         env: 'SIDECAR_REDIS_MIN_REPLICAS_ACKED',
