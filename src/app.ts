@@ -6,7 +6,7 @@ import { listen } from './proxy/listen.js';
 import { createAdminServer } from './observability/health.js';
 import { createLogger, type Logger } from './observability/log.js';
 import { SidecarMetrics } from './observability/metrics.js';
-import { measuringGatewayClock } from './proxy/gateway-clock.js';
+import { countingUpstreamFailures, measuringGatewayClock } from './proxy/gateway-clock.js';
 import { createProxyHandler } from './proxy/handler.js';
 import { createRouter } from './proxy/routes.js';
 import { ClockCorrection } from './signing/clock-correction.js';
@@ -85,7 +85,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const store = deps.wrapStore ? deps.wrapStore(opened) : opened;
   const clock = new ClockCorrection(config.clock, metrics);
   const upstream = createForwarder(config.base, config.upstream);
-  const forwarder = measuringGatewayClock(upstream, clock, Date.now);
+  const forwarder = measuringGatewayClock(countingUpstreamFailures(upstream, metrics), clock, Date.now);
   const password = new PasswordHolder(config.password);
   const fleet = fleetTokenFor(store, clock, metrics, log, {
     connectTimeoutMs: config.upstream.connectTimeoutMs,
@@ -180,6 +180,8 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
       adminUrl,
       postbackUrl,
       baseUrl: `${config.base.origin}${config.base.pathPrefix}`,
+      // Where gateway connections go first (never a credential: the proxy URL carries none).
+      upstreamProxy: config.upstream.proxy?.origin ?? 'none',
       environment: config.environment,
       keyFingerprint: fingerprint,
       stateStore: store.kind,

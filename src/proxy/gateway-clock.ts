@@ -1,5 +1,6 @@
 import type { ClockCorrection } from '../signing/clock-correction.js';
-import type { Forwarder } from '../upstream/forwarder.js';
+import type { SidecarMetrics } from '../observability/metrics.js';
+import { causeFamily, type Forwarder } from '../upstream/forwarder.js';
 
 /**
  * The forwarder, with every gateway answer's Date header measured: token answers too, so that the first
@@ -10,6 +11,22 @@ export function measuringGatewayClock(forwarder: Forwarder, clock: ClockCorrecti
     send: async (request) => {
       const outcome = await forwarder.send(request);
       if (outcome.kind === 'response') clock.observe(outcome.response.headers.date, now());
+      return outcome;
+    },
+    close: () => forwarder.close(),
+    destroy: () => forwarder.destroy(),
+  };
+}
+
+/** The forwarder, with every failed send counted by the hop that failed (signing_sidecar_upstream_failures_total). */
+export function countingUpstreamFailures(
+  forwarder: Forwarder,
+  metrics: Pick<SidecarMetrics, 'upstreamFailure'>,
+): Forwarder {
+  return {
+    send: async (request) => {
+      const outcome = await forwarder.send(request);
+      if (outcome.kind !== 'response') metrics.upstreamFailure(causeFamily(outcome.error), outcome.kind);
       return outcome;
     },
     close: () => forwarder.close(),

@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { asSidecarError, sidecarErrors, type SidecarError } from '../errors.js';
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
-import { errorCode } from '../upstream/forwarder.js';
+import { causeFamily, errorCode } from '../upstream/forwarder.js';
 import { answerCorrelation } from './answer-correlation.js';
 import { isJsonContentType, readBody } from './body.js';
 import { wrapEnvelope } from './envelope.js';
@@ -117,7 +117,14 @@ async function handle(
   if (result.kind === 'failed') {
     const { error, attempts } = result;
     return {
-      outcome: { status: error.status, code: error.code, attempts, causeCode: errorCode(error.cause), payload },
+      outcome: {
+        status: error.status,
+        code: error.code,
+        attempts,
+        causeCode: errorCode(error.cause),
+        causeFamily: error.code.startsWith('sidecar.upstream.') ? causeFamily(error.cause) : undefined,
+        payload,
+      },
       reply: () => exchange.fail(error),
       keep: keepError(error),
     };

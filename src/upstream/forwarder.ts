@@ -1,5 +1,6 @@
 import { buildConnector, Client } from 'undici';
 import type { BaseAddress } from '../config/base-url.js';
+import type { Secret } from '../config/secret.js';
 import { ConnectionLender } from './connection-lender.js';
 import { Exchange } from './exchange.js';
 import { InterimContinueFilter } from './interim-continue.js';
@@ -14,9 +15,10 @@ import {
   type UpstreamRequest,
 } from './outcome.js';
 import { trustedCas } from './trusted-cas.js';
+import { tunnelConnector, type ProxyRoute } from './tunnel.js';
 
 export type { Forwarder, ForwarderOptions, SendOutcome, UpstreamRequest, UpstreamResponse } from './outcome.js';
-export { errorCode, UpstreamError, upstreamErrors } from './outcome.js';
+export { causeFamily, errorCode, proxyStatus, UpstreamError, upstreamErrors } from './outcome.js';
 
 /** A Forwarder whose trusted CA bundle can be replaced (SIDECAR_UPSTREAM_CA_FILE rotation). */
 export interface RotatableForwarder extends Forwarder {
@@ -25,6 +27,10 @@ export interface RotatableForwarder extends Forwarder {
    * their request is done, so no request in flight is cut and none is sent over a connection of the old trust.
    */
   replaceCa(ca: string | undefined): void;
+  /** The forward proxy's password for the next CONNECT (SIDECAR_UPSTREAM_PROXY_PASSWORD_FILE rotation). */
+  replaceProxyPassword(password: Secret): void;
+  /** The CAs trusted for an https:// proxy, from the next connection on (SIDECAR_UPSTREAM_PROXY_CA_FILE rotation). */
+  replaceProxyCa(ca: string | undefined): void;
 }
 
 /**
@@ -35,7 +41,9 @@ export interface RotatableForwarder extends Forwarder {
 export function createForwarder(base: BaseAddress, options: ForwarderOptions): RotatableForwarder {
   const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
   let current = options;
-  const lender = new ConnectionLender(options.connections, options.connectTimeoutMs, () => newClient(base, current));
+  const lender = new ConnectionLender(options.connections, options.connectTimeoutMs, () =>
+    newClient(base, current, () => current.proxy),
+  );
 
   const send = async (request: UpstreamRequest): Promise<SendOutcome> => {
     const lease = await lender.acquire();
@@ -52,13 +60,29 @@ export function createForwarder(base: BaseAddress, options: ForwarderOptions): R
     current = { ...current, ca };
     lender.renew();
   };
-  return { send, close: () => lender.close(), destroy: () => lender.destroy(), replaceCa };
+  // Tunnels already up stay: the proxy checked their credentials when they opened. Connections read the proxy
+  // settings at each CONNECT, so the next tunnel uses the new password without closing anything.
+  const replaceProxy = (change: Partial<ProxyRoute>): void => {
+    if (current.proxy !== undefined) current = { ...current, proxy: { ...current.proxy, ...change } };
+  };
+  return {
+    send,
+    close: () => lender.close(),
+    destroy: () => lender.destroy(),
+    replaceCa,
+    replaceProxyPassword: (password) => replaceProxy({ password }),
+    replaceProxyCa: (ca) => replaceProxy({ ca }),
+  };
 }
 
-function newClient(base: BaseAddress, options: ForwarderOptions): Client {
+function newClient(base: BaseAddress, options: ForwarderOptions, proxy: () => ProxyRoute | undefined): Client {
   const keepAliveMs = options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_MS;
   const ca = trustedCas(options.ca);
-  const connect = buildConnector({ timeout: options.connectTimeoutMs, ...(ca === undefined ? {} : { ca }) });
+  const direct = buildConnector({ timeout: options.connectTimeoutMs, ...(ca === undefined ? {} : { ca }) });
+  const route = proxy();
+  // Whether to tunnel is settled at start; only the proxy's password and CA change while running.
+  const connect =
+    route === undefined ? direct : tunnelConnector(() => proxy() ?? route, direct, options.connectTimeoutMs);
   return new Client(base.origin, {
     pipelining: 1,
     connect: (connectOptions, callback) =>
