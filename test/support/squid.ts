@@ -5,6 +5,7 @@
  *   const squid = await startSquid({ gatewayPort, auth: true }); // and Basic auth (squid.username/password)
  *   squid.url                   // 'http://127.0.0.1:<port>', never with credentials in it
  *   squid.connects()            // the CONNECT lines of its access log: [{ status, target, user }]
+ *   await squid.allowPort(other) // new rules (SIGHUP): CONNECT to that port only; resolves once in force
  *   await squid.close();        // SIGTERM, SIGKILL after 5 s (also done when the test process exits)
  *
  * The rules are the ones docs/operations.md gives operators: CONNECT to the gateway's host and port only (plus
@@ -49,6 +50,11 @@ export interface TestSquid {
   /** Every line of the access log (Squid writes a line when a transaction ends: a tunnel when it closes). */
   accessLog(): Promise<string[]>;
   connects(): Promise<ConnectLine[]>;
+  /**
+   * Rewrites the rules to allow CONNECT to `port` only and has Squid read them again (SIGHUP); resolves once a
+   * CONNECT to `probePort` gets `expect` (a probe of its own, which shows in the access log).
+   */
+  allowPort(port: number, probePort: number, expect: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -78,6 +84,15 @@ export async function startSquid(options: SquidOptions): Promise<TestSquid> {
     dir,
     accessLog,
     connects: async () => (await accessLog()).map(parseLine).filter((line) => line !== undefined),
+    allowPort: async (allowed, probePort, expect) => {
+      await writeFile(config, squidConf(dir, port, allowed, auth?.file));
+      child.kill('SIGHUP');
+      const until = Date.now() + 10_000;
+      while ((await connectStatus(port, probePort, auth)) !== expect) {
+        if (Date.now() > until) throw new Error(`squid's new rules not in force after 10 s`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    },
     close: () => stopSquid(child),
   };
 }
@@ -159,6 +174,31 @@ async function spawnSquid(config: string, name: string, port: number, dir: strin
 
 function cacheLog(dir: string): string {
   return ` (see ${join(dir, 'cache.log')})`;
+}
+
+/** The status of Squid's answer to one CONNECT to 127.0.0.1:<target> (0: no answer). */
+function connectStatus(port: number, target: number, auth: { username: string; password: string } | undefined) {
+  return new Promise<number>((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    const credentials =
+      auth === undefined
+        ? ''
+        : `Proxy-Authorization: Basic ${Buffer.from(`${auth.username}:${auth.password}`).toString('base64')}\r\n`;
+    let answer = '';
+    const done = (status: number) => {
+      socket.destroy();
+      resolve(status);
+    };
+    socket.setTimeout(2_000, () => done(0));
+    socket.once('error', () => done(0));
+    socket.once('close', () => done(0));
+    socket.on('data', (chunk: Buffer) => {
+      answer += chunk.toString('latin1');
+      const status = /^HTTP\/1\.[01] (\d{3})/.exec(answer)?.[1];
+      if (status !== undefined) done(Number(status));
+    });
+    socket.write(`CONNECT 127.0.0.1:${target} HTTP/1.1\r\nHost: 127.0.0.1:${target}\r\n${credentials}\r\n`);
+  });
 }
 
 function accepts(port: number): Promise<boolean> {
