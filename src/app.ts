@@ -16,7 +16,7 @@ import type { ReloadReport } from './config/secret-watch.js';
 import { createTokenClient } from './token/token-client.js';
 import { TokenManager } from './token/token-manager.js';
 import { fleetTokenFor, type FleetToken } from './token/fleet-token.js';
-import { createForwarder, type Forwarder } from './upstream/forwarder.js';
+import { causeFamily, createForwarder, type Forwarder } from './upstream/forwarder.js';
 import { createShutdown } from './shutdown.js';
 import { keeperFromConfig, requestDeadlineFromConfig } from './idempotency/from-config.js';
 import { openStateStore } from './state/open-store.js';
@@ -85,9 +85,11 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const clock = new ClockCorrection(config.clock, metrics);
   // Every gateway answer's Date header is measured, token grants' too: the first payment after start is already
   // signed with the corrected time.
-  const forwarder = createForwarder(config.base, config.upstream, (answer) =>
-    clock.observe(answer.headers.date, Date.now()),
-  );
+  // and every failed send is counted by the hop that failed (the gateway, or the forward proxy in front of it).
+  const forwarder = createForwarder(config.base, config.upstream, {
+    onAnswer: (answer) => clock.observe(answer.headers.date, Date.now()),
+    onFailure: (failure) => metrics.upstreamFailure(causeFamily(failure.error), failure.kind),
+  });
   const password = new PasswordHolder(config.password);
   const fleet = fleetTokenFor(store, clock, metrics, log, {
     connectTimeoutMs: config.upstream.connectTimeoutMs,
@@ -183,6 +185,8 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
       adminUrl,
       postbackUrl,
       baseUrl: `${config.base.origin}${config.base.pathPrefix}`,
+      // Where gateway connections go first (never a credential: the proxy URL carries none).
+      upstreamProxy: config.upstream.proxy?.origin ?? 'none',
       environment: config.environment,
       keyFingerprint: fingerprint,
       stateStore: store.kind,

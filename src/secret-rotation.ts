@@ -1,6 +1,6 @@
 // Secret rotation (docs/configuration.md, "Secret rotation"): what each watched file's new content replaces, and how a reload is logged and
 // counted. The watching itself is config/secret-watch.ts; this file connects it to the signer, the token client's
-// password and the forwarder's trusted CAs.
+// password, the forwarder's trusted CAs and the forward proxy's password and CA.
 import type { KeyObject } from 'node:crypto';
 import type { Config } from './config/config.js';
 import { postbackKeysFromFile } from './config/postback-settings.js';
@@ -45,6 +45,8 @@ const MESSAGES: Readonly<Record<WatchedSetting, string>> = {
   private_key: 'signing key rotated: the next signature uses the new key',
   password: 'password rotated: the next login uses it (no login now: a login revokes the tokens of every replica)',
   upstream_ca: 'upstream CA rotated: new connections to the gateway trust it; idle ones were closed',
+  upstream_proxy_password: 'forward proxy password rotated: the next tunnel through the proxy uses it',
+  upstream_proxy_ca: "forward proxy CA rotated: the next tunnel trusts it for the proxy's certificate",
   postback_keys: "gateway's postback keys rotated: the next postback is verified with the keys now in the file",
 };
 
@@ -85,8 +87,38 @@ function watchedFiles(config: Config, targets: RotationTargets, onKey: (fingerpr
       }),
     );
   }
+  files.push(...proxyFiles(config, targets));
   const postbackKeys = postbackKeysFile(config, targets);
   if (postbackKeys !== undefined) files.push(postbackKeys);
+  return files;
+}
+
+/** The forward proxy's password and CA files, when set. */
+function proxyFiles(config: Config, targets: RotationTargets): WatchedFile[] {
+  const proxy = config.upstream.proxy;
+  const files: WatchedFile[] = [];
+  if (proxy?.passwordFile !== undefined) {
+    files.push(
+      watched(config, {
+        name: 'upstream_proxy_password',
+        key: 'upstream.proxy.passwordFile',
+        file: proxy.passwordFile,
+        parse: passwordFromFile,
+        install: (value) => targets.forwarder.replaceProxyPassword(value),
+      }),
+    );
+  }
+  if (proxy?.caFile !== undefined) {
+    files.push(
+      watched(config, {
+        name: 'upstream_proxy_ca',
+        key: 'upstream.proxy.caFile',
+        file: proxy.caFile,
+        parse: caFromFile,
+        install: (ca) => targets.forwarder.replaceProxyCa(ca),
+      }),
+    );
+  }
   return files;
 }
 

@@ -6,7 +6,8 @@ import { checkPostbacks } from '../tools/check-postbacks.js';
 import { checkStateStore } from '../tools/check-state-store.js';
 import { judgeSkew } from '../tools/clock-skew.js';
 import { keyPermissions } from '../tools/key-permissions.js';
-import { probeConnection } from '../tools/probe-connection.js';
+import { probeConnection, type ProbeResult } from '../tools/probe-connection.js';
+import { probeTunnel } from '../tools/probe-tunnel.js';
 import { probeLogin } from '../tools/probe-login.js';
 import { parseCommandLine } from '../tools/usage.js';
 import { EXIT, type Command } from './command.js';
@@ -16,7 +17,8 @@ const HELP = `${USAGE}
 
 Loads the same settings as \`serve\` (SIDECAR_* environment variables, SIDECAR_CONFIG_FILE) and checks, one
 line each: the config (every refused setting, one line each), the private key (size, fingerprint, file mode),
-the connection to the base URL (TCP and TLS), a password login, this host's clock against the gateway's
+the connection to the base URL (TCP and TLS; with a forward proxy, the CONNECT tunnel first, on a line of its
+own, and TLS to the gateway through it), a password login, this host's clock against the gateway's
 Date header and, when the postback receiver is on, its public URL, keys, sources and whether the forward URL
 can be reached (a connection only: no postback is sent), and with SIDECAR_STATE_STORE=redis, a PING to
 Redis within SIDECAR_REDIS_COMMAND_TIMEOUT_MS and a read of one key under the prefix.
@@ -54,7 +56,20 @@ async function loadOrReport(env: NodeJS.ProcessEnv, report: CheckReport): Promis
 }
 
 async function checkGateway(config: Config, report: CheckReport): Promise<void> {
-  const connection = await probeConnection(config.base, config.upstream.ca, config.upstream.connectTimeoutMs);
+  const { proxy, ca, connectTimeoutMs } = config.upstream;
+  let connection: ProbeResult;
+  if (proxy === undefined) {
+    connection = await probeConnection(config.base, ca, connectTimeoutMs);
+  } else {
+    // The proxy's verdict on its own line, so a refusal there is never read as the gateway's.
+    const tunnel = await probeTunnel(config.base, proxy, ca, connectTimeoutMs);
+    report.line(tunnel.proxy.mark, 'forward proxy', tunnel.proxy.detail);
+    if (tunnel.gateway === undefined) {
+      report.line('-', 'not checked', 'base URL, password login and clock skew: no tunnel through the proxy');
+      return;
+    }
+    connection = tunnel.gateway;
+  }
   report.line(connection.mark, 'base URL reachable', `${config.base.origin}: ${connection.detail}`);
   if (connection.mark === '✘') {
     report.line('-', 'not checked', 'password login and clock skew: the gateway is not reachable');

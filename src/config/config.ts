@@ -1,6 +1,7 @@
 import type { KeyObject } from 'node:crypto';
 import type { BaseAddress } from './base-url.js';
 import type { PostbackConfig } from './postback-settings.js';
+import type { UpstreamProxyConfig } from './proxy-settings.js';
 import type { StateConfig } from './state-settings.js';
 import type { Settings } from './schema.js';
 import type { Secret } from './secret.js';
@@ -40,11 +41,13 @@ export interface Config {
   };
   readonly listen: Readonly<Settings['listen']>;
   readonly admin: Readonly<Settings['admin']>;
-  readonly upstream: Readonly<Omit<Settings['upstream'], 'caFile' | 'answerCorrelationFields'>> & {
+  readonly upstream: Readonly<Omit<Settings['upstream'], 'caFile' | 'answerCorrelationFields' | 'proxy'>> & {
     /** PEM text of the extra CA bundle, if any. */
     readonly ca: string | undefined;
     /** Payload fields the gateway's answer must echo unchanged when it carries them, empty items dropped. */
     readonly answerCorrelationFields: readonly string[];
+    /** The forward proxy the gateway is reached through; undefined: directly. */
+    readonly proxy: UpstreamProxyConfig | undefined;
   };
   readonly signedRoutes: readonly string[];
   readonly maxBodyBytes: Settings['maxBodyBytes'];

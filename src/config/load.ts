@@ -9,6 +9,7 @@ import { parseBaseAddress, type BaseAddress } from './base-url.js';
 import type { Config, ConfigWarning, Environment } from './config.js';
 import { checkListenHost, unresolvableHosts, type HostKey } from './listen-host.js';
 import { loadPostbackSettings } from './postback-settings.js';
+import { loadProxySettings } from './proxy-settings.js';
 import { loadStateSettings } from './state-settings.js';
 import { buildSchema, CONFIG_FILE_ENV, envVarOf, settingName, type ConfigSchema } from './schema.js';
 import { schemaRefusals } from './schema-refusals.js';
@@ -33,6 +34,8 @@ type PathKey =
   | 'passwordFile'
   | 'privateKeyFile'
   | 'upstream.caFile'
+  | 'upstream.proxy.passwordFile'
+  | 'upstream.proxy.caFile'
   | 'postback.publicKeyFile'
   | 'state.redis.passwordFile'
   | 'state.redis.caFile';
@@ -238,6 +241,24 @@ function postbackSettings(
   return errors.length > 0 ? null : config;
 }
 
+/** The forward proxy's group (proxy-settings.ts): its config (undefined: direct), or null when refused. */
+function proxySettings(
+  settings: Settings,
+  base: Config['base'] | undefined,
+  env: NodeJS.ProcessEnv,
+  refusals: Refusals,
+): { config: Config['upstream']['proxy']; loaded: ReadonlyArray<{ file: string; digest: string }> } | null {
+  if ([...settings.invalid].some((key) => key.startsWith('upstream.proxy.'))) return null;
+  const raw = {
+    ...settings.schema.get('upstream.proxy'),
+    passwordFile: settings.path('upstream.proxy.passwordFile'),
+    caFile: settings.path('upstream.proxy.caFile'),
+  };
+  const { config, errors, loaded } = loadProxySettings({ raw, base, env, readFile: readSecretFile });
+  refusals.errors.push(...errors);
+  return errors.length > 0 ? null : { config, loaded };
+}
+
 /** The shared state store's group (state-settings.ts): its config, or null when refused. */
 function stateSettings(
   settings: Settings,
@@ -289,6 +310,7 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     }
   });
   const routes = refusals.check(['signedRoutes'], () => signedRoutes(settings));
+  const proxy = proxySettings(settings, base, env, refusals);
   const postback = postbackSettings(settings, environment, refusals);
   const state = stateSettings(settings, environment, refusals);
   const host = refusals.check(['listen.host', 'listen.allowNonLoopback'], () =>
@@ -311,7 +333,8 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     routes === undefined ||
     host === undefined ||
     postback === null ||
-    state === null
+    state === null ||
+    proxy === null
   ) {
     return { config: undefined, errors, hosts };
   }
@@ -326,7 +349,7 @@ function collect(env: NodeJS.ProcessEnv): Collected {
       password: password.file,
       upstreamCa: ca.file,
       pollIntervalMs: schema.get('secretPollIntervalMs'),
-      loadedDigests: loadedDigests([key, password, ca]),
+      loadedDigests: loadedDigests([key, password, ca, ...proxy.loaded]),
     },
     listen: { ...schema.get('listen'), host },
     admin: { ...schema.get('admin'), host: adminHost },
@@ -334,6 +357,7 @@ function collect(env: NodeJS.ProcessEnv): Collected {
       ...schema.get('upstream'),
       ca: ca.pem,
       answerCorrelationFields: textList(schema.get('upstream.answerCorrelationFields')),
+      proxy: proxy.config,
     },
     signedRoutes: routes,
     maxBodyBytes: schema.get('maxBodyBytes'),

@@ -152,6 +152,40 @@ export const SETTINGS = {
       default: 64,
       env: 'SIDECAR_UPSTREAM_CONNECTIONS',
     },
+    proxy: {
+      url: {
+        doc: "Forward proxy every gateway connection goes through, `http://host:port` or `https://host:port`, without credentials: the sidecar opens a tunnel (`CONNECT`) to the gateway's host and speaks TLS to the gateway inside it ([forward proxy](operations.md#egress-through-a-forward-proxy)). Setting it with `SIDECAR_UPSTREAM_PROXY_FROM_ENV=true` is refused.",
+        format: 'text',
+        default: '',
+        env: 'SIDECAR_UPSTREAM_PROXY_URL',
+        whenUnset: 'none: direct',
+      },
+      fromEnv: {
+        doc: "Take the forward proxy from the standard variables instead: `HTTPS_PROXY` (`HTTP_PROXY` for an `http://` base address; lowercase names first) unless `NO_PROXY` covers the gateway's host. Read once, at start.",
+        format: 'strict-boolean',
+        default: false,
+        env: 'SIDECAR_UPSTREAM_PROXY_FROM_ENV',
+      },
+      username: {
+        doc: "User for the proxy's Basic authentication (`Proxy-Authorization`); needs `SIDECAR_UPSTREAM_PROXY_PASSWORD_FILE`.",
+        format: 'text',
+        default: '',
+        env: 'SIDECAR_UPSTREAM_PROXY_USERNAME',
+        whenUnset: 'none: no proxy authentication',
+      },
+      passwordFile: {
+        doc: "File holding the proxy user's password (a trailing newline is ignored; an empty file is refused), read again when it changes: new tunnels use the new password ([secret rotation](#secret-rotation)).",
+        format: 'text',
+        default: '',
+        env: 'SIDECAR_UPSTREAM_PROXY_PASSWORD_FILE',
+      },
+      caFile: {
+        doc: "Extra CA bundle (PEM) trusted for an `https://` proxy's own certificate, added to the system roots; read again when it changes. The gateway's certificate is checked with `SIDECAR_UPSTREAM_CA_FILE`, never this one.",
+        format: 'text',
+        default: '',
+        env: 'SIDECAR_UPSTREAM_PROXY_CA_FILE',
+      },
+    },
   },
   signedRoutes: {
     doc: 'Paths (below the base address) accepted and signed, POST only; each starts with `/`, without `?` or `#`; at least one.',
@@ -180,7 +214,7 @@ export const SETTINGS = {
     },
   },
   secretPollIntervalMs: {
-    doc: 'How often the secret files (private key, password, upstream CA, postback keys) are read for a rotated content; a valid new content is used from the next request or login ([secret rotation](#secret-rotation)).',
+    doc: 'How often the secret files (private key, password, upstream CA, upstream proxy password and CA, postback keys) are read for a rotated content; a valid new content is used from the next request or login ([secret rotation](#secret-rotation)).',
     format: 'positive-int',
     default: 1000,
     env: 'SIDECAR_SECRET_POLL_INTERVAL_MS',

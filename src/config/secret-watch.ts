@@ -10,7 +10,8 @@ import { ConfigError } from '../errors.js';
 import { contentDigest } from './secret-files.js';
 
 /** The metric label of each watched file (signing_sidecar_config_reloads_total{setting}). */
-export type WatchedSetting = 'private_key' | 'password' | 'upstream_ca' | 'postback_keys';
+export type WatchedSetting =
+  'private_key' | 'password' | 'upstream_ca' | 'upstream_proxy_password' | 'upstream_proxy_ca' | 'postback_keys';
 
 export interface WatchedFile {
   readonly name: WatchedSetting;

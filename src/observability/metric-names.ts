@@ -29,6 +29,11 @@ export const METRICS = {
   stateStoreCommandDuration: 'signing_sidecar_state_store_command_duration_seconds',
   /** counter: live entries the memory store dropped to stay within SIDECAR_STATE_MEMORY_MAX_ENTRIES. */
   stateStoreEvictions: 'signing_sidecar_state_store_evictions_total',
+  /**
+   * counter{cause_family, outcome}: failed sends to the gateway, each attempt (token calls and retries included);
+   * cause_family proxy|gateway|sidecar (which hop failed), outcome not_sent|sent_no_answer. Created at zero.
+   */
+  upstreamFailures: 'signing_sidecar_upstream_failures_total',
   /** counter{reason}: resends; reason token_rejected|connect_failed. */
   retries: 'signing_sidecar_retries_total',
   /** histogram: time to compute one RSA signature. */
@@ -43,7 +48,7 @@ export const METRICS = {
   clockCorrection: 'signing_sidecar_clock_correction_seconds',
   /** counter: measured offsets beyond SIDECAR_CLOCK_SKEW_MAX_CORRECTION_SECONDS, not applied. */
   clockCorrectionsRefused: 'signing_sidecar_clock_corrections_refused_total',
-  /** counter{setting, outcome}: secret files read again; setting private_key|password|upstream_ca|postback_keys, outcome success|error. */
+  /** counter{setting, outcome}: secret files read again; setting private_key|password|upstream_ca|upstream_proxy_password|upstream_proxy_ca|postback_keys, outcome success|error. */
   configReloads: 'signing_sidecar_config_reloads_total',
   /** gauge{version, environment, key_fingerprint} = 1; one series, the key in use (replaced on a key rotation). */
   buildInfo: 'signing_sidecar_build_info',
@@ -58,6 +63,10 @@ export const METRICS = {
   /** counter{outcome}: signed requests by what their Idempotency-Key did (IDEMPOTENCY_OUTCOMES), created at zero. */
   idempotency: 'signing_sidecar_idempotency_total',
 } as const;
+
+/** Which hop a failed send belongs to (upstream/outcome.ts, causeFamily): a label of upstreamFailures. */
+export const CAUSE_FAMILIES = ['proxy', 'gateway', 'sidecar'] as const;
+export type CauseFamily = (typeof CAUSE_FAMILIES)[number];
 
 /**
  * What a request's Idempotency-Key did: new (claimed, sent), replayed (stored answer), in_progress (409),

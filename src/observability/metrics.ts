@@ -1,9 +1,11 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import {
+  CAUSE_FAMILIES,
   GATEWAY_ERROR_CODES,
   IDEMPOTENCY_OUTCOMES,
   METRIC_PREFIX,
   METRICS,
+  type CauseFamily,
   type GatewayErrorCode,
   type IdempotencyOutcome,
 } from './metric-names.js';
@@ -26,6 +28,8 @@ export type TokenGrant = 'password' | 'refresh_token';
 export type TokenCallOutcome = 'success' | 'rejected' | 'error';
 export type RetryReason = 'token_rejected' | 'connect_failed';
 export type ConfigReloadOutcome = 'success' | 'error';
+const UPSTREAM_FAILURE_OUTCOMES = ['not_sent', 'sent_no_answer'] as const;
+export type UpstreamFailureOutcome = (typeof UPSTREAM_FAILURE_OUTCOMES)[number];
 
 /** State the sidecar already keeps, exported as gauges at scrape time. */
 export interface LiveState {
@@ -151,6 +155,13 @@ export class SidecarMetrics {
     collect: (): void => this.inFlightGauge.set(this.live.inFlight()),
   });
 
+  private readonly upstreamFailures = new Counter({
+    name: METRICS.upstreamFailures,
+    help: 'Failed sends to the gateway (every attempt), by the hop that failed (proxy, gateway, sidecar) and whether any byte was sent.',
+    labelNames: ['cause_family', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
   constructor(info: BuildInfo) {
     collectDefaultMetrics({ register: this.registry, prefix: METRIC_PREFIX });
     // prom-client names these three gauges *_total, which promtool rejects ("non-counter metrics should not
@@ -172,6 +183,14 @@ export class SidecarMetrics {
     }
     for (const reason of ['token_rejected', 'connect_failed'] as const) this.retries.inc({ reason }, 0);
     for (const outcome of IDEMPOTENCY_OUTCOMES) this.idempotencyOutcomes.inc({ outcome }, 0);
+    for (const cause_family of CAUSE_FAMILIES) {
+      for (const outcome of UPSTREAM_FAILURE_OUTCOMES) this.upstreamFailures.inc({ cause_family, outcome }, 0);
+    }
+  }
+
+  /** One send that failed: which hop, and whether the gateway may have got it. */
+  upstreamFailure(family: CauseFamily, outcome: UpstreamFailureOutcome): void {
+    this.upstreamFailures.inc({ cause_family: family, outcome });
   }
 
   /**

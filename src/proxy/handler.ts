@@ -6,7 +6,7 @@ import { IDEMPOTENCY_KEY_HEADER, idempotencyKey, type IdempotencyKey } from '../
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
 import { StateStoreUnavailableError } from '../state/state-store.js';
-import { errorCode } from '../upstream/forwarder.js';
+import { causeFamily, errorCode } from '../upstream/forwarder.js';
 import { isJsonContentType, readBody, wrapEnvelope } from './body.js';
 import { forwardableRequestHeaders, forwardableResponseHeaders } from './headers.js';
 import { requestId } from './listener.js';
@@ -102,7 +102,9 @@ async function handle(
   });
   if (result.kind === 'failed') {
     const { error, attempts } = result;
-    return errorSettlement(error, { attempts, causeCode: errorCode(error.cause), payload });
+    // Which hop failed (the gateway, or the forward proxy in front of it), for the upstream failures only.
+    const family = error.code.startsWith('sidecar.upstream.') ? causeFamily(error.cause) : undefined;
+    return errorSettlement(error, { attempts, causeCode: errorCode(error.cause), causeFamily: family, payload });
   }
   const { response, gatewayCode, attempts } = result;
   if (gatewayCode === 'signature.verify.failed') logVerifyFailure(deps.log, request.id, result, envelope.data);

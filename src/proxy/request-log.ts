@@ -20,6 +20,8 @@ export interface RequestOutcome {
   readonly attempts: number;
   /** The network error code behind unreachable / outcome_unknown (never the error's message). */
   readonly causeCode?: string | undefined;
+  /** Which hop that error belongs to: proxy, gateway or sidecar (upstream/outcome.ts, causeFamily). */
+  readonly causeFamily?: string | undefined;
   /** The client's body; only its length and SHA-256 are logged. */
   readonly payload?: Buffer | undefined;
   /**
@@ -61,6 +63,7 @@ export function logRequest(
       gatewayCode: outcome.gatewayCode,
       attempts: outcome.attempts,
       causeCode: outcome.causeCode,
+      causeFamily: outcome.causeFamily,
       durationMs: Math.round(durationMs * 1000) / 1000,
       payloadBytes: payload?.length,
       payloadSha256: payload === undefined ? undefined : sha256Hex(payload),

@@ -51,7 +51,7 @@ function settle<S extends Socket>(
   });
 }
 
-function describeTls(socket: TLSSocket): ProbeResult {
+export function describeTls(socket: TLSSocket): ProbeResult {
   const cert = socket.getPeerCertificate();
   const subject = typeof cert.subject?.CN === 'string' ? cert.subject.CN : 'unknown subject';
   const issuer = typeof cert.issuer?.CN === 'string' ? cert.issuer.CN : 'unknown issuer';

@@ -1,5 +1,6 @@
 import { buildConnector, Client } from 'undici';
 import type { BaseAddress } from '../config/base-url.js';
+import type { Secret } from '../config/secret.js';
 import { ConnectionLender } from './connection-lender.js';
 import { Exchange } from './exchange.js';
 import { InterimContinueFilter } from './interim-continue.js';
@@ -15,9 +16,18 @@ import {
   type UpstreamRequest,
 } from './outcome.js';
 import { trustedCas } from './trusted-cas.js';
+import { tunnelConnector, type ProxyRoute } from './tunnel.js';
 
 export type { Forwarder, ForwarderOptions, SendOutcome, UpstreamRequest, UpstreamResponse } from './outcome.js';
-export { errorCode, UpstreamError, upstreamErrors } from './outcome.js';
+export { causeFamily, errorCode, proxyStatus, UpstreamError, upstreamErrors } from './outcome.js';
+
+/** What the forwarder reports of every send, whoever made it (a payment, a token grant). */
+export interface ForwarderHooks {
+  /** Every gateway answer that belongs to its request: the gateway clock's measurement. */
+  readonly onAnswer?: (response: UpstreamResponse) => void;
+  /** Every send that got no answer: counted by the hop that failed. */
+  readonly onFailure?: (failure: Exclude<SendOutcome, { kind: 'response' }>) => void;
+}
 
 /** A Forwarder whose trusted CA bundle can be replaced (SIDECAR_UPSTREAM_CA_FILE rotation). */
 export interface RotatableForwarder extends Forwarder {
@@ -26,6 +36,10 @@ export interface RotatableForwarder extends Forwarder {
    * their request is done, so no request in flight is cut and none is sent over a connection of the old trust.
    */
   replaceCa(ca: string | undefined): void;
+  /** The forward proxy's password for the next CONNECT (SIDECAR_UPSTREAM_PROXY_PASSWORD_FILE rotation). */
+  replaceProxyPassword(password: Secret): void;
+  /** The CAs trusted for an https:// proxy, from the next connection on (SIDECAR_UPSTREAM_PROXY_CA_FILE rotation). */
+  replaceProxyCa(ca: string | undefined): void;
 }
 
 /**
@@ -36,36 +50,58 @@ export interface RotatableForwarder extends Forwarder {
 export function createForwarder(
   base: BaseAddress,
   options: ForwarderOptions,
-  /** Sees every gateway answer, token grants included: the gateway clock's measurement. */
-  onAnswer: (response: UpstreamResponse) => void = () => undefined,
+  hooks: ForwarderHooks = {},
 ): RotatableForwarder {
   const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
   let current = options;
-  const lender = new ConnectionLender(options.connections, options.connectTimeoutMs, () => newClient(base, current));
+  const lender = new ConnectionLender(options.connections, options.connectTimeoutMs, () =>
+    newClient(base, current, () => current.proxy),
+  );
 
-  const send = async (request: UpstreamRequest): Promise<SendOutcome> => {
+  const exchange = async (request: UpstreamRequest): Promise<SendOutcome> => {
     const lease = await lender.acquire(request.signal);
     if (lease.kind === 'refused') return { kind: 'not_sent', error: lease.error, transient: lease.transient };
     let outcome = await dispatch(lease.client, request, options.responseTimeoutMs, maxBytes);
     const mismatch = outcome.kind === 'response' ? request.checkAnswer?.(outcome.response) : undefined;
     if (mismatch !== undefined) outcome = { kind: 'sent_no_answer', error: mismatch, timedOut: false };
-    else if (outcome.kind === 'response') onAnswer(outcome.response);
     // A connection that failed mid-exchange is already gone in undici; one that delivered a stray answer is
     // destroyed here, since the answer really meant for this request may still be on its way over it.
     lender.release(lease.client, mismatch === undefined);
+    return outcome;
+  };
+  const send = async (request: UpstreamRequest): Promise<SendOutcome> => {
+    const outcome = await exchange(request);
+    if (outcome.kind === 'response') hooks.onAnswer?.(outcome.response);
+    else hooks.onFailure?.(outcome);
     return outcome;
   };
   const replaceCa = (ca: string | undefined): void => {
     current = { ...current, ca };
     lender.renew();
   };
-  return { send, close: () => lender.close(), destroy: () => lender.destroy(), replaceCa };
+  // Tunnels already up stay: the proxy checked their credentials when they opened. Connections read the proxy
+  // settings at each CONNECT, so the next tunnel uses the new password without closing anything.
+  const replaceProxy = (change: Partial<ProxyRoute>): void => {
+    if (current.proxy !== undefined) current = { ...current, proxy: { ...current.proxy, ...change } };
+  };
+  return {
+    send,
+    close: () => lender.close(),
+    destroy: () => lender.destroy(),
+    replaceCa,
+    replaceProxyPassword: (password) => replaceProxy({ password }),
+    replaceProxyCa: (ca) => replaceProxy({ ca }),
+  };
 }
 
-function newClient(base: BaseAddress, options: ForwarderOptions): Client {
+function newClient(base: BaseAddress, options: ForwarderOptions, proxy: () => ProxyRoute | undefined): Client {
   const keepAliveMs = options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_MS;
   const ca = trustedCas(options.ca);
-  const connect = buildConnector({ timeout: options.connectTimeoutMs, ...(ca === undefined ? {} : { ca }) });
+  const direct = buildConnector({ timeout: options.connectTimeoutMs, ...(ca === undefined ? {} : { ca }) });
+  const route = proxy();
+  // Whether to tunnel is settled at start; only the proxy's password and CA change while running.
+  const connect =
+    route === undefined ? direct : tunnelConnector(() => proxy() ?? route, direct, options.connectTimeoutMs);
   return new Client(base.origin, {
     pipelining: 1,
     connect: (connectOptions, callback) =>

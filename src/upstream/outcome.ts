@@ -1,3 +1,6 @@
+import type { CauseFamily } from '../observability/metric-names.js';
+import type { ProxyRoute } from './tunnel.js';
+
 export interface UpstreamRequest {
   /** Path and query for the request line (already prefixed with the base path). */
   readonly path: string;
@@ -35,6 +38,8 @@ export type SendOutcome =
 
 export interface ForwarderOptions {
   readonly ca: string | undefined;
+  /** The forward proxy every connection tunnels through (tunnel.ts); undefined: straight to the gateway. */
+  readonly proxy?: ProxyRoute | undefined;
   readonly connectTimeoutMs: number;
   readonly responseTimeoutMs: number;
   readonly connections: number;
@@ -83,6 +88,59 @@ export const upstreamErrors = {
     new UpstreamError('ERR_GATEWAY_ANSWER_MISMATCH', `the answer's ${field} is not the request's: a stray answer`),
 } as const;
 
+/**
+ * Failures of the forward proxy hop (docs/operations.md, "Egress through a forward proxy"). Each one happens before
+ * the tunnel carries the gateway's TLS, so nothing of the request was sent, and each may heal (a rotated proxy
+ * password, a proxy restarted, an ACL fixed): all are retried within the connect retry deadline.
+ */
+export const proxyErrors = {
+  /** No connection to the proxy, or it closed before answering the CONNECT. */
+  unreachable: (detail: string) =>
+    new UpstreamError('ERR_PROXY_UNREACHABLE', `could not reach the forward proxy (${detail})`),
+  /** 407: the proxy wants (other) credentials. */
+  authRequired: () =>
+    new UpstreamError('ERR_PROXY_AUTH_REQUIRED', 'the forward proxy refused the CONNECT: 407 authentication required'),
+  /** Any other answer to the CONNECT than 2xx: 403 (its policy), 502/503/504 (it could not reach the gateway). */
+  refused: (status: number) =>
+    status === 407
+      ? proxyErrors.authRequired()
+      : new ProxyRefusal(status, `the forward proxy refused the CONNECT to the gateway: ${status}`),
+  /** The tunnel was up and closed before TLS with the gateway was established through it. */
+  tunnelClosed: (detail: string) =>
+    new UpstreamError('ERR_PROXY_TUNNEL_CLOSED', `the tunnel through the forward proxy closed before TLS (${detail})`),
+  timeout: (ms: number, waitingFor: string) =>
+    new UpstreamError('ERR_PROXY_CONNECT_TIMEOUT', `no tunnel through the forward proxy in ${ms} ms (${waitingFor})`),
+} as const;
+
+/** A CONNECT answered with a status other than 2xx and 407: the status is kept for `check`. */
+export class ProxyRefusal extends UpstreamError {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super('ERR_PROXY_REFUSED', message);
+  }
+}
+
+/** The status of the proxy's answer to a refused CONNECT, when the error is one. */
+export function proxyStatus(error: unknown): number | undefined {
+  if (error instanceof ProxyRefusal) return error.status;
+  return errorCode(error) === 'ERR_PROXY_AUTH_REQUIRED' ? 407 : undefined;
+}
+
+/**
+ * Which hop a failure belongs to, for metrics and logs: `proxy` (ERR_PROXY_*: the forward proxy or its tunnel),
+ * `sidecar` (closing, no free connection), or `gateway` (anything else: the gateway, or the network to it; once
+ * the tunnel carries the gateway's TLS, a connection cut cannot be told apart from the gateway's own).
+ */
+
+export function causeFamily(error: unknown): CauseFamily {
+  const code = errorCode(error) ?? '';
+  if (code.startsWith('ERR_PROXY_')) return 'proxy';
+  if (code === 'ERR_FORWARDER_CLOSED' || code === 'ERR_GATEWAY_POOL_TIMEOUT') return 'sidecar';
+  return 'gateway';
+}
+
 // Connection failures worth retrying within the deadline. TLS verification failures (wrong CA, name mismatch,
 // expired certificate) and undici argument errors are not: retrying only delays the answer.
 const TRANSIENT_CONNECT_CODES = new Set([
@@ -100,6 +158,11 @@ const TRANSIENT_CONNECT_CODES = new Set([
   'UND_ERR_CONNECT_TIMEOUT',
   'UND_ERR_SOCKET',
   'UND_ERR_CLOSED',
+  'ERR_PROXY_UNREACHABLE',
+  'ERR_PROXY_AUTH_REQUIRED',
+  'ERR_PROXY_REFUSED',
+  'ERR_PROXY_TUNNEL_CLOSED',
+  'ERR_PROXY_CONNECT_TIMEOUT',
 ]);
 
 export function isTransientConnectError(error: Error): boolean {

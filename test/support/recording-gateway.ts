@@ -24,7 +24,7 @@ export type Scripted =
 
 /**
  * A minimal gateway stand-in for the proxy's own tests: it records every request it receives, issues tokens
- * with rotation, and answers signed routes from a script. The strict simulator (src/simulator) is the
+ * with rotation, and answers signed routes from a script. The strict simulator (packages/simulator) is the
  * end-to-end counterpart; this one lets a test see the exact bytes that arrived.
  */
 export class RecordingGateway {

@@ -223,14 +223,16 @@ describe('forwarder: did any byte leave?', () => {
     assert.equal(outcome.kind === 'sent_no_answer' && errorCode(outcome.error), 'ERR_REQUEST_DEADLINE');
   });
 
-  it('every answer reaches the clock hook; a stray one does not', async (t) => {
+  it('every answer reaches the clock hook; a stray one is reported as a failure instead', async (t) => {
     const answer = '{"invoice_no":"inv-2"}';
     const head = `HTTP/1.1 200 OK\r\ndate: Tue, 24 Nov 2026 10:00:00 GMT\r\ncontent-length: ${answer.length}\r\n\r\n`;
     const gateway = await tcpServer(t, (socket) => socket.on('data', () => socket.write(head + answer)));
     const seen: Array<string | string[] | undefined> = [];
-    const forwarder = createForwarder(parseBaseAddress(gateway.url), BASE_OPTIONS, (answer) =>
-      seen.push(answer.headers.date),
-    );
+    const failures: string[] = [];
+    const forwarder = createForwarder(parseBaseAddress(gateway.url), BASE_OPTIONS, {
+      onAnswer: (answer) => seen.push(answer.headers.date),
+      onFailure: (failure) => failures.push(failure.kind),
+    });
     t.after(() => forwarder.destroy());
     assert.equal((await forwarder.send(REQUEST)).kind, 'response');
     const stray = await forwarder.send({
@@ -239,6 +241,7 @@ describe('forwarder: did any byte leave?', () => {
     });
     assert.equal(stray.kind, 'sent_no_answer');
     assert.deepEqual(seen, ['Tue, 24 Nov 2026 10:00:00 GMT']);
+    assert.deepEqual(failures, ['sent_no_answer'], 'the stray answer is a failure of the gateway hop');
   });
 
   it("the gateway's Keep-Alive hint never stretches reuse past SIDECAR_UPSTREAM_KEEPALIVE_TIMEOUT_MS", async (t) => {
