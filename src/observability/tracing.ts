@@ -1,7 +1,7 @@
 // The tracing seam (docs/operations.md, "Tracing"). The request path calls only this interface; with tracing off it
 // gets NO_TRACING, whose spans are one shared object that does nothing, so that a pod that exports no traces neither
 // loads OpenTelemetry nor allocates anything per request for it. The OpenTelemetry implementation is otel-tracing.ts,
-// loaded by dynamic import when the SDK's own environment variables ask for traces (tracingRequested below).
+// loaded by dynamic import when the SDK's own environment variables ask for traces (config/tracing.ts).
 
 /** A span's identity as plain values (W3C trace context): the parent of the spans made under it. */
 export interface TraceContext {
@@ -13,6 +13,8 @@ export interface TraceContext {
   readonly traceFlags: number;
   /** The caller's tracestate header, passed along unchanged. */
   readonly traceState?: string | undefined;
+  /** True for a context that came from another process (a caller's traceparent). */
+  readonly remote?: boolean | undefined;
 }
 
 export type SpanKind = 'server' | 'client' | 'internal';
@@ -62,15 +64,3 @@ export const NO_TRACING: Tracing = {
   headers: () => NO_HEADERS,
   shutdown: () => Promise.resolve(),
 };
-
-/**
- * Whether the environment asks for traces: an OTLP endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT or
- * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) and the SDK is not disabled (OTEL_SDK_DISABLED=true). The rest of the
- * OpenTelemetry settings (service name, sampler, headers, protocol, batching) are the SDK's own.
- */
-export function tracingRequested(env: NodeJS.ProcessEnv): boolean {
-  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return false;
-  const endpoint =
-    (env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? '').trim() || (env.OTEL_EXPORTER_OTLP_ENDPOINT ?? '').trim();
-  return endpoint !== '';
-}
