@@ -43,7 +43,11 @@ const INTERNAL_ONLY = [
 // the gateway's business, and only the sidecar may say that an answer was replayed.
 const IDEMPOTENCY = ['idempotency-key'];
 
-const DROP_REQUEST = new Set([...HOP_BY_HOP, ...OWNED_BY_SIDECAR, ...INTERNAL_ONLY, ...IDEMPOTENCY]);
+// W3C trace context (docs/operations.md#tracing): the caller's trace is internal. With
+// SIDECAR_TRACE_PROPAGATE_UPSTREAM the sidecar sends its own attempt's traceparent instead, never the caller's.
+const TRACE_CONTEXT = ['traceparent', 'tracestate', 'baggage'];
+
+const DROP_REQUEST = new Set([...HOP_BY_HOP, ...OWNED_BY_SIDECAR, ...INTERNAL_ONLY, ...IDEMPOTENCY, ...TRACE_CONTEXT]);
 const DROP_RESPONSE = new Set([...HOP_BY_HOP, 'content-length', 'idempotent-replayed']);
 
 const NO_NAMED_HEADERS: ReadonlySet<string> = new Set();

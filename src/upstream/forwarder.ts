@@ -1,9 +1,11 @@
 import { buildConnector, Client } from 'undici';
 import type { BaseAddress } from '../config/base-url.js';
+import { NO_TRACING, type Tracing } from '../observability/tracing.js';
 import { ConnectionLender } from './connection-lender.js';
 import { Exchange } from './exchange.js';
 import { InterimContinueFilter } from './interim-continue.js';
 import {
+  errorCode,
   DEFAULT_KEEP_ALIVE_MS,
   type UpstreamResponse,
   DEFAULT_MAX_RESPONSE_BYTES,
@@ -38,13 +40,24 @@ export function createForwarder(
   options: ForwarderOptions,
   /** Sees every gateway answer, token grants included: the gateway clock's measurement. */
   onAnswer: (response: UpstreamResponse) => void = () => undefined,
+  /** A request that has to wait for a free connection gets a span for the wait. */
+  tracing: Tracing = NO_TRACING,
 ): RotatableForwarder {
   const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
   let current = options;
   const lender = new ConnectionLender(options.connections, options.connectTimeoutMs, () => newClient(base, current));
 
   const send = async (request: UpstreamRequest): Promise<SendOutcome> => {
+    const wait =
+      request.trace !== undefined && !lender.lendsNow()
+        ? tracing.startSpan('wait for a gateway connection', 'internal', request.trace)
+        : undefined;
     const lease = await lender.acquire(request.signal);
+    if (wait !== undefined) {
+      wait.setAttributes({ 'sidecar.connection.lent': lease.kind === 'lent' });
+      if (lease.kind === 'refused') wait.fail(errorCode(lease.error));
+      wait.end();
+    }
     if (lease.kind === 'refused') return { kind: 'not_sent', error: lease.error, transient: lease.transient };
     let outcome = await dispatch(lease.client, request, options.responseTimeoutMs, maxBytes);
     const mismatch = outcome.kind === 'response' ? request.checkAnswer?.(outcome.response) : undefined;
