@@ -204,7 +204,7 @@ async function attempt(
     body: request.envelope.json,
     signal: request.signal,
     ...(request.checkAnswer === undefined ? {} : { checkAnswer: request.checkAnswer }),
-    ...(span?.context === undefined ? {} : { trace: span.context }),
+    trace: span?.context,
   });
   if (span !== undefined) endAttempt(span, outcome);
   if (outcome.kind !== 'not_sent') deps.metrics.gatewayRoundTrip(request.route, (performance.now() - sentAt) / 1000);
