@@ -103,7 +103,16 @@ export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): 
   for (let n = 1; ; n++) {
     const span = tracing.enabled ? attemptSpan(tracing, request, n) : undefined;
     const bearer = token.accessToken.reveal();
-    const { outcome, signed } = await attempt(deps, request, bearer, deps.clock.timestampMs(now()), span);
+    let sent: Awaited<ReturnType<typeof attempt>>;
+    try {
+      sent = await attempt(deps, request, bearer, deps.clock.timestampMs(now()), span);
+    } catch (error) {
+      // A bug (the signer failing, say) is answered sidecar.internal: the span still ends, as an error.
+      span?.fail(asSidecarError(error).code);
+      span?.end();
+      throw error;
+    }
+    const { outcome, signed } = sent;
     if (outcome.kind === 'not_sent') {
       const delay = backoffDelayMs(connectFailures++, 100, 2_000);
       // A refused, unresolvable or timed-out connection may heal; a certificate the sidecar does not trust
