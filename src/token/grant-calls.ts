@@ -21,7 +21,14 @@ export async function callGrant(
   trace?: GrantTrace,
 ): Promise<GrantResult> {
   const span = trace?.tracing.startSpan('token grant', 'client', trace.parent, { 'sidecar.token.grant': grant });
-  const result = await send();
+  let result: GrantResult;
+  try {
+    result = await send();
+  } catch (error) {
+    span?.fail('error');
+    span?.end();
+    throw error;
+  }
   const outcome = result.kind === 'granted' ? 'success' : result.kind === 'rejected' ? 'rejected' : 'error';
   metrics.tokenCall(grant, outcome);
   if (span !== undefined) {
