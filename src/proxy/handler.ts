@@ -9,7 +9,7 @@ import { NO_TRACING } from '../observability/tracing.js';
 import { StateStoreUnavailableError } from '../state/state-store.js';
 import { errorCode } from '../upstream/forwarder.js';
 import { isJsonContentType, readBody, wrapEnvelope } from './body.js';
-import { forwardableRequestHeaders, forwardableResponseHeaders } from './headers.js';
+import { forwardableRequestHeaders, forwardableResponseHeaders, callerTraceContext } from './headers.js';
 import { requestId } from './listener.js';
 import { logVerifyFailure } from './request-log.js';
 import { errorSettlement, ProxyRequest, type RequestParts, type Settlement } from './request.js';
@@ -93,6 +93,10 @@ async function handle(
     request.holdClaim(claim.ticket);
   }
   const headers = forwardableRequestHeaders(req.headers);
+  // Propagation on but tracing off: the sidecar makes no span of its own, so the caller's context goes on unchanged.
+  // With tracing on, each attempt sends its own instead (signed-send.ts).
+  if (deps.propagateUpstream === true && request.span === undefined)
+    Object.assign(headers, callerTraceContext(req.headers));
   headers['x-request-id'] = request.id;
   const checkAnswer = answerCorrelation(deps.answerCorrelationFields, envelope.payload);
   // Shutdown may have answered while the body was arriving, telling the client nothing was sent: keep it so.

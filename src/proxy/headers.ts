@@ -78,6 +78,16 @@ export function forwardableRequestHeaders(headers: IncomingHttpHeaders): Record<
   return out;
 }
 
+/** The caller's W3C trace context headers (traceparent, tracestate) as it sent them. */
+export function callerTraceContext(headers: IncomingHttpHeaders): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of ['traceparent', 'tracestate'] as const) {
+    const value = headers[name];
+    if (value !== undefined) out[name] = Array.isArray(value) ? value.join(',') : value;
+  }
+  return out;
+}
+
 /** Gateway headers handed back to the client unchanged, minus hop-by-hop ones. */
 export function forwardableResponseHeaders(
   headers: Record<string, string | string[]>,

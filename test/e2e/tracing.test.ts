@@ -244,6 +244,34 @@ describe('SIDECAR_TRACE_PROPAGATE_UPSTREAM=true', () => {
   });
 });
 
+describe('tracing off', () => {
+  it("nothing of the caller's trace context reaches the gateway, and the log line has no trace ids", async () => {
+    await withReadySidecar({}, async ({ gateway, running }) => {
+      const caller = callerContext();
+      const answer = await post(running.sidecar.proxyUrl, { traceparent: caller.traceparent, tracestate: 'a=1' });
+      assert.equal(answer.status, 201);
+      const sent = gateway.requests.at(-1)!.headers;
+      assert.equal(sent.traceparent, undefined);
+      assert.equal(sent.tracestate, undefined);
+      const line = running.logs.lines().find((l) => l.event === 'request' && l.requestId === answer.requestId);
+      assert.ok(line);
+      assert.equal('traceId' in line, false);
+      assert.equal('spanId' in line, false);
+    });
+  });
+
+  it("with SIDECAR_TRACE_PROPAGATE_UPSTREAM=true the sidecar is no hop of the trace: the caller's context passes as is", async () => {
+    await withReadySidecar({ SIDECAR_TRACE_PROPAGATE_UPSTREAM: 'true' }, async ({ gateway, running }) => {
+      const caller = callerContext();
+      const answer = await post(running.sidecar.proxyUrl, { traceparent: caller.traceparent, tracestate: 'a=1' });
+      assert.equal(answer.status, 201);
+      const sent = gateway.requests.at(-1)!.headers;
+      assert.equal(sent.traceparent, caller.traceparent);
+      assert.equal(sent.tracestate, 'a=1');
+    });
+  });
+});
+
 describe('postback traces', () => {
   it('the receive span and the delivery span; the application gets the delivery span as its traceparent', async () => {
     const receiver = await new OtlpReceiver().start();
