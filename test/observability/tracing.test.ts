@@ -23,6 +23,12 @@ describe('tracing is on when the OpenTelemetry SDK environment names an OTLP end
     const env = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'false' };
     assert.equal(tracingRequested(env), true);
   });
+
+  it('off when OTEL_TRACES_EXPORTER is none', () => {
+    const env = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_TRACES_EXPORTER: 'none' };
+    assert.equal(tracingRequested(env), false);
+    assert.equal(tracingRequested({ ...env, OTEL_TRACES_EXPORTER: 'otlp' }), true);
+  });
 });
 
 describe('tracing off: one shared no-op span, nothing per call', () => {
