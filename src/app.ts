@@ -6,6 +6,7 @@ import { listen } from './proxy/listener.js';
 import { createAdminServer } from './observability/health.js';
 import { createLogger, type Logger } from './observability/log.js';
 import { SidecarMetrics } from './observability/metrics.js';
+import { NO_TRACING, type Tracing } from './observability/tracing.js';
 import { createProxyHandler } from './proxy/handler.js';
 import { createRouter } from './proxy/routes.js';
 import { ClockCorrection } from './signing/clock-correction.js';
@@ -80,6 +81,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     keyFingerprint: fingerprint,
   });
   metrics.initRoutes(config.signedRoutes);
+  const tracing = await tracingFor(config);
   const opened = await openStateStore(config, { metrics: metrics.stateStore, log });
   const store = deps.wrapStore ? deps.wrapStore(opened) : opened;
   const clock = new ClockCorrection(config.clock, metrics);
@@ -89,6 +91,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const forwarder = createForwarder(config.base, config.upstream, {
     onAnswer: (answer) => clock.observe(answer.headers.date, Date.now()),
     onFailure: (failure) => metrics.upstreamFailure(causeFamily(failure.error), failure.kind),
+    tracing,
   });
   const password = new PasswordHolder(config.password);
   const fleet = fleetTokenFor(store, clock, metrics, log, {
@@ -96,7 +99,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     responseTimeoutMs: config.upstream.responseTimeoutMs,
     now: deps.now ?? Date.now,
   });
-  const tokens = createTokenManager(config, password, forwarder, metrics, log, deps.now ?? Date.now, fleet);
+  const tokens = createTokenManager(config, password, forwarder, metrics, log, deps.now ?? Date.now, fleet, tracing);
   const signer = createSigner(config.privateKey);
   // Its own listener, connection cap and timeouts: readiness and the egress path do not depend on it.
   // Loaded only when the receiver is on: a pod that receives no postbacks does not carry its code.
@@ -107,6 +110,8 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
         log,
         nowMs: deps.now ?? Date.now,
         storeCommandTimeoutMs: config.state.redis?.commandTimeoutMs ?? 0,
+        tracing,
+        continueSenderTrace: config.tracing.propagateUpstream,
       })
     : undefined;
   const secrets = createSecretRotation(config, { signer, password, forwarder, postbacks }, metrics, log);
@@ -129,6 +134,8 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     },
     requestDeadlineMs: requestDeadlineFromConfig(config),
     draining: () => tracker.draining,
+    tracing,
+    propagateUpstream: config.tracing.propagateUpstream,
     ...(deps.now ? { now: deps.now } : {}),
   });
   // One request listener for tracking and handling: a server 'request' event with several listeners copies the
@@ -152,6 +159,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     forwarder,
     store,
     postbacks,
+    tracing,
     log,
     drainDelayMs: config.shutdown.drainDelayMs,
     maxDelayMs: config.shutdown.maxDelayMs,
@@ -190,6 +198,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
       environment: config.environment,
       keyFingerprint: fingerprint,
       stateStore: store.kind,
+      tracing: tracing.enabled,
     },
     'signing-sidecar started',
   );
@@ -206,6 +215,7 @@ function createTokenManager(
   log: Logger,
   now: () => number,
   fleet: FleetToken | undefined,
+  tracing: Tracing,
 ): TokenManager {
   const client = createTokenClient(forwarder, {
     base: config.base,
@@ -214,6 +224,21 @@ function createTokenManager(
     refreshTokenField: config.token.refreshTokenField,
     now,
   });
-  const options = { ...config.token, backoffMaxMs: config.token.loginBackoffMaxMs, ...(fleet ? { fleet } : {}) };
+  const options = {
+    ...config.token,
+    backoffMaxMs: config.token.loginBackoffMaxMs,
+    tracing,
+    ...(fleet ? { fleet } : {}),
+  };
   return new TokenManager(client, options, metrics, log);
+}
+
+/**
+ * The OpenTelemetry tracing when the environment asks for it (docs/operations.md#tracing), else NO_TRACING. A dynamic
+ * import: a sidecar that exports no traces never loads the SDK nor the exporter.
+ */
+async function tracingFor(config: Config): Promise<Tracing> {
+  if (!config.tracing.enabled) return NO_TRACING;
+  const { createOtelTracing } = await import('./observability/otel-tracing.js');
+  return createOtelTracing(packageVersion());
 }

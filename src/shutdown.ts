@@ -2,6 +2,7 @@ import type { Server } from 'node:http';
 import { sidecarErrors } from './errors.js';
 import { closeServer, type ConnectionTracker } from './lifecycle.js';
 import type { Logger } from './observability/log.js';
+import type { Tracing } from './observability/tracing.js';
 import type { PostbackReceiver } from './postback/receiver.js';
 import { errorSettlement } from './proxy/request.js';
 import type { StateStore } from './state/state-store.js';
@@ -16,6 +17,8 @@ import type { Forwarder } from './upstream/forwarder.js';
  * written by then stays in_progress: a retry gets 409, then outcome_unknown after the deadline, never a resend.
  */
 const REQUESTS_SETTLE_MAX_MS = 2_000;
+/** How long the exit waits for the last spans to reach the collector: one that is away must not hold the pod. */
+const TRACES_FLUSH_MAX_MS = 2_000;
 
 export interface ShutdownParts {
   readonly proxy: Server;
@@ -27,6 +30,8 @@ export interface ShutdownParts {
   readonly store: StateStore;
   /** The postback receiver, when on: closed alongside the egress listener, before the store. */
   readonly postbacks: PostbackReceiver | undefined;
+  /** Its buffered spans are exported once every request has ended (and so ended its span). */
+  readonly tracing?: Pick<Tracing, 'shutdown'>;
   readonly log: Logger;
   readonly drainDelayMs: number;
   readonly maxDelayMs: number;
@@ -93,6 +98,7 @@ async function stop(parts: ShutdownParts, reason: string): Promise<void> {
   // The requests cut off above now fail at once (their gateway connections are gone); each still writes its
   // idempotency record (outcome_unknown kept, draining released) before the store closes.
   const settled = await tracker.settled(REQUESTS_SETTLE_MAX_MS);
+  if (parts.tracing !== undefined) await flushTraces(parts.tracing);
   // Last: every request that could still write to the store (an idempotency record, a postback) has finished.
   await parts.store.close();
   const admin = parts.admin();
@@ -108,4 +114,11 @@ async function stop(parts: ShutdownParts, reason: string): Promise<void> {
     },
     'stopped',
   );
+}
+
+async function flushTraces(tracing: Pick<Tracing, 'shutdown'>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const cap = new Promise<void>((resolve) => (timer = setTimeout(resolve, TRACES_FLUSH_MAX_MS).unref()));
+  await Promise.race([tracing.shutdown().catch(() => undefined), cap]);
+  clearTimeout(timer);
 }

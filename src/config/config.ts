@@ -60,6 +60,11 @@ export interface Config {
   readonly postback: PostbackConfig | undefined;
   /** The shared state store (docs/fleet.md): memory, or Redis for a fleet. */
   readonly state: StateConfig;
+  /**
+   * Traces (docs/operations.md#tracing). `enabled`: the OpenTelemetry SDK's environment asks for them (an OTLP
+   * endpoint set, OTEL_SDK_DISABLED not true); the SDK reads the rest of its OTEL_* settings itself.
+   */
+  readonly tracing: Readonly<Settings['tracing']> & { readonly enabled: boolean };
   readonly logLevel: Settings['logLevel'];
   /** Allowed but risky settings (a non-loopback listen host): the caller logs each one at start. */
   readonly warnings: readonly ConfigWarning[];

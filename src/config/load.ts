@@ -14,6 +14,7 @@ import { loadStateSettings } from './state-settings.js';
 import { buildSchema, CONFIG_FILE_ENV, envVarOf, settingName, type ConfigSchema } from './schema.js';
 import { schemaRefusals } from './schema-refusals.js';
 import { Secret } from './secret.js';
+import { tracingRequested } from './tracing.js';
 import { caFromFile, contentDigest, passwordFromFile, privateKeyFromFile } from './secret-files.js';
 
 // The YAML parser is loaded only for a YAML config file: most pods are configured by env vars alone, and every
@@ -367,6 +368,7 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     idempotency: schema.get('idempotency'),
     postback,
     state,
+    tracing: { ...schema.get('tracing'), enabled: tracingRequested(env) },
     logLevel: schema.get('logLevel'),
     warnings: refusals.warnings,
   };

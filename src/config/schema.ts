@@ -467,6 +467,15 @@ export const SETTINGS = {
       },
     },
   },
+  // Traces (docs/operations.md#tracing): on when the OpenTelemetry SDK's own OTEL_EXPORTER_OTLP_* endpoint is set.
+  tracing: {
+    propagateUpstream: {
+      doc: "Send `traceparent` / `tracestate` to the gateway: each attempt's own with tracing on, the caller's as it came with tracing off (off: a third party learns nothing of internal traces, and a caller's `traceparent` is not forwarded either; [tracing](operations.md#tracing)).",
+      format: 'strict-boolean',
+      default: false,
+      env: 'SIDECAR_TRACE_PROPAGATE_UPSTREAM',
+    },
+  },
   logLevel: {
     doc: 'pino log level.',
     format: [...LOG_LEVELS],

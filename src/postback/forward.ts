@@ -12,15 +12,26 @@ export interface ForwardResult {
 }
 
 export interface PostbackForwarder {
-  forward(postback: VerifiedPostback, requestId: string, signal: AbortSignal): Promise<ForwardResult>;
+  /** `traceHeaders`: the delivery span's traceparent (tracing on), so the application continues the trace. */
+  forward(
+    postback: VerifiedPostback,
+    requestId: string,
+    signal: AbortSignal,
+    traceHeaders?: Readonly<Record<string, string>>,
+  ): Promise<ForwardResult>;
   close(): Promise<void>;
 }
 
 /** Connections kept to the internal service: postbacks are few, and each waits for its answer. */
 const MAX_CONNECTIONS = 16;
 
-export function forwardHeaders(postback: VerifiedPostback, requestId: string): Record<string, string> {
+export function forwardHeaders(
+  postback: VerifiedPostback,
+  requestId: string,
+  traceHeaders?: Readonly<Record<string, string>>,
+): Record<string, string> {
   const headers: Record<string, string> = {
+    ...traceHeaders,
     'content-type': 'application/json',
     'x-postback-verified': postback.verified,
     'x-request-id': requestId,
@@ -57,7 +68,7 @@ export function createPostbackForwarder(url: string, timeoutMs: number): Postbac
   // Its own pool: the receiver never takes a connection from the gateway client, and the other way round.
   const agent = new Agent({ connections: MAX_CONNECTIONS, connect: { timeout: timeoutMs } });
   return {
-    async forward(postback, requestId, signal) {
+    async forward(postback, requestId, signal, traceHeaders) {
       const started = process.hrtime.bigint();
       const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
       const abort = forwardSignal(signal, timeoutMs);
@@ -65,7 +76,7 @@ export function createPostbackForwarder(url: string, timeoutMs: number): Postbac
         const res = await request(url, {
           method: 'POST',
           dispatcher: agent,
-          headers: forwardHeaders(postback, requestId),
+          headers: forwardHeaders(postback, requestId, traceHeaders),
           body: postback.payload,
           signal: abort.signal,
           headersTimeout: timeoutMs,

@@ -6,6 +6,7 @@ import { SidecarError } from '../errors.js';
 import { sourceAllowed, type PostbackSourceAllowList } from '../config/postback-settings.js';
 import type { Logger } from '../observability/log.js';
 import type { PostbackMetrics } from '../observability/postback-metrics.js';
+import { NO_TRACING, type TraceContext, type TraceSpan, type Tracing } from '../observability/tracing.js';
 import { readBody } from '../proxy/body.js';
 import { endAfterUnreadBody, requestId } from '../proxy/listener.js';
 import { StateStoreUnavailableError } from '../state/state-store.js';
@@ -32,6 +33,10 @@ export interface PostbackHandlerDeps {
   readonly nowMs: () => number;
   /** Aborted when the receiver stops waiting for forwards at shutdown. */
   readonly stopping: AbortSignal;
+  /** A span per postback and per delivery; the delivery's traceparent goes to the application. */
+  readonly tracing?: Tracing;
+  /** Continue the sender's traceparent rather than start a trace (the gateway is a third party). */
+  readonly continueSenderTrace?: boolean;
 }
 
 /** What the log line and the answer are made of; filled in as the postback goes through. */
@@ -49,6 +54,8 @@ interface Delivery {
   forwardFailure?: string;
   /** The class of an unexpected failure (never its message). */
   error?: string;
+  /** The receive span's context (tracing on): deliveries are traced under it. */
+  readonly trace?: TraceContext | undefined;
 }
 
 interface Answer {
@@ -86,7 +93,12 @@ async function forwardOnce(deps: PostbackHandlerDeps, delivery: Delivery, postba
   const claim = await memory.claim(postback.digest, delivery.claimOwner);
   if (claim.kind === 'delivered') return ok('duplicate');
   if (claim.kind === 'in_flight') throw postbackRefusals.inProgress();
-  const result = await deps.forwarder.forward(postback, delivery.requestId, deps.stopping);
+  const span = deps.tracing?.enabled
+    ? deps.tracing.startSpan('postback delivery', 'client', delivery.trace)
+    : undefined;
+  const traceHeaders = span?.context === undefined ? undefined : deps.tracing?.headers(span.context);
+  const result = await deps.forwarder.forward(postback, delivery.requestId, deps.stopping, traceHeaders);
+  if (span !== undefined) endDelivery(span, result.status, result.failure);
   deps.metrics.forwarded(result.seconds);
   delivery.internalStatus = result.status;
   delivery.forwardFailure = result.failure;
@@ -123,6 +135,26 @@ async function receive(req: IncomingMessage, deps: PostbackHandlerDeps, delivery
     if (err instanceof StateStoreUnavailableError) throw postbackRefusals.stateUnavailable(err);
     throw err;
   }
+}
+
+/** The delivery span: the application's status, or why there is none; anything but a 2xx is an error. */
+function endDelivery(span: TraceSpan, status: number | undefined, failure: string | undefined): void {
+  span.setAttributes({ 'http.response.status_code': status, 'sidecar.cause_code': failure });
+  if (status === undefined || status < 200 || status >= 300) span.fail(failure ?? String(status));
+  span.end();
+}
+
+/** The receive span: a new trace, or the sender's when continueSenderTrace. Never the path (it may hold a secret). */
+function receiveSpan(deps: PostbackHandlerDeps, req: IncomingMessage, requestId: string): TraceSpan | undefined {
+  const tracing = deps.tracing ?? NO_TRACING;
+  if (!tracing.enabled) return undefined;
+  const parent = deps.continueSenderTrace
+    ? tracing.extract(req.headers.traceparent, req.headers.tracestate)
+    : undefined;
+  return tracing.startSpan('postback receive', 'server', parent, {
+    'http.request.method': req.method === 'POST' ? 'POST' : '_OTHER',
+    'sidecar.request_id': requestId,
+  });
 }
 
 function errorName(err: unknown): string {
@@ -170,6 +202,8 @@ function logLine(
     forwardFailure: delivery.forwardFailure,
     error: delivery.error,
     durationMs: Math.round(ms),
+    traceId: delivery.trace?.traceId,
+    spanId: delivery.trace?.spanId,
   };
   if (answer.status < 300) deps.log.info(fields, 'postback');
   else deps.log.warn(fields, 'postback refused');
@@ -178,11 +212,14 @@ function logLine(
 export function createPostbackHandler(deps: PostbackHandlerDeps) {
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const started = performance.now();
+    const id = requestId(req.headers['x-request-id']);
+    const span = receiveSpan(deps, req, id);
     const delivery: Delivery = {
-      requestId: requestId(req.headers['x-request-id']),
+      requestId: id,
       claimOwner: randomUUID(),
       reserved: 0,
       bodyRead: false,
+      trace: span?.context,
     };
     let answer: Answer;
     let code: string | undefined;
@@ -199,5 +236,16 @@ export function createPostbackHandler(deps: PostbackHandlerDeps) {
     respond(req, res, answer, delivery.requestId, delivery.bodyRead);
     deps.metrics.postback(answer.outcome);
     logLine(deps, answer, delivery, code, performance.now() - started);
+    if (span !== undefined) {
+      span.setAttributes({
+        'http.response.status_code': answer.status,
+        'sidecar.postback.outcome': answer.outcome,
+        'sidecar.code': code,
+        'sidecar.postback.verified': delivery.postback?.verified,
+        'sidecar.postback.forward_status': delivery.internalStatus,
+      });
+      if (answer.status >= 500) span.fail(code);
+      span.end();
+    }
   };
 }

@@ -12,6 +12,7 @@ import {
 import { listen } from '../proxy/listener.js';
 import type { Logger } from '../observability/log.js';
 import type { PostbackMetrics } from '../observability/postback-metrics.js';
+import type { Tracing } from '../observability/tracing.js';
 import type { StateStore } from '../state/state-store.js';
 import { BodyBudget } from './body-budget.js';
 import { createPostbackForwarder, type PostbackForwarder } from './forward.js';
@@ -50,6 +51,10 @@ export interface PostbackReceiverDeps {
   readonly nowMs?: () => number;
   /** The state store's command timeout (SIDECAR_REDIS_COMMAND_TIMEOUT_MS; 0 for the memory store). */
   readonly storeCommandTimeoutMs?: number;
+  /** A span per postback received and per delivery to the application (docs/operations.md#tracing). */
+  readonly tracing?: Tracing;
+  /** Continue a sender's traceparent (SIDECAR_TRACE_PROPAGATE_UPSTREAM); otherwise each postback starts a trace. */
+  readonly continueSenderTrace?: boolean;
   /** Test hook: shorter sender timeouts than RECEIVER_LISTENER's. */
   readonly listener?: { readonly headersTimeout?: number; readonly requestTimeout?: number };
 }
@@ -116,6 +121,8 @@ function handlerFor(
     log: deps.log,
     nowMs: deps.nowMs ?? Date.now,
     stopping,
+    ...(deps.tracing === undefined ? {} : { tracing: deps.tracing }),
+    continueSenderTrace: deps.continueSenderTrace === true,
   });
 }
 

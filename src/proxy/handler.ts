@@ -5,13 +5,15 @@ import type { Claim, IdempotencyKeeper } from '../idempotency/keeper.js';
 import { IDEMPOTENCY_KEY_HEADER, idempotencyKey, type IdempotencyKey } from '../idempotency/key.js';
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
+import { NO_TRACING } from '../observability/tracing.js';
 import { StateStoreUnavailableError } from '../state/state-store.js';
 import { causeFamily, errorCode } from '../upstream/forwarder.js';
 import { isJsonContentType, readBody, wrapEnvelope } from './body.js';
-import { forwardableRequestHeaders, forwardableResponseHeaders } from './headers.js';
+import { forwardableRequestHeaders, forwardableResponseHeaders, callerTraceContext } from './headers.js';
 import { requestId } from './listener.js';
 import { logVerifyFailure } from './request-log.js';
 import { errorSettlement, ProxyRequest, type RequestParts, type Settlement } from './request.js';
+import { startServerSpan } from './request-span.js';
 import { UNMATCHED_ROUTE, type RouteMatch } from './routes.js';
 import { answerCorrelation, errorLabel, sendSigned, type SignedSendDeps } from './signed-send.js';
 
@@ -47,10 +49,14 @@ export function createProxyHandler(deps: HandlerDeps): (req: IncomingMessage, re
     draining: deps.draining,
     deadlineMs: deps.requestDeadlineMs,
   };
+  const tracing = deps.tracing ?? NO_TRACING;
   return (req, res) => {
     const match = deps.route(req.method ?? '', req.url ?? '/');
     const route = match.kind === 'not_found' ? UNMATCHED_ROUTE : match.route;
-    const request = new ProxyRequest(requestId(req.headers['x-request-id']), route, req, res, parts);
+    const id = requestId(req.headers['x-request-id']);
+    // Off, no span and no attributes are made: nothing per request.
+    const span = tracing.enabled ? startServerSpan(tracing, req, route, id) : undefined;
+    const request = new ProxyRequest(id, route, req, res, parts, span);
     serve(deps, req, request, match).catch((err: unknown) =>
       deps.log.error({ event: 'handler.bug', ...describeBug(err) }, 'request accounting failed'),
     );
@@ -87,6 +93,10 @@ async function handle(
     request.holdClaim(claim.ticket);
   }
   const headers = forwardableRequestHeaders(req.headers);
+  // Propagation on but tracing off: the sidecar makes no span of its own, so the caller's context goes on unchanged.
+  // With tracing on, each attempt sends its own instead (signed-send.ts).
+  if (deps.propagateUpstream === true && request.span === undefined)
+    Object.assign(headers, callerTraceContext(req.headers));
   headers['x-request-id'] = request.id;
   const checkAnswer = answerCorrelation(deps.answerCorrelationFields, envelope.payload);
   // Shutdown may have answered while the body was arriving, telling the client nothing was sent: keep it so.
@@ -99,6 +109,7 @@ async function handle(
     headers,
     checkAnswer,
     signal,
+    trace: request.span?.context,
   });
   if (result.kind === 'failed') {
     const { error, attempts } = result;

@@ -43,7 +43,11 @@ const INTERNAL_ONLY = [
 // the gateway's business, and only the sidecar may say that an answer was replayed.
 const IDEMPOTENCY = ['idempotency-key'];
 
-const DROP_REQUEST = new Set([...HOP_BY_HOP, ...OWNED_BY_SIDECAR, ...INTERNAL_ONLY, ...IDEMPOTENCY]);
+// W3C trace context (docs/operations.md#tracing): the caller's trace is internal. With
+// SIDECAR_TRACE_PROPAGATE_UPSTREAM the sidecar sends its own attempt's traceparent instead, never the caller's.
+const TRACE_CONTEXT = ['traceparent', 'tracestate', 'baggage'];
+
+const DROP_REQUEST = new Set([...HOP_BY_HOP, ...OWNED_BY_SIDECAR, ...INTERNAL_ONLY, ...IDEMPOTENCY, ...TRACE_CONTEXT]);
 const DROP_RESPONSE = new Set([...HOP_BY_HOP, 'content-length', 'idempotent-replayed']);
 
 const NO_NAMED_HEADERS: ReadonlySet<string> = new Set();
@@ -70,6 +74,16 @@ export function forwardableRequestHeaders(headers: IncomingHttpHeaders): Record<
     const value = headers[name];
     if (value === undefined || DROP_REQUEST.has(name) || extra.has(name)) continue;
     out[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  return out;
+}
+
+/** The caller's W3C trace context headers (traceparent, tracestate) as it sent them. */
+export function callerTraceContext(headers: IncomingHttpHeaders): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of ['traceparent', 'tracestate'] as const) {
+    const value = headers[name];
+    if (value !== undefined) out[name] = Array.isArray(value) ? value.join(',') : value;
   }
   return out;
 }

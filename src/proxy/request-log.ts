@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto';
 import type { Logger } from '../observability/log.js';
+import type { TraceContext } from '../observability/tracing.js';
 import { signingString } from '../signing/signing-string.js';
 import type { RequestId } from './listener.js';
 import type { SignedResult } from './signed-send.js';
@@ -48,6 +49,8 @@ export function logRequest(
   route: string,
   durationMs: number,
   outcome: RequestOutcome,
+  /** The request's server span, when tracing is on: its ids join the line to the trace. */
+  trace?: TraceContext,
 ): void {
   const level = outcome.status >= 500 ? 'error' : outcome.status >= 400 ? 'warn' : 'info';
   // The digest is computed only for lines that are written: at level warn, successes cost nothing here.
@@ -72,6 +75,8 @@ export function logRequest(
       delivered: outcome.delivered,
       idempotencyKeySha256: outcome.idempotencyKeySha256,
       replayed: outcome.replayed,
+      traceId: trace?.traceId,
+      spanId: trace?.spanId,
     },
     'request answered',
   );

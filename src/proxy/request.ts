@@ -5,8 +5,10 @@ import type { IdempotencyKey } from '../idempotency/key.js';
 import { errorAnswer, type KeptAnswer } from '../idempotency/record.js';
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
+import type { TraceSpan } from '../observability/tracing.js';
 import { endAfterUnreadBody, type RequestId } from './listener.js';
 import { logRequest, type RequestOutcome } from './request-log.js';
+import { endServerSpan } from './request-span.js';
 
 /** Who settled the request first: the handler, or shutdown for a request it could wait for no longer. */
 export type AnsweredBy = 'handler' | 'shutdown';
@@ -82,6 +84,8 @@ export class ProxyRequest {
     private readonly req: IncomingMessage,
     private readonly res: ServerResponse,
     private readonly parts: RequestParts,
+    /** The request's server span, when tracing is on: ended with the log line, its ids on that line. */
+    readonly span?: TraceSpan,
   ) {
     this.signal = AbortSignal.any([this.cut.signal, AbortSignal.timeout(parts.deadlineMs)]);
     this.done = new Promise((resolve) => (this.markDone = resolve));
@@ -148,7 +152,9 @@ export class ProxyRequest {
       const durationMs = performance.now() - this.started;
       try {
         this.parts.metrics.requestDone(this.route, outcome.status, outcome.code, durationMs / 1000);
-        logRequest(this.parts.log, this.id, this.route, durationMs, outcome);
+        logRequest(this.parts.log, this.id, this.route, durationMs, outcome, this.span?.context);
+        if (this.span !== undefined)
+          endServerSpan(this.span, outcome, { hasKey: this.key !== undefined, claimed: this.ticket !== undefined });
       } finally {
         if (first.by === 'handler') this.write(settlement, by);
       }

@@ -1,6 +1,7 @@
 import type { BaseAddress } from '../config/base-url.js';
 import { asSidecarError, sidecarErrors, type SidecarError } from '../errors.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
+import { NO_TRACING, type TraceContext, type TraceSpan, type Tracing } from '../observability/tracing.js';
 import { signedUrl, upstreamPath, type RequestTarget } from '../signing/canonical-url.js';
 import { newNonce } from '../signing/nonce.js';
 import type { Signer } from '../signing/signer.js';
@@ -30,6 +31,10 @@ export interface SignedSendDeps {
   readonly metrics: Pick<SidecarMetrics, 'signed' | 'gatewayRoundTrip' | 'gatewayError' | 'retry' | 'answerMismatch'>;
   readonly connectRetryDeadlineMs: number;
   readonly now?: () => number;
+  /** A span per attempt, per wait for a token (docs/operations.md#tracing). */
+  readonly tracing?: Tracing;
+  /** SIDECAR_TRACE_PROPAGATE_UPSTREAM: each attempt carries its traceparent to the gateway. */
+  readonly propagateUpstream?: boolean;
 }
 
 export interface SignedRequest {
@@ -40,6 +45,8 @@ export interface SignedRequest {
   readonly checkAnswer?: AnswerCheck | undefined;
   /** The request's deadline (and shutdown's cut): the token wait, the connection queue and the exchange end there. */
   readonly signal: AbortSignal;
+  /** The request's server span: attempts and waits are traced under it. */
+  readonly trace?: TraceContext | undefined;
 }
 
 /** Parts of a signing string, for the diagnostic log on signature.verify.failed. */
@@ -74,22 +81,38 @@ export type SignedResult = Extract<SendResult, { kind: 'answered' }>;
  */
 export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): Promise<SendResult> {
   const now = deps.now ?? Date.now;
-  const { signal } = request;
+  const tracing = deps.tracing ?? NO_TRACING;
+  const { signal, trace } = request;
   const giveUpAt = performance.now() + deps.connectRetryDeadlineMs;
   let attempts = 0;
   const failed = (error: unknown): SendResult => ({ kind: 'failed', error: asSidecarError(error), attempts });
   let token = deps.tokens.usableToken();
   if (token === undefined) {
+    const wait = tracing.startSpan('wait for a token', 'internal', trace);
     try {
-      token = await deps.tokens.token(signal);
+      token = await deps.tokens.token(signal, wait.context);
     } catch (error) {
+      wait.fail(asSidecarError(error).code);
       return failed(error);
+    } finally {
+      wait.end();
     }
   }
   let tokenRetried = false;
   let connectFailures = 0;
-  for (;;) {
-    const { outcome, signed } = await attempt(deps, request, token.accessToken.reveal(), deps.clock.timestampMs(now()));
+  for (let n = 1; ; n++) {
+    const span = tracing.enabled ? attemptSpan(tracing, request, n) : undefined;
+    const bearer = token.accessToken.reveal();
+    let sent: Awaited<ReturnType<typeof attempt>>;
+    try {
+      sent = await attempt(deps, request, bearer, deps.clock.timestampMs(now()), span);
+    } catch (error) {
+      // A bug (the signer failing, say) is answered sidecar.internal: the span still ends, as an error.
+      span?.fail(asSidecarError(error).code);
+      span?.end();
+      throw error;
+    }
+    const { outcome, signed } = sent;
     if (outcome.kind === 'not_sent') {
       const delay = backoffDelayMs(connectFailures++, 100, 2_000);
       // A refused, unresolvable or timed-out connection may heal; a certificate the sidecar does not trust
@@ -117,15 +140,43 @@ export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): 
     const answered: SendResult = { kind: 'answered', response, gatewayCode: code, attempts, signed };
     if (!isTokenRejection(response, code) || tokenRetried) return answered;
     tokenRetried = true;
+    const wait = tracing.startSpan('wait for a token', 'internal', trace, { 'sidecar.token.after_rejection': true });
     try {
-      token = await deps.tokens.tokenAfterRejection(token.generation, signal);
-    } catch {
+      token = await deps.tokens.tokenAfterRejection(token.generation, signal, wait.context);
+    } catch (error) {
+      wait.fail(asSidecarError(error).code);
       // No fresh token to be had: the gateway's own 401 FAILED goes back. It is the true answer (the gateway
       // refused the token and did nothing), whereas a sidecar error would hide that the request did reach it.
       return answered;
+    } finally {
+      wait.end();
     }
     deps.metrics.retry('token_rejected');
   }
+}
+
+/** One attempt's client span: its route and number; the outcome is added by endAttempt. */
+function attemptSpan(tracing: Tracing, request: SignedRequest, n: number): TraceSpan {
+  return tracing.startSpan(`POST ${request.route}`, 'client', request.trace, {
+    'http.request.method': 'POST',
+    'http.route': request.route,
+    'sidecar.attempt': n,
+  });
+}
+
+/** What the attempt's span says of its outcome: sent or not, the gateway's status and code, or the cause code. */
+function endAttempt(span: TraceSpan, outcome: SendOutcome): void {
+  if (outcome.kind === 'response') {
+    const { status } = outcome.response;
+    const code = gatewayCode(outcome.response);
+    span.setAttributes({ 'sidecar.sent': true, 'http.response.status_code': status, 'sidecar.gateway_code': code });
+    if (status >= 400) span.fail(code ?? String(status));
+  } else {
+    const cause = errorCode(outcome.error);
+    span.setAttributes({ 'sidecar.sent': outcome.kind === 'sent_no_answer', 'sidecar.cause_code': cause });
+    span.fail(cause);
+  }
+  span.end();
 }
 
 async function attempt(
@@ -133,6 +184,7 @@ async function attempt(
   request: SignedRequest,
   bearer: string,
   nowMs: number,
+  span: TraceSpan | undefined,
 ): Promise<{ outcome: SendOutcome; signed: SignedParts }> {
   const fullUrl = signedUrl(deps.base, request.target);
   const timestamp = unixTimestamp(nowMs);
@@ -152,13 +204,18 @@ async function attempt(
     'x-nonce': nonce,
     'x-signature': signature,
   };
+  // The attempt's own context, never the caller's: the caller's traceparent was filtered out (headers.ts).
+  if (deps.propagateUpstream === true && span?.context !== undefined)
+    Object.assign(headers, deps.tracing?.headers(span.context));
   const outcome = await deps.forwarder.send({
     path: upstreamPath(deps.base, request.target),
     headers,
     body: request.envelope.json,
     signal: request.signal,
     ...(request.checkAnswer === undefined ? {} : { checkAnswer: request.checkAnswer }),
+    trace: span?.context,
   });
+  if (span !== undefined) endAttempt(span, outcome);
   if (outcome.kind !== 'not_sent') deps.metrics.gatewayRoundTrip(request.route, (performance.now() - sentAt) / 1000);
   return { outcome, signed: { fullUrl, timestamp, nonce } };
 }

@@ -9,6 +9,7 @@ import type { LocalTokenSource } from './local-source.js';
 import type { TokenClient } from './token-client.js';
 import type { HeldToken, TokenSource } from './token-source.js';
 import type { TokenSet } from './token-set.js';
+import type { TraceContext } from '../observability/tracing.js';
 
 /** How often the record is read even without news (a publication is best effort, one can be lost). */
 const SYNC_INTERVAL_MS = 10_000;
@@ -64,14 +65,14 @@ export class FleetTokenSource implements TokenSource {
   }
 
   /** The fleet's token; when the store is away, the one in memory to its end, then one of this replica's own. */
-  async acquire(held: HeldToken): Promise<TokenSet> {
-    const shared = await this.fromStore(held);
+  async acquire(held: HeldToken, trace?: TraceContext): Promise<TokenSet> {
+    const shared = await this.fromStore(held, trace);
     if (shared) return shared;
     // Kept: the manager looks again soon, and the store may well be back by then.
     if (held.set && decideGrant(this.local.state(held), 'store-away') === 'keep') return held.set;
     this.metrics.tokenStoreFallback();
     this.log.warn({ event: 'token.store_fallback' }, 'state store unavailable; getting a token for this replica alone');
-    return this.local.acquire(held);
+    return this.local.acquire(held, trace);
   }
 
   /**
@@ -95,10 +96,10 @@ export class FleetTokenSource implements TokenSource {
   }
 
   /** undefined when the store is away. */
-  private async fromStore(held: HeldToken): Promise<TokenSet | undefined> {
+  private async fromStore(held: HeldToken, trace: TraceContext | undefined): Promise<TokenSet | undefined> {
     if (!this.fleet.store.isAvailable()) return undefined;
     try {
-      return this.fromFleet(await this.fleet.acquire(this.basis(held), this.grants(held)));
+      return this.fromFleet(await this.fleet.acquire(this.basis(held), this.grants(held, trace)));
     } catch (err) {
       if (err instanceof StateStoreUnavailableError) return undefined;
       throw err;
@@ -125,11 +126,11 @@ export class FleetTokenSource implements TokenSource {
   }
 
   /** The refresh token the fleet sends may be the one this replica holds: then it is spent here too. */
-  private grants({ set }: HeldToken): FleetGrants {
+  private grants({ set }: HeldToken, trace: TraceContext | undefined): FleetGrants {
     const { local, client } = this;
     return {
-      refresh: (refreshToken) => local.call('refresh_token', () => client.refreshGrant(refreshToken)),
-      login: () => local.call('password', () => client.passwordGrant()),
+      refresh: (refreshToken) => local.call('refresh_token', () => client.refreshGrant(refreshToken), trace),
+      login: () => local.call('password', () => client.passwordGrant(), trace),
       heldMark: (refreshToken: Secret) => {
         const ours = set !== undefined && set.refreshToken.reveal() === refreshToken.reveal();
         return {

@@ -1,17 +1,46 @@
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics, TokenGrant } from '../observability/metrics.js';
+import type { TraceContext, Tracing } from '../observability/tracing.js';
 import type { GrantResult } from './token-set.js';
 
-/** One call to the token endpoint, counted and logged (status, gateway code and expiries; never a token). */
+/** Where a grant's span goes: the tracing, and the span it is made under (undefined: a trace of its own). */
+export interface GrantTrace {
+  readonly tracing: Tracing;
+  readonly parent: TraceContext | undefined;
+}
+
+/**
+ * One call to the token endpoint, counted, logged and traced (status, gateway code and expiries; never a token,
+ * the password or the gateway's message).
+ */
 export async function callGrant(
   grant: TokenGrant,
   send: () => Promise<GrantResult>,
   metrics: Pick<SidecarMetrics, 'tokenCall'>,
   log: Logger,
+  trace?: GrantTrace,
 ): Promise<GrantResult> {
-  const result = await send();
+  const span = trace?.tracing.startSpan('token grant', 'client', trace.parent, { 'sidecar.token.grant': grant });
+  let result: GrantResult;
+  try {
+    result = await send();
+  } catch (error) {
+    span?.fail('error');
+    span?.end();
+    throw error;
+  }
   const outcome = result.kind === 'granted' ? 'success' : result.kind === 'rejected' ? 'rejected' : 'error';
   metrics.tokenCall(grant, outcome);
+  if (span !== undefined) {
+    span.setAttributes({
+      'sidecar.token.outcome': outcome,
+      'http.response.status_code': result.kind === 'rejected' ? result.status : undefined,
+      'sidecar.gateway_code': result.kind === 'rejected' ? result.code : undefined,
+      'sidecar.sent': result.kind === 'failed' ? result.sent : true,
+    });
+    if (result.kind !== 'granted') span.fail(result.kind === 'rejected' ? (result.code ?? 'rejected') : 'failed');
+    span.end();
+  }
   if (result.kind === 'granted') {
     log.info(
       {

@@ -1,5 +1,6 @@
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics, TokenGrant } from '../observability/metrics.js';
+import { NO_TRACING, type TraceContext, type Tracing } from '../observability/tracing.js';
 import { callGrant } from './grant-calls.js';
 import {
   decideGrant,
@@ -39,6 +40,8 @@ export class LocalTokenSource implements TokenSource {
     private readonly loginCooldownMs: number,
     /** The gateway's time as this replica best knows it (ms), for when tokens were issued. */
     private readonly gatewayNow: () => number = Date.now,
+    /** Each grant is a span (under the request that waits for it, if one does). */
+    private readonly tracing: Tracing = NO_TRACING,
   ) {}
 
   start(): void {
@@ -66,12 +69,12 @@ export class LocalTokenSource implements TokenSource {
   }
 
   /** Refresh when a refresh token is held and alive, else (or when refreshing fails) log in with the password. */
-  async acquire(held: HeldToken): Promise<TokenSet> {
+  async acquire(held: HeldToken, trace?: TraceContext): Promise<TokenSet> {
     const { set } = held;
     let decision = decideGrant(this.state(held), 'renew');
     if (set && decision === 'refresh') {
       const attempt = await sendRefresh(this.spentMark(set), () =>
-        this.call('refresh_token', () => this.client.refreshGrant(set.refreshToken)),
+        this.call('refresh_token', () => this.client.refreshGrant(set.refreshToken), trace),
       );
       const result = attempt?.result;
       if (result?.kind === 'granted') return this.toSet(result.tokens, set);
@@ -89,7 +92,7 @@ export class LocalTokenSource implements TokenSource {
     if (decision === 'wait') {
       throw new Error(`this replica logged in less than ${this.loginCooldownMs} ms ago; not logging in again`);
     }
-    const login = await this.call('password', () => this.client.passwordGrant());
+    const login = await this.call('password', () => this.client.passwordGrant(), trace);
     if (login.kind === 'granted') return this.toSet(login.tokens, undefined);
     throw loginError(login);
   }
@@ -109,10 +112,11 @@ export class LocalTokenSource implements TokenSource {
   }
 
   /** One grant, counted and logged; a password grant starts this replica's login cooldown. */
-  async call(grant: TokenGrant, send: () => Promise<GrantResult>): Promise<GrantResult> {
+  async call(grant: TokenGrant, send: () => Promise<GrantResult>, trace?: TraceContext): Promise<GrantResult> {
     const previousLogin = this.lastLoginAt;
     if (grant === 'password') this.lastLoginAt = this.mono();
-    const result = await callGrant(grant, send, this.metrics, this.log);
+    const traced = this.tracing.enabled ? { tracing: this.tracing, parent: trace } : undefined;
+    const result = await callGrant(grant, send, this.metrics, this.log, traced);
     // A login that never left (gateway unreachable) revoked nothing: no cooldown for it.
     if (grant === 'password' && result.kind === 'failed' && !result.sent) this.lastLoginAt = previousLogin;
     return result;

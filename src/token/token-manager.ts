@@ -1,6 +1,7 @@
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
 import { sidecarErrors } from '../errors.js';
+import type { TraceContext, Tracing } from '../observability/tracing.js';
 import { backoffDelayMs } from './backoff.js';
 import { FleetTokenSource } from './fleet-source.js';
 import type { FleetToken } from './fleet-token.js';
@@ -20,6 +21,8 @@ export interface TokenManagerOptions {
   readonly random?: () => number;
   /** Fleet mode (a shared state store): one token for every replica of the account. Absent: this replica's own. */
   readonly fleet?: FleetToken;
+  /** Each grant is a span, under the wait of the request that started it (docs/operations.md#tracing). */
+  readonly tracing?: Tracing;
 }
 
 /** The soonest a refresh is scheduled after a token was installed. */
@@ -62,7 +65,15 @@ export class TokenManager {
   ) {
     this.mono = options.monotonicNow ?? (() => performance.now());
     const { fleet } = options;
-    const local = new LocalTokenSource(client, metrics, log, this.mono, fleet?.loginCooldownMs ?? 0, fleet?.gatewayNow);
+    const local = new LocalTokenSource(
+      client,
+      metrics,
+      log,
+      this.mono,
+      fleet?.loginCooldownMs ?? 0,
+      fleet?.gatewayNow,
+      options.tracing,
+    );
     this.source = fleet ? new FleetTokenSource(fleet, local, client, metrics, log, this.mono) : local;
   }
 
@@ -105,33 +116,34 @@ export class TokenManager {
 
   /**
    * The current token, or the one being fetched; throws sidecar.token.unavailable when none can be had. `signal`
-   * (the request's deadline) ends the wait early; the fetch itself goes on for the others.
+   * (the request's deadline) ends the wait early; the fetch itself goes on for the others. `trace`: the span of the
+   * wait, under which a grant this call starts is traced.
    */
-  async token(signal?: AbortSignal): Promise<TokenSet> {
+  async token(signal?: AbortSignal, trace?: TraceContext): Promise<TokenSet> {
     const usable = this.usableToken();
     if (usable) return usable;
     if (this.inflight) return this.awaitFlight(this.inflight, signal);
     // While logins are failing, requests are answered at once and the backoff schedule is kept: a burst of
     // client requests must not turn into a burst of logins against the gateway.
     if (this.failures > 0) throw sidecarErrors.tokenUnavailable();
-    return this.awaitFlight(this.beginFlight(), signal);
+    return this.awaitFlight(this.beginFlight(trace), signal);
   }
 
   /**
    * Called when the gateway answered 401 FAILED to a request made with `generation`. Only the first report of a
    * generation starts a fetch; the others join it. Resolves with a token of a newer generation.
    */
-  async tokenAfterRejection(generation: number, signal?: AbortSignal): Promise<TokenSet> {
+  async tokenAfterRejection(generation: number, signal?: AbortSignal, trace?: TraceContext): Promise<TokenSet> {
     if (this.current?.generation === generation && this.rejectedGeneration < generation) {
       this.rejectedGeneration = generation;
       this.log.warn({ event: 'token.rejected', generation }, 'gateway rejected the access token; fetching a new one');
-      if (!this.inflight) void this.beginFlight().catch(() => undefined);
+      if (!this.inflight) void this.beginFlight(trace).catch(() => undefined);
     }
     const fresh = this.usable(this.current);
     if (fresh && fresh.generation > generation) return fresh;
     // The shared fetch already failed: keep to the backoff schedule instead of starting another one per 401.
     if (!this.inflight && this.failures > 0) throw sidecarErrors.tokenUnavailable();
-    const next = await this.awaitFlight(this.inflight ?? this.beginFlight(), signal);
+    const next = await this.awaitFlight(this.inflight ?? this.beginFlight(trace), signal);
     if (next.generation <= generation) throw sidecarErrors.tokenUnavailable();
     return next;
   }
@@ -165,8 +177,8 @@ export class TokenManager {
     (this.inflight ?? this.beginFlight()).catch(() => undefined);
   }
 
-  private beginFlight(): Promise<TokenSet> {
-    const flight = this.source.acquire(this.held()).then(
+  private beginFlight(trace?: TraceContext): Promise<TokenSet> {
+    const flight = this.source.acquire(this.held(), trace).then(
       (set) => (set === this.current ? this.recheckLater(set) : this.install(set)),
       (err: unknown) => {
         // The messages are this module's and the token client's (status, code, network error): never a secret.

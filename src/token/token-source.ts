@@ -1,3 +1,4 @@
+import type { TraceContext } from '../observability/tracing.js';
 import type { TokenSet } from './token-set.js';
 
 /** What the token manager holds when it asks its source for a token. */
@@ -21,9 +22,10 @@ export interface TokenSource {
   stop(): void;
   /**
    * A token in place of `held`: a new one, or `held.set` itself when it is to be kept and looked at again soon
-   * (the fleet's store is away). Throws when none can be had now.
+   * (the fleet's store is away). Throws when none can be had now. `trace`: the span its grants are made under (a
+   * request's wait for a token); undefined for a refresh of the schedule's own.
    */
-  acquire(held: HeldToken): Promise<TokenSet>;
+  acquire(held: HeldToken, trace?: TraceContext): Promise<TokenSet>;
   /** Without a gateway call: a token to take in place of `held` (the fleet moved on), or undefined to keep it. */
   sync(held: HeldToken): Promise<TokenSet | undefined>;
   /** A grant in flight is worth waiting for at shutdown: its result reaches the other replicas. */

@@ -62,6 +62,11 @@ export class ConnectionLender {
     });
   }
 
+  /** Whether acquire() would lend a connection at once (or refuse at once): no wait. */
+  lendsNow(): boolean {
+    return this.closing || this.idle.length > 0 || this.clients.size < this.limit;
+  }
+
   /** `healthy: false` destroys the connection; a new one is made when next needed. */
   release(client: Client, healthy: boolean): void {
     if (healthy && this.clients.has(client) && !this.retired.has(client)) this.idle.push(client);

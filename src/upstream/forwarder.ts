@@ -1,10 +1,12 @@
 import { buildConnector, Client } from 'undici';
 import type { BaseAddress } from '../config/base-url.js';
 import type { Secret } from '../config/secret.js';
+import { NO_TRACING, type Tracing } from '../observability/tracing.js';
 import { ConnectionLender } from './connection-lender.js';
 import { Exchange } from './exchange.js';
 import { InterimContinueFilter } from './interim-continue.js';
 import {
+  errorCode,
   DEFAULT_KEEP_ALIVE_MS,
   type UpstreamResponse,
   DEFAULT_MAX_RESPONSE_BYTES,
@@ -27,6 +29,8 @@ export interface ForwarderHooks {
   readonly onAnswer?: (response: UpstreamResponse) => void;
   /** Every send that got no answer: counted by the hop that failed. */
   readonly onFailure?: (failure: Exclude<SendOutcome, { kind: 'response' }>) => void;
+  /** A request that has to wait for a free connection gets a span for the wait. */
+  readonly tracing?: Tracing;
 }
 
 /** A Forwarder whose trusted CA bundle can be replaced (SIDECAR_UPSTREAM_CA_FILE rotation). */
@@ -58,8 +62,18 @@ export function createForwarder(
     newClient(base, current, () => current.proxy),
   );
 
+  const tracing = hooks.tracing ?? NO_TRACING;
   const exchange = async (request: UpstreamRequest): Promise<SendOutcome> => {
+    const wait =
+      request.trace !== undefined && !lender.lendsNow()
+        ? tracing.startSpan('wait for a gateway connection', 'internal', request.trace)
+        : undefined;
     const lease = await lender.acquire(request.signal);
+    if (wait !== undefined) {
+      wait.setAttributes({ 'sidecar.connection.lent': lease.kind === 'lent' });
+      if (lease.kind === 'refused') wait.fail(errorCode(lease.error));
+      wait.end();
+    }
     if (lease.kind === 'refused') return { kind: 'not_sent', error: lease.error, transient: lease.transient };
     let outcome = await dispatch(lease.client, request, options.responseTimeoutMs, maxBytes);
     const mismatch = outcome.kind === 'response' ? request.checkAnswer?.(outcome.response) : undefined;

@@ -1,5 +1,6 @@
 import type { CauseFamily } from '../observability/metric-names.js';
 import type { ProxyRoute } from './tunnel.js';
+import type { TraceContext } from '../observability/tracing.js';
 
 export interface UpstreamRequest {
   /** Path and query for the request line (already prefixed with the base path). */
@@ -17,6 +18,8 @@ export interface UpstreamRequest {
    * ends not sent; aborted afterwards, sent with no answer (ERR_REQUEST_DEADLINE).
    */
   readonly signal?: AbortSignal;
+  /** The span of this attempt: a wait for a free connection is traced under it. */
+  readonly trace?: TraceContext | undefined;
 }
 
 export interface UpstreamResponse {

@@ -24,6 +24,17 @@ describe('config: refuses to start with one line naming the setting', () => {
     assert.equal(message.includes('\n'), false);
   };
 
+  it("tracing: on from the OpenTelemetry SDK's endpoint, propagation to the gateway off unless set", () => {
+    assert.deepEqual(loadConfig(env).tracing, { enabled: false, propagateUpstream: false });
+    const on = loadConfig({
+      ...env,
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318',
+      SIDECAR_TRACE_PROPAGATE_UPSTREAM: 'true',
+    });
+    assert.deepEqual(on.tracing, { enabled: true, propagateUpstream: true });
+    refuse({ SIDECAR_TRACE_PROPAGATE_UPSTREAM: 'yes' }, 'SIDECAR_TRACE_PROPAGATE_UPSTREAM', /./);
+  });
+
   it('accepts a complete production config and applies defaults', () => {
     const config = loadConfig(env);
     assert.equal(config.base.origin, 'https://gateway.example.com');

@@ -5,7 +5,9 @@ import { Secret } from '../../src/config/secret.js';
 import { sidecarErrors } from '../../src/errors.js';
 import { sendSigned, type SendResult, type SignedSendDeps } from '../../src/proxy/signed-send.js';
 import type { TokenSet } from '../../src/token/token-set.js';
+import type { TraceContext } from '../../src/observability/tracing.js';
 import { UpstreamError, type SendOutcome, type UpstreamRequest } from '../../src/upstream/forwarder.js';
+import { RecordingTracing } from '../support/recording-tracing.js';
 
 // The retry contract (README) as a table: each send outcome, times token state, times attempt. A fake forwarder
 // plays the outcomes in order; each row says how many copies the gateway receives and what the client gets.
@@ -162,7 +164,10 @@ function outcomeOf(step: Step): SendOutcome {
   }
 }
 
-async function run(row: Row): Promise<{ result: SendResult; sent: UpstreamRequest[] }> {
+async function run(
+  row: Row,
+  traced: { deps?: Partial<SignedSendDeps>; trace?: TraceContext } = {},
+): Promise<{ result: SendResult; sent: UpstreamRequest[] }> {
   const steps = [...row.steps];
   const sent: UpstreamRequest[] = [];
   const noop = (): void => undefined;
@@ -198,6 +203,7 @@ async function run(row: Row): Promise<{ result: SendResult; sent: UpstreamReques
     },
     clock: { timestampMs: (localMs) => localMs, remeasure: noop },
     connectRetryDeadlineMs: 5_000,
+    ...traced.deps,
   };
   const envelope = { data: 'e30=', json: '{"data":"e30="}' };
   const result = await sendSigned(deps, {
@@ -206,6 +212,7 @@ async function run(row: Row): Promise<{ result: SendResult; sent: UpstreamReques
     envelope,
     headers: {},
     signal: deadline.signal,
+    trace: traced.trace,
   });
   return { result, sent };
 }
@@ -240,5 +247,75 @@ describe('retry rules (sendSigned with a fake forwarder)', () => {
       sent.map((request) => request.headers.authorization),
       ['Bearer access-1', 'Bearer access-2'],
     );
+  });
+});
+
+describe('attempt spans (sendSigned with a recording tracing)', () => {
+  const TRACE = { traceId: 'c'.repeat(32), spanId: 'd'.repeat(16), traceFlags: 1 };
+  const ATTEMPT = 'POST /api/v2/transaction/init';
+
+  it('not sent, 401 FAILED, 200: three attempt spans under the request, the wait for a fresh token', async () => {
+    const tracing = new RecordingTracing();
+    const { sent } = await run(ROWS['not sent (transient), 401 FAILED, then 200']!, {
+      deps: { tracing },
+      trace: TRACE,
+    });
+    const attempts = tracing.named(ATTEMPT);
+    assert.deepEqual(
+      attempts.map((a) => [a.attributes['sidecar.attempt'], a.attributes['sidecar.sent'], a.failed]),
+      [
+        [1, false, 'ECONNREFUSED'],
+        [2, true, 'FAILED'],
+        [3, true, false],
+      ],
+    );
+    assert.equal(attempts[0]!.attributes['sidecar.cause_code'], 'ECONNREFUSED');
+    assert.equal(attempts[1]!.attributes['sidecar.gateway_code'], 'FAILED');
+    assert.equal(attempts[2]!.attributes['http.response.status_code'], 200);
+    const [wait] = tracing.named('wait for a token');
+    assert.equal(wait!.attributes['sidecar.token.after_rejection'], true);
+    for (const span of tracing.spans) {
+      assert.equal(span.parent, TRACE);
+      assert.equal(span.ended, true);
+      assert.equal(span.kind, span.name === ATTEMPT ? 'client' : 'internal');
+    }
+    assert.ok(
+      sent.every((r) => r.headers.traceparent === undefined),
+      'no traceparent to the gateway by default',
+    );
+    assert.deepEqual(
+      sent.map((r) => r.trace),
+      attempts.map((a) => a.context),
+      "each send carries its attempt's context (a connection wait is traced under it)",
+    );
+  });
+
+  it("SIDECAR_TRACE_PROPAGATE_UPSTREAM: each send carries its own attempt's traceparent", async () => {
+    const tracing = new RecordingTracing();
+    const row = ROWS['401 FAILED, fresh token, then 200: sent once more']!;
+    const { sent } = await run(row, { deps: { tracing, propagateUpstream: true }, trace: TRACE });
+    const attempts = tracing.named(ATTEMPT);
+    assert.deepEqual(
+      sent.map((r) => r.headers.traceparent),
+      attempts.map((a) => `00-${TRACE.traceId}-${a.context.spanId}-01`),
+    );
+  });
+
+  it('sent with no answer: an error span with the cause code, sent', async () => {
+    const tracing = new RecordingTracing();
+    await run(ROWS['sent, no answer: outcome_unknown 502, never resent']!, { deps: { tracing }, trace: TRACE });
+    const [attempt] = tracing.named(ATTEMPT);
+    assert.equal(attempt!.failed, 'ECONNRESET');
+    assert.equal(attempt!.attributes['sidecar.sent'], true);
+  });
+
+  it('a token fetched on demand, or none to be had: the wait is a span, failed when no token came', async () => {
+    const fetched = new RecordingTracing();
+    await run(ROWS['no token yet, one is fetched on demand: sent']!, { deps: { tracing: fetched }, trace: TRACE });
+    assert.equal(fetched.named('wait for a token')[0]!.failed, false);
+    const none = new RecordingTracing();
+    await run(ROWS['no token to be had: token.unavailable, nothing sent']!, { deps: { tracing: none }, trace: TRACE });
+    assert.equal(none.named('wait for a token')[0]!.failed, 'sidecar.token.unavailable');
+    assert.equal(none.named(ATTEMPT).length, 0);
   });
 });

@@ -84,6 +84,15 @@ describe('headers', () => {
     });
     assert.deepEqual(out, { 'user-agent': 'svc/1.0', 'x-request-id': 'r1', accept: 'application/json' });
   });
+  it("never forwards the caller's trace context: the gateway learns nothing of internal traces", () => {
+    const out = forwardableRequestHeaders({
+      traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+      tracestate: 'internal=1',
+      baggage: 'tenant=acme',
+      accept: 'application/json',
+    });
+    assert.deepEqual(out, { accept: 'application/json' });
+  });
   it('passes gateway headers back, minus hop-by-hop ones and the length it no longer describes', () => {
     const out = forwardableResponseHeaders({
       'content-type': 'application/json',

@@ -1,5 +1,5 @@
-// Run as a child process (a fresh module graph): starts the sidecar from the SIDECAR_* environment, prints as JSON
-// which of the optional packages its start loaded, and exits.
+// Run as a child process (a fresh module graph): starts the sidecar from the SIDECAR_* (and OTEL_*) environment,
+// prints as JSON which of the optional packages and which OpenTelemetry packages its start loaded, and exits.
 import { createRequire } from 'node:module';
 import { Writable } from 'node:stream';
 import { startSidecar } from '../../src/app.js';
@@ -12,5 +12,7 @@ const discard = new Writable({ write: (_chunk, _encoding, done) => done() });
 await startSidecar(loadConfig(process.env), { logDestination: discard });
 const loaded = Object.keys(createRequire(import.meta.url).cache);
 const packages = OPTIONAL_PACKAGES.filter((name) => loaded.some((file) => file.includes(`/node_modules/${name}/`)));
-process.stdout.write(`${JSON.stringify(packages)}\n`);
+// Every OpenTelemetry package by name: the API comes with prom-client; the SDK and the exporter only with tracing.
+const otel = [...new Set(loaded.flatMap((file) => /\/node_modules\/(@opentelemetry\/[^/]+)\//.exec(file)?.[1] ?? []))];
+process.stdout.write(`${JSON.stringify({ packages, otel: otel.sort() })}\n`);
 process.exit(0);

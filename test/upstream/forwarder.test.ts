@@ -13,6 +13,7 @@ import {
   type ForwarderOptions,
 } from '../../src/upstream/forwarder.js';
 import { makeKeys } from '../support/keys.js';
+import { RecordingTracing } from '../support/recording-tracing.js';
 
 const BASE_OPTIONS = { ca: undefined, connectTimeoutMs: 2_000, responseTimeoutMs: 2_000, connections: 2 };
 const REQUEST = { path: '/api/v2/auth/token', headers: { 'content-type': 'application/json' }, body: '{}' };
@@ -405,4 +406,61 @@ describe('forwarder + answer correlation: an answer is never handed to the wrong
       assert.ok(refused < 200, 'payments still get their own answers');
     },
   );
+});
+
+describe('forwarder: a wait for a free connection is a span', () => {
+  const TRACE = { traceId: 'a'.repeat(32), spanId: 'b'.repeat(16), traceFlags: 1 };
+
+  async function slowGateway(t: TestContext, delayMs: number): Promise<TcpGateway> {
+    return tcpServer(t, (socket) => socket.on('data', () => setTimeout(() => socket.write(NO_CONTENT), delayMs)));
+  }
+
+  function tracedForwarder(t: TestContext, url: string, tracing: RecordingTracing, connectTimeoutMs = 2_000) {
+    const forwarder = createForwarder(
+      parseBaseAddress(url),
+      { ...BASE_OPTIONS, connections: 1, connectTimeoutMs },
+      {
+        tracing,
+      },
+    );
+    t.after(() => forwarder.destroy());
+    return forwarder;
+  }
+
+  it('only a request that waits gets one, under its attempt, ended when a connection is lent', async (t) => {
+    const tracing = new RecordingTracing();
+    const gateway = await slowGateway(t, 100);
+    const forwarder = tracedForwarder(t, gateway.url, tracing);
+    const first = forwarder.send({ ...REQUEST, trace: TRACE });
+    const second = forwarder.send({ ...REQUEST, trace: TRACE });
+    assert.deepEqual([(await first).kind, (await second).kind], ['response', 'response']);
+    const waits = tracing.named('wait for a gateway connection');
+    assert.equal(waits.length, 1, 'the first request found a connection free: no span');
+    assert.equal(waits[0]!.parent, TRACE);
+    assert.equal(waits[0]!.attributes['sidecar.connection.lent'], true);
+    assert.equal(waits[0]!.failed, false);
+    assert.equal(waits[0]!.ended, true);
+  });
+
+  it('none came free in time: an error span with the pool timeout', async (t) => {
+    const tracing = new RecordingTracing();
+    const gateway = await slowGateway(t, 600);
+    const forwarder = tracedForwarder(t, gateway.url, tracing, 200);
+    const first = forwarder.send({ ...REQUEST, trace: TRACE });
+    const second = await forwarder.send({ ...REQUEST, trace: TRACE });
+    assert.equal(second.kind, 'not_sent');
+    const [wait] = tracing.named('wait for a gateway connection');
+    assert.equal(wait!.attributes['sidecar.connection.lent'], false);
+    assert.equal(wait!.failed, 'ERR_GATEWAY_POOL_TIMEOUT');
+    assert.equal(wait!.ended, true);
+    await first;
+  });
+
+  it('without a trace (tracing off, or a token grant), no span', async (t) => {
+    const tracing = new RecordingTracing();
+    const gateway = await slowGateway(t, 50);
+    const forwarder = tracedForwarder(t, gateway.url, tracing);
+    await Promise.all([forwarder.send(REQUEST), forwarder.send(REQUEST)]);
+    assert.equal(tracing.spans.length, 0);
+  });
 });
