@@ -9,7 +9,8 @@ import { startNode, type Child } from './processes.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DIST = join(ROOT, 'dist', 'src');
-const SHIPPED_FLAGS = ['--max-semi-space-size=8']; // as in the image's ENTRYPOINT and `npm start`
+/** As in the image's ENTRYPOINT and `npm start`. */
+export const SHIPPED_FLAGS: readonly string[] = ['--max-semi-space-size=8'];
 const USERNAME = 'bench@example.com';
 const PASSWORD = 'bench password, loopback only';
 
@@ -65,22 +66,31 @@ process.stdin.once('end', () => process.exit(1)).resume();
 while (!sidecar.tokens.hasValidToken()) await new Promise((resolve) => setTimeout(resolve, 20));
 console.log(JSON.stringify({ url: sidecar.proxyUrl }));`;
 
-/** `redisUrl`: the sidecar keeps its shared state there (SIDECAR_STATE_STORE=redis) instead of in memory. */
-export function startSidecar(ws: Workspace, gatewayUrl: string, redisUrl?: string): Promise<Child> {
+/**
+ * `redisUrl`: the sidecar keeps its shared state there (SIDECAR_STATE_STORE=redis) instead of in memory.
+ * `flags`: node's flags, the shipped ones unless told (to compare heap settings).
+ */
+export function startSidecar(
+  ws: Workspace,
+  gatewayUrl: string,
+  { redisUrl, flags = SHIPPED_FLAGS }: { redisUrl?: string | undefined; flags?: readonly string[] } = {},
+): Promise<Child> {
   if (!existsSync(join(DIST, 'app.js'))) throw new Error('dist/ is missing: run "npm run build" first');
   const store = redisUrl ? { SIDECAR_STATE_STORE: 'redis', SIDECAR_REDIS_URL: redisUrl } : {};
-  return startNode([...SHIPPED_FLAGS, '--input-type=module', '--eval', SIDECAR_PROGRAM], {
+  return startNode([...flags, '--input-type=module', '--eval', SIDECAR_PROGRAM], {
     ...sidecarEnv(ws, gatewayUrl),
     ...store,
   });
 }
 
-/** bench/floor-proxy.ts, with the sidecar's settings and node flags. */
-export function startFloor(ws: Workspace, gatewayUrl: string): Promise<Child> {
-  return startNode(
-    [...process.execArgv, ...SHIPPED_FLAGS, join(ROOT, 'bench', 'floor-proxy.ts')],
-    sidecarEnv(ws, gatewayUrl),
-  );
+/**
+ * bench/floor-proxy.ts, with the sidecar's settings and node flags, built like the sidecar (tsx's loader alone
+ * would add some 35 MB to its RSS).
+ */
+export function startFloor(ws: Workspace, gatewayUrl: string, flags = SHIPPED_FLAGS): Promise<Child> {
+  const built = join(ROOT, 'dist', 'bench', 'floor-proxy.js');
+  if (!existsSync(built)) throw new Error('dist/bench is missing: run "npm run bench", which builds it');
+  return startNode([...flags, built], sidecarEnv(ws, gatewayUrl));
 }
 
 function sidecarEnv(ws: Workspace, gatewayUrl: string): NodeJS.ProcessEnv {
