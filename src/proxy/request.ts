@@ -68,6 +68,7 @@ export class ProxyRequest {
   /** Resolves once the handler settled: the record is written and the line logged. */
   readonly done: Promise<void>;
   private readonly cut = new AbortController();
+  private readonly deadline: NodeJS.Timeout;
   private key: IdempotencyKey | undefined;
   private ticket: Ticket | undefined;
   private sending = false;
@@ -83,7 +84,10 @@ export class ProxyRequest {
     private readonly res: ServerResponse,
     private readonly parts: RequestParts,
   ) {
-    this.signal = AbortSignal.any([this.cut.signal, AbortSignal.timeout(parts.deadlineMs)]);
+    // One controller and one timer, cleared once the handler settled: AbortSignal.any() over AbortSignal.timeout()
+    // costs weak references and a finalizer on every request, a hot path's worth of CPU for the same signal.
+    this.signal = this.cut.signal;
+    this.deadline = setTimeout(() => this.cut.abort(timeoutReason()), parts.deadlineMs).unref();
     this.done = new Promise((resolve) => (this.markDone = resolve));
     res.once('close', () => (this.clientClosed = true));
   }
@@ -153,6 +157,7 @@ export class ProxyRequest {
         if (first.by === 'handler') this.write(settlement, by);
       }
     } finally {
+      clearTimeout(this.deadline);
       this.markDone();
     }
   }
@@ -194,4 +199,9 @@ export class ProxyRequest {
     if (by === 'handler') endAfterUnreadBody(this.req, res, body);
     else res.end(body);
   }
+}
+
+/** What AbortSignal.timeout() aborts with, so that the deadline reads the same to whatever checks the reason. */
+function timeoutReason(): DOMException {
+  return new DOMException('The operation was aborted due to timeout', 'TimeoutError');
 }
