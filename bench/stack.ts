@@ -10,7 +10,7 @@ import { startNode, type Child } from './processes.js';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DIST = join(ROOT, 'dist', 'src');
 /** As in the image's ENTRYPOINT and `npm start`. */
-export const SHIPPED_FLAGS: readonly string[] = ['--max-semi-space-size=8'];
+export const SHIPPED_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--max-old-space-size=192'];
 const USERNAME = 'bench@example.com';
 const PASSWORD = 'bench password, loopback only';
 
