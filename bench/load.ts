@@ -34,22 +34,21 @@ export function watchRss(pid: number, everyMs: number): { readonly samples: numb
   return { samples, stop: () => clearInterval(timer) };
 }
 
-/**
- * The one way the bench compares: `rounds` rounds in which each of `count` contestants takes one turn, in an
- * order that rotates from round to round. The host's speed drifts from one minute to the next; in turns it drifts
- * under every contestant alike, so their pooled figures compare them rather than the minutes they ran in.
- */
+// The one way the bench compares: `rounds` rounds of one turn each, in an order that rotates. The host's speed
+// drifts within minutes; in turns it drifts under every contestant alike.
 async function inTurns(count: number, rounds: number, turn: (index: number) => Promise<void>): Promise<void> {
   for (let round = 0; round < rounds; round++)
     for (let offset = 0; offset < count; offset++) await turn((round + offset) % count);
 }
 
-export interface Saturation {
-  readonly perSecond: number; // 2xx answers
-  readonly perCore: number; // per CPU second of the process (user + system, all threads)
-  readonly rssMaxMb: number; // warm-up included
-  readonly errors: number; // transport errors, timeouts and non-2xx answers, warm-up included
-}
+/** 2xx answers per second and per CPU second (user + system, all threads); RSS and errors with the warm-up's. */
+export type Saturation = Record<'perSecond' | 'perCore' | 'rssMaxMb' | 'errors', number>;
+const REQUEST = {
+  method: 'POST',
+  headers: { 'content-type': 'application/json' },
+  body: PAYLOAD,
+  timeout: 10,
+} as const;
 
 /**
  * Closed loop (`connections` clients, each sending its next request as soon as it has an answer) on several
@@ -65,17 +64,8 @@ export async function saturate(
     if (!proc || !sum) return;
     const rss = watchRss(proc.pid, 250);
     const [cpu0, start] = [cpuSeconds(proc.pid), performance.now()];
-    const result = await Promise.resolve(
-      autocannon({
-        url: `${proc.url}${ROUTE}`,
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: PAYLOAD,
-        connections: options.connections,
-        duration: seconds,
-        timeout: 10,
-      }),
-    ).finally(() => rss.stop());
+    const loop = autocannon({ ...REQUEST, url: proc.url + ROUTE, connections: options.connections, duration: seconds });
+    const result = await Promise.resolve(loop).finally(() => rss.stop());
     if (counted) {
       sum.answers += result['2xx'];
       sum.wall += (performance.now() - start) / 1000;
@@ -86,19 +76,15 @@ export async function saturate(
   };
   if (options.warmupSeconds > 0) for (let i = 0; i < procs.length; i++) await stretch(i, options.warmupSeconds, false);
   await inTurns(procs.length, options.rounds, (i) => stretch(i, options.seconds / options.rounds, true));
-  return sums.map(({ answers, wall, cpu, rssMaxMb, errors }) => ({
+  return sums.map(({ answers, wall, cpu, ...rest }) => ({
     perSecond: answers / wall,
     perCore: answers / cpu,
-    rssMaxMb,
-    errors,
+    ...rest,
   }));
 }
 
-export interface Latency {
-  readonly p50: number;
-  readonly p99: number;
-  readonly errors: number;
-}
+/** Open-loop latency (ms) and failures (transport errors, timeouts and non-2xx answers). */
+export type Latency = Record<'p50' | 'p99' | 'errors', number>;
 
 /**
  * Open loop over several targets in turns, each getting `seconds` in all: request i is due at start + i/rate
