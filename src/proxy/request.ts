@@ -164,16 +164,21 @@ export class ProxyRequest {
 
   /** The line's outcome: what the client got; the handler's own view beside it when shutdown answered first. */
   private outcome(first: { settlement: Settlement; by: AnsweredBy }, handler: Settlement): RequestOutcome {
-    const own = { ...handler.outcome, status: handler.status, code: handler.code };
-    const idempotencyKeySha256 = this.key?.sha256;
+    // One copy for the common case; the rare ones below add to it.
+    const own = {
+      ...handler.outcome,
+      status: handler.status,
+      code: handler.code,
+      idempotencyKeySha256: this.key?.sha256,
+    };
     if (first.by === 'shutdown') {
       const late = { status: own.status, code: own.code };
       const { status, code } = first.settlement;
-      return { ...own, status, code, causeCode: 'ERR_SIDECAR_SHUTDOWN', late, idempotencyKeySha256 };
+      return { ...own, status, code, causeCode: 'ERR_SIDECAR_SHUTDOWN', late };
     }
     // The caller went away before its answer: the line must say so, for the payment may exist all the same.
-    if (this.clientClosed && !this.res.headersSent) return { ...own, delivered: false, idempotencyKeySha256 };
-    return { ...own, idempotencyKeySha256 };
+    if (this.clientClosed && !this.res.headersSent) return { ...own, delivered: false };
+    return own;
   }
 
   private write(settlement: Settlement, by: AnsweredBy): void {
