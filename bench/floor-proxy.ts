@@ -1,7 +1,6 @@
-// The floor: the least a Node signing proxy can do per request with the sidecar's parts, node:http in, crypto.sign
-// on libuv's pool (the sidecar's signer), undici out, and nothing else: no validation, token lifecycle, retry
-// rules, logs or metrics. A yardstick, never a product: the bench loads it like the sidecar to show how much of
-// the gap to the signing limit is the stack's own. Reads the sidecar's settings; logs in, then prints {"url"}.
+// The floor: the least a Node signing proxy can do with the sidecar's parts (node:http in, its signer on libuv's
+// pool, undici out) and nothing else: no validation, token lifecycle, retry rules, logs or metrics. A yardstick,
+// never a product. Reads the sidecar's settings; logs in, then prints {"url"}.
 import { createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, type ServerResponse } from 'node:http';
@@ -31,9 +30,7 @@ async function forward(path: string, body: Buffer, res: ServerResponse): Promise
   const data = body.toString('base64');
   const timestamp = String(Math.floor(Date.now() / 1000));
   const nonce = `floor-${(count++).toString(36).padStart(26, '0')}`;
-  const signature = await signer.sign(
-    signingString({ method: 'POST', fullUrl: `${base}${path}`, timestamp, nonce, data }),
-  );
+  const signature = await signer.sign(signingString({ method: 'POST', fullUrl: base + path, timestamp, nonce, data }));
   const headers = {
     'content-type': 'application/json',
     authorization: `Bearer ${token}`,

@@ -1,10 +1,9 @@
-// The measurements: the raw signing limit, closed-loop saturation (autocannon) and open-loop latency.
+// The measurements: the signing limit, closed-loop saturation (autocannon), open-loop latency and RSS.
 import { constants, sign, type KeyObject } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { Pool } from 'undici';
-import type { Child } from './processes.js';
-import { cpuSeconds, rssMb } from './processes.js';
+import { cpuSeconds, rssMb, type Child } from './processes.js';
 import { PAYLOAD, ROUTE, type Target } from './stack.js';
 
 /** RSA-2048 PKCS#1 v1.5 SHA-256 signatures per CPU second, synchronously on one core, of a sidecar-sized input. */
@@ -22,22 +21,6 @@ export function signLimit(key: KeyObject, seconds: number): number {
   return count / ((cpu.user + cpu.system) / 1e6);
 }
 
-/**
- * How late a 1 ms timer of an idle Node process fires, at p99 (ms): the host's own scheduling noise. A latency
- * figure near or below it cannot be told apart from the host; added_p99 targets of about a millisecond need it
- * well under a millisecond.
- */
-export async function timerLatenessP99(seconds: number): Promise<number> {
-  const lateness: number[] = [];
-  const until = performance.now() + seconds * 1000;
-  while (performance.now() < until) {
-    const due = performance.now() + 1;
-    await sleep(1);
-    lateness.push(performance.now() - due);
-  }
-  return percentile(lateness, 0.99);
-}
-
 /** The q-quantile (0 < q <= 1) of the samples, nearest rank; sorts them in place. */
 export function percentile(samples: number[], q: number): number {
   samples.sort((a, b) => a - b);
@@ -51,120 +34,70 @@ export function watchRss(pid: number, everyMs: number): { readonly samples: numb
   return { samples, stop: () => clearInterval(timer) };
 }
 
-export interface Saturation {
-  readonly perSecond: number; // 2xx answers
-  readonly cores: number; // CPU the process used meanwhile (user + system, all threads)
-  readonly perCore: number;
-  readonly rssMaxMb: number;
-  readonly errors: number; // transport errors, timeouts and non-2xx answers
-}
-
-/** What one stretch of the closed loop counted. */
-interface Stretch {
-  readonly answers: number; // 2xx
-  readonly wallSeconds: number;
-  readonly cpuSeconds: number;
-  readonly rssMaxMb: number;
-  readonly errors: number;
-}
-
-/**
- * `rounds` rounds in which each of `count` contestants takes one turn, in an order that rotates from round to
- * round. The host's speed drifts from one minute to the next; in turns it drifts under every contestant alike, so
- * comparing their pooled figures compares them rather than the minutes they ran in.
- */
+// The one way the bench compares: `rounds` rounds of one turn each, in an order that rotates. The host's speed
+// drifts within minutes; in turns it drifts under every contestant alike.
 async function inTurns(count: number, rounds: number, turn: (index: number) => Promise<void>): Promise<void> {
   for (let round = 0; round < rounds; round++)
     for (let offset = 0; offset < count; offset++) await turn((round + offset) % count);
 }
 
+/** 2xx answers per second and per CPU second (user + system, all threads); RSS and errors with the warm-up's. */
+export type Saturation = Record<'perSecond' | 'perCore' | 'rssMaxMb' | 'errors', number>;
+const REQUEST = {
+  method: 'POST',
+  headers: { 'content-type': 'application/json' },
+  body: PAYLOAD,
+  timeout: 10,
+} as const;
+
 /**
- * Closed loop on several processes in turns (after a warm-up of `warmupSeconds` each, whose errors and memory
- * count), each getting `seconds` in all; one Saturation per process, in the order given.
+ * Closed loop (`connections` clients, each sending its next request as soon as it has an answer) on several
+ * processes in turns, after a warm-up of `warmupSeconds` each; each gets `seconds` in all.
  */
-export async function saturateInTurns(
+export async function saturate(
   procs: readonly Child[],
-  options: {
-    readonly warmupSeconds: number;
-    readonly seconds: number;
-    readonly rounds: number;
-    readonly connections: number;
-  },
+  options: { warmupSeconds: number; seconds: number; rounds: number; connections: number },
 ): Promise<Saturation[]> {
-  const warmups: Stretch[] = [];
-  for (const proc of procs) warmups.push(await closedLoop(proc, options.warmupSeconds, options.connections));
-  const stretches: Stretch[][] = procs.map(() => []);
-  await inTurns(procs.length, options.rounds, async (index) => {
-    const proc = procs[index];
-    if (proc) stretches[index]?.push(await closedLoop(proc, options.seconds / options.rounds, options.connections));
-  });
-  return stretches.map((measured, index) => {
-    const total = (field: 'answers' | 'wallSeconds' | 'cpuSeconds'): number =>
-      measured.reduce((sum, stretch) => sum + stretch[field], 0);
-    const all = [...measured, ...(warmups[index] ? [warmups[index]] : [])];
-    const cores = total('cpuSeconds') / total('wallSeconds');
-    const perSecond = total('answers') / total('wallSeconds');
-    return {
-      perSecond,
-      cores,
-      perCore: perSecond / cores,
-      rssMaxMb: Math.max(...all.map((stretch) => stretch.rssMaxMb)),
-      errors: all.reduce((sum, stretch) => sum + stretch.errors, 0),
-    };
-  });
+  const sums = procs.map(() => ({ answers: 0, wall: 0, cpu: 0, rssMaxMb: 0, errors: 0 }));
+  const stretch = async (index: number, seconds: number, counted: boolean): Promise<void> => {
+    const [proc, sum] = [procs[index], sums[index]];
+    if (!proc || !sum) return;
+    const rss = watchRss(proc.pid, 250);
+    const [cpu0, start] = [cpuSeconds(proc.pid), performance.now()];
+    const loop = autocannon({ ...REQUEST, url: proc.url + ROUTE, connections: options.connections, duration: seconds });
+    const result = await Promise.resolve(loop).finally(() => rss.stop());
+    if (counted) {
+      sum.answers += result['2xx'];
+      sum.wall += (performance.now() - start) / 1000;
+      sum.cpu += cpuSeconds(proc.pid) - cpu0;
+    }
+    sum.rssMaxMb = Math.max(sum.rssMaxMb, ...rss.samples);
+    sum.errors += result.errors + result.non2xx;
+  };
+  if (options.warmupSeconds > 0) for (let i = 0; i < procs.length; i++) await stretch(i, options.warmupSeconds, false);
+  await inTurns(procs.length, options.rounds, (i) => stretch(i, options.seconds / options.rounds, true));
+  return sums.map(({ answers, wall, cpu, ...rest }) => ({
+    perSecond: answers / wall,
+    perCore: answers / cpu,
+    ...rest,
+  }));
 }
 
-/** Closed loop: `connections` clients, each sending its next request as soon as it has an answer. */
-async function closedLoop(proc: Child, seconds: number, connections: number): Promise<Stretch> {
-  const rss = watchRss(proc.pid, 250);
-  const cpu0 = cpuSeconds(proc.pid);
-  const start = performance.now();
-  try {
-    const result = await autocannon({
-      url: `${proc.url}${ROUTE}`,
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: PAYLOAD,
-      connections,
-      duration: seconds,
-      timeout: 10,
-    });
-    return {
-      answers: result['2xx'],
-      wallSeconds: (performance.now() - start) / 1000,
-      cpuSeconds: cpuSeconds(proc.pid) - cpu0,
-      rssMaxMb: Math.max(...rss.samples),
-      errors: result.errors + result.non2xx,
-    };
-  } finally {
-    rss.stop();
-  }
-}
-
-export interface Latency {
-  readonly p50: number;
-  readonly p99: number;
-  readonly errors: number;
-}
+/** Open-loop latency (ms) and failures (transport errors, timeouts and non-2xx answers). */
+export type Latency = Record<'p50' | 'p99' | 'errors', number>;
 
 /**
- * Open loop: request i is due at start + i/rate whatever happened to earlier ones, and its latency runs from that
- * due time, so a stall counts against every request it delayed (no coordinated omission). The generator's own
- * timer lateness is included, alike for every target.
+ * Open loop over several targets in turns, each getting `seconds` in all: request i is due at start + i/rate
+ * whatever happened to earlier ones, and its latency runs from that due time, so a stall counts against every
+ * request it delayed (no coordinated omission). The generator's own timer lateness is included, alike for all.
  */
-export async function openLoop(target: Target, rate: number, seconds: number): Promise<Latency> {
-  return (await interleavedOpenLoop({ target }, rate, seconds, 1)).target;
-}
-
-/** The open loop over several targets in turns, each getting `seconds` in all, its samples pooled over the rounds. */
-export async function interleavedOpenLoop<Name extends string>(
+export async function openLoop<Name extends string>(
   targets: Record<Name, Target>,
   rate: number,
   seconds: number,
   rounds: number,
 ): Promise<Record<Name, Latency>> {
-  const names = Object.keys(targets) as Name[];
-  const runs = names.map((name) => ({
+  const runs = (Object.keys(targets) as Name[]).map((name) => ({
     name,
     target: targets[name],
     pool: new Pool(targets[name].url, { connections: 64, headersTimeout: 10_000, bodyTimeout: 10_000 }),
@@ -180,12 +113,8 @@ export async function interleavedOpenLoop<Name extends string>(
     await Promise.all(runs.map((run) => run.pool.close()));
   }
   const result = {} as Record<Name, Latency>;
-  for (const run of runs)
-    result[run.name] = {
-      p50: percentile(run.latencies, 0.5),
-      p99: percentile(run.latencies, 0.99),
-      errors: run.errors,
-    };
+  for (const { name, latencies, errors } of runs)
+    result[name] = { p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99), errors };
   return result;
 }
 

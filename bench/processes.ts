@@ -9,6 +9,7 @@ const running = new Set<ChildProcess>();
 export interface Child {
   readonly pid: number;
   readonly url: string;
+  alive(): boolean;
   stop(): Promise<void>;
 }
 
@@ -33,15 +34,10 @@ export function startNode(args: readonly string[], env: NodeJS.ProcessEnv, timeo
       if (url === undefined) return;
       clearTimeout(timer);
       child.off('exit', onExit);
-      resolve(adopt(child, url));
+      const alive = (): boolean => child.exitCode === null && child.signalCode === null;
+      resolve({ pid: child.pid ?? 0, url, alive, stop: () => stop(child) });
     });
   });
-}
-
-/** A started child (`url` is where it listens), stopped with the others by stopAll and at exit. */
-export function adopt(child: ChildProcess, url: string): Child {
-  running.add(child);
-  return { pid: child.pid ?? 0, url, stop: () => stop(child) };
 }
 
 /** SIGTERM, then SIGKILL if the child is still there after `graceMs`. */

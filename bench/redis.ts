@@ -1,47 +1,12 @@
-// A throwaway redis-server for `npm run bench -- --state-store redis`: loopback, no persistence, a free port (Redis
-// cannot listen on port 0 and report it), stopped with the bench's other children. And how long one command takes
-// on it: the unit of what an Idempotency-Key costs.
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
+// What one Redis command costs, the unit of what an Idempotency-Key costs (a claim and a completion); the
+// throwaway redis-server is the test suite's (loopback, no persistence, removed at exit).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createClient } from '@redis/client';
 import { percentile } from './load.js';
-import { freePort } from '../test/support/free-port.js';
-import { adopt, type Child } from './processes.js';
+export { startRedis } from '../test/support/redis-server.js';
 
-/** Resolves once redis-server says it accepts connections; `url` is its redis:// address. */
-export async function startRedis(timeoutMs = 10_000): Promise<Child> {
-  const port = await freePort();
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
-  const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  const url = `redis://127.0.0.1:${port}`;
-  return new Promise((resolve, reject) => {
-    const fail = (why: string): void => {
-      clearTimeout(timer);
-      child.kill('SIGKILL');
-      reject(new Error(`redis-server: ${why} (install the Debian package redis-server)`));
-    };
-    const timer = setTimeout(() => fail(`not ready within ${timeoutMs} ms`), timeoutMs);
-    child.once('error', (err) => fail(err.message));
-    child.once('exit', (code) => fail(`exited early (${code})`));
-    createInterface({ input: child.stdout }).on('line', (line) => {
-      if (!line.includes('Ready to accept connections')) return;
-      clearTimeout(timer);
-      child.removeAllListeners('exit');
-      resolve(adopt(child, url));
-    });
-  });
-}
-
-/**
- * One command's round trip (ms) at `rate` commands a second, as a sidecar sees it: a fresh `SET NX PX`, the shape
- * of an Idempotency-Key's claim, timed from the call to the reply.
- */
-export async function commandLatency(
-  url: string,
-  rate: number,
-  seconds: number,
-): Promise<{ p50: number; p99: number }> {
+/** One fresh `SET NX PX` (a key's claim) at `rate` a second, timed from the call to the reply: p50 in ms. */
+export async function commandP50(url: string, rate: number, seconds: number): Promise<number> {
   const client = createClient({ url, disableOfflineQueue: true });
   client.on('error', () => {}); // a failure surfaces as the command's own rejection
   await client.connect();
@@ -56,5 +21,5 @@ export async function commandLatency(
   } finally {
     client.destroy();
   }
-  return { p50: percentile(samples, 0.5), p99: percentile(samples, 0.99) };
+  return percentile(samples, 0.5);
 }

@@ -120,15 +120,14 @@ async function handle(
   const { response, gatewayCode, attempts } = result;
   if (gatewayCode === 'signature.verify.failed') logVerifyFailure(deps.log, request.id, result, envelope.data);
   const code = errorLabel(response.status, gatewayCode) ?? 'ok';
-  const answer = {
-    status: response.status,
-    headers: forwardableResponseHeaders(response.headers),
-    body: response.body,
-  };
+  const { status, body } = response;
+  const answerHeaders = forwardableResponseHeaders(response.headers);
   return {
-    ...answer,
+    status,
     code,
-    keep: { kind: 'store', answer: { ...answer, code } },
+    headers: answerHeaders,
+    body,
+    keep: { kind: 'store', answer: { status, headers: answerHeaders, body, code } },
     outcome: { gatewayCode: gatewayCode?.slice(0, 100), attempts, payload },
   };
 }

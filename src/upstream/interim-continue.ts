@@ -21,7 +21,9 @@ export class InterimContinueFilter extends Duplex {
   private held: Buffer = Buffer.alloc(0);
 
   constructor(private readonly socket: Socket) {
-    super({ allowHalfOpen: false });
+    // Strings (undici writes each head as latin1 text) go to the socket as they are, which encodes them on its
+    // way to the kernel: decoding them to Buffers here first would cost a copy per write.
+    super({ allowHalfOpen: false, decodeStrings: false });
     socket.on('data', (chunk: Buffer) => this.inbound(chunk));
     socket.on('end', () => {
       this.pass(this.held);
@@ -31,7 +33,7 @@ export class InterimContinueFilter extends Duplex {
     socket.on('close', () => this.destroy());
   }
 
-  override _write(chunk: Buffer, encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+  override _write(chunk: Buffer | string, encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
     // undici writes a request only once the previous answer is complete (no pipelining): what comes next starts
     // this request's answer.
     this.atAnswerStart = true;
@@ -43,7 +45,7 @@ export class InterimContinueFilter extends Duplex {
    * in one write to the kernel (writev), as they would without this wrapper, rather than one write each.
    */
   override _writev(
-    chunks: Array<{ chunk: Buffer; encoding: BufferEncoding }>,
+    chunks: Array<{ chunk: Buffer | string; encoding: BufferEncoding }>,
     callback: (error?: Error | null) => void,
   ): void {
     this.atAnswerStart = true;

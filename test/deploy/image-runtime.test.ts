@@ -39,7 +39,10 @@ describe('Dockerfile and .dockerignore', () => {
   test('runtime: numeric non-root user, exec-form entrypoint, SIGTERM, no secrets', () => {
     const user = /^USER (\d+)(?::(\d+))?$/m.exec(runtime);
     assert.ok(user && Number(user[1]) > 0, 'USER must be a numeric non-root uid');
-    assert.match(runtime, /^ENTRYPOINT \["node", "--max-semi-space-size=8", "dist\/src\/main\.js"\]$/m);
+    assert.match(
+      runtime,
+      /^ENTRYPOINT \["node", "--max-semi-space-size=4", "--max-old-space-size=192", "dist\/src\/main\.js"\]$/m,
+    );
     assert.match(runtime, /^CMD \["serve"\]$/m);
     assert.match(runtime, /^STOPSIGNAL SIGTERM$/m);
     assert.doesNotMatch(dockerfile, /^(ENV|ARG) \S*(PASSWORD|SECRET|TOKEN|PRIVATE_KEY)/im, 'no secrets in layers');

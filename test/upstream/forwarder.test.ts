@@ -464,3 +464,18 @@ describe('forwarder: a wait for a free connection is a span', () => {
     assert.equal(tracing.spans.length, 0);
   });
 });
+
+describe('answerCorrelation: which answers it reads', () => {
+  const check = answerCorrelation(['invoice_no'], { invoice_no: 'INV-1', amount: 10 });
+  const answer = (body: string) => ({ status: 201, headers: {}, body: Buffer.from(body) });
+
+  it('an answer without the field passes unread; one with a different value is a stray', () => {
+    assert.equal(check?.(answer('{"transaction_link":"https://pay.example/t/1","status":"PENDING"}')), undefined);
+    assert.equal(check?.(answer('{"invoice_no":"INV-1"}')), undefined);
+    assert.equal(check?.(answer('{"invoice_no":"INV-2"}'))?.code, 'ERR_GATEWAY_ANSWER_MISMATCH');
+  });
+
+  it('a key written with escapes is still found: the answer is parsed whenever it holds a backslash', () => {
+    assert.equal(check?.(answer('{"invoice\\u005fno":"INV-2"}'))?.code, 'ERR_GATEWAY_ANSWER_MISMATCH');
+  });
+});
