@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
+import { RedisStateStore } from '../../src/state/redis-store.js';
 import { freshDeposit, newKey, send, type Reply } from '../support/idempotent-calls.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
@@ -139,6 +140,30 @@ describe('Redis Sentinel: a failover under keyed traffic', () => {
       assert.equal(simulator.tokenGrants().password, grantsBefore, 'the token survived: no new password login');
     } finally {
       await Promise.all([one.stop(), two.stop()]);
+    }
+  });
+});
+
+describe('Redis Sentinel: the Sentinels restarted', () => {
+  it('after a restart of every Sentinel, a second failover is still followed by a running sidecar', async (t) => {
+    const running = await replica();
+    try {
+      assert.equal((await eventuallyOk(() => send(running.sidecar.proxyUrl, newKey(), freshDeposit()))).status, 200);
+      await set.restartSentinels();
+      const before = await set.currentPrimary();
+      const [primary] = [set.primary, set.replica].filter((node) => before.endsWith(`:${node.port}`));
+      assert.ok(primary !== undefined, `the primary ${before} is one of the two`);
+      await primary.crash();
+      const after = await set.failedOver(before, 30_000);
+      await primary.start();
+      const reply = await eventuallyOk(() => send(running.sidecar.proxyUrl, newKey(), freshDeposit()));
+      t.diagnostic(`${before} -> ${after} after the Sentinels' restart`);
+      assert.equal(reply.status, 200, 'the sidecar found the new primary through the restarted Sentinels');
+      const { store } = running.sidecar;
+      assert.ok(store instanceof RedisStateStore);
+      assert.equal((await store.topology()).primary, after, "the sidecar's primary is the one the Sentinels promoted");
+    } finally {
+      await running.stop();
     }
   });
 });

@@ -6,6 +6,7 @@
  *   await set.primary.crash();               // SIGKILL the primary; set.failedOver() resolves on the new one
  *
  *   const cluster = await startCluster(3);   // three primaries covering the 16384 slots, no replicas
+ *   await startCluster(3, 1)                 // the same, each primary with a replica (failover inside a shard)
  *   cluster.env                              // SIDECAR_REDIS_MODE=cluster, SIDECAR_REDIS_NODES=...
  *   await cluster.moveSlot(slot, toIndex)    // resharding: the slot's keys migrate to another primary
  *
@@ -33,6 +34,8 @@ export interface SentinelSet {
   currentPrimary(): Promise<string>;
   /** Resolves once the Sentinels name a primary other than `previous`. */
   failedOver(previous: string, timeoutMs: number): Promise<string>;
+  /** Kills every Sentinel (SIGKILL) and starts them again from their own config files, on the same ports. */
+  restartSentinels(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -51,7 +54,8 @@ export async function startSentinelSet(): Promise<SentinelSet> {
     15_000,
   );
   const ports = await Promise.all([freeStablePort(), freeStablePort(), freeStablePort()]);
-  const children = await Promise.all(ports.map((port) => spawnSentinel(port, primary.port)));
+  const files = await Promise.all(ports.map((port) => sentinelConfig(port, primary.port)));
+  let children = await Promise.all(files.map((file) => spawnSentinel(file)));
   const ask = async (): Promise<string> => {
     for (const port of ports) {
       try {
@@ -96,6 +100,11 @@ export async function startSentinelSet(): Promise<SentinelSet> {
       await until(async () => (now = await ask()) !== previous, timeoutMs);
       return now;
     },
+    async restartSentinels() {
+      await Promise.all(children.map((child) => stopChild(child)));
+      // Each Sentinel rewrote its file with what it knows (the primary, the replica, its peers): it resumes from it.
+      children = await Promise.all(files.map((file) => spawnSentinel(file)));
+    },
     async close() {
       await Promise.all(children.map((child) => stopChild(child)));
       await Promise.all([primary.close(), replica.close()]);
@@ -103,8 +112,8 @@ export async function startSentinelSet(): Promise<SentinelSet> {
   };
 }
 
-/** A Sentinel that declares the primary down after 1 s and fails over quickly (a test's patience, not production's). */
-async function spawnSentinel(port: number, primaryPort: number): Promise<ChildProcess> {
+/** A Sentinel's config: it declares the primary down after 1 s and fails over quickly (a test's patience). */
+async function sentinelConfig(port: number, primaryPort: number): Promise<string> {
   const dir = scratchDir('sentinel-');
   const file = join(dir, 'sentinel.conf');
   await writeFile(
@@ -120,6 +129,11 @@ async function spawnSentinel(port: number, primaryPort: number): Promise<ChildPr
       '',
     ].join('\n'),
   );
+  return file;
+}
+
+/** Starts redis-sentinel on `file` and resolves once it monitors the primary. */
+async function spawnSentinel(file: string): Promise<ChildProcess> {
   const child = spawn('redis-sentinel', [file, '--logfile', '', '--daemonize', 'no'], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -163,30 +177,26 @@ export interface TestCluster {
   close(): Promise<void>;
 }
 
-export async function startCluster(primaries = 3): Promise<TestCluster> {
+export async function startCluster(primaries = 3, replicasEach = 0): Promise<TestCluster> {
   const nodes: TestRedis[] = [];
-  for (let i = 0; i < primaries; i++) {
-    nodes.push(await startRedis({ args: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf'] }));
+  const args = ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--repl-diskless-sync-delay', '0'];
+  // With replicas, a primary is failed over after 2 s instead of the default 15 s (a production's patience).
+  // Without, the default stays: a loaded machine must not have a primary declared failed for a slow event loop.
+  if (replicasEach > 0) args.push('--cluster-node-timeout', '2000');
+  for (let i = 0; i < primaries * (1 + replicasEach); i++) {
+    nodes.push(await startRedis({ args }));
   }
-  await run(
-    'redis-cli',
-    [
-      '--cluster',
-      'create',
-      ...nodes.map((node) => `127.0.0.1:${node.port}`),
-      '--cluster-replicas',
-      '0',
-      '--cluster-yes',
-    ],
-    { timeout: 20_000 },
-  );
+  const addresses = nodes.map((node) => `127.0.0.1:${node.port}`);
+  const create = ['--cluster', 'create', ...addresses, '--cluster-replicas', String(replicasEach), '--cluster-yes'];
+  await run('redis-cli', create, { timeout: 20_000 });
   await until(async () => {
     const states = await Promise.all(nodes.map((node) => node.cli('CLUSTER', 'INFO')));
     return states.every((lines) => lines.some((line) => line.trim() === 'cluster_state:ok'));
   }, 15_000);
   const idOf = async (node: TestRedis) => (await node.cli('CLUSTER', 'MYID'))[0] ?? '';
   const ownerOf = async (slot: number): Promise<number> => {
-    const lines = await nodes[0]!.cli('CLUSTER', 'SLOTS');
+    // Any node that answers (one may be down: a failover test).
+    const lines = await Promise.any(nodes.map((node) => node.cli('CLUSTER', 'SLOTS')));
     // redis-cli prints the nested reply flat: start, end, then the primary's ip, port, id, ...
     for (let i = 0; i + 3 < lines.length; i++) {
       const [start, end, , port] = [Number(lines[i]), Number(lines[i + 1]), lines[i + 2], Number(lines[i + 3])];
