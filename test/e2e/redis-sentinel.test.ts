@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
 import { RedisStateStore } from '../../src/state/redis-store.js';
-import { freshDeposit, newKey, send, type Reply } from '../support/idempotent-calls.js';
+import { acceptable, freshDeposit, newKey, send, type Reply } from '../support/idempotent-calls.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
 import { startSentinelSet, type SentinelSet } from '../support/redis-topologies.js';
@@ -33,13 +33,6 @@ async function replica(extra: NodeJS.ProcessEnv = {}): Promise<TestSidecar> {
   const running = await startTestSidecar(await sidecarEnv(keys, simulator.baseUrl, env));
   await waitUntilReady(running.sidecar, 10_000);
   return running;
-}
-
-/** The answers a caller can rely on: the first answer again, an outcome to check, or a retryable refusal. */
-function acceptable(reply: Reply): boolean {
-  if (reply.status === 200) return true;
-  if (reply.code === 'sidecar.upstream.outcome_unknown') return true;
-  return reply.status === 503 && reply.retryable === true;
 }
 
 describe('Redis Sentinel: a failover under keyed traffic', () => {

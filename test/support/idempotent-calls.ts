@@ -52,6 +52,18 @@ export async function send(
   };
 }
 
+/**
+ * The answers a caller can rely on: the first answer again, an outcome to check, or a retryable refusal with nothing
+ * sent: 503, or 409 in_progress for a key whose first request could not record its answer while Redis failed over
+ * (the claim stands until its deadline, then a retry gets outcome_unknown: never a second payment).
+ */
+export function acceptable(reply: Reply): boolean {
+  if (reply.status === 200) return true;
+  if (reply.code === 'sidecar.upstream.outcome_unknown') return true;
+  const refused = reply.status === 503 || reply.code === 'sidecar.idempotency.in_progress';
+  return refused && reply.retryable === true;
+}
+
 /** A key as a careful caller makes one: random, unique per payment. */
 export const newKey = (): string => `pay-${randomUUID()}`;
 
