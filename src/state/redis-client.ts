@@ -91,18 +91,17 @@ function socketOptions(options: RedisConnectionOptions) {
 }
 
 /**
- * Every connection as the store needs it: RESP2 (any Redis from 5 on, and every managed offering), no offline
- * queue (a command while disconnected fails at once: an outage must fail fast, never queue), a bounded queue,
- * capped reconnect backoff, no CLIENT SETINFO (one command less for the ACL rules to allow).
+ * Every connection to a data node as the store needs it, whatever the topology: no offline queue (a command while
+ * disconnected fails at once: an outage must fail fast, never queue), a bounded queue, capped reconnect backoff, no
+ * CLIENT SETINFO (one command less for the ACL rules to allow). Each topology also asks for RESP2 (any Redis from 5
+ * on, and every managed offering).
  */
-function nodeOptions(options: RedisConnectionOptions) {
+function dataNodeOptions(options: RedisConnectionOptions) {
   return {
-    RESP: 2 as const,
     socket: socketOptions(options),
     disableOfflineQueue: true,
     commandsQueueMaxLength: MAX_QUEUED_COMMANDS,
     disableClientInfo: true,
-    maintNotifications: 'disabled' as const,
     ...credentials(options.username, options.password),
   };
 }
@@ -128,7 +127,8 @@ async function roleView(
 
 function standaloneLink(options: RedisConnectionOptions, url: string): RedisLink {
   // The URL's scheme says whether it is TLS.
-  const client = createClient({ url, ...nodeOptions({ ...options, tls: url.startsWith('rediss:') }) });
+  const node = dataNodeOptions({ ...options, tls: url.startsWith('rediss:') });
+  const client = createClient({ url, RESP: 2, maintNotifications: 'disabled', ...node });
   return {
     get isOpen() {
       return client.isOpen;
@@ -167,7 +167,7 @@ function sentinelLink(
   options: RedisConnectionOptions,
   topology: Extract<RedisTopology, { mode: 'sentinel' }>,
 ): RedisLink {
-  const node = nodeOptions(options);
+  const node = dataNodeOptions(options);
   const first = new FirstConnection();
   const sentinel = createSentinel({
     name: topology.master,
@@ -175,13 +175,7 @@ function sentinelLink(
     RESP: 2,
     masterPoolSize: 1,
     replicaPoolSize: 0,
-    nodeClientOptions: {
-      socket: node.socket,
-      disableOfflineQueue: true,
-      commandsQueueMaxLength: MAX_QUEUED_COMMANDS,
-      disableClientInfo: true,
-      ...credentials(options.username, options.password),
-    },
+    nodeClientOptions: node,
     sentinelClientOptions: {
       socket: node.socket,
       disableClientInfo: true,
@@ -225,17 +219,11 @@ function sentinelLink(
  */
 function clusterLink(options: RedisConnectionOptions, nodes: readonly RedisNode[]): RedisLink {
   const scheme = options.tls === true ? 'rediss' : 'redis';
-  const node = nodeOptions(options);
+  const node = dataNodeOptions(options);
   const first = new FirstConnection();
   const cluster = createCluster({
     rootNodes: nodes.map((entry) => ({ url: `${scheme}://${entry.host}:${entry.port}` })),
-    defaults: {
-      socket: node.socket,
-      disableOfflineQueue: true,
-      commandsQueueMaxLength: MAX_QUEUED_COMMANDS,
-      disableClientInfo: true,
-      ...credentials(options.username, options.password),
-    },
+    defaults: node,
     RESP: 2,
     useReplicas: false,
   });
