@@ -184,7 +184,9 @@ export async function startCluster(primaries = 3, replicasEach = 0): Promise<Tes
   // Without, the default stays: a loaded machine must not have a primary declared failed for a slow event loop.
   if (replicasEach > 0) args.push('--cluster-node-timeout', '2000');
   for (let i = 0; i < primaries * (1 + replicasEach); i++) {
-    nodes.push(await startRedis({ args }));
+    // The cluster bus listens on its own port, by default the node's port + 10000, which may be taken (it can fall in
+    // the ephemeral range): a free one is given instead.
+    nodes.push(await startRedis({ args: [...args, '--cluster-port', String(await freeStablePort())] }));
   }
   const addresses = nodes.map((node) => `127.0.0.1:${node.port}`);
   const create = ['--cluster', 'create', ...addresses, '--cluster-replicas', String(replicasEach), '--cluster-yes'];
