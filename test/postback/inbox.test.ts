@@ -120,9 +120,10 @@ describe('queued postback delivery', { timeout: 60_000 }, () => {
   });
 
   test('queued delivery with the memory store is refused at start, naming both settings', async () => {
-    const gateway = await gatewayKeys();
+    const [gateway, webhook] = await Promise.all([gatewayKeys(), new InternalWebhook().start()]);
+    cleanups.push(() => webhook.stop());
     await assert.rejects(
-      startSignedReceiver(gateway, { SIDECAR_POSTBACK_DELIVERY: 'queued', SIDECAR_STATE_STORE: 'memory' }),
+      startSignedReceiver(gateway, { SIDECAR_POSTBACK_DELIVERY: 'queued', SIDECAR_STATE_STORE: 'memory' }, webhook),
       (err: Error) => /SIDECAR_POSTBACK_DELIVERY/.test(err.message) && /SIDECAR_STATE_STORE/.test(err.message),
     );
   });
