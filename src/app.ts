@@ -21,6 +21,7 @@ import { causeFamily, createForwarder, type Forwarder } from './upstream/forward
 import { createShutdown } from './shutdown.js';
 import { keeperFromConfig, requestDeadlineFromConfig } from './idempotency/from-config.js';
 import { openStateStore } from './state/open-store.js';
+import type { RedisStateStore } from './state/redis-store.js';
 import type { StateStore } from './state/state-store.js';
 import { packageVersion } from './version.js';
 
@@ -103,9 +104,15 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const signer = createSigner(config.privateKey);
   // Its own listener, connection cap and timeouts: readiness and the egress path do not depend on it.
   // Loaded only when the receiver is on: a pod that receives no postbacks does not carry its code.
+  // `queued` is refused with the memory store at start (postback-settings.ts): the store here is Redis.
+  const inbox =
+    config.postback?.delivery === 'queued' && opened.kind === 'redis'
+      ? (await import('./postback/inbox.js')).createRedisInbox(opened as RedisStateStore)
+      : undefined;
   const postbacks = config.postback
     ? (await import('./postback/receiver.js')).createPostbackReceiver(config.postback, {
         store,
+        ...(inbox === undefined ? {} : { inbox }),
         metrics: metrics.postbacks,
         log,
         nowMs: deps.now ?? Date.now,

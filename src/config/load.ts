@@ -236,8 +236,16 @@ function postbackSettings(
     ...schema.get('postback'),
     publicKeyFile: settings.path('postback.publicKeyFile'),
     allowCidrs: textList(schema.get('postback.allowCidrs')),
+    retrySchedule: textList(schema.get('postback.retrySchedule')),
   };
-  const { config, errors } = loadPostbackSettings({ raw, environment, otherPorts, readFile: readSecretFile });
+  const stateStore = settings.invalid.has('state.store') ? undefined : schema.get('state.store');
+  const { config, errors } = loadPostbackSettings({
+    raw,
+    environment,
+    stateStore,
+    otherPorts,
+    readFile: readSecretFile,
+  });
   refusals.errors.push(...errors);
   return errors.length > 0 ? null : config;
 }

@@ -29,7 +29,7 @@ export interface PostbackSourceAllowList {
 
 /** The receiver's settings: those used as they are keep the schema's type, the others are parsed or loaded. */
 export interface PostbackConfig extends Readonly<
-  Omit<Settings['postback'], 'listen' | 'publicUrl' | 'publicKeyFile' | 'allowCidrs'>
+  Omit<Settings['postback'], 'listen' | 'publicUrl' | 'publicKeyFile' | 'allowCidrs' | 'retrySchedule'>
 > {
   readonly listen: Readonly<Settings['postback']['listen']>;
   readonly publicUrl: PostbackPublicUrl;
@@ -38,11 +38,15 @@ export interface PostbackConfig extends Readonly<
   readonly publicKeyFile: string | undefined;
   /** Undefined: any source. */
   readonly allowCidrs: PostbackSourceAllowList | undefined;
+  /** `queued` delivery: the delay before each attempt, in ms (the first one included). */
+  readonly retryScheduleMs: readonly number[];
 }
 
 export interface PostbackInput {
   /** The `postback` settings after the schema validation, the key file's path resolved like the other paths. */
   readonly raw: Settings['postback'];
+  /** The state store (SIDECAR_STATE_STORE): `queued` delivery keeps its postbacks in Redis. */
+  readonly stateStore: string | undefined;
   readonly environment: Environment | undefined;
   /** Ports the other listeners take (0 excluded by the caller): a shared port would fail at start. */
   readonly otherPorts: ReadonlyArray<{ readonly key: string; readonly port: number }>;
@@ -55,6 +59,21 @@ export const NONCE_MARGIN_SECONDS = 30;
 /** How long `postback:nonce:<nonce>` is kept. */
 export function nonceTtlSeconds(config: Pick<PostbackConfig, 'maxAgeSeconds' | 'maxFutureSeconds'>): number {
   return config.maxAgeSeconds + config.maxFutureSeconds + NONCE_MARGIN_SECONDS;
+}
+
+const DURATION_UNITS_MS: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** `0s,5s,5m,2h`: each delay in ms. A bare number is refused: a unit left out is too easy to misread. */
+export function parseRetrySchedule(entries: readonly string[]): number[] {
+  if (entries.length === 0) throw fail('retrySchedule', 'is empty; give at least one delay (0s)');
+  return entries.map((entry) => {
+    const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(entry.trim());
+    const unit = match === null ? undefined : DURATION_UNITS_MS[match[2] ?? ''];
+    if (match === null || unit === undefined) {
+      throw fail('retrySchedule', `"${entry}" is not a delay with its unit (250ms, 5s, 5m, 2h, 1d)`);
+    }
+    return Math.round(Number(match[1]) * unit);
+  });
 }
 
 const fail = (key: string, reason: string): ConfigError => new ConfigError(settingName(`postback.${key}`), reason);
@@ -186,6 +205,14 @@ function crossChecks(input: PostbackInput, errors: ConfigError[]): void {
       ),
     );
   }
+  if (raw.delivery === 'queued' && input.stateStore === 'memory') {
+    errors.push(
+      fail(
+        'delivery',
+        `queued requires ${settingName('state.store')}=redis: with ${settingName('state.store')}=memory an accepted postback would be lost with the pod`,
+      ),
+    );
+  }
   if (raw.listen.host.trim() === '')
     errors.push(fail('listen.host', 'is empty; give an address (0.0.0.0 for every interface)'));
 }
@@ -204,9 +231,11 @@ export function loadPostbackSettings(input: PostbackInput): { config?: PostbackC
         undefined)
       : attempt(errors, () => parsePostbackPublicUrl(raw.publicUrl, input.environment));
   const keys = publicKeys(input, errors);
+  const schedule = attempt(errors, () => parseRetrySchedule(raw.retrySchedule));
   const allow = raw.allowCidrs.length === 0 ? undefined : attempt(errors, () => parseAllowCidrs(raw.allowCidrs));
   crossChecks(input, errors);
   if (errors.length > 0 || forward === undefined || publicUrl === undefined || keys === undefined) return { errors };
+  if (schedule === undefined) return { errors };
   if (raw.allowCidrs.length > 0 && allow === undefined) return { errors };
   const config: PostbackConfig = {
     forwardUrl: forward,
@@ -221,6 +250,10 @@ export function loadPostbackSettings(input: PostbackInput): { config?: PostbackC
     maxFutureSeconds: raw.maxFutureSeconds,
     deliveredTtlSeconds: raw.deliveredTtlSeconds,
     maxConnections: raw.maxConnections,
+    delivery: raw.delivery,
+    deliveryConcurrency: raw.deliveryConcurrency,
+    retryScheduleMs: schedule,
+    visibilityTimeoutMs: raw.visibilityTimeoutMs,
   };
   return { config, errors };
 }

@@ -29,6 +29,23 @@ export const CONFIG_FILE_ENV = {
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export const STATE_STORES = ['memory', 'redis'] as const;
 export const REDIS_MODES = ['standalone', 'sentinel', 'cluster'] as const;
+export const POSTBACK_DELIVERIES = ['direct', 'queued'] as const;
+/** About three days of attempts: a merchant's application down over a weekend still gets every postback. */
+export const DEFAULT_POSTBACK_RETRY_SCHEDULE = [
+  '0s',
+  '5s',
+  '5m',
+  '30m',
+  '2h',
+  '5h',
+  '10h',
+  '10h',
+  '10h',
+  '10h',
+  '10h',
+  '10h',
+  '5h',
+];
 
 export const SETTINGS = {
   baseUrl: {
@@ -358,6 +375,30 @@ export const SETTINGS = {
       format: 'positive-int',
       default: 256,
       env: 'SIDECAR_POSTBACK_MAX_CONNECTIONS',
+    },
+    delivery: {
+      doc: '`direct`: the gateway waits while the postback is forwarded, and a failed forward is answered 503 (the gateway redelivers). `queued`: the postback is kept in Redis and answered 200 at once, then delivered (and retried) by the replicas ([postbacks.md](postbacks.md)); requires `SIDECAR_STATE_STORE=redis`.',
+      format: [...POSTBACK_DELIVERIES],
+      default: 'direct' as (typeof POSTBACK_DELIVERIES)[number],
+      env: 'SIDECAR_POSTBACK_DELIVERY',
+    },
+    deliveryConcurrency: {
+      doc: '`queued` delivery: most postbacks each replica delivers to the internal service at once.',
+      format: 'positive-int',
+      default: 4,
+      env: 'SIDECAR_POSTBACK_DELIVERY_CONCURRENCY',
+    },
+    retrySchedule: {
+      doc: '`queued` delivery: the delay before each attempt (`ms`, `s`, `m`, `h`, `d`), the first one included; after the last failed attempt the postback goes to the dead letters. A `Retry-After` in seconds from the internal service is honoured when longer.',
+      format: 'text-list',
+      default: DEFAULT_POSTBACK_RETRY_SCHEDULE,
+      env: 'SIDECAR_POSTBACK_RETRY_SCHEDULE',
+    },
+    visibilityTimeoutMs: {
+      doc: '`queued` delivery: a postback taken by a replica that did not finish it in this time (crashed, stopped) is taken over by another.',
+      format: 'positive-int',
+      default: 60_000,
+      env: 'SIDECAR_POSTBACK_VISIBILITY_TIMEOUT_MS',
     },
   },
   // The shared state (docs/fleet.md): the token record, postback nonces, idempotency keys.

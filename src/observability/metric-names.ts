@@ -94,6 +94,7 @@ export type IdempotencyOutcome = (typeof IDEMPOTENCY_OUTCOMES)[number];
  */
 export const POSTBACK_OUTCOMES = [
   'forwarded',
+  'accepted',
   'duplicate',
   'signature_invalid',
   'signature_missing',

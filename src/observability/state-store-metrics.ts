@@ -14,6 +14,14 @@ export const STATE_STORE_COMMANDS = [
   'subscribe',
   'ping',
   'wait',
+  'stream_add',
+  'stream_group_create',
+  'stream_read_group',
+  'stream_ack',
+  'stream_auto_claim',
+  'zset_add',
+  'zset_range',
+  'zset_remove',
 ] as const;
 export type StateStoreCommand = (typeof STATE_STORE_COMMANDS)[number];
 

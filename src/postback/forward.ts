@@ -9,6 +9,8 @@ export interface ForwardResult {
   /** Why there is no status (errno or undici code, never a message that could quote a URL's secret). */
   readonly failure: string | undefined;
   readonly seconds: number;
+  /** The answer's Retry-After in seconds, when it gave one as a number. */
+  readonly retryAfterSeconds?: number;
 }
 
 export interface PostbackForwarder {
@@ -19,6 +21,8 @@ export interface PostbackForwarder {
     signal: AbortSignal,
     traceHeaders?: Readonly<Record<string, string>>,
   ): Promise<ForwardResult>;
+  /** One POST of `body` with exactly `headers` (the queued delivery, which keeps the headers it was given). */
+  post(body: Buffer | string, headers: Readonly<Record<string, string>>, signal: AbortSignal): Promise<ForwardResult>;
   close(): Promise<void>;
 }
 
@@ -67,32 +71,46 @@ function forwardSignal(stopping: AbortSignal, timeoutMs: number): { signal: Abor
 export function createPostbackForwarder(url: string, timeoutMs: number): PostbackForwarder {
   // Its own pool: the receiver never takes a connection from the gateway client, and the other way round.
   const agent = new Agent({ connections: MAX_CONNECTIONS, connect: { timeout: timeoutMs } });
+  const post: PostbackForwarder['post'] = async (body, headers, signal) => {
+    const started = process.hrtime.bigint();
+    const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
+    const abort = forwardSignal(signal, timeoutMs);
+    try {
+      const res = await request(url, {
+        method: 'POST',
+        dispatcher: agent,
+        headers,
+        body,
+        signal: abort.signal,
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+      });
+      // The answer's body is not used; it is read (bounded) so that the connection can be reused.
+      await res.body.dump({ limit: 64 * 1024 });
+      const retryAfter = retryAfterSeconds(res.headers['retry-after']);
+      return {
+        status: res.statusCode,
+        failure: undefined,
+        seconds: seconds(),
+        ...(retryAfter === undefined ? {} : { retryAfterSeconds: retryAfter }),
+      };
+    } catch (err) {
+      return { status: undefined, failure: failureCode(err), seconds: seconds() };
+    } finally {
+      abort.done();
+    }
+  };
   return {
-    async forward(postback, requestId, signal, traceHeaders) {
-      const started = process.hrtime.bigint();
-      const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
-      const abort = forwardSignal(signal, timeoutMs);
-      try {
-        const res = await request(url, {
-          method: 'POST',
-          dispatcher: agent,
-          headers: forwardHeaders(postback, requestId, traceHeaders),
-          body: postback.payload,
-          signal: abort.signal,
-          headersTimeout: timeoutMs,
-          bodyTimeout: timeoutMs,
-        });
-        // The answer's body is not used; it is read (bounded) so that the connection can be reused.
-        await res.body.dump({ limit: 64 * 1024 });
-        return { status: res.statusCode, failure: undefined, seconds: seconds() };
-      } catch (err) {
-        return { status: undefined, failure: failureCode(err), seconds: seconds() };
-      } finally {
-        abort.done();
-      }
-    },
+    forward: (postback, requestId, signal, traceHeaders) =>
+      post(postback.payload, forwardHeaders(postback, requestId, traceHeaders), signal),
+    post,
     close: () => agent.close(),
   };
+}
+
+function retryAfterSeconds(value: string | string[] | undefined): number | undefined {
+  const text = Array.isArray(value) ? value[0] : value;
+  return text !== undefined && /^\d{1,9}$/.test(text.trim()) ? Number(text.trim()) : undefined;
 }
 
 function failureCode(err: unknown): string {

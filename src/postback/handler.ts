@@ -11,7 +11,8 @@ import { readBody } from '../proxy/body.js';
 import { endAfterUnreadBody, requestId } from '../proxy/listener.js';
 import { StateStoreUnavailableError } from '../state/state-store.js';
 import type { BodyBudget } from './body-budget.js';
-import type { PostbackForwarder } from './forward.js';
+import { forwardHeaders, type PostbackForwarder } from './forward.js';
+import type { PostbackInbox } from './inbox.js';
 import { postbackRefusals, PostbackRefusal, RETRY_AFTER_SECONDS, type PostbackOutcome } from './refusal.js';
 import type { ReplayMemory } from './replay-memory.js';
 import type { PostbackVerifier, VerifiedPostback } from './verify-postback.js';
@@ -26,6 +27,8 @@ export interface PostbackHandlerDeps {
   readonly verify: PostbackVerifier;
   readonly memory: ReplayMemory;
   readonly forwarder: PostbackForwarder;
+  /** `queued` delivery: postbacks are kept here and answered at once; a delivery worker forwards them. */
+  readonly inbox?: PostbackInbox;
   /** Bytes of large bodies buffered at once, across the receiver's connections. */
   readonly budget: BodyBudget;
   readonly metrics: PostbackMetrics;
@@ -64,7 +67,11 @@ interface Answer {
   readonly body: object;
 }
 
-const ok = (outcome: 'forwarded' | 'duplicate'): Answer => ({ outcome, status: 200, body: { status: outcome } });
+const ok = (outcome: 'forwarded' | 'accepted' | 'duplicate'): Answer => ({
+  outcome,
+  status: 200,
+  body: { status: outcome },
+});
 
 function check(req: IncomingMessage, deps: PostbackHandlerDeps): void {
   if (!sourceAllowed(deps.allow, req.socket.remoteAddress)) throw postbackRefusals.sourceForbidden();
@@ -121,6 +128,38 @@ async function forwardOnce(deps: PostbackHandlerDeps, delivery: Delivery, postba
   throw postbackRefusals.forwardFailed(`the internal service ${why}; deliver it again later`);
 }
 
+/**
+ * `queued` delivery: the same claim as a forward, so that a redelivery of an accepted postback is not appended
+ * twice; the append waits for the Redis replicas (acknowledged), since the 200 tells the gateway to forget it.
+ */
+async function acceptOnce(
+  deps: PostbackHandlerDeps,
+  inbox: PostbackInbox,
+  delivery: Delivery,
+  postback: VerifiedPostback,
+): Promise<Answer> {
+  const { memory } = deps;
+  const claim = await memory.claim(postback.digest, delivery.claimOwner);
+  if (claim.kind === 'delivered') return ok('duplicate');
+  if (claim.kind === 'in_flight') throw postbackRefusals.inProgress();
+  try {
+    await inbox.append(postback.payload.toString('utf8'), forwardHeaders(postback, delivery.requestId));
+  } catch (err) {
+    await memory.release(postback.digest, delivery.claimOwner).catch(() => undefined);
+    throw err;
+  }
+  try {
+    await memory.delivered(postback.digest, delivery.claimOwner);
+  } catch (err) {
+    // Accepted all the same (the entry is kept): a 503 would make the gateway deliver it, and append it, again.
+    deps.log.warn(
+      { event: 'postback.memory_failed', requestId: delivery.requestId, err: errorName(err) },
+      'not remembered',
+    );
+  }
+  return ok('accepted');
+}
+
 async function receive(req: IncomingMessage, deps: PostbackHandlerDeps, delivery: Delivery): Promise<Answer> {
   check(req, deps);
   const raw = await body(req, deps, delivery);
@@ -130,6 +169,7 @@ async function receive(req: IncomingMessage, deps: PostbackHandlerDeps, delivery
     if (postback.nonce !== undefined) {
       delivery.nonceReplayed = !(await deps.memory.recordNonce(postback.nonce, postback.digest));
     }
+    if (deps.inbox !== undefined) return await acceptOnce(deps, deps.inbox, delivery, postback);
     return await forwardOnce(deps, delivery, postback);
   } catch (err) {
     if (err instanceof StateStoreUnavailableError) throw postbackRefusals.stateUnavailable(err);

@@ -16,7 +16,9 @@ import type { Tracing } from '../observability/tracing.js';
 import type { StateStore } from '../state/state-store.js';
 import { BodyBudget } from './body-budget.js';
 import { createPostbackForwarder, type PostbackForwarder } from './forward.js';
+import { createDeliveryWorker, type DeliveryWorker } from './delivery-worker.js';
 import { createPostbackHandler } from './handler.js';
+import type { PostbackInbox } from './inbox.js';
 import { signedPostbackUrl } from './public-url.js';
 import { ReplayMemory } from './replay-memory.js';
 import { createPostbackVerifier } from './verify-postback.js';
@@ -55,6 +57,8 @@ export interface PostbackReceiverDeps {
   readonly tracing?: Tracing;
   /** Continue a sender's traceparent (SIDECAR_TRACE_PROPAGATE_UPSTREAM); otherwise each postback starts a trace. */
   readonly continueSenderTrace?: boolean;
+  /** `queued` delivery (SIDECAR_POSTBACK_DELIVERY): the inbox on Redis; absent for `direct`. */
+  readonly inbox?: PostbackInbox;
   /** Test hook: shorter sender timeouts than RECEIVER_LISTENER's. */
   readonly listener?: { readonly headersTimeout?: number; readonly requestTimeout?: number };
 }
@@ -116,6 +120,7 @@ function handlerFor(
     verify: createPostbackVerifier({ ...config, publicKeys: keys, signedUrl: signedPostbackUrl(config.publicUrl) }),
     memory,
     forwarder,
+    ...(deps.inbox === undefined ? {} : { inbox: deps.inbox }),
     budget: new BodyBudget(),
     metrics: deps.metrics,
     log: deps.log,
@@ -131,6 +136,18 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
   let keys = config.publicKeys;
   const forwarder = createPostbackForwarder(config.forwardUrl, config.forwardTimeoutMs);
   const handle = handlerFor(config, deps, () => keys, forwarder, stopping.signal);
+  const worker: DeliveryWorker | undefined =
+    deps.inbox === undefined
+      ? undefined
+      : createDeliveryWorker({
+          inbox: deps.inbox,
+          forwarder,
+          concurrency: config.deliveryConcurrency,
+          scheduleMs: config.retryScheduleMs,
+          visibilityTimeoutMs: config.visibilityTimeoutMs,
+          log: deps.log,
+          nowMs: deps.nowMs ?? Date.now,
+        });
   const answers = new OpenAnswers();
   const server = createServer({ ...RECEIVER_LISTENER, ...deps.listener }, (req, res) => {
     answers.add(res);
@@ -144,7 +161,11 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
     replaceKeys: (next) => {
       keys = next;
     },
-    start: () => listen(server, config.listen.host, config.listen.port),
+    async start() {
+      const url = await listen(server, config.listen.host, config.listen.port);
+      worker?.start();
+      return url;
+    },
     async close(maxMs) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
@@ -153,6 +174,8 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
       stopping.abort();
       await answers.waitIdle(ABORTED_ANSWER_MS);
       server.closeAllConnections();
+      // Deliveries in flight finish (each within the forward timeout); entries not taken stay in the inbox.
+      await worker?.stop();
       await Promise.all([closed, forwarder.close()]);
     },
   };

@@ -57,6 +57,11 @@ export interface RedisLink {
   publish(channel: string, message: string): Promise<unknown>;
   subscribe(channel: string, listener: (message: string) => void): Promise<unknown>;
   unsubscribe(channel: string, listener: (message: string) => void): Promise<unknown>;
+  /**
+   * Any other command, routed by `key` (its node in a cluster), with its RESP2 reply as Redis sends it (arrays of
+   * strings): the postback inbox's stream and sorted-set commands, whose parsed replies differ between versions.
+   */
+  command(key: string, args: readonly string[]): Promise<unknown>;
   /** WAIT on the connection that wrote `key` (the key's node in a cluster): how many replicas have its writes. */
   wait(key: string, replicas: number, timeoutMs: number): Promise<number>;
   /** The primary and replicas as the client knows them; `routingKey` reaches the account's node. */
@@ -152,6 +157,7 @@ function standaloneLink(options: RedisConnectionOptions, url: string): RedisLink
     publish: (channel, message) => client.publish(channel, message),
     subscribe: (channel, listener) => client.subscribe(channel, listener),
     unsubscribe: (channel, listener) => client.unsubscribe(channel, listener),
+    command: (_key, args) => client.sendCommand([...args]),
     wait: (_key, replicas, timeoutMs) => client.wait(replicas, timeoutMs),
     view: () => roleView((args) => client.sendCommand(args), new URL(url).host),
     duplicate: () => standaloneLink(options, url),
@@ -206,6 +212,7 @@ function sentinelLink(
     subscribe: (channel, listener) => sentinel.subscribe(channel, listener),
     // Registered as a string listener (no buffer mode): the same function, as the client types any listener.
     unsubscribe: (channel, listener) => sentinel.unsubscribe(channel, listener as (message: string | Buffer) => void),
+    command: (_key, args) => sentinel.sendCommand(false, [...args]),
     wait: (_key, replicas, timeoutMs) => sentinel.wait(replicas, timeoutMs),
     view: () => roleView((args) => sentinel.sendCommand(false, args), address(sentinel.getMasterNode())),
     duplicate: () => sentinelLink(options, topology),
@@ -256,6 +263,7 @@ function clusterLink(options: RedisConnectionOptions, nodes: readonly RedisNode[
     publish: (channel, message) => cluster.publish(channel, message),
     subscribe: (channel, listener) => cluster.subscribe(channel, listener),
     unsubscribe: (channel, listener) => cluster.unsubscribe(channel, listener as (message: string | Buffer) => void),
+    command: (key, args) => cluster.sendCommand(key, false, [...args]),
     wait: async (key, replicas, timeoutMs) =>
       Number(await cluster.sendCommand(key, false, ['WAIT', String(replicas), String(timeoutMs)])),
     view: () =>

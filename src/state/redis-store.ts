@@ -28,6 +28,12 @@ export interface RedisStoreOptions extends RedisConnectionOptions {
   readonly onCommand?: (command: StateStoreCommand, outcome: StateStoreOutcome, seconds: number) => void;
 }
 
+/** One entry of a stream: its id (`<ms>-<seq>`) and its fields. */
+export interface StreamEntry {
+  readonly id: string;
+  readonly fields: Readonly<Record<string, string>>;
+}
+
 interface Channel {
   readonly listeners: Set<(message: string) => void>;
   readonly dispatch: (message: string) => void;
@@ -122,6 +128,84 @@ export class RedisStateStore implements StateStore {
       await this.subscribeChannel(name, listener);
     }
     return () => this.unsubscribe(name, listener);
+  }
+
+  /** XADD: appends an entry to the stream `key`; its id. */
+  async streamAdd(key: string, fields: Readonly<Record<string, string>>, options: WriteOptions = {}): Promise<string> {
+    const args = ['XADD', this.keys.key(key), '*', ...Object.entries(fields).flat()];
+    const id = await this.run('stream_add', () => this.client.command(this.keys.key(key), args));
+    if (options.acknowledged === true) await this.replicated(key);
+    return String(id);
+  }
+
+  /** XGROUP CREATE ... MKSTREAM from the stream's start; a group that exists already is left as it is. */
+  async streamGroupCreate(key: string, group: string): Promise<void> {
+    const stored = this.keys.key(key);
+    await this.run('stream_group_create', async () => {
+      try {
+        await this.client.command(stored, ['XGROUP', 'CREATE', stored, group, '0', 'MKSTREAM']);
+      } catch (err) {
+        if (!(err instanceof ErrorReply && err.message.startsWith('BUSYGROUP'))) throw err;
+      }
+    });
+  }
+
+  /**
+   * XREADGROUP without BLOCK: new entries for `consumer`, at most `count`. Never blocking, because the connection
+   * is shared with every other command of the store.
+   */
+  async streamReadGroup(key: string, group: string, consumer: string, count: number): Promise<StreamEntry[]> {
+    const stored = this.keys.key(key);
+    const args = ['XREADGROUP', 'GROUP', group, consumer, 'COUNT', String(count), 'STREAMS', stored, '>'];
+    const reply = await this.run('stream_read_group', () => this.client.command(stored, args));
+    if (!Array.isArray(reply) || reply.length === 0) return [];
+    const stream: unknown = reply[0];
+    return Array.isArray(stream) ? streamEntries(stream[1]) : [];
+  }
+
+  /** XACK then XDEL: the entry is done with, and is not kept in the stream. */
+  async streamAck(key: string, group: string, id: string, options: WriteOptions = {}): Promise<void> {
+    const stored = this.keys.key(key);
+    await this.run('stream_ack', async () => {
+      await this.client.command(stored, ['XACK', stored, group, id]);
+      await this.client.command(stored, ['XDEL', stored, id]);
+    });
+    if (options.acknowledged === true) await this.replicated(key);
+  }
+
+  /** XAUTOCLAIM: entries pending longer than `minIdleMs` on any consumer become `consumer`'s (at most `count`). */
+  async streamAutoClaim(
+    key: string,
+    group: string,
+    consumer: string,
+    minIdleMs: number,
+    count: number,
+  ): Promise<StreamEntry[]> {
+    const stored = this.keys.key(key);
+    const args = ['XAUTOCLAIM', stored, group, consumer, String(minIdleMs), '0-0', 'COUNT', String(count)];
+    const reply = await this.run('stream_auto_claim', () => this.client.command(stored, args));
+    return Array.isArray(reply) ? streamEntries(reply[1]) : [];
+  }
+
+  /** ZADD: `member` at `score` (its score replaced when it is there already). */
+  async zAdd(key: string, member: string, score: number, options: WriteOptions = {}): Promise<void> {
+    const stored = this.keys.key(key);
+    await this.run('zset_add', () => this.client.command(stored, ['ZADD', stored, String(score), member]));
+    if (options.acknowledged === true) await this.replicated(key);
+  }
+
+  /** ZRANGEBYSCORE -inf `max` LIMIT 0 `count`: the members due by `max`, lowest score first. */
+  async zRangeByScore(key: string, max: number, count: number): Promise<string[]> {
+    const stored = this.keys.key(key);
+    const args = ['ZRANGEBYSCORE', stored, '-inf', String(max), 'LIMIT', '0', String(count)];
+    const reply = await this.run('zset_range', () => this.client.command(stored, args));
+    return Array.isArray(reply) ? reply.map(String) : [];
+  }
+
+  /** ZREM: true when this call removed it (so that, of several replicas, one only acts on it). */
+  async zRem(key: string, member: string): Promise<boolean> {
+    const stored = this.keys.key(key);
+    return Number(await this.run('zset_remove', () => this.client.command(stored, ['ZREM', stored, member]))) === 1;
   }
 
   isAvailable(): boolean {
@@ -272,6 +356,20 @@ export class RedisStateStore implements StateStore {
     if (!this.client.isReady) return;
     await this.ping().catch(() => undefined);
   }
+}
+
+/** RESP2 stream entries, `[[id, [field, value, ...]], ...]`; an entry deleted meanwhile (null fields) is left out. */
+function streamEntries(raw: unknown): StreamEntry[] {
+  if (!Array.isArray(raw)) return [];
+  const entries: StreamEntry[] = [];
+  for (const item of raw) {
+    if (!Array.isArray(item) || !Array.isArray(item[1])) continue;
+    const flat = (item[1] as unknown[]).map(String);
+    const fields: Record<string, string> = {};
+    for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i] ?? ''] = flat[i + 1] ?? '';
+    entries.push({ id: String(item[0]), fields });
+  }
+  return entries;
 }
 
 /** Redis PX takes whole milliseconds, at least 1. A TTL that is no number is the caller's bug, not an outage. */

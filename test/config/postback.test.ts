@@ -219,4 +219,38 @@ describe('config: the postback receiver', () => {
     assert.equal(postback.maxAgeSeconds, 120);
     assert.equal(postback.publicKeyFile, join(dir, 'gw.pem'));
   });
+  it('delivers directly by default, with the queued delivery settings at their defaults', () => {
+    const postback = loadConfig(env).postback!;
+    assert.equal(postback.delivery, 'direct');
+    assert.equal(postback.deliveryConcurrency, 4);
+    assert.equal(postback.visibilityTimeoutMs, 60_000);
+    const total = postback.retryScheduleMs.reduce((a, b) => a + b, 0);
+    assert.ok(total > 2.9 * 86_400_000 && total < 3.1 * 86_400_000, `about three days: ${total} ms`);
+    assert.equal(postback.retryScheduleMs[0], 0);
+  });
+
+  it('parses the retry schedule with its units and refuses a delay without one', async () => {
+    const postback = loadConfig({ ...env, SIDECAR_POSTBACK_RETRY_SCHEDULE: '0s, 200ms,1.5s,2m,1h,1d' }).postback!;
+    assert.deepEqual(postback.retryScheduleMs, [0, 200, 1_500, 120_000, 3_600_000, 86_400_000]);
+    const reasons = await refusals({ SIDECAR_POSTBACK_RETRY_SCHEDULE: '0s,5,5x' });
+    assert.ok(
+      reasons.some((r) => r.includes('SIDECAR_POSTBACK_RETRY_SCHEDULE') && r.includes('"5"')),
+      reasons.join(),
+    );
+  });
+
+  it('refuses queued delivery with the memory store, naming both settings', async () => {
+    const reasons = await refusals({ SIDECAR_POSTBACK_DELIVERY: 'queued', SIDECAR_STATE_STORE: 'memory' });
+    assert.ok(
+      reasons.some((r) => r.includes('SIDECAR_POSTBACK_DELIVERY') && r.includes('SIDECAR_STATE_STORE')),
+      reasons.join('\n'),
+    );
+    const queued = loadConfig({
+      ...env,
+      SIDECAR_POSTBACK_DELIVERY: 'queued',
+      SIDECAR_STATE_STORE: 'redis',
+      SIDECAR_REDIS_URL: 'redis://127.0.0.1:6379',
+    }).postback!;
+    assert.equal(queued.delivery, 'queued');
+  });
 });

@@ -49,8 +49,9 @@ export class InternalWebhook {
     });
   });
 
-  async start(): Promise<this> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+  /** `port`: the one it had before a stop(), for an application that comes back where it was. */
+  async start(port = 0): Promise<this> {
+    await new Promise<void>((resolve) => this.server.listen(port, '127.0.0.1', resolve));
     this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/internal/postbacks`;
     return this;
   }
