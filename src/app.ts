@@ -112,7 +112,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const postbacks = config.postback
     ? (await import('./postback/receiver.js')).createPostbackReceiver(config.postback, {
         store,
-        ...(inbox === undefined ? {} : { inbox }),
+        ...(inbox === undefined ? {} : { inbox: { inbox, metrics: metrics.inbox } }),
         metrics: metrics.postbacks,
         log,
         nowMs: deps.now ?? Date.now,

@@ -28,6 +28,10 @@ export const COMMANDS: Record<string, CommandEntry> = {
     load: async () => (await import('./verify.js')).verify,
     summary: 'explain whether a captured request or postback signature verifies',
   },
+  postbacks: {
+    load: async () => (await import('./postbacks.js')).postbacks,
+    summary: 'list, show, replay or drop queued postbacks and dead letters',
+  },
   // An option rather than a command, but main looks every first argument up here.
   '--version': {
     load: async () => (await import('./version.js')).version,

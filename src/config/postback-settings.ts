@@ -29,8 +29,10 @@ export interface PostbackSourceAllowList {
 
 /** The receiver's settings: those used as they are keep the schema's type, the others are parsed or loaded. */
 export interface PostbackConfig extends Readonly<
-  Omit<Settings['postback'], 'listen' | 'publicUrl' | 'publicKeyFile' | 'allowCidrs' | 'retrySchedule'>
+  Omit<Settings['postback'], 'listen' | 'publicUrl' | 'publicKeyFile' | 'allowCidrs' | 'retrySchedule' | 'delivery'>
 > {
+  /** `auto` resolved: `queued` in production with Redis, `direct` otherwise. */
+  readonly delivery: PostbackDelivery;
   readonly listen: Readonly<Settings['postback']['listen']>;
   readonly publicUrl: PostbackPublicUrl;
   /** The gateway's postback keys (several during a rotation); empty only when unsigned postbacks are accepted. */
@@ -205,7 +207,16 @@ function crossChecks(input: PostbackInput, errors: ConfigError[]): void {
       ),
     );
   }
-  if (raw.delivery === 'queued' && input.stateStore === 'memory') {
+  if (raw.visibilityTimeoutMs <= raw.forwardTimeoutMs) {
+    errors.push(
+      fail(
+        'visibilityTimeoutMs',
+        `must be longer than ${settingName('postback.forwardTimeoutMs')} (${raw.forwardTimeoutMs} ms), or a postback still being delivered would be taken over and delivered twice`,
+      ),
+    );
+  }
+  if (raw.orderField.trim() === '') errors.push(fail('orderField', "is empty; give the payload's transaction field"));
+  if (raw.delivery === 'queued' && input.stateStore !== 'redis') {
     errors.push(
       fail(
         'delivery',
@@ -215,6 +226,21 @@ function crossChecks(input: PostbackInput, errors: ConfigError[]): void {
   }
   if (raw.listen.host.trim() === '')
     errors.push(fail('listen.host', 'is empty; give an address (0.0.0.0 for every interface)'));
+}
+
+export type PostbackDelivery = 'direct' | 'queued';
+
+/**
+ * `auto`: `queued` where postbacks are money and a durable store exists (production with Redis: the spec does not
+ * promise a redelivery, so a postback the application missed would be lost); `direct` otherwise, where the
+ * sidecar has no durable place to keep one.
+ */
+export function resolveDelivery(
+  setting: Settings['postback']['delivery'],
+  input: Pick<PostbackInput, 'stateStore' | 'environment'>,
+): PostbackDelivery {
+  if (setting !== 'auto') return setting;
+  return input.environment === 'production' && input.stateStore === 'redis' ? 'queued' : 'direct';
 }
 
 /** Undefined and no refusal when the receiver is off; every refusal of the group at once otherwise. */
@@ -250,7 +276,8 @@ export function loadPostbackSettings(input: PostbackInput): { config?: PostbackC
     maxFutureSeconds: raw.maxFutureSeconds,
     deliveredTtlSeconds: raw.deliveredTtlSeconds,
     maxConnections: raw.maxConnections,
-    delivery: raw.delivery,
+    delivery: resolveDelivery(raw.delivery, input),
+    orderField: raw.orderField.trim(),
     deliveryConcurrency: raw.deliveryConcurrency,
     retryScheduleMs: schedule,
     visibilityTimeoutMs: raw.visibilityTimeoutMs,

@@ -29,7 +29,7 @@ export const CONFIG_FILE_ENV = {
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export const STATE_STORES = ['memory', 'redis'] as const;
 export const REDIS_MODES = ['standalone', 'sentinel', 'cluster'] as const;
-export const POSTBACK_DELIVERIES = ['direct', 'queued'] as const;
+export const POSTBACK_DELIVERIES = ['auto', 'direct', 'queued'] as const;
 /** About three days of attempts: a merchant's application down over a weekend still gets every postback. */
 export const DEFAULT_POSTBACK_RETRY_SCHEDULE = [
   '0s',
@@ -377,10 +377,16 @@ export const SETTINGS = {
       env: 'SIDECAR_POSTBACK_MAX_CONNECTIONS',
     },
     delivery: {
-      doc: '`direct`: the gateway waits while the postback is forwarded, and a failed forward is answered 503 (the gateway redelivers). `queued`: the postback is kept in Redis and answered 200 at once, then delivered (and retried) by the replicas ([postbacks.md](postbacks.md)); requires `SIDECAR_STATE_STORE=redis`.',
+      doc: '`direct`: the gateway waits while the postback is forwarded, and a failed forward is answered 503 (the gateway may redeliver; the spec does not say it does). `queued`: the postback is kept in Redis and answered 200 at once, then delivered and retried by the replicas ([postbacks.md](postbacks.md#queued-delivery)); requires `SIDECAR_STATE_STORE=redis`. `auto`: `queued` in production with Redis, `direct` otherwise.',
       format: [...POSTBACK_DELIVERIES],
-      default: 'direct' as (typeof POSTBACK_DELIVERIES)[number],
+      default: 'auto' as (typeof POSTBACK_DELIVERIES)[number],
       env: 'SIDECAR_POSTBACK_DELIVERY',
+    },
+    orderField: {
+      doc: "`queued` delivery: the payload's top-level field that names the transaction; one transaction's postbacks are delivered in arrival order, different transactions in parallel. A postback without it is ordered with none. The spec does not show the payload: the default is the simulator's.",
+      format: 'text',
+      default: 'transaction_id',
+      env: 'SIDECAR_POSTBACK_ORDER_FIELD',
     },
     deliveryConcurrency: {
       doc: '`queued` delivery: most postbacks each replica delivers to the internal service at once.',

@@ -60,6 +60,14 @@ export const METRICS = {
   postbacks: 'signing_sidecar_postbacks_total',
   /** histogram: one forward of a verified postback to the internal service (answered, failed or timed out). */
   postbackForwardDuration: 'signing_sidecar_postback_forward_duration_seconds',
+  /** counter{outcome}: queued delivery attempts by what became of them (DELIVERY_OUTCOMES), created at zero. */
+  postbackDeliveries: 'signing_sidecar_postback_deliveries_total',
+  /** gauge: queued postbacks not yet delivered, dead letters excluded (the whole account's, from Redis). */
+  postbackInboxUndelivered: 'signing_sidecar_postback_inbox_undelivered',
+  /** gauge: age of the oldest undelivered queued postback, 0 when there is none. */
+  postbackInboxOldestAge: 'signing_sidecar_postback_inbox_oldest_age_seconds',
+  /** gauge: queued postbacks in the dead letters (every attempt failed), until replayed or dropped. */
+  postbackDeadLetters: 'signing_sidecar_postback_dead_letters',
   /** counter{outcome}: signed requests by what their Idempotency-Key did (IDEMPOTENCY_OUTCOMES), created at zero. */
   idempotency: 'signing_sidecar_idempotency_total',
 } as const;
@@ -112,6 +120,13 @@ export const POSTBACK_OUTCOMES = [
   'error',
 ] as const;
 export type PostbackOutcome = (typeof POSTBACK_OUTCOMES)[number];
+
+/**
+ * What became of one queued delivery attempt (docs/postbacks.md): delivered (2xx), retry (kept for a later
+ * attempt), dead_letter (it was the last), not_recorded (Redis did not take the outcome: delivered again later).
+ */
+export const DELIVERY_OUTCOMES = ['delivered', 'retry', 'dead_letter', 'not_recorded'] as const;
+export type DeliveryOutcome = (typeof DELIVERY_OUTCOMES)[number];
 
 /** Bounded label set for gateway error codes: anything else is counted as "other". */
 export const GATEWAY_ERROR_CODES = [

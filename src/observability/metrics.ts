@@ -9,7 +9,7 @@ import {
   type GatewayErrorCode,
   type IdempotencyOutcome,
 } from './metric-names.js';
-import { PostbackMetrics } from './postback-metrics.js';
+import { InboxMetrics, PostbackMetrics } from './postback-metrics.js';
 import { StateStoreMetrics } from './state-store-metrics.js';
 
 // Buckets from 100 µs to 10 s: an RSA signature is ~0.2 ms, a gateway round trip tens of milliseconds,
@@ -61,6 +61,8 @@ export class SidecarMetrics {
   readonly registry = new Registry();
   /** The postback receiver's counters and forward latency (postback-metrics.ts). */
   readonly postbacks = new PostbackMetrics(this.registry);
+  /** Queued postback delivery: attempts by outcome, backlog, oldest age, dead letters (postback-metrics.ts). */
+  readonly inbox = new InboxMetrics(this.registry);
   /** The shared state store: up, command latency, memory evictions (state-store-metrics.ts). */
   readonly stateStore = new StateStoreMetrics(this.registry);
   private readonly requests: Counter<'route' | 'status_class' | 'code'> = new Counter({

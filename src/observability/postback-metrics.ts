@@ -1,5 +1,11 @@
-import { Counter, Histogram, type Registry } from 'prom-client';
-import { METRICS, POSTBACK_OUTCOMES, type PostbackOutcome } from './metric-names.js';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import {
+  DELIVERY_OUTCOMES,
+  METRICS,
+  POSTBACK_OUTCOMES,
+  type DeliveryOutcome,
+  type PostbackOutcome,
+} from './metric-names.js';
 
 // From 5 ms to the default forward timeout (10 s) and past it: an internal webhook answers in milliseconds, a
 // struggling one in seconds.
@@ -35,5 +41,61 @@ export class PostbackMetrics {
 
   forwarded(seconds: number): void {
     this.forwardLatency.observe(seconds);
+  }
+}
+
+/** The inbox's figures as one replica last read them. */
+export interface InboxFigures {
+  readonly undelivered: number;
+  readonly oldestReceivedMs: number | undefined;
+  readonly dead: number;
+}
+
+/**
+ * Queued delivery's metrics, created at zero with the registry whatever the mode (the alerts need the series). The
+ * backlog figures are the account's, read from Redis by every replica: the alerts take their max. The oldest
+ * postback's age is computed at each scrape from its arrival, so it grows between two reads.
+ */
+export class InboxMetrics {
+  private readonly deliveries: Counter<'outcome'>;
+  private figures: InboxFigures = { undelivered: 0, oldestReceivedMs: undefined, dead: 0 };
+
+  constructor(registry: Registry, nowMs: () => number = Date.now) {
+    this.deliveries = new Counter({
+      name: METRICS.postbackDeliveries,
+      help: 'Queued postback delivery attempts, by outcome (delivered, retry, dead_letter, not_recorded).',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    });
+    for (const outcome of DELIVERY_OUTCOMES) this.deliveries.inc({ outcome }, 0);
+    const undelivered: Gauge = new Gauge({
+      name: METRICS.postbackInboxUndelivered,
+      help: 'Queued postbacks not yet delivered (dead letters excluded).',
+      registers: [registry],
+      collect: () => undelivered.set(this.figures.undelivered),
+    });
+    const oldestAge: Gauge = new Gauge({
+      name: METRICS.postbackInboxOldestAge,
+      help: 'Age in seconds of the oldest undelivered queued postback; 0 when there is none.',
+      registers: [registry],
+      collect: () => {
+        const oldest = this.figures.oldestReceivedMs;
+        oldestAge.set(oldest === undefined ? 0 : Math.max(0, nowMs() - oldest) / 1000);
+      },
+    });
+    const dead: Gauge = new Gauge({
+      name: METRICS.postbackDeadLetters,
+      help: 'Queued postbacks in the dead letters, until replayed or dropped.',
+      registers: [registry],
+      collect: () => dead.set(this.figures.dead),
+    });
+  }
+
+  delivery(outcome: DeliveryOutcome): void {
+    this.deliveries.inc({ outcome });
+  }
+
+  inboxStatus(figures: InboxFigures): void {
+    this.figures = figures;
   }
 }

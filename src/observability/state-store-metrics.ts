@@ -14,14 +14,15 @@ export const STATE_STORE_COMMANDS = [
   'subscribe',
   'ping',
   'wait',
-  'stream_add',
   'stream_group_create',
   'stream_read_group',
-  'stream_ack',
   'stream_auto_claim',
-  'zset_add',
-  'zset_range',
-  'zset_remove',
+  'inbox_append',
+  'inbox_take',
+  'inbox_settle',
+  'inbox_release',
+  'inbox_status',
+  'inbox_admin',
 ] as const;
 export type StateStoreCommand = (typeof STATE_STORE_COMMANDS)[number];
 

@@ -1,13 +1,17 @@
 // `queued` delivery: each replica reads the inbox as one consumer of the group and POSTs the postbacks to the
-// internal service, at most `concurrency` at once. A 2xx ends a postback; anything else waits in the retry set for
-// its next attempt (the schedule, or a longer Retry-After), and after the last one goes to the dead letters.
+// internal service, at most `concurrency` at once. A 2xx within the forward timeout ends a postback; anything else
+// waits in the retry set for its next attempt (the schedule, or a longer Retry-After), and after the last one goes
+// to the dead letters.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../observability/log.js';
+import type { InboxMetrics } from '../observability/postback-metrics.js';
 import type { PostbackForwarder } from './forward.js';
-import type { InboxEntry, PostbackInbox } from './inbox.js';
+import type { PostbackInbox, Settlement, TakenPostback } from './inbox.js';
 
-/** How often an idle worker looks for new entries, due retries and abandoned entries. */
+/** How often an idle worker looks for new postbacks and due retries. */
 const POLL_MS = 100;
+/** How often the backlog gauges are read from Redis (one script; every replica reads the same figures). */
+const STATUS_MS = 5_000;
 /** Most due retries moved back into the stream per poll. */
 const RELEASE_BATCH = 100;
 
@@ -18,6 +22,7 @@ export interface DeliveryWorkerOptions {
   /** The delay before each attempt, in ms: attempt n+1 waits scheduleMs[n] after attempt n failed. */
   readonly scheduleMs: readonly number[];
   readonly visibilityTimeoutMs: number;
+  readonly metrics: InboxMetrics;
   readonly log: Logger;
   readonly nowMs: () => number;
   readonly pollMs?: number;
@@ -27,22 +32,45 @@ export interface DeliveryWorker {
   /** This process' consumer name in the group. */
   readonly consumer: string;
   start(): void;
-  /** Takes nothing more, lets the deliveries in flight finish; what was not taken stays in the inbox. */
-  stop(): Promise<void>;
+  /**
+   * Takes nothing more and lets the deliveries in flight finish within `maxMs`; those still running then are
+   * aborted and left pending, to be taken over by another replica after the visibility timeout.
+   */
+  stop(maxMs: number): Promise<void>;
+}
+
+/** What an attempt's answer makes of the postback: delivered, retried at a time, or dead. */
+export function settlementOf(
+  attempt: number,
+  answer: {
+    readonly status: number | undefined;
+    readonly failure: string | undefined;
+    readonly retryAfterSeconds?: number | undefined;
+  },
+  scheduleMs: readonly number[],
+  nowMs: number,
+): Settlement {
+  const { status } = answer;
+  if (status !== undefined && status >= 200 && status < 300) return { outcome: 'delivered' };
+  const error = status === undefined ? (answer.failure ?? 'error') : `status ${status}`;
+  const next = scheduleMs[attempt];
+  if (next === undefined) return { outcome: 'dead', error };
+  return { outcome: 'retry', dueMs: nowMs + Math.max(next, (answer.retryAfterSeconds ?? 0) * 1000), error };
 }
 
 export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWorker {
-  const { inbox, forwarder, log } = options;
-  // A random name per process: a restarted pod's pending entries are another consumer's, taken over by XAUTOCLAIM.
+  const { inbox, forwarder, log, metrics } = options;
+  // A random name per process: a restarted pod's pending postbacks are another consumer's, taken over by XAUTOCLAIM.
   const consumer = `sidecar-${randomUUID()}`;
   const inFlight = new Set<Promise<void>>();
-  // Deliveries are not aborted at shutdown: each is bounded by the forward timeout, and its outcome is recorded.
-  const neverAborted = new AbortController().signal;
-  let stopped = false;
+  // Draining: no new postbacks are taken. Stopping: the deliveries still running are abandoned.
+  let draining = false;
+  const stopping = new AbortController();
   let prepared = false;
   let loop: Promise<void> | undefined;
   let wake: (() => void) | undefined;
   let lastClaimMs = 0;
+  let lastStatusMs = Number.NEGATIVE_INFINITY;
   let lastFailure: string | undefined;
 
   const nap = (ms: number) =>
@@ -56,45 +84,51 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       wake = done;
     });
 
-  async function settle(entry: InboxEntry, status: number | undefined, failure: string | undefined, retryAfter = 0) {
-    const fields = { event: 'postback.delivery', postbackId: entry.postbackId, attempt: entry.attempt, status };
-    if (status !== undefined && status >= 200 && status < 300) {
-      await inbox.done(entry);
-      log.info({ ...fields, outcome: 'delivered' }, 'postback delivered');
-      return;
-    }
-    const reason = status === undefined ? (failure ?? 'error') : `status ${status}`;
-    const next = options.scheduleMs[entry.attempt];
-    if (next === undefined) {
-      await inbox.deadLetter(entry, reason);
-      log.error({ ...fields, outcome: 'dead_letter', failure: reason }, 'postback moved to the dead letters');
-      return;
-    }
-    const dueMs = options.nowMs() + Math.max(next, retryAfter * 1000);
-    await inbox.retryAt(entry, dueMs);
-    log.warn({ ...fields, outcome: 'retry', failure: reason, nextAttemptInMs: dueMs - options.nowMs() }, 'retry');
-  }
-
-  async function deliver(entry: InboxEntry): Promise<void> {
+  async function deliver(postback: TakenPostback): Promise<void> {
     const headers = {
-      ...entry.headers,
-      'x-postback-id': entry.postbackId,
-      'x-postback-attempt': String(entry.attempt),
+      ...postback.headers,
+      'x-postback-id': postback.id,
+      'x-postback-attempt': String(postback.attempt),
     };
-    const result = await forwarder.post(entry.payload, headers, neverAborted);
+    const answer = await forwarder.post(postback.payload, headers, stopping.signal);
+    const fields = {
+      event: 'postback.delivery',
+      postbackId: postback.id,
+      attempt: postback.attempt,
+      status: answer.status,
+    };
+    // Stopped mid-delivery: nothing is recorded; the postback stays pending and another replica delivers it.
+    if (stopping.signal.aborted && answer.status === undefined) {
+      log.info({ ...fields, outcome: 'left_pending' }, 'delivery left to another replica');
+      return;
+    }
+    const settlement = settlementOf(postback.attempt, answer, options.scheduleMs, options.nowMs());
+    let recorded: boolean;
     try {
-      await settle(entry, result.status, result.failure, result.retryAfterSeconds);
+      recorded = await inbox.settle(postback, settlement, options.nowMs());
     } catch (err) {
       // Left pending: after the visibility timeout a replica takes it over and delivers it again.
-      log.warn(
-        { event: 'postback.delivery', postbackId: entry.postbackId, err: err instanceof Error ? err.name : 'error' },
-        'delivery outcome not recorded',
-      );
+      metrics.delivery('not_recorded');
+      log.warn({ ...fields, outcome: 'not_recorded', err: err instanceof Error ? err.name : 'error' }, 'not recorded');
+      return;
+    }
+    if (!recorded) {
+      // Another replica took it over (this one stalled past the visibility timeout) and settled it first.
+      log.info({ ...fields, outcome: 'settled_elsewhere' }, 'delivery outcome already recorded by another replica');
+      return;
+    }
+    metrics.delivery(settlement.outcome === 'dead' ? 'dead_letter' : settlement.outcome);
+    if (settlement.outcome === 'delivered') log.info({ ...fields, outcome: 'delivered' }, 'postback delivered');
+    else if (settlement.outcome === 'dead') {
+      log.error({ ...fields, outcome: 'dead_letter', failure: settlement.error }, 'postback moved to the dead letters');
+    } else {
+      const inMs = settlement.dueMs - options.nowMs();
+      log.warn({ ...fields, outcome: 'retry', failure: settlement.error, nextAttemptInMs: inMs }, 'postback retry');
     }
   }
 
-  function launch(entry: InboxEntry): void {
-    const running = deliver(entry).finally(() => {
+  function launch(postback: TakenPostback): void {
+    const running = deliver(postback).finally(() => {
       inFlight.delete(running);
       wake?.();
     });
@@ -106,34 +140,38 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       await inbox.prepare();
       prepared = true;
     }
-    await inbox.releaseDue(options.nowMs(), RELEASE_BATCH);
+    const now = options.nowMs();
+    if (now - lastStatusMs >= STATUS_MS) {
+      lastStatusMs = now;
+      metrics.inboxStatus(await inbox.status());
+    }
+    await inbox.releaseDue(now, RELEASE_BATCH);
     let free = options.concurrency - inFlight.size;
-    if (free <= 0) return;
-    // Abandoned entries are looked for now and then, not at every poll: they are at least a visibility timeout old.
-    if (options.nowMs() - lastClaimMs >= Math.min(options.visibilityTimeoutMs / 2, 5_000)) {
-      lastClaimMs = options.nowMs();
-      for (const entry of await inbox.claimStale(consumer, options.visibilityTimeoutMs, free)) {
-        launch(entry);
+    // Abandoned postbacks are looked for now and then: they are at least a visibility timeout old.
+    if (free > 0 && now - lastClaimMs >= Math.min(options.visibilityTimeoutMs / 2, 5_000)) {
+      lastClaimMs = now;
+      for (const postback of await inbox.claimStale(consumer, options.visibilityTimeoutMs, free, now)) {
+        launch(postback);
         free--;
       }
     }
-    if (free <= 0 || stopped) return;
-    for (const entry of await inbox.read(consumer, free)) launch(entry);
+    if (free <= 0 || draining) return;
+    for (const postback of await inbox.read(consumer, free, options.nowMs())) launch(postback);
   }
 
   async function run(): Promise<void> {
-    while (!stopped) {
+    while (!draining) {
       try {
         await poll();
         lastFailure = undefined;
       } catch (err) {
-        const name = err instanceof Error ? err.message : 'error';
+        const reason = err instanceof Error ? err.message : 'error';
         // A Redis that restarted empty has no group any more (NOGROUP): created again at the next poll.
         prepared = false;
-        if (name !== lastFailure) log.warn({ event: 'postback.inbox_unavailable', err: name }, 'inbox unavailable');
-        lastFailure = name;
+        if (reason !== lastFailure) log.warn({ event: 'postback.inbox_unavailable', err: reason }, 'inbox unavailable');
+        lastFailure = reason;
       }
-      if (!stopped) await nap(options.pollMs ?? POLL_MS);
+      if (!draining) await nap(options.pollMs ?? POLL_MS);
     }
   }
 
@@ -142,10 +180,15 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
     start() {
       loop ??= run();
     },
-    async stop() {
-      stopped = true;
+    async stop(maxMs) {
+      draining = true;
       wake?.();
       await loop;
+      let timer: NodeJS.Timeout | undefined;
+      const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, maxMs)));
+      await Promise.race([Promise.all([...inFlight]), deadline]);
+      clearTimeout(timer);
+      stopping.abort();
       await Promise.all([...inFlight]);
     },
   };

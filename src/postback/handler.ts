@@ -12,7 +12,7 @@ import { endAfterUnreadBody, requestId } from '../proxy/listener.js';
 import { StateStoreUnavailableError } from '../state/state-store.js';
 import type { BodyBudget } from './body-budget.js';
 import { forwardHeaders, type PostbackForwarder } from './forward.js';
-import type { PostbackInbox } from './inbox.js';
+import { orderKeyOf, postbackIdOf, type PostbackInbox } from './inbox.js';
 import { postbackRefusals, PostbackRefusal, RETRY_AFTER_SECONDS, type PostbackOutcome } from './refusal.js';
 import type { ReplayMemory } from './replay-memory.js';
 import type { PostbackVerifier, VerifiedPostback } from './verify-postback.js';
@@ -27,8 +27,11 @@ export interface PostbackHandlerDeps {
   readonly verify: PostbackVerifier;
   readonly memory: ReplayMemory;
   readonly forwarder: PostbackForwarder;
-  /** `queued` delivery: postbacks are kept here and answered at once; a delivery worker forwards them. */
-  readonly inbox?: PostbackInbox;
+  /**
+   * `queued` delivery: postbacks are kept in the inbox and answered at once, and a delivery worker forwards them,
+   * those with the same `orderField` value (one transaction's) in arrival order.
+   */
+  readonly queue?: PostbackQueue;
   /** Bytes of large bodies buffered at once, across the receiver's connections. */
   readonly budget: BodyBudget;
   readonly metrics: PostbackMetrics;
@@ -42,6 +45,11 @@ export interface PostbackHandlerDeps {
   readonly continueSenderTrace?: boolean;
 }
 
+export interface PostbackQueue {
+  readonly inbox: PostbackInbox;
+  readonly orderField: string;
+}
+
 /** What the log line and the answer are made of; filled in as the postback goes through. */
 interface Delivery {
   readonly requestId: string;
@@ -52,6 +60,8 @@ interface Delivery {
   /** The whole body was read: the connection may serve another request. */
   bodyRead: boolean;
   postback?: VerifiedPostback;
+  /** `queued` delivery: the id it is kept under (X-Postback-Id). */
+  postbackId?: string;
   nonceReplayed?: boolean;
   internalStatus?: number;
   forwardFailure?: string;
@@ -129,12 +139,13 @@ async function forwardOnce(deps: PostbackHandlerDeps, delivery: Delivery, postba
 }
 
 /**
- * `queued` delivery: the same claim as a forward, so that a redelivery of an accepted postback is not appended
- * twice; the append waits for the Redis replicas (acknowledged), since the 200 tells the gateway to forget it.
+ * `queued` delivery: the same claim as a forward, so that two copies arriving at once are not both appended. The
+ * append is idempotent too (the postback's id is its payload's digest): a copy that arrives after an append whose
+ * answer was lost (a 503) is `duplicate`, and its 200 waits for the replicas like the first append did.
  */
 async function acceptOnce(
   deps: PostbackHandlerDeps,
-  inbox: PostbackInbox,
+  { inbox, orderField }: PostbackQueue,
   delivery: Delivery,
   postback: VerifiedPostback,
 ): Promise<Answer> {
@@ -142,22 +153,33 @@ async function acceptOnce(
   const claim = await memory.claim(postback.digest, delivery.claimOwner);
   if (claim.kind === 'delivered') return ok('duplicate');
   if (claim.kind === 'in_flight') throw postbackRefusals.inProgress();
+  const id = postbackIdOf(postback.digest);
+  let appended: 'accepted' | 'duplicate';
   try {
-    await inbox.append(postback.payload.toString('utf8'), forwardHeaders(postback, delivery.requestId));
+    appended = await inbox.append(
+      {
+        id,
+        payload: postback.payload.toString('utf8'),
+        headers: forwardHeaders(postback, delivery.requestId),
+        orderKey: orderKeyOf(postback.payload, orderField, id),
+      },
+      deps.nowMs(),
+    );
   } catch (err) {
     await memory.release(postback.digest, delivery.claimOwner).catch(() => undefined);
     throw err;
   }
+  delivery.postbackId = id;
   try {
     await memory.delivered(postback.digest, delivery.claimOwner);
   } catch (err) {
-    // Accepted all the same (the entry is kept): a 503 would make the gateway deliver it, and append it, again.
+    // Accepted all the same (the postback is kept): a 503 would only make the gateway send it again.
     deps.log.warn(
       { event: 'postback.memory_failed', requestId: delivery.requestId, err: errorName(err) },
       'not remembered',
     );
   }
-  return ok('accepted');
+  return ok(appended);
 }
 
 async function receive(req: IncomingMessage, deps: PostbackHandlerDeps, delivery: Delivery): Promise<Answer> {
@@ -169,7 +191,7 @@ async function receive(req: IncomingMessage, deps: PostbackHandlerDeps, delivery
     if (postback.nonce !== undefined) {
       delivery.nonceReplayed = !(await deps.memory.recordNonce(postback.nonce, postback.digest));
     }
-    if (deps.inbox !== undefined) return await acceptOnce(deps, deps.inbox, delivery, postback);
+    if (deps.queue !== undefined) return await acceptOnce(deps, deps.queue, delivery, postback);
     return await forwardOnce(deps, delivery, postback);
   } catch (err) {
     if (err instanceof StateStoreUnavailableError) throw postbackRefusals.stateUnavailable(err);
@@ -238,6 +260,7 @@ function logLine(
     nonce: postback?.nonce,
     nonceReplayed: delivery.nonceReplayed,
     payloadDigest: postback?.digest,
+    postbackId: delivery.postbackId,
     internalStatus: delivery.internalStatus,
     forwardFailure: delivery.forwardFailure,
     error: delivery.error,

@@ -1,136 +1,272 @@
-// The durable postback inbox (`queued` delivery, docs/postbacks.md) on Redis Streams, under the account's hash tag:
-//   postback:inbox  the stream of postbacks to deliver, read by the consumer group `sidecar-delivery`
-//   postback:retry  a sorted set of failed postbacks by the time of their next attempt
-//   postback:dead   the stream of postbacks whose every attempt failed
-// Delivery is at least once: a replica that dies between two steps leaves the postback to be delivered again,
-// never lost, and X-Postback-Id (the id of its first entry, kept across retries) lets the application see that.
+// The durable postback inbox (`queued` delivery, docs/postbacks.md) on Redis, under the account's hash tag:
+//   postback:entry:<id>    a hash per postback: payload, headers, its line, arrival, attempts, last error
+//   postback:order:<key>   a list per transaction: its postbacks' ids in arrival order (its "line")
+//   postback:inbox         the stream of postbacks to deliver now, read by the consumer group `sidecar-delivery`
+//   postback:retry         a sorted set: postbacks waiting for their next attempt, by its time
+//   postback:pending       a sorted set: every postback not yet delivered nor dead, by arrival (backlog, age)
+//   postback:dead          a sorted set: postbacks whose every attempt failed, by the time of the last
+// Each move is one script (inbox-scripts.ts). Delivery is at least once: a replica that dies while it holds a
+// postback leaves it pending in the group, and another replica takes it over; X-Postback-Id lets the application
+// see a second delivery.
+import { createHash } from 'node:crypto';
 import type { RedisStateStore, StreamEntry } from '../state/redis-store.js';
+import { APPEND, DROP, INSPECT, RELEASE_DUE, REPLAY, SETTLE, STATUS, TAKE } from './inbox-scripts.js';
 
-export const INBOX_STREAM = 'postback:inbox';
-export const RETRY_SET = 'postback:retry';
-export const DEAD_LETTER_STREAM = 'postback:dead';
+const STREAM = 'postback:inbox';
+const RETRY = 'postback:retry';
+const PENDING = 'postback:pending';
+const DEAD = 'postback:dead';
 export const DELIVERY_GROUP = 'sidecar-delivery';
 
-/** One postback to deliver: what the application gets, and which attempt this is. */
-export interface InboxEntry {
-  /** The stream entry now holding it (changes at each retry). */
-  readonly entryId: string;
-  /** Stable across retries: the id of its first entry. */
-  readonly postbackId: string;
+const entryKey = (id: string): string => `postback:entry:${id}`;
+
+/** `pb_` and 32 hex digits of the payload's SHA-256: the same postback delivered again by the gateway has the same id. */
+export const POSTBACK_ID = /^pb_[0-9a-f]{32}$/;
+
+export function postbackIdOf(payloadDigest: string): string {
+  return `pb_${payloadDigest.slice(0, 32)}`;
+}
+
+/**
+ * The line a postback waits in: its transaction's, named by a digest of the order field's value (any length or
+ * character becomes a short key); a postback without the field is alone in its line.
+ */
+export function orderKeyOf(payload: Buffer, orderField: string, postbackId: string): string {
+  let value: unknown;
+  try {
+    value = (JSON.parse(payload.toString('utf8')) as Record<string, unknown>)[orderField];
+  } catch {
+    value = undefined;
+  }
+  const text = typeof value === 'string' || typeof value === 'number' ? String(value) : undefined;
+  const name = text === undefined ? postbackId : createHash('sha256').update(text).digest('hex').slice(0, 32);
+  return `postback:order:${name}`;
+}
+
+/** A verified postback as the inbox keeps it. */
+export interface NewPostback {
+  readonly id: string;
+  readonly payload: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly orderKey: string;
+}
+
+/** One postback taken for delivery: what the application gets, and which attempt this is. */
+export interface TakenPostback {
+  /** Its entry in the stream now (a new one at each retry). */
+  readonly streamId: string;
+  /** Stable across attempts: X-Postback-Id. */
+  readonly id: string;
   /** 1 for the first attempt. */
   readonly attempt: number;
   readonly payload: string;
   readonly headers: Readonly<Record<string, string>>;
+  readonly orderKey: string;
 }
 
-export interface PostbackInbox {
-  /** Creates the consumer group (and the stream) when missing; again after a Redis that lost them. */
-  prepare(): Promise<void>;
-  /** Keeps a verified postback; resolves once the configured replicas hold it too. Its postback id. */
-  append(payload: string, headers: Readonly<Record<string, string>>): Promise<string>;
-  /** New entries for `consumer`. */
-  read(consumer: string, count: number): Promise<InboxEntry[]>;
-  /** Entries left pending longer than `minIdleMs` by a consumer that stopped or died, now `consumer`'s. */
-  claimStale(consumer: string, minIdleMs: number, count: number): Promise<InboxEntry[]>;
-  /** Delivered: out of the stream. */
-  done(entry: InboxEntry): Promise<void>;
-  /** Failed, with attempts left: kept in the retry set until `dueMs`, then out of the stream. */
-  retryAt(entry: InboxEntry, dueMs: number): Promise<void>;
-  /** Failed for the last time: into the dead letters, then out of the stream. */
-  deadLetter(entry: InboxEntry, reason: string): Promise<void>;
-  /** Moves the retries due by `nowMs` back into the stream (at most `count`); how many this call moved. */
-  releaseDue(nowMs: number, count: number): Promise<number>;
+export type Settlement =
+  | { readonly outcome: 'delivered' }
+  | { readonly outcome: 'retry'; readonly dueMs: number; readonly error: string }
+  | { readonly outcome: 'dead'; readonly error: string };
+
+export interface InboxStatus {
+  /** Postbacks not yet delivered (dead letters excluded). */
+  readonly undelivered: number;
+  /** Arrival of the oldest of them, ms since the epoch; undefined when there is none. */
+  readonly oldestReceivedMs: number | undefined;
+  readonly dead: number;
+  readonly retrying: number;
 }
 
-interface RetryMember {
-  readonly postbackId: string;
-  readonly attempt: number;
+/** queued: in the stream (due now, or being delivered); retry: until `nextAttemptMs`; waiting: behind an earlier
+ * postback of its transaction; dead: every attempt failed. */
+export type PostbackState = 'queued' | 'retry' | 'waiting' | 'dead';
+
+export interface PostbackSummary {
+  readonly id: string;
+  readonly state: PostbackState;
+  readonly receivedMs: number;
+  readonly attempts: number;
+  readonly lastError: string | undefined;
+  readonly nextAttemptMs: number | undefined;
+  readonly lastAttemptMs: number | undefined;
+}
+
+export interface PostbackDetail extends PostbackSummary {
   readonly payload: string;
   readonly headers: Readonly<Record<string, string>>;
 }
 
-function fieldsOf(postbackId: string | undefined, attempt: number, payload: string, headers: object) {
-  return {
-    ...(postbackId === undefined ? {} : { postback_id: postbackId }),
-    attempt: String(attempt),
-    payload,
-    headers: JSON.stringify(headers),
-  };
+export type ReplayResult = 'replayed' | 'due_now' | 'pending' | 'missing';
+
+export interface PostbackInbox {
+  /** Creates the consumer group (and the stream) when missing; again after a Redis that lost them. */
+  prepare(): Promise<void>;
+  /** Keeps a verified postback, acknowledged by the configured replicas; `duplicate` when it is kept already. */
+  append(postback: NewPostback, nowMs: number): Promise<'accepted' | 'duplicate'>;
+  /** New postbacks for `consumer`, each counted as an attempt. */
+  read(consumer: string, count: number, nowMs: number): Promise<TakenPostback[]>;
+  /** Postbacks another consumer took more than `minIdleMs` ago and did not settle (it died): now `consumer`'s. */
+  claimStale(consumer: string, minIdleMs: number, count: number, nowMs: number): Promise<TakenPostback[]>;
+  /** Records a delivery's outcome; false when another replica recorded one first, or the postback was dropped. */
+  settle(postback: TakenPostback, settlement: Settlement, nowMs: number): Promise<boolean>;
+  /** Moves the retries due by `nowMs` back into the stream (at most `count`); how many. */
+  releaseDue(nowMs: number, count: number): Promise<number>;
+  status(): Promise<InboxStatus>;
+  /** Undelivered (`pending`) or `dead` postbacks in arrival order, `limit` from rank `offset`. */
+  list(which: 'pending' | 'dead', offset: number, limit: number): Promise<PostbackSummary[]>;
+  show(id: string): Promise<PostbackDetail | undefined>;
+  replay(id: string): Promise<ReplayResult>;
+  drop(id: string): Promise<boolean>;
 }
 
-function entryOf(raw: StreamEntry): InboxEntry | undefined {
-  const { payload, headers, attempt, postback_id: postbackId } = raw.fields;
-  if (payload === undefined || headers === undefined) return undefined;
+const strings = (reply: unknown): string[] => (Array.isArray(reply) ? reply.map((item) => String(item ?? '')) : []);
+const msOrUndefined = (text: string | undefined): number | undefined =>
+  text === undefined || text === '' ? undefined : Number(text);
+
+function parseHeaders(text: string): Record<string, string> {
+  const clean: Record<string, string> = {};
   let parsed: unknown;
   try {
-    parsed = JSON.parse(headers);
+    parsed = JSON.parse(text);
   } catch {
-    return undefined;
+    return clean;
   }
-  if (typeof parsed !== 'object' || parsed === null) return undefined;
-  const clean: Record<string, string> = {};
+  if (typeof parsed !== 'object' || parsed === null) return clean;
   for (const [name, value] of Object.entries(parsed)) if (typeof value === 'string') clean[name] = value;
-  const n = Number(attempt);
+  return clean;
+}
+
+/** A row of INSPECT: the postback, and the line it waits in (for the scripts that take it out of it). */
+interface InspectedPostback extends PostbackDetail {
+  readonly line: string;
+}
+
+function detailOf(row: unknown): InspectedPostback | undefined {
+  const [id, state, received, attempts, lastError, due, lastAttempt, payload, headers, line] = strings(row);
+  if (id === undefined || state === undefined || line === undefined) return undefined;
   return {
-    entryId: raw.id,
-    postbackId: postbackId ?? raw.id,
-    attempt: Number.isInteger(n) && n > 0 ? n : 1,
-    payload,
-    headers: clean,
+    line,
+    id,
+    state: state as PostbackState,
+    receivedMs: Number(received),
+    attempts: Number(attempts),
+    lastError: lastError === '' ? undefined : lastError,
+    nextAttemptMs: msOrUndefined(due),
+    lastAttemptMs: msOrUndefined(lastAttempt),
+    payload: payload ?? '',
+    headers: parseHeaders(headers ?? '{}'),
   };
 }
 
-function entries(raw: readonly StreamEntry[]): InboxEntry[] {
-  return raw.map(entryOf).filter((entry): entry is InboxEntry => entry !== undefined);
+function summaryOf(row: InspectedPostback): PostbackSummary {
+  const { payload: _payload, headers: _headers, line: _line, ...summary } = row;
+  return summary;
 }
 
 export function createRedisInbox(store: RedisStateStore): PostbackInbox {
+  const scope = store.storedKey('');
   const acknowledged = { acknowledged: true } as const;
+  const allKeys = (id: string, orderKey: string) => [entryKey(id), STREAM, PENDING, RETRY, DEAD, orderKey];
+
+  async function take(entries: readonly StreamEntry[], nowMs: number): Promise<TakenPostback[]> {
+    const taken: TakenPostback[] = [];
+    for (const { id: streamId, fields } of entries) {
+      const id = fields.id;
+      if (id === undefined) continue;
+      const reply = await store.evalScript(
+        'inbox_take',
+        TAKE,
+        [entryKey(id), STREAM],
+        [streamId, DELIVERY_GROUP, String(nowMs)],
+      );
+      const [attempts, payload, headers, orderKey] = strings(reply);
+      if (attempts === undefined || payload === undefined || orderKey === undefined) continue;
+      taken.push({
+        streamId,
+        id,
+        attempt: Number(attempts),
+        payload,
+        headers: parseHeaders(headers ?? '{}'),
+        orderKey,
+      });
+    }
+    return taken;
+  }
+
+  async function inspect(which: 'pending' | 'dead', args: readonly string[]): Promise<InspectedPostback[]> {
+    const reply = await store.evalScript(
+      'inbox_status',
+      INSPECT,
+      [which === 'dead' ? DEAD : PENDING, RETRY, DEAD],
+      [scope, ...args],
+    );
+    return (Array.isArray(reply) ? reply : []).map(detailOf).filter((row) => row !== undefined);
+  }
+
+  /** The line a kept postback waits in (its entry names it); undefined when there is no such postback. */
+  async function lineOf(id: string): Promise<string | undefined> {
+    const [row] = await inspect('pending', ['0', '0', '0', id]);
+    return row?.line;
+  }
+
   return {
-    prepare: () => store.streamGroupCreate(INBOX_STREAM, DELIVERY_GROUP),
-    append: (payload, headers) => store.streamAdd(INBOX_STREAM, fieldsOf(undefined, 1, payload, headers), acknowledged),
-    read: async (consumer, count) =>
-      entries(await store.streamReadGroup(INBOX_STREAM, DELIVERY_GROUP, consumer, count)),
-    claimStale: async (consumer, minIdleMs, count) =>
-      entries(await store.streamAutoClaim(INBOX_STREAM, DELIVERY_GROUP, consumer, minIdleMs, count)),
-    done: (entry) => store.streamAck(INBOX_STREAM, DELIVERY_GROUP, entry.entryId),
-    async retryAt(entry, dueMs) {
-      const member: RetryMember = {
-        postbackId: entry.postbackId,
-        attempt: entry.attempt + 1,
-        payload: entry.payload,
-        headers: entry.headers,
-      };
-      // Kept for the retry before it leaves the stream: a failure in between delivers it again, never loses it.
-      await store.zAdd(RETRY_SET, JSON.stringify(member), dueMs, acknowledged);
-      await store.streamAck(INBOX_STREAM, DELIVERY_GROUP, entry.entryId);
+    prepare: () => store.streamGroupCreate(STREAM, DELIVERY_GROUP),
+    async append(postback, nowMs) {
+      const args = [postback.id, postback.payload, JSON.stringify(postback.headers), postback.orderKey, String(nowMs)];
+      const keys = [entryKey(postback.id), PENDING, postback.orderKey, STREAM];
+      const stored = await store.evalScript('inbox_append', APPEND, keys, args, acknowledged);
+      return Number(stored) === 1 ? 'accepted' : 'duplicate';
     },
-    async deadLetter(entry, reason) {
-      const fields = { ...fieldsOf(entry.postbackId, entry.attempt, entry.payload, entry.headers), reason };
-      await store.streamAdd(DEAD_LETTER_STREAM, fields, acknowledged);
-      await store.streamAck(INBOX_STREAM, DELIVERY_GROUP, entry.entryId);
+    read: async (consumer, count, nowMs) =>
+      take(await store.streamReadGroup(STREAM, DELIVERY_GROUP, consumer, count), nowMs),
+    claimStale: async (consumer, minIdleMs, count, nowMs) =>
+      take(await store.streamAutoClaim(STREAM, DELIVERY_GROUP, consumer, minIdleMs, count), nowMs),
+    async settle(postback, settlement, nowMs) {
+      const dueMs = settlement.outcome === 'retry' ? String(settlement.dueMs) : '';
+      const error = settlement.outcome === 'delivered' ? '' : settlement.error;
+      const args = [postback.streamId, DELIVERY_GROUP, postback.id, settlement.outcome, String(nowMs), dueMs, error];
+      return (
+        Number(await store.evalScript('inbox_settle', SETTLE, allKeys(postback.id, postback.orderKey), args)) === 1
+      );
     },
     async releaseDue(nowMs, count) {
-      let moved = 0;
-      for (const text of await store.zRangeByScore(RETRY_SET, nowMs, count)) {
-        let member: RetryMember;
-        try {
-          member = JSON.parse(text) as RetryMember;
-        } catch {
-          await store.zRem(RETRY_SET, text);
-          continue;
-        }
-        // Appended first and removed second, so that a failure in between keeps it. Of several replicas moving it
-        // at once only the one whose ZREM removes it keeps its copy; the others delete theirs.
-        const id = await store.streamAdd(
-          INBOX_STREAM,
-          fieldsOf(member.postbackId, member.attempt, member.payload, member.headers),
-          acknowledged,
-        );
-        if (await store.zRem(RETRY_SET, text)) moved++;
-        else await store.streamAck(INBOX_STREAM, DELIVERY_GROUP, id);
-      }
-      return moved;
+      return Number(
+        await store.evalScript('inbox_release', RELEASE_DUE, [RETRY, STREAM], [String(nowMs), String(count)]),
+      );
+    },
+    async status() {
+      const [undelivered, oldest, dead, retrying] = strings(
+        await store.evalScript('inbox_status', STATUS, [PENDING, DEAD, RETRY], []),
+      );
+      return {
+        undelivered: Number(undelivered ?? 0),
+        oldestReceivedMs: msOrUndefined(oldest),
+        dead: Number(dead ?? 0),
+        retrying: Number(retrying ?? 0),
+      };
+    },
+    async list(which, offset, limit) {
+      if (limit <= 0) return [];
+      const rows = await inspect(which, [String(offset), String(offset + limit - 1), '0', '']);
+      return rows.map(summaryOf);
+    },
+    async show(id) {
+      const [row] = await inspect('pending', ['0', '0', '1', id]);
+      if (row === undefined) return undefined;
+      const { line: _line, ...detail } = row;
+      return detail;
+    },
+    async replay(id) {
+      const orderKey = await lineOf(id);
+      if (orderKey === undefined) return 'missing';
+      const result = await store.evalScript('inbox_admin', REPLAY, allKeys(id, orderKey), [id], acknowledged);
+      return String(result) as ReplayResult;
+    },
+    async drop(id) {
+      const orderKey = await lineOf(id);
+      if (orderKey === undefined) return false;
+      return Number(await store.evalScript('inbox_admin', DROP, allKeys(id, orderKey), [id], acknowledged)) === 1;
     },
   };
 }

@@ -11,7 +11,7 @@ import {
 } from '../config/postback-settings.js';
 import { listen } from '../proxy/listener.js';
 import type { Logger } from '../observability/log.js';
-import type { PostbackMetrics } from '../observability/postback-metrics.js';
+import type { InboxMetrics, PostbackMetrics } from '../observability/postback-metrics.js';
 import type { Tracing } from '../observability/tracing.js';
 import type { StateStore } from '../state/state-store.js';
 import { BodyBudget } from './body-budget.js';
@@ -57,8 +57,8 @@ export interface PostbackReceiverDeps {
   readonly tracing?: Tracing;
   /** Continue a sender's traceparent (SIDECAR_TRACE_PROPAGATE_UPSTREAM); otherwise each postback starts a trace. */
   readonly continueSenderTrace?: boolean;
-  /** `queued` delivery (SIDECAR_POSTBACK_DELIVERY): the inbox on Redis; absent for `direct`. */
-  readonly inbox?: PostbackInbox;
+  /** `queued` delivery (SIDECAR_POSTBACK_DELIVERY): the inbox on Redis and its metrics; absent for `direct`. */
+  readonly inbox?: { readonly inbox: PostbackInbox; readonly metrics: InboxMetrics };
   /** Test hook: shorter sender timeouts than RECEIVER_LISTENER's. */
   readonly listener?: { readonly headersTimeout?: number; readonly requestTimeout?: number };
 }
@@ -120,7 +120,7 @@ function handlerFor(
     verify: createPostbackVerifier({ ...config, publicKeys: keys, signedUrl: signedPostbackUrl(config.publicUrl) }),
     memory,
     forwarder,
-    ...(deps.inbox === undefined ? {} : { inbox: deps.inbox }),
+    ...(deps.inbox === undefined ? {} : { queue: { inbox: deps.inbox.inbox, orderField: config.orderField } }),
     budget: new BodyBudget(),
     metrics: deps.metrics,
     log: deps.log,
@@ -140,7 +140,8 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
     deps.inbox === undefined
       ? undefined
       : createDeliveryWorker({
-          inbox: deps.inbox,
+          inbox: deps.inbox.inbox,
+          metrics: deps.inbox.metrics,
           forwarder,
           concurrency: config.deliveryConcurrency,
           scheduleMs: config.retryScheduleMs,
@@ -167,6 +168,8 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
       return url;
     },
     async close(maxMs) {
+      // Takes no new postback from the inbox at once; those in flight get the same delay as the open answers.
+      const delivered = worker?.stop(maxMs);
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
       await answers.waitIdle(maxMs);
@@ -174,8 +177,8 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
       stopping.abort();
       await answers.waitIdle(ABORTED_ANSWER_MS);
       server.closeAllConnections();
-      // Deliveries in flight finish (each within the forward timeout); entries not taken stay in the inbox.
-      await worker?.stop();
+      // Postbacks not delivered by then stay pending in the inbox; another replica takes them over.
+      await delivered;
       await Promise.all([closed, forwarder.close()]);
     },
   };

@@ -52,8 +52,9 @@ export interface RedisLink {
   ping(routingKey: string): Promise<unknown>;
   get(key: string): Promise<string | null>;
   setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean>;
-  evalSha(sha1: string, key: string, args: string[]): Promise<unknown>;
-  eval(source: string, key: string, args: string[]): Promise<unknown>;
+  /** A script over `keys` (one slot: the account's hash tag), routed by the first. */
+  evalSha(sha1: string, keys: string[], args: string[]): Promise<unknown>;
+  eval(source: string, keys: string[], args: string[]): Promise<unknown>;
   publish(channel: string, message: string): Promise<unknown>;
   subscribe(channel: string, listener: (message: string) => void): Promise<unknown>;
   unsubscribe(channel: string, listener: (message: string) => void): Promise<unknown>;
@@ -152,8 +153,8 @@ function standaloneLink(options: RedisConnectionOptions, url: string): RedisLink
     get: (key) => client.get(key),
     setIfAbsent: async (key, value, ttlMs) =>
       (await client.set(key, value, { condition: 'NX', expiration: { type: 'PX', value: ttlMs } })) === 'OK',
-    evalSha: (sha1, key, args) => client.evalSha(sha1, { keys: [key], arguments: args }),
-    eval: (source, key, args) => client.eval(source, { keys: [key], arguments: args }),
+    evalSha: (sha1, keys, args) => client.evalSha(sha1, { keys, arguments: args }),
+    eval: (source, keys, args) => client.eval(source, { keys, arguments: args }),
     publish: (channel, message) => client.publish(channel, message),
     subscribe: (channel, listener) => client.subscribe(channel, listener),
     unsubscribe: (channel, listener) => client.unsubscribe(channel, listener),
@@ -206,8 +207,8 @@ function sentinelLink(
     get: (key) => sentinel.get(key),
     setIfAbsent: async (key, value, ttlMs) =>
       (await sentinel.set(key, value, { condition: 'NX', expiration: { type: 'PX', value: ttlMs } })) === 'OK',
-    evalSha: (sha1, key, args) => sentinel.evalSha(sha1, { keys: [key], arguments: args }),
-    eval: (source, key, args) => sentinel.eval(source, { keys: [key], arguments: args }),
+    evalSha: (sha1, keys, args) => sentinel.evalSha(sha1, { keys, arguments: args }),
+    eval: (source, keys, args) => sentinel.eval(source, { keys, arguments: args }),
     publish: (channel, message) => sentinel.publish(channel, message),
     subscribe: (channel, listener) => sentinel.subscribe(channel, listener),
     // Registered as a string listener (no buffer mode): the same function, as the client types any listener.
@@ -258,8 +259,8 @@ function clusterLink(options: RedisConnectionOptions, nodes: readonly RedisNode[
     get: (key) => cluster.get(key),
     setIfAbsent: async (key, value, ttlMs) =>
       (await cluster.set(key, value, { condition: 'NX', expiration: { type: 'PX', value: ttlMs } })) === 'OK',
-    evalSha: (sha1, key, args) => cluster.evalSha(sha1, { keys: [key], arguments: args }),
-    eval: (source, key, args) => cluster.eval(source, { keys: [key], arguments: args }),
+    evalSha: (sha1, keys, args) => cluster.evalSha(sha1, { keys, arguments: args }),
+    eval: (source, keys, args) => cluster.eval(source, { keys, arguments: args }),
     publish: (channel, message) => cluster.publish(channel, message),
     subscribe: (channel, listener) => cluster.subscribe(channel, listener),
     unsubscribe: (channel, listener) => cluster.unsubscribe(channel, listener as (message: string | Buffer) => void),

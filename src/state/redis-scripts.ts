@@ -6,7 +6,7 @@ export interface LuaScript {
   readonly sha1: string;
 }
 
-function script(source: string): LuaScript {
+export function luaScript(source: string): LuaScript {
   return { source, sha1: createHash('sha1').update(source).digest('hex') };
 }
 
@@ -15,7 +15,7 @@ function script(source: string): LuaScript {
  * expected, '0' when the key must hold nothing; ARGV[2] the expected value; ARGV[3] the new value; ARGV[4] the TTL
  * in ms. Returns 1 when written. GET of a missing key is `false` in Lua, never equal to a string.
  */
-export const COMPARE_AND_SET = script(`local current = redis.call('GET', KEYS[1])
+export const COMPARE_AND_SET = luaScript(`local current = redis.call('GET', KEYS[1])
 if ARGV[1] == '1' then
   if current ~= ARGV[2] then return 0 end
 elseif current then
@@ -25,7 +25,7 @@ redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
 return 1`);
 
 /** Delete only when the key holds ARGV[1] (a lock released by its owner only). Returns 1 when deleted. */
-export const COMPARE_AND_DELETE = script(`if redis.call('GET', KEYS[1]) == ARGV[1] then
+export const COMPARE_AND_DELETE = luaScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0`);

@@ -106,13 +106,13 @@ export class RedisStateStore implements StateStore {
     options: WriteOptions = {},
   ): Promise<boolean> {
     const args = [expected === undefined ? '0' : '1', expected ?? '', value, String(ttl(ttlMs))];
-    const written = (await this.run('compare_and_set', () => this.script(COMPARE_AND_SET, key, args))) === 1;
+    const written = (await this.run('compare_and_set', () => this.script(COMPARE_AND_SET, [key], args))) === 1;
     if (written && options.acknowledged === true) await this.replicated(key);
     return written;
   }
 
   async compareAndDelete(key: string, expected: string): Promise<boolean> {
-    return (await this.run('compare_and_delete', () => this.script(COMPARE_AND_DELETE, key, [expected]))) === 1;
+    return (await this.run('compare_and_delete', () => this.script(COMPARE_AND_DELETE, [key], [expected]))) === 1;
   }
 
   async publish(channel: string, message: string): Promise<void> {
@@ -130,12 +130,25 @@ export class RedisStateStore implements StateStore {
     return () => this.unsubscribe(name, listener);
   }
 
-  /** XADD: appends an entry to the stream `key`; its id. */
-  async streamAdd(key: string, fields: Readonly<Record<string, string>>, options: WriteOptions = {}): Promise<string> {
-    const args = ['XADD', this.keys.key(key), '*', ...Object.entries(fields).flat()];
-    const id = await this.run('stream_add', () => this.client.command(this.keys.key(key), args));
-    if (options.acknowledged === true) await this.replicated(key);
-    return String(id);
+  /**
+   * One of the caller's scripts over `keyNames` (short names, all under the account's hash tag, so one slot): its
+   * reply as Redis sends it. Acknowledged: resolves once the configured replicas hold what it wrote.
+   */
+  async evalScript(
+    command: StateStoreCommand,
+    script: LuaScript,
+    keyNames: readonly string[],
+    args: readonly string[],
+    options: WriteOptions = {},
+  ): Promise<unknown> {
+    const reply = await this.run(command, () => this.script(script, keyNames, [...args]));
+    if (options.acknowledged === true) await this.replicated(keyNames[0] ?? '');
+    return reply;
+  }
+
+  /** The stored name of a short key name: what a script builds other keys of the account from. */
+  storedKey(name: string): string {
+    return this.keys.key(name);
   }
 
   /** XGROUP CREATE ... MKSTREAM from the stream's start; a group that exists already is left as it is. */
@@ -163,16 +176,6 @@ export class RedisStateStore implements StateStore {
     return Array.isArray(stream) ? streamEntries(stream[1]) : [];
   }
 
-  /** XACK then XDEL: the entry is done with, and is not kept in the stream. */
-  async streamAck(key: string, group: string, id: string, options: WriteOptions = {}): Promise<void> {
-    const stored = this.keys.key(key);
-    await this.run('stream_ack', async () => {
-      await this.client.command(stored, ['XACK', stored, group, id]);
-      await this.client.command(stored, ['XDEL', stored, id]);
-    });
-    if (options.acknowledged === true) await this.replicated(key);
-  }
-
   /** XAUTOCLAIM: entries pending longer than `minIdleMs` on any consumer become `consumer`'s (at most `count`). */
   async streamAutoClaim(
     key: string,
@@ -185,27 +188,6 @@ export class RedisStateStore implements StateStore {
     const args = ['XAUTOCLAIM', stored, group, consumer, String(minIdleMs), '0-0', 'COUNT', String(count)];
     const reply = await this.run('stream_auto_claim', () => this.client.command(stored, args));
     return Array.isArray(reply) ? streamEntries(reply[1]) : [];
-  }
-
-  /** ZADD: `member` at `score` (its score replaced when it is there already). */
-  async zAdd(key: string, member: string, score: number, options: WriteOptions = {}): Promise<void> {
-    const stored = this.keys.key(key);
-    await this.run('zset_add', () => this.client.command(stored, ['ZADD', stored, String(score), member]));
-    if (options.acknowledged === true) await this.replicated(key);
-  }
-
-  /** ZRANGEBYSCORE -inf `max` LIMIT 0 `count`: the members due by `max`, lowest score first. */
-  async zRangeByScore(key: string, max: number, count: number): Promise<string[]> {
-    const stored = this.keys.key(key);
-    const args = ['ZRANGEBYSCORE', stored, '-inf', String(max), 'LIMIT', '0', String(count)];
-    const reply = await this.run('zset_range', () => this.client.command(stored, args));
-    return Array.isArray(reply) ? reply.map(String) : [];
-  }
-
-  /** ZREM: true when this call removed it (so that, of several replicas, one only acts on it). */
-  async zRem(key: string, member: string): Promise<boolean> {
-    const stored = this.keys.key(key);
-    return Number(await this.run('zset_remove', () => this.client.command(stored, ['ZREM', stored, member]))) === 1;
   }
 
   isAvailable(): boolean {
@@ -303,8 +285,8 @@ export class RedisStateStore implements StateStore {
   }
 
   /** EVALSHA, or EVAL when this Redis has not seen the script yet (after a restart, a failover, a SCRIPT FLUSH). */
-  private async script(script: LuaScript, key: string, args: string[]): Promise<unknown> {
-    const stored = this.keys.key(key);
+  private async script(script: LuaScript, keyNames: readonly string[], args: string[]): Promise<unknown> {
+    const stored = keyNames.map((name) => this.keys.key(name));
     try {
       return await this.client.evalSha(script.sha1, stored, args);
     } catch (err) {

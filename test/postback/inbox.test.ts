@@ -32,7 +32,7 @@ async function queuedWorld(
       SIDECAR_REDIS_URL: redis.url,
       SIDECAR_POSTBACK_DELIVERY: 'queued',
       SIDECAR_POSTBACK_RETRY_SCHEDULE: schedule,
-      SIDECAR_POSTBACK_VISIBILITY_TIMEOUT_MS: '2000',
+      SIDECAR_POSTBACK_VISIBILITY_TIMEOUT_MS: '3000',
       SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS: '2000',
     },
     webhook,
@@ -46,9 +46,10 @@ async function keyNamed(redis: TestRedis, name: string): Promise<string | undefi
   return (await redis.cli('KEYS', `*:${name}`)).find((line) => line.trim() !== '');
 }
 
-async function streamLength(redis: TestRedis, name: string): Promise<number> {
+/** How many a stream (XLEN) or a sorted set (ZCARD) of the inbox holds. */
+async function sizeOf(redis: TestRedis, command: 'XLEN' | 'ZCARD', name: string): Promise<number> {
   const key = await keyNamed(redis, name);
-  return key === undefined ? 0 : Number((await redis.cli('XLEN', key))[0]);
+  return key === undefined ? 0 : Number((await redis.cli(command, key))[0]);
 }
 
 async function until(check: () => Promise<boolean> | boolean, ms: number, what: string): Promise<void> {
@@ -97,14 +98,14 @@ describe('queued postback delivery', { timeout: 60_000 }, () => {
     const { redis, gateway, world } = await queuedWorld('0s,100ms,200ms', webhook);
     const postback = await signPostback(gateway.privateKeyPem);
     assert.deepEqual((await deliver(world.receiverUrl, postback)).body, { status: 'accepted' });
-    await until(async () => (await streamLength(redis, 'postback:dead')) === 1, 10_000, 'the dead letter');
+    await until(async () => (await sizeOf(redis, 'ZCARD', 'postback:dead')) === 1, 10_000, 'the dead letter');
     assert.equal(webhook.received.length, 3);
     assert.deepEqual(
       webhook.received.map((r) => r.headers['x-postback-attempt']),
       ['1', '2', '3'],
     );
     assert.equal(new Set(webhook.received.map((r) => r.headers['x-postback-id'])).size, 1);
-    assert.equal(await streamLength(redis, 'postback:inbox'), 0);
+    assert.equal(await sizeOf(redis, 'XLEN', 'postback:inbox'), 0);
   });
 
   test('Redis down at arrival: 503, and nothing is kept or delivered', async () => {
@@ -116,7 +117,7 @@ describe('queued postback delivery', { timeout: 60_000 }, () => {
     await redis.start();
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     assert.equal(webhook.received.length, 0);
-    assert.equal(await streamLength(redis, 'postback:inbox'), 0);
+    assert.equal(await sizeOf(redis, 'XLEN', 'postback:inbox'), 0);
   });
 
   test('queued delivery with the memory store is refused at start, naming both settings', async () => {
