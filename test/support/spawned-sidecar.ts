@@ -9,6 +9,8 @@ export interface SpawnedSidecar {
   readonly child: ChildProcess;
   readonly proxyUrl: string;
   readonly adminUrl: string;
+  /** The postback receiver's address, when it is on. */
+  readonly postbackUrl: string | undefined;
   /** Everything written so far to stdout and stderr. */
   output(): { stdout: string; stderr: string };
   /** Resolves with the exit code (null when killed by a signal) and the signal. */
@@ -47,6 +49,7 @@ export async function spawnSidecar(env: NodeJS.ProcessEnv, startMs = 15_000): Pr
         child,
         proxyUrl: start.proxyUrl,
         adminUrl: start.adminUrl,
+        postbackUrl: typeof start.postbackUrl === 'string' ? start.postbackUrl : undefined,
         output: () => ({ stdout, stderr }),
         exited,
         kill,
