@@ -24,6 +24,8 @@ export const RUNBOOK_ANCHORS = [
   'runbook-config-reload-failures',
   'runbook-postback-signature-failures',
   'runbook-postback-delivery-failures',
+  'runbook-postback-backlog-aging',
+  'runbook-postback-dead-letters',
   'runbook-state-store-down',
   'runbook-state-store-evicting',
   'runbook-a-redis-failover',
@@ -91,10 +93,16 @@ describe('PrometheusRule', () => {
             .replaceAll('{{ $labels.namespace }}', 'payments')
             .replaceAll('{{ $labels.pod }}', 'p-1')
             .replaceAll('{{ $labels.setting }}', 'private_key')
-            .replaceAll('{{ $value | humanize }}', value),
+            .replaceAll('{{ $value | humanize }}', value)
+            .replaceAll('{{ $value | humanizeDuration }}', value),
         ]),
       );
-    const firing = (alertname: string, value: string, evalTime = '10m', severity = 'warning') => ({
+    interface AlertTest {
+      eval_time: string;
+      alertname: string;
+      exp_alerts: Array<{ exp_labels: Record<string, string>; exp_annotations: Record<string, string> }>;
+    }
+    const firing = (alertname: string, value: string, evalTime = '10m', severity = 'warning'): AlertTest => ({
       eval_time: evalTime,
       alertname,
       exp_alerts: [
@@ -104,7 +112,20 @@ describe('PrometheusRule', () => {
         },
       ],
     });
-    const quiet = (alertname: string) => ({ eval_time: '10m', alertname, exp_alerts: [] });
+    const quiet = (alertname: string): AlertTest => ({ eval_time: '10m', alertname, exp_alerts: [] });
+    // The inbox alerts watch the account's figures, which every replica reports alike: one alert per namespace.
+    const accountFiring = (alertname: string, value: string, evalTime: string, severity: string): AlertTest => ({
+      eval_time: evalTime,
+      alertname,
+      exp_alerts: [
+        {
+          exp_labels: { severity, namespace: 'payments' },
+          exp_annotations: annotations(alertname, value),
+        },
+      ],
+    });
+    const replicas = (metric: string, values: string) =>
+      ['p-1', 'p-2'].map((name) => ({ series: `${metric}{namespace="payments", pod="${name}"}`, values }));
     // The reload alert keeps the setting label (which file was refused).
     const reloadAlertLabels = { severity: 'warning', namespace: 'payments', pod: 'p-1', setting: 'private_key' };
     const tests = [
@@ -254,6 +275,44 @@ describe('PrometheusRule', () => {
         alert_rule_test: [quiet('SigningSidecarPostbackDeliveryFailing')],
       },
       {
+        // The application down since minute 4: the oldest postback ages one minute per minute, on both replicas (p-2
+        // scraped 30 s earlier). Past 15 minutes from minute 20, firing from minute 25 with the larger figure.
+        interval: '1m',
+        input_series: [
+          { series: `signing_sidecar_postback_inbox_oldest_age_seconds{${pod}}`, values: '0x4 60+60x25' },
+          {
+            series: `signing_sidecar_postback_inbox_oldest_age_seconds{namespace="payments", pod="p-2"}`,
+            values: '0x4 30+60x25',
+          },
+        ],
+        alert_rule_test: [
+          { eval_time: '24m', alertname: 'SigningSidecarPostbackBacklogAging', exp_alerts: [] },
+          accountFiring('SigningSidecarPostbackBacklogAging', '21m 0s', '25m', 'warning'),
+        ],
+      },
+      {
+        // A backlog that drains after 14 minutes: quiet. Summed over the two replicas it would be over 15 minutes
+        // from minute 12 and fire at minute 17.
+        interval: '1m',
+        input_series: replicas('signing_sidecar_postback_inbox_oldest_age_seconds', '0x4 60+60x13 0x12'),
+        alert_rule_test: [{ eval_time: '18m', alertname: 'SigningSidecarPostbackBacklogAging', exp_alerts: [] }],
+      },
+      {
+        // Two postbacks moved to the dead letters at minute 5, reported by both replicas: fires at once with 2.
+        interval: '1m',
+        input_series: replicas('signing_sidecar_postback_dead_letters', '0x5 2x10'),
+        alert_rule_test: [
+          { eval_time: '4m', alertname: 'SigningSidecarPostbackDeadLetters', exp_alerts: [] },
+          accountFiring('SigningSidecarPostbackDeadLetters', '2', '6m', 'critical'),
+        ],
+      },
+      {
+        // A dead letter replayed (or dropped) two minutes later: quiet again.
+        interval: '1m',
+        input_series: replicas('signing_sidecar_postback_dead_letters', '0x5 1x2 0x8'),
+        alert_rule_test: [quiet('SigningSidecarPostbackDeadLetters')],
+      },
+      {
         // Not serving (stuck draining) for more than 5 minutes.
         interval: '1m',
         input_series: [{ series: `signing_sidecar_ready{${pod}}`, values: '1x3 0x12' }],
@@ -300,6 +359,8 @@ describe('PrometheusRule', () => {
       'SigningSidecarStateStoreEvicting',
       'SigningSidecarPostbackSignatureInvalid',
       'SigningSidecarPostbackDeliveryFailing',
+      'SigningSidecarPostbackBacklogAging',
+      'SigningSidecarPostbackDeadLetters',
     ]) {
       assert.ok(names.includes(alert), `${alert} missing`);
     }
@@ -360,6 +421,26 @@ describe('Grafana dashboard', () => {
     for (const panel of panels) {
       assert.ok((panel.targets ?? []).length > 0 && panel.targets?.every((t) => t.expr), `${panel.title}: queries`);
       assert.equal(panel.datasource?.uid, '${datasource}', `${panel.title}: uses the data source variable`);
+    }
+  });
+
+  test('panel ids are unique and panels do not overlap', () => {
+    interface Placed {
+      id?: number;
+      title?: string;
+      gridPos?: { h: number; w: number; x: number; y: number };
+      panels?: Placed[];
+    }
+    const all = ((dashboard.panels ?? []) as Placed[]).flatMap((p) => [p, ...(p.panels ?? [])]);
+    const ids = all.map((p) => p.id);
+    assert.equal(new Set(ids).size, ids.length, `duplicate panel ids: ${ids.join(', ')}`);
+    const placed = all.filter((p) => p.gridPos);
+    for (const [i, a] of placed.entries()) {
+      for (const b of placed.slice(i + 1)) {
+        const [g, h] = [a.gridPos!, b.gridPos!];
+        const apart = g.x + g.w <= h.x || h.x + h.w <= g.x || g.y + g.h <= h.y || h.y + h.h <= g.y;
+        assert.ok(apart, `"${a.title}" and "${b.title}" overlap`);
+      }
     }
   });
 
