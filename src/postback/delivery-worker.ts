@@ -12,6 +12,8 @@ import type { PostbackInbox, Settlement, TakenPostback } from './inbox.js';
 const POLL_MS = 100;
 /** How often the backlog gauges are read from Redis (one script; every replica reads the same figures). */
 const STATUS_MS = 5_000;
+/** The waits between tries to record a delivery's outcome while Redis does not answer (the last: none). */
+const SETTLE_RETRIES_MS = [100, 500, 1_000, 2_000, undefined];
 /** Most due retries moved back into the stream per poll. */
 const RELEASE_BATCH = 100;
 
@@ -62,7 +64,10 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
   const { inbox, forwarder, log, metrics } = options;
   // A random name per process: a restarted pod's pending postbacks are another consumer's, taken over by XAUTOCLAIM.
   const consumer = `sidecar-${randomUUID()}`;
-  const inFlight = new Set<Promise<void>>();
+  /** The deliveries running, by stream entry id. */
+  const inFlight = new Map<string, Promise<void>>();
+  /** A read failed: its postbacks may have been given to this consumer all the same, unknown to it. */
+  let lostRead = false;
   // Draining: no new postbacks are taken. Stopping: the deliveries still running are abandoned.
   let draining = false;
   const stopping = new AbortController();
@@ -103,13 +108,11 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       return;
     }
     const settlement = settlementOf(postback.attempt, answer, options.scheduleMs, options.nowMs());
-    let recorded: boolean;
-    try {
-      recorded = await inbox.settle(postback, settlement, options.nowMs());
-    } catch (err) {
+    const recorded = await settleSoon(postback, settlement);
+    if (recorded === undefined) {
       // Left pending: after the visibility timeout a replica takes it over and delivers it again.
       metrics.delivery('not_recorded');
-      log.warn({ ...fields, outcome: 'not_recorded', err: err instanceof Error ? err.name : 'error' }, 'not recorded');
+      log.warn({ ...fields, outcome: 'not_recorded' }, 'delivery outcome not recorded');
       return;
     }
     if (!recorded) {
@@ -127,12 +130,28 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
     }
   }
 
+  /**
+   * Records the outcome, trying again over a few seconds when Redis does not answer: a settle is safe to repeat
+   * (one that took effect already answers false), and an unrecorded delivery would be made again.
+   */
+  async function settleSoon(postback: TakenPostback, settlement: Settlement): Promise<boolean | undefined> {
+    for (const waitMs of SETTLE_RETRIES_MS) {
+      try {
+        return await inbox.settle(postback, settlement, options.nowMs());
+      } catch {
+        if (waitMs === undefined) return undefined;
+        await new Promise((resolve) => setTimeout(resolve, waitMs));
+      }
+    }
+    return undefined;
+  }
+
   function launch(postback: TakenPostback): void {
     const running = deliver(postback).finally(() => {
-      inFlight.delete(running);
+      inFlight.delete(postback.streamId);
       wake?.();
     });
-    inFlight.add(running);
+    inFlight.set(postback.streamId, running);
   }
 
   async function poll(): Promise<void> {
@@ -156,7 +175,19 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       }
     }
     if (free <= 0 || draining) return;
-    for (const postback of await inbox.read(consumer, free, options.nowMs())) launch(postback);
+    if (lostRead) {
+      const delivering = new Set(inFlight.keys());
+      for (const postback of await inbox.recover(consumer, free, options.nowMs(), delivering)) {
+        launch(postback);
+        free--;
+      }
+      lostRead = false;
+    }
+    if (free <= 0) return;
+    lostRead = true;
+    const taken = await inbox.read(consumer, free, options.nowMs());
+    lostRead = false;
+    for (const postback of taken) launch(postback);
   }
 
   async function run(): Promise<void> {
@@ -186,10 +217,10 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       await loop;
       let timer: NodeJS.Timeout | undefined;
       const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, maxMs)));
-      await Promise.race([Promise.all([...inFlight]), deadline]);
+      await Promise.race([Promise.all(inFlight.values()), deadline]);
       clearTimeout(timer);
       stopping.abort();
-      await Promise.all([...inFlight]);
+      await Promise.all(inFlight.values());
     },
   };
 }

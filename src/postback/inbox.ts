@@ -106,6 +106,11 @@ export interface PostbackInbox {
   append(postback: NewPostback, nowMs: number): Promise<'accepted' | 'duplicate'>;
   /** New postbacks for `consumer`, each counted as an attempt. */
   read(consumer: string, count: number, nowMs: number): Promise<TakenPostback[]>;
+  /**
+   * Postbacks given to `consumer` that it is not delivering (`delivering`: their stream ids), at most `count`: a
+   * read whose answer was lost on the way (a command timeout) left them with it, unknown to it.
+   */
+  recover(consumer: string, count: number, nowMs: number, delivering: ReadonlySet<string>): Promise<TakenPostback[]>;
   /** Postbacks another consumer took more than `minIdleMs` ago and did not settle (it died): now `consumer`'s. */
   claimStale(consumer: string, minIdleMs: number, count: number, nowMs: number): Promise<TakenPostback[]>;
   /** Records a delivery's outcome; false when another replica recorded one first, or the postback was dropped. */
@@ -220,6 +225,10 @@ export function createRedisInbox(store: RedisStateStore): PostbackInbox {
     },
     read: async (consumer, count, nowMs) =>
       take(await store.streamReadGroup(STREAM, DELIVERY_GROUP, consumer, count), nowMs),
+    async recover(consumer, count, nowMs, delivering) {
+      const given = await store.streamReadGroup(STREAM, DELIVERY_GROUP, consumer, count + delivering.size, 'own');
+      return take(given.filter((entry) => !delivering.has(entry.id)).slice(0, count), nowMs);
+    },
     claimStale: async (consumer, minIdleMs, count, nowMs) =>
       take(await store.streamAutoClaim(STREAM, DELIVERY_GROUP, consumer, minIdleMs, count), nowMs),
     async settle(postback, settlement, nowMs) {

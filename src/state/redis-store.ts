@@ -164,12 +164,19 @@ export class RedisStateStore implements StateStore {
   }
 
   /**
-   * XREADGROUP without BLOCK: new entries for `consumer`, at most `count`. Never blocking, because the connection
-   * is shared with every other command of the store.
+   * XREADGROUP without BLOCK: new entries for `consumer` (or, `own`, those it was given and has not acknowledged), at
+   * most `count`. Never blocking, because the connection is shared with every other command of the store.
    */
-  async streamReadGroup(key: string, group: string, consumer: string, count: number): Promise<StreamEntry[]> {
+  async streamReadGroup(
+    key: string,
+    group: string,
+    consumer: string,
+    count: number,
+    which: 'new' | 'own' = 'new',
+  ): Promise<StreamEntry[]> {
     const stored = this.keys.key(key);
-    const args = ['XREADGROUP', 'GROUP', group, consumer, 'COUNT', String(count), 'STREAMS', stored, '>'];
+    const from = which === 'new' ? '>' : '0';
+    const args = ['XREADGROUP', 'GROUP', group, consumer, 'COUNT', String(count), 'STREAMS', stored, from];
     const reply = await this.run('stream_read_group', () => this.client.command(stored, args));
     if (!Array.isArray(reply) || reply.length === 0) return [];
     const stream: unknown = reply[0];

@@ -39,6 +39,8 @@ async function fleet(webhookUrl: string, env: NodeJS.ProcessEnv): Promise<Fleet>
     SIDECAR_REDIS_URL: redis.url,
     SIDECAR_REDIS_USERNAME: redis.username,
     SIDECAR_REDIS_PASSWORD_FILE: redis.passwordFile,
+    // The test host is shared: a loaded moment must not turn into a 503 that this gateway stand-in never retries.
+    SIDECAR_REDIS_COMMAND_TIMEOUT_MS: '1000',
     SIDECAR_POSTBACK_DELIVERY: 'queued',
     SIDECAR_POSTBACK_FORWARD_URL: webhookUrl,
     SIDECAR_POSTBACK_PUBLIC_URL: PUBLIC_URL,
@@ -97,6 +99,7 @@ describe('queued delivery across replicas', { timeout: 110_000 }, () => {
     await sleep(Math.max(0, 30_000 - (Date.now() - downSince)));
     assert.equal(webhook.received.length, 0);
     await webhook.start(port);
+    cleanups.push(() => webhook.stop());
     await webhook.waitFor(100, 30_000);
     await until(async () => (await undelivered(redis)) === 0, 10_000, 'an empty inbox');
     await sleep(1_000); // room for a second delivery to show, if one were made
