@@ -218,7 +218,7 @@ export const SETTINGS = {
   },
   clock: {
     skewCorrection: {
-      doc: "Sign with the local time plus the gateway clock's measured offset (from its `Date` header), so a node whose clock is off keeps working while the clock-skew alert asks for NTP to be fixed ([runbook](operations.md#runbook-clock-skew)).",
+      doc: "Sign with the local time plus the gateway clock's measured offset (from its `Date` header), so a node whose clock is off keeps working while the clock-skew alert asks for NTP to be fixed ([runbook](runbooks.md#runbook-clock-skew)).",
       format: 'strict-boolean',
       default: false,
       env: 'SIDECAR_CLOCK_SKEW_CORRECTION',

@@ -37,6 +37,7 @@ export async function checkPostbacks(postback: PostbackConfig | undefined, repor
   const sources = postback.allowCidrs?.ranges.join(', ') ?? 'any (the signature is the only check)';
   const unsigned = postback.acceptUnsigned ? 'accepted from these sources' : 'refused';
   report.line('-', 'postback sources', `${sources}; unsigned postbacks ${unsigned}`);
+  report.line('-', 'postback delivery', deliveryLine(postback));
   const forward = new URL(postback.forwardUrl);
   const base = {
     origin: forward.origin,
@@ -49,4 +50,14 @@ export async function checkPostbacks(postback: PostbackConfig | undefined, repor
   const probe = await probeConnection(base, undefined, Math.min(postback.forwardTimeoutMs, 5_000));
   const detail = probe.mark === '✔' && base.protocol === 'http:' ? 'TCP ok' : probe.detail;
   report.line(probe.mark, 'postback forward URL reachable', `${forward.origin}${forward.pathname}: ${detail}`);
+}
+
+/** `direct`, or `queued` with what shapes it: the order field, the concurrency and how long the attempts last. */
+function deliveryLine(postback: PostbackConfig): string {
+  if (postback.delivery === 'direct') return 'direct (the gateway waits for the application; 503 when it fails)';
+  const hours = postback.retryScheduleMs.reduce((sum, ms) => sum + ms, 0) / 3_600_000;
+  return (
+    `queued in Redis (${postback.retryScheduleMs.length} attempts over ${hours.toFixed(1)} h, ` +
+    `${postback.deliveryConcurrency} at once per replica, in order by payload field "${postback.orderField}")`
+  );
 }

@@ -3,7 +3,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import { collectConfig, loadConfig } from '../../src/config/load.js';
-import { sourceAllowed } from '../../src/config/postback-settings.js';
+import { resolveDelivery, sourceAllowed } from '../../src/config/postback-settings.js';
 import { signedPostbackUrl } from '../../src/postback/public-url.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { scratchDir } from '../support/scratch.js';
@@ -252,5 +252,34 @@ describe('config: the postback receiver', () => {
       SIDECAR_REDIS_URL: 'redis://127.0.0.1:6379',
     }).postback!;
     assert.equal(queued.delivery, 'queued');
+  });
+
+  it('auto: queued in production with Redis, direct in staging or with the memory store', () => {
+    const redis = { SIDECAR_STATE_STORE: 'redis', SIDECAR_REDIS_URL: 'rediss://redis.internal:6380' };
+    assert.equal(resolveDelivery('auto', { environment: 'production', stateStore: 'redis' }), 'queued');
+    assert.equal(resolveDelivery('auto', { environment: 'staging', stateStore: 'redis' }), 'direct');
+    assert.equal(resolveDelivery('auto', { environment: 'production', stateStore: 'memory' }), 'direct');
+    assert.equal(resolveDelivery('direct', { environment: 'production', stateStore: 'redis' }), 'direct');
+    const production = loadConfig({ ...env, ...redis, SIDECAR_ENVIRONMENT: 'production' }).postback!;
+    assert.equal(production.delivery, 'queued', 'production with Redis');
+    assert.equal(production.orderField, 'transaction_id');
+    const staging = loadConfig({ ...env, ...redis, SIDECAR_ENVIRONMENT: 'staging' }).postback!;
+    assert.equal(staging.delivery, 'direct', 'staging with Redis');
+  });
+
+  it('refuses a visibility timeout within the forward timeout, and an empty order field', async () => {
+    const reasons = await refusals({
+      SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS: '10000',
+      SIDECAR_POSTBACK_VISIBILITY_TIMEOUT_MS: '10000',
+      SIDECAR_POSTBACK_ORDER_FIELD: ' ',
+    });
+    assert.ok(
+      reasons.some((r) => r.includes('SIDECAR_POSTBACK_VISIBILITY_TIMEOUT_MS') && r.includes('delivered twice')),
+      reasons.join('\n'),
+    );
+    assert.ok(
+      reasons.some((r) => r.includes('SIDECAR_POSTBACK_ORDER_FIELD')),
+      reasons.join('\n'),
+    );
   });
 });

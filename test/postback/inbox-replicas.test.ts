@@ -106,7 +106,9 @@ describe('queued delivery across replicas', { timeout: 110_000 }, () => {
     assert.equal(webhook.received.length, 100, 'every postback once, none twice');
     assert.equal(new Set(webhook.received.map((r) => r.headers['x-postback-id'])).size, 100);
     for (const id of transactions) {
-      const statuses = webhook.received.filter((r) => payloadOf(r).transaction_id === id).map((r) => payloadOf(r).status);
+      const statuses = webhook.received
+        .filter((r) => payloadOf(r).transaction_id === id)
+        .map((r) => payloadOf(r).status);
       assert.deepEqual(statuses, ['SUCCESS', 'FAILED'], `${id}: in arrival order`);
     }
   });

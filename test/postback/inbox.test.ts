@@ -3,7 +3,9 @@
 // a Redis down at arrival is a 503 and nothing is kept.
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
+import { postbacks } from '../../src/cli/postbacks.js';
 import type { TestKeys } from '../support/keys.js';
+import { runCommand } from '../tools/run-command.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 import {
   deliver,
@@ -92,32 +94,115 @@ describe('queued postback delivery', { timeout: 60_000 }, () => {
     }
   });
 
-  test('an application that always answers 500 sends the postback to the dead letters after the schedule', async () => {
+  test('an application that always answers 500: dead letters after the schedule, counted; the CLI shows, replays and drops them', async () => {
     const webhook = await new InternalWebhook().start();
     webhook.status = () => 500;
     const { redis, gateway, world } = await queuedWorld('0s,100ms,200ms', webhook);
-    const postback = await signPostback(gateway.privateKeyPem);
-    assert.deepEqual((await deliver(world.receiverUrl, postback)).body, { status: 'accepted' });
-    await until(async () => (await sizeOf(redis, 'ZCARD', 'postback:dead')) === 1, 10_000, 'the dead letter');
-    assert.equal(webhook.received.length, 3);
+    const [first, second] = [await signPostback(gateway.privateKeyPem), await signPostback(gateway.privateKeyPem)];
+    assert.deepEqual((await deliver(world.receiverUrl, first)).body, { status: 'accepted' });
+    assert.deepEqual((await deliver(world.receiverUrl, second)).body, { status: 'accepted' });
+    await until(async () => (await sizeOf(redis, 'ZCARD', 'postback:dead')) === 2, 10_000, 'the dead letters');
+    assert.equal(webhook.received.length, 6);
+    const firstCopies = webhook.received.filter((r) => r.body.toString('utf8') === first.payload);
     assert.deepEqual(
-      webhook.received.map((r) => r.headers['x-postback-attempt']),
+      firstCopies.map((r) => r.headers['x-postback-attempt']),
       ['1', '2', '3'],
     );
-    assert.equal(new Set(webhook.received.map((r) => r.headers['x-postback-id'])).size, 1);
+    assert.equal(new Set(firstCopies.map((r) => r.headers['x-postback-id'])).size, 1);
+    const id = String(firstCopies[0]?.headers['x-postback-id']);
+    assert.match(id, /^pb_[0-9a-f]{32}$/);
     assert.equal(await sizeOf(redis, 'XLEN', 'postback:inbox'), 0);
+    await until(
+      async () =>
+        /signing_sidecar_postback_dead_letters 2\b/.test(await world.running.sidecar.metrics.registry.metrics()),
+      10_000,
+      'the dead letters gauge',
+    );
+    const metrics = await world.running.sidecar.metrics.registry.metrics();
+    assert.match(metrics, /signing_sidecar_postback_deliveries_total\{outcome="dead_letter"\} 2/);
+    assert.match(metrics, /signing_sidecar_postback_deliveries_total\{outcome="retry"\} 4/);
+
+    const listed = await runCommand(postbacks, ['list', '--dead'], world.env);
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.match(listed.stdout, /dead letters 2/);
+    assert.match(listed.stdout, new RegExp(`${id}\\s+dead\\s+3 .*status 500`));
+    // Ids, states and errors only: the payload (its invoice number) is shown by `show` alone.
+    assert.doesNotMatch(listed.stdout, /inv-secret/);
+    const shown = await runCommand(postbacks, ['show', id], world.env);
+    assert.equal(shown.code, 0, shown.stderr);
+    const detail = JSON.parse(shown.stdout) as { state: string; attempts: number; payload: unknown };
+    assert.equal(detail.state, 'dead');
+    assert.equal(detail.attempts, 3);
+    assert.deepEqual(detail.payload, JSON.parse(first.payload));
+
+    // Fixed: a replay delivers it once, with the same id and attempts from 1; a drop discards the other.
+    webhook.status = () => 200;
+    const before = webhook.received.length;
+    const replayed = await runCommand(postbacks, ['replay', id], world.env);
+    assert.equal(replayed.code, 0, replayed.stderr);
+    assert.match(replayed.stdout, /replayed/);
+    await webhook.waitFor(before + 1, 10_000);
+    const redelivered = webhook.received.at(-1);
+    assert.equal(redelivered?.headers['x-postback-id'], id);
+    assert.equal(redelivered?.headers['x-postback-attempt'], '1');
+    assert.equal(redelivered?.body.toString('utf8'), first.payload);
+    const dropped = await runCommand(postbacks, ['drop', '--all'], world.env);
+    assert.equal(dropped.code, 0, dropped.stderr);
+    assert.match(dropped.stdout, /dropped 1 postback\b/);
+    await until(async () => (await sizeOf(redis, 'ZCARD', 'postback:dead')) === 0, 5_000, 'no dead letter');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal(webhook.received.length, before + 1, 'the dropped postback is not delivered');
+    const missing = await runCommand(postbacks, ['show', id], world.env);
+    assert.equal(missing.code, 1);
+    // No secret of the sidecar in anything the command printed.
+    for (const run of [listed, shown, replayed, dropped, missing]) {
+      assert.doesNotMatch(run.stdout + run.stderr, /PRIVATE KEY|password|signature=|x-signature/i);
+    }
   });
 
-  test('Redis down at arrival: 503, and nothing is kept or delivered', async () => {
+  test("one transaction's postbacks in arrival order: a FAILED never overtakes a SUCCESS that is being retried", async () => {
+    const webhook = await new InternalWebhook().start();
+    let calls = 0;
+    webhook.status = () => (++calls === 1 ? 503 : 200); // the first attempt of the first postback fails
+    const { gateway, world } = await queuedWorld('0s,300ms', webhook);
+    const payloads = ['SUCCESS', 'FAILED'].map((status) => JSON.stringify({ transaction_id: 'tx-ordered', status }));
+    for (const payload of payloads) {
+      const answer = await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem, { payload }));
+      assert.deepEqual(answer.body, { status: 'accepted' });
+    }
+    await webhook.waitFor(3, 10_000);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.deepEqual(
+      webhook.received.map(
+        (r) =>
+          `${(JSON.parse(r.body.toString('utf8')) as { status: string }).status}#${String(r.headers['x-postback-attempt'])}`,
+      ),
+      ['SUCCESS#1', 'SUCCESS#2', 'FAILED#1'],
+    );
+  });
+
+  test('Redis down at arrival: 503 and nothing kept; Redis back: the redelivery is accepted once and delivered once', async () => {
     const webhook = await new InternalWebhook().start();
     const { redis, gateway, world } = await queuedWorld('0s,100ms', webhook);
+    const postback = await signPostback(gateway.privateKeyPem);
     await redis.stop();
-    const answer = await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem));
+    const answer = await deliver(world.receiverUrl, postback);
     assert.equal(answer.status, 503);
+    assert.equal(answer.body.retryable, true);
     await redis.start();
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     assert.equal(webhook.received.length, 0);
-    assert.equal(await sizeOf(redis, 'XLEN', 'postback:inbox'), 0);
+    assert.equal(await sizeOf(redis, 'ZCARD', 'postback:pending'), 0);
+    // The gateway's redelivery, same bytes (a new nonce is a new postback to the replay memory, not the payload).
+    await until(
+      async () => (await deliver(world.receiverUrl, postback)).status === 200,
+      10_000,
+      'the redelivery accepted',
+    );
+    await webhook.waitFor(1, 10_000);
+    assert.deepEqual((await deliver(world.receiverUrl, postback)).body, { status: 'duplicate' });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal(webhook.received.length, 1);
   });
 
   test('queued delivery with the memory store is refused at start, naming both settings', async () => {

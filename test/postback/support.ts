@@ -156,6 +156,8 @@ export async function deliver(
 
 export interface ReceiverWorld {
   readonly running: TestSidecar;
+  /** The settings it runs with (for an operator command on the same configuration). */
+  readonly env: NodeJS.ProcessEnv;
   readonly receiverUrl: string;
   readonly webhook: InternalWebhook;
   stop(): Promise<void>;
@@ -179,6 +181,7 @@ export async function startReceiver(env: NodeJS.ProcessEnv, webhook?: InternalWe
   if (receiverUrl === undefined) throw new Error('the receiver did not start');
   return {
     running,
+    env: full,
     receiverUrl,
     webhook: internal,
     async stop() {
