@@ -27,7 +27,7 @@ interface Fleet {
   readonly redis: TestRedis;
   readonly gateway: TestKeys;
   /** Starts one more replica on the same Redis, forwarding to `webhookUrl`. */
-  replica(env?: NodeJS.ProcessEnv): Promise<SpawnedSidecar & { readonly receiverUrl: string }>;
+  readonly replica: (env?: NodeJS.ProcessEnv) => Promise<SpawnedSidecar & { readonly receiverUrl: string }>;
 }
 
 async function fleet(webhookUrl: string, env: NodeJS.ProcessEnv): Promise<Fleet> {
@@ -52,7 +52,7 @@ async function fleet(webhookUrl: string, env: NodeJS.ProcessEnv): Promise<Fleet>
   return {
     redis,
     gateway,
-    async replica(more = {}) {
+    replica: async (more = {}) => {
       const spawned = await spawnSidecar({ ...base, ...more });
       cleanups.push(() => spawned.kill());
       if (spawned.postbackUrl === undefined) throw new Error('the receiver did not start');
