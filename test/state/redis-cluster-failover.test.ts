@@ -7,7 +7,7 @@ import { accountTag, DEFAULT_REDIS_KEY_PREFIX } from '../../src/state/redis-keys
 import { acceptable, freshDeposit, newKey, send, type Reply } from '../support/idempotent-calls.js';
 import { makeKeys } from '../support/keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
-import { startCluster, type TestCluster } from '../support/redis-topologies.js';
+import { promotedOwner, startCluster } from '../support/redis-topologies.js';
 import { sidecarEnv, startTestSidecar, waitUntilReady } from '../support/sidecar.js';
 
 describe('a failover inside a Redis Cluster shard', () => {
@@ -34,7 +34,7 @@ describe('a failover inside a Redis Cluster shard', () => {
           await ha.nodes[owner]!.crash();
           // The replica is promoted once the others agree the primary failed; the old one, restarted, rejoins as a
           // replica of it, so that keyed payments can be acknowledged again.
-          healed = promoted(ha, slot, owner).then(async (now) => {
+          healed = promotedOwner(ha, slot, owner).then(async (now) => {
             await ha.nodes[owner]!.start();
             return now;
           });
@@ -63,17 +63,6 @@ describe('a failover inside a Redis Cluster shard', () => {
     }
   });
 });
-
-/** Resolves with the node that serves `slot` once it is not `previous` (the cluster promoted a replica). */
-async function promoted(ha: TestCluster, slot: number, previous: number): Promise<number> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const now = await ha.ownerOf(slot).catch(() => previous);
-    if (now !== previous) return now;
-    if (Date.now() > deadline) throw new Error('no replica was promoted within 30 s');
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-}
 
 /** Within 30 s, a keyed payment goes through (the promoted primary needs a replica back for its acknowledgement). */
 async function eventually(call: () => Promise<Reply>): Promise<Reply> {

@@ -250,3 +250,14 @@ async function until(check: () => Promise<boolean>, timeoutMs: number): Promise<
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
+
+/** The node that serves `slot` once it is not `previous` (the cluster promoted a replica), within 30 s. */
+export async function promotedOwner(ha: TestCluster, slot: number, previous: number): Promise<number> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const now = await ha.ownerOf(slot).catch(() => previous);
+    if (now !== previous) return now;
+    if (Date.now() > deadline) throw new Error('no replica was promoted within 30 s');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
