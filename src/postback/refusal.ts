@@ -84,7 +84,7 @@ export const postbackRefusals = {
     new PostbackRefusal(
       'postback.state.unavailable',
       503,
-      'the replay memory is unavailable, so the postback was not delivered; deliver it again later',
+      'the state store (replay memory, inbox) is unavailable, so the postback was not taken; deliver it again later',
       'store_unavailable',
       { cause },
     ),
