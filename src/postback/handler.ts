@@ -105,6 +105,22 @@ async function body(req: IncomingMessage, deps: PostbackHandlerDeps, delivery: D
   }
 }
 
+/**
+ * Records the postback as delivered (forwarded, or kept in the inbox). A failure is only logged: the postback is
+ * delivered or kept all the same, and a 503 would make the gateway send it again; only a redelivery that the
+ * gateway makes anyway could now go through twice, and the log line says so.
+ */
+async function remember(deps: PostbackHandlerDeps, delivery: Delivery, postback: VerifiedPostback): Promise<void> {
+  try {
+    await deps.memory.delivered(postback.digest, delivery.claimOwner);
+  } catch (err) {
+    deps.log.warn(
+      { event: 'postback.memory_failed', requestId: delivery.requestId, err: errorName(err) },
+      'not remembered',
+    );
+  }
+}
+
 async function forwardOnce(deps: PostbackHandlerDeps, delivery: Delivery, postback: VerifiedPostback): Promise<Answer> {
   const { memory } = deps;
   const claim = await memory.claim(postback.digest, delivery.claimOwner);
@@ -120,16 +136,7 @@ async function forwardOnce(deps: PostbackHandlerDeps, delivery: Delivery, postba
   delivery.internalStatus = result.status;
   delivery.forwardFailure = result.failure;
   if (result.status !== undefined && result.status >= 200 && result.status < 300) {
-    try {
-      await memory.delivered(postback.digest, delivery.claimOwner);
-    } catch (err) {
-      // Delivered all the same: a 503 would make the gateway deliver it a second time. Only a redelivery that
-      // the gateway makes anyway could now go through twice; the log line says so.
-      deps.log.warn(
-        { event: 'postback.memory_failed', requestId: delivery.requestId, err: errorName(err) },
-        'not remembered',
-      );
-    }
+    await remember(deps, delivery, postback);
     return ok('forwarded');
   }
   await memory.release(postback.digest, delivery.claimOwner).catch(() => undefined); // the claim's TTL frees it too
@@ -170,15 +177,7 @@ async function acceptOnce(
     throw err;
   }
   delivery.postbackId = id;
-  try {
-    await memory.delivered(postback.digest, delivery.claimOwner);
-  } catch (err) {
-    // Accepted all the same (the postback is kept): a 503 would only make the gateway send it again.
-    deps.log.warn(
-      { event: 'postback.memory_failed', requestId: delivery.requestId, err: errorName(err) },
-      'not remembered',
-    );
-  }
+  await remember(deps, delivery, postback);
   return ok(appended);
 }
 
