@@ -167,7 +167,8 @@ async function acceptOnce(
       {
         id,
         payload: postback.payload.toString('utf8'),
-        headers: forwardHeaders(postback, delivery.requestId),
+        // Traced: the application's spans join the arrival's trace, whenever the delivery happens.
+        headers: forwardHeaders(postback, delivery.requestId, traceHeadersOf(deps, delivery.trace)),
         orderKey: orderKeyOf(postback.payload, orderField, id),
       },
       deps.nowMs(),
@@ -216,6 +217,10 @@ function receiveSpan(deps: PostbackHandlerDeps, req: IncomingMessage, requestId:
     'http.request.method': req.method === 'POST' ? 'POST' : '_OTHER',
     'sidecar.request_id': requestId,
   });
+}
+
+function traceHeadersOf(deps: PostbackHandlerDeps, trace: TraceContext | undefined) {
+  return trace === undefined || deps.tracing?.enabled !== true ? undefined : deps.tracing.headers(trace);
 }
 
 function errorName(err: unknown): string {

@@ -10,6 +10,7 @@ import { TEST_PASSWORD } from '../support/recording-gateway.js';
 import { withReadySidecar, type ReadySidecar } from '../support/sidecar.js';
 import { depositJson } from '../support/payloads.js';
 import { deliver, signPostback, startSignedReceiver } from '../postback/support.js';
+import { startRedis } from '../support/redis-server.js';
 
 const ROUTE = '/api/v2/transaction/init';
 /** Payload values that must reach no span: they stand for the customer's data. */
@@ -303,6 +304,30 @@ describe('postback traces', () => {
     } finally {
       await world.stop();
       await receiver.stop();
+    }
+  });
+
+  it("queued: the application's traceparent is the arrival's, whenever the delivery happens", async () => {
+    const [receiver, redis] = [await new OtlpReceiver().start(), await startRedis()];
+    const gatewayKeys = await makeKeys();
+    const world = await startSignedReceiver(gatewayKeys, {
+      ...otelEnv(receiver),
+      SIDECAR_STATE_STORE: 'redis',
+      SIDECAR_REDIS_URL: redis.url,
+      SIDECAR_POSTBACK_DELIVERY: 'queued',
+    });
+    try {
+      const delivered = await deliver(world.receiverUrl, await signPostback(gatewayKeys.privateKeyPem));
+      assert.deepEqual(delivered.body, { status: 'accepted' });
+      await world.webhook.waitFor(1);
+      await receiver.until('the receive span', (spans) => spans.some((s) => s.name === 'postback receive'));
+      const receive = receiver.spans.find((s) => s.name === 'postback receive')!;
+      assert.equal(receive.attributes['sidecar.postback.outcome'], 'accepted');
+      assert.equal(world.webhook.received[0]!.headers.traceparent, `00-${receive.traceId}-${receive.spanId}-01`);
+    } finally {
+      await world.stop();
+      await receiver.stop();
+      await redis.close();
     }
   });
 });
