@@ -139,7 +139,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       try {
         return await inbox.settle(postback, settlement, options.nowMs());
       } catch {
-        if (waitMs === undefined) return undefined;
+        if (waitMs === undefined || stopping.signal.aborted) return undefined;
         await new Promise((resolve) => setTimeout(resolve, waitMs));
       }
     }
