@@ -181,6 +181,23 @@ describe('queued postback delivery', { timeout: 60_000 }, () => {
     );
   });
 
+  test('a 2xx after the forward timeout does not count: the postback is delivered again, as the next attempt', async () => {
+    const webhook = await new InternalWebhook().start();
+    webhook.delayMs = 2_500; // past the 2 s forward timeout of queuedWorld
+    const { redis, gateway, world } = await queuedWorld('0s,200ms', webhook);
+    assert.deepEqual((await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem))).body, {
+      status: 'accepted',
+    });
+    await webhook.waitFor(1, 5_000);
+    webhook.delayMs = 0;
+    await webhook.waitFor(2, 10_000);
+    await until(async () => (await sizeOf(redis, 'ZCARD', 'postback:pending')) === 0, 5_000, 'delivered');
+    assert.deepEqual(
+      webhook.received.map((r) => r.headers['x-postback-attempt']),
+      ['1', '2'],
+    );
+  });
+
   test('Redis down at arrival: 503 and nothing kept; Redis back: the redelivery is accepted once and delivered once', async () => {
     const webhook = await new InternalWebhook().start();
     const { redis, gateway, world } = await queuedWorld('0s,100ms', webhook);

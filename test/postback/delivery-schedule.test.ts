@@ -1,0 +1,43 @@
+// What one queued delivery attempt's answer makes of the postback: delivered, retried when (the schedule or the
+// application's Retry-After, whichever is later), or dead after the last attempt.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { settlementOf } from '../../src/postback/delivery-worker.js';
+
+const SCHEDULE = [0, 5_000, 300_000];
+const NOW = 1_800_000_000_000;
+
+describe('queued delivery: the outcome of an attempt', () => {
+  it('any 2xx delivers it; 1xx, 3xx, 4xx and 5xx do not', () => {
+    for (const status of [200, 202, 204, 299]) {
+      assert.deepEqual(settlementOf(1, { status, failure: undefined }, SCHEDULE, NOW), { outcome: 'delivered' });
+    }
+    for (const status of [101, 301, 400, 404, 409, 500, 503]) {
+      assert.equal(settlementOf(1, { status, failure: undefined }, SCHEDULE, NOW).outcome, 'retry', String(status));
+    }
+  });
+
+  it("attempt n failed: the next waits the schedule's delay n, or a longer Retry-After", () => {
+    assert.deepEqual(settlementOf(1, { status: 500, failure: undefined }, SCHEDULE, NOW), {
+      outcome: 'retry',
+      dueMs: NOW + 5_000,
+      error: 'status 500',
+    });
+    const later = settlementOf(1, { status: 503, failure: undefined, retryAfterSeconds: 60 }, SCHEDULE, NOW);
+    assert.deepEqual(later, { outcome: 'retry', dueMs: NOW + 60_000, error: 'status 503' });
+    const sooner = settlementOf(2, { status: 503, failure: undefined, retryAfterSeconds: 60 }, SCHEDULE, NOW);
+    assert.deepEqual(sooner, { outcome: 'retry', dueMs: NOW + 300_000, error: 'status 503' });
+  });
+
+  it('no answer (a timeout, a refused connection) is retried with its cause; after the last attempt it is dead', () => {
+    assert.deepEqual(settlementOf(2, { status: undefined, failure: 'timeout' }, SCHEDULE, NOW), {
+      outcome: 'retry',
+      dueMs: NOW + 300_000,
+      error: 'timeout',
+    });
+    assert.deepEqual(settlementOf(3, { status: undefined, failure: 'ECONNREFUSED' }, SCHEDULE, NOW), {
+      outcome: 'dead',
+      error: 'ECONNREFUSED',
+    });
+  });
+});
