@@ -3,7 +3,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createClient } from '@redis/client';
 import { percentile } from './load.js';
-import { startRedis } from '../test/support/redis-server.js';
+export { startRedis } from '../test/support/redis-server.js';
 
 /** One fresh `SET NX PX` (a key's claim) at `rate` a second, timed from the call to the reply: p50 in ms. */
 export async function commandP50(url: string, rate: number, seconds: number): Promise<number> {
@@ -22,16 +22,4 @@ export async function commandP50(url: string, rate: number, seconds: number): Pr
     client.destroy();
   }
   return percentile(samples, 0.5);
-}
-
-/** A redis-server and one replica of it, in sync: the replica acknowledges the sidecar's writes (WAIT 1). */
-export async function startReplicatedRedis() {
-  const primary = await startRedis({ args: ['--repl-diskless-sync-delay', '0'] });
-  const replica = await startRedis({ args: ['--replicaof', '127.0.0.1', String(primary.port)] });
-  const inSync = async () =>
-    (await replica.cli('INFO', 'replication')).some((l) => l.trim() === 'master_link_status:up');
-  for (const end = Date.now() + 10_000; !(await inSync()); await sleep(50)) {
-    if (Date.now() > end) throw new Error('the replica did not sync within 10 s');
-  }
-  return { primary, replica };
 }

@@ -1,7 +1,6 @@
 // npm run bench [-- --smoke] [-- --state-store redis]: the sidecar against the floor proxy on throughput per core,
 // latency added at 200/s and memory (at rest, under load, under twice the load's connections, over a soak); with
-// redis, sidecars on a throwaway redis-server with a replica: what an Idempotency-Key costs there, and with its writes
-// acknowledged by the replica (reported, no target). All on 127.0.0.1,
+// redis, a second sidecar on a throwaway redis-server and what an Idempotency-Key costs there. All on 127.0.0.1,
 // every phase bounded in time; the children and the key are removed at the end, on failure and on Ctrl-C. The
 // last line of stdout is one JSON object of the figures (docs/performance.md). A full run exits 1 when a target
 // is missed; --smoke (every phase, a few seconds each, for CI) never does.
@@ -10,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { openLoop, saturate, signLimit, watchRss, type Latency } from './load.js';
 import { killAllNow, rssMb, stopAll } from './processes.js';
-import { commandP50, startReplicatedRedis } from './redis.js';
+import { commandP50, startRedis } from './redis.js';
 import * as stack from './stack.js';
 
 const { values: flags } = parseArgs({
@@ -24,8 +23,7 @@ const ROUNDS = flags.smoke ? 1 : 5; // compared processes take turns: each gets 
 const [CONNECTIONS, RATE, SOAK_RATE] = [64, 200, 1000];
 
 let workspace: stack.Workspace | undefined;
-let redis: Awaited<ReturnType<typeof startReplicatedRedis>>['primary'] | undefined;
-let replica: typeof redis; // holds the acknowledged writes (WAIT 1)
+let redis: Awaited<ReturnType<typeof startRedis>> | undefined;
 const say = (text: string): boolean => process.stderr.write(`${text}\n`);
 const round = (n: number, digits = 3): number => Number(n.toFixed(digits));
 const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1] ?? Number.NaN;
@@ -35,10 +33,8 @@ async function bench(): Promise<void> {
   const ws = (workspace = stack.createWorkspace());
   const gateway = await stack.startGateway();
   const [sidecar, floor] = [await stack.startSidecar(ws, gateway.url), await stack.startFloor(ws, gateway.url)];
-  if (flags['state-store'] === 'redis') ({ primary: redis, replica } = await startReplicatedRedis());
+  if (flags['state-store'] === 'redis') redis = await startRedis();
   const onRedis = redis ? await stack.startSidecar(ws, gateway.url, redis.url) : undefined;
-  const ackedEnv = { SIDECAR_REDIS_MIN_REPLICAS_ACKED: '1' };
-  const acked = redis ? await stack.startSidecar(ws, gateway.url, redis.url, ackedEnv) : undefined;
   stack.removeWorkspace(ws); // every child has read the key and the password: off the disk now, whatever happens
   await sleep(SECONDS.idle * 1000);
   const [idleRss, floorIdleRss] = [rssMb(sidecar.pid), rssMb(floor.pid)];
@@ -55,17 +51,12 @@ async function bench(): Promise<void> {
   const lat = await openLoop(targets, RATE, SECONDS.latency, ROUNDS);
   await floor.stop();
   let fleet;
-  if (onRedis && acked && redis && redisSat) {
+  if (onRedis && redis && redisSat) {
     say(`latency at ${RATE}/s on redis: ${SECONDS.latency} s each without and with Idempotency-Key`);
-    const keyed = {
-      plain: stack.sidecarTarget(onRedis.url),
-      keyed: stack.sidecarTarget(onRedis.url, true),
-      acked: stack.sidecarTarget(acked.url, true),
-    };
-    const loop = await openLoop(keyed, RATE, SECONDS.latency, ROUNDS);
-    await Promise.all([onRedis.stop(), acked.stop()]);
-    const { plain, keyed: idempotent, acked: ack } = loop;
-    fleet = { sat: redisSat, plain, idempotent, ack, commandP50: await commandP50(redis.url, RATE, SECONDS.sign) };
+    const keyed = { plain: stack.sidecarTarget(onRedis.url), keyed: stack.sidecarTarget(onRedis.url, true) };
+    const { plain, keyed: idempotent } = await openLoop(keyed, RATE, SECONDS.latency, ROUNDS);
+    await onRedis.stop();
+    fleet = { sat: redisSat, plain, idempotent, commandP50: await commandP50(redis.url, RATE, SECONDS.sign) };
   }
 
   say(`overload: ${SECONDS.overload} s with ${2 * CONNECTIONS} connections; then a soak at ${SOAK_RATE}/s`);
@@ -84,7 +75,7 @@ async function bench(): Promise<void> {
   const errorsBy = {
     saturated: sat.errors + floorSat.errors + (fleet?.sat.errors ?? 0),
     latency: lat.direct.errors + lat.floor.errors + lat.sidecar.errors,
-    redis: fleet ? fleet.plain.errors + fleet.idempotent.errors + fleet.ack.errors : 0,
+    redis: fleet ? fleet.plain.errors + fleet.idempotent.errors : 0,
     overload: over?.errors ?? 1,
     soak: soak.errors,
   };
@@ -109,11 +100,7 @@ async function bench(): Promise<void> {
     ...(fleet && {
       ratio_to_limit_redis: round(fleet.sat.perCore / limit),
       added_p50_ms_at_200_redis: added('p50', fleet.plain),
-      added_p99_ms_at_200_redis: added('p99', fleet.plain),
       added_p50_ms_at_200_idempotent_redis: added('p50', fleet.idempotent),
-      added_p99_ms_at_200_idempotent_redis: added('p99', fleet.idempotent),
-      // Reported, no target: a key's writes waiting for one replica (SIDECAR_REDIS_MIN_REPLICAS_ACKED=1).
-      added_p50_ms_at_200_idempotent_redis_replica_acked: added('p50', fleet.ack),
       redis_command_p50_ms: round(fleet.commandP50),
     }),
   };
@@ -141,7 +128,7 @@ async function bench(): Promise<void> {
 }
 
 async function cleanup(): Promise<void> {
-  await Promise.all([stopAll(), redis?.close(), replica?.close()]);
+  await Promise.all([stopAll(), redis?.close()]);
   if (workspace) stack.removeWorkspace(workspace);
 }
 

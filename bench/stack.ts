@@ -55,10 +55,10 @@ process.stdin.once('end', () => process.exit(1)).resume();
 while (!sidecar.tokens.hasValidToken()) await new Promise((resolve) => setTimeout(resolve, 20));
 console.log(JSON.stringify({ url: sidecar.proxyUrl }));`;
 
-/** `redisUrl`: the sidecar keeps its shared state there instead of in memory; `redis`: more SIDECAR_REDIS_* settings. */
-export function startSidecar(ws: Workspace, gatewayUrl: string, redisUrl?: string, redis = {}): Promise<Child> {
+/** `redisUrl`: the sidecar keeps its shared state there instead of in memory. */
+export function startSidecar(ws: Workspace, gatewayUrl: string, redisUrl?: string): Promise<Child> {
   if (!existsSync(dist('src', 'app.js'))) throw new Error('dist/ is missing: run "npm run build" first');
-  const store = redisUrl ? { SIDECAR_STATE_STORE: 'redis', SIDECAR_REDIS_URL: redisUrl, ...redis } : {};
+  const store = redisUrl ? { SIDECAR_STATE_STORE: 'redis', SIDECAR_REDIS_URL: redisUrl } : {};
   const program = ['--input-type=module', '--eval', SIDECAR_PROGRAM];
   return startNode([...SHIPPED_FLAGS, ...program], { ...sidecarEnv(ws, gatewayUrl), ...store });
 }
