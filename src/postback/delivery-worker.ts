@@ -41,7 +41,16 @@ export interface DeliveryWorker {
   stop(maxMs: number): Promise<void>;
 }
 
-/** What an attempt's answer makes of the postback: delivered, retried at a time, or dead. */
+/**
+ * Each delay of the schedule is spread by up to this share either way, so that the postbacks that failed together
+ * (an application that was down) are not all retried in the same instant.
+ */
+export const RETRY_JITTER = 0.1;
+
+/**
+ * What an attempt's answer makes of the postback: delivered, retried at a time, or dead. `random` in [0, 1) places
+ * the retry within the jitter (a Retry-After is a floor, never shortened).
+ */
 export function settlementOf(
   attempt: number,
   answer: {
@@ -51,13 +60,19 @@ export function settlementOf(
   },
   scheduleMs: readonly number[],
   nowMs: number,
+  random: number,
 ): Settlement {
   const { status } = answer;
   if (status !== undefined && status >= 200 && status < 300) return { outcome: 'delivered' };
   const error = status === undefined ? (answer.failure ?? 'error') : `status ${status}`;
   const next = scheduleMs[attempt];
   if (next === undefined) return { outcome: 'dead', error };
-  return { outcome: 'retry', dueMs: nowMs + Math.max(next, (answer.retryAfterSeconds ?? 0) * 1000), error };
+  const spread = next * (1 + RETRY_JITTER * (2 * random - 1));
+  return {
+    outcome: 'retry',
+    dueMs: nowMs + Math.round(Math.max(spread, (answer.retryAfterSeconds ?? 0) * 1000)),
+    error,
+  };
 }
 
 export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWorker {
@@ -107,7 +122,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       log.info({ ...fields, outcome: 'left_pending' }, 'delivery left to another replica');
       return;
     }
-    const settlement = settlementOf(postback.attempt, answer, options.scheduleMs, options.nowMs());
+    const settlement = settlementOf(postback.attempt, answer, options.scheduleMs, options.nowMs(), Math.random());
     const recorded = await settleSoon(postback, settlement);
     if (recorded === undefined) {
       // Left pending: after the visibility timeout a replica takes it over and delivers it again.
