@@ -395,7 +395,7 @@ export const SETTINGS = {
       env: 'SIDECAR_POSTBACK_DELIVERY_CONCURRENCY',
     },
     retrySchedule: {
-      doc: '`queued` delivery: the delay before each attempt (`ms`, `s`, `m`, `h`, `d`), the first one included; after the last failed attempt the postback goes to the dead letters. A `Retry-After` in seconds from the internal service is honoured when longer.',
+      doc: '`queued` delivery: the delay before each attempt (`ms`, `s`, `m`, `h`, `d`), the first one included, each spread by up to 10 % (jitter); after the last failed attempt the postback goes to the dead letters. A `Retry-After` in seconds from the internal service is honoured when longer.',
       format: 'text-list',
       default: DEFAULT_POSTBACK_RETRY_SCHEDULE,
       env: 'SIDECAR_POSTBACK_RETRY_SCHEDULE',
