@@ -1,5 +1,5 @@
 import { collectConfig } from '../config/load.js';
-import type { PostbackInbox, PostbackSummary } from '../postback/inbox.js';
+import { createRedisInbox, POSTBACK_ID, type PostbackInbox, type PostbackSummary } from '../postback/inbox.js';
 import { openStateStore } from '../state/open-store.js';
 import type { RedisStateStore } from '../state/redis-store.js';
 import { parseCommandLine, runtimeFailure, usageFailure } from '../tools/usage.js';
@@ -130,6 +130,9 @@ function parse(argv: string[], io: CommandIo): { action: Action; id: string | un
   const needsId = action === 'show' || ((action === 'replay' || action === 'drop') && !values.all);
   if (needsId && id === undefined)
     return usageFailure(io, USAGE, `${action} needs a postback id${action === 'show' ? '' : ' or --all'}`);
+  if (id !== undefined && !POSTBACK_ID.test(id)) {
+    return usageFailure(io, USAGE, `"${id}" is not a postback id (pb_ and 32 hex digits, as \`list\` prints them)`);
+  }
   if (id !== undefined && (action === 'list' || values.all))
     return usageFailure(io, USAGE, `${action} takes no id here`);
   return { action, id, flags: { dead: values.dead, all: values.all, json: values.json, limit } };
@@ -152,7 +155,6 @@ export const postbacks: Command = async (argv, io) => {
     if (!(await store.whenAvailable(CONNECT_WAIT_MS, true))) {
       return runtimeFailure(io, `Redis is not reachable: ${store.unavailableReason() ?? 'no answer'}`);
     }
-    const { createRedisInbox } = await import('../postback/inbox.js');
     return await act(parsed.action, createRedisInbox(store), parsed.id, parsed.flags, io);
   } catch (err) {
     return runtimeFailure(io, err instanceof Error ? err.message : 'the inbox could not be read');
