@@ -1,12 +1,10 @@
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import { loadConfig } from '../../src/config/load.js';
 import { noProxyCovers } from '../../src/config/proxy-settings.js';
 import { parseBaseAddress } from '../../src/config/base-url.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
-import { productionEnv, refusal } from './support.js';
+import { productionEnv, refusal, secretFiles } from './support.js';
 
 describe('config: the forward proxy (SIDECAR_UPSTREAM_PROXY_*, HTTPS_PROXY, NO_PROXY)', () => {
   let keys: TestKeys;
@@ -16,10 +14,7 @@ describe('config: the forward proxy (SIDECAR_UPSTREAM_PROXY_*, HTTPS_PROXY, NO_P
 
   before(async () => {
     keys = await makeKeys(2048);
-    passwordFile = join(keys.dir, 'proxy-password');
-    await writeFile(passwordFile, 'proxy-secret-pw\n', { mode: 0o600 });
-    caFile = join(keys.dir, 'proxy-ca.pem');
-    await writeFile(caFile, '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
+    ({ passwordFile, caFile } = await secretFiles(keys.dir, 'proxy', 'proxy-secret-pw'));
     env = productionEnv(keys.privateKeyFile);
   });
 

@@ -6,7 +6,7 @@ import { collectConfig, loadConfig } from '../../src/config/load.js';
 import { ConfigError } from '../../src/errors.js';
 import { DEFAULT_MEMORY_STORE_MAX_ENTRIES } from '../../src/state/memory-store.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
-import { productionEnv, refusal } from './support.js';
+import { productionEnv, refusal, secretFiles } from './support.js';
 
 describe('config: the shared state store (SIDECAR_STATE_STORE, SIDECAR_REDIS_*)', () => {
   let keys: TestKeys;
@@ -16,10 +16,7 @@ describe('config: the shared state store (SIDECAR_STATE_STORE, SIDECAR_REDIS_*)'
 
   before(async () => {
     keys = await makeKeys(2048);
-    passwordFile = join(keys.dir, 'redis-password');
-    await writeFile(passwordFile, 'redis-secret-pw\n', { mode: 0o600 });
-    caFile = join(keys.dir, 'redis-ca.pem');
-    await writeFile(caFile, '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
+    ({ passwordFile, caFile } = await secretFiles(keys.dir, 'redis', 'redis-secret-pw'));
     env = productionEnv(keys.privateKeyFile);
   });
 

@@ -1,5 +1,8 @@
-// What the config tests share: the settings every production config needs, and a refusal as loadConfig reports it.
+// What the config tests share: the settings every production config needs, secret files beside the key, and a
+// refusal as loadConfig reports it.
 import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { ConfigError } from '../../src/errors.js';
 
 /** The settings a production config cannot start without; each test adds (or removes) the ones it is about. */
@@ -25,4 +28,20 @@ export function refusal(load: () => unknown, setting: string, reason?: RegExp): 
     return true;
   });
   return message;
+}
+
+/**
+ * A password file (mode 0600, with a trailing newline as editors leave it) and a CA file (a PEM shape, enough for
+ * the settings' checks) named after `name`, in `dir`.
+ */
+export async function secretFiles(
+  dir: string,
+  name: string,
+  password: string,
+): Promise<{ passwordFile: string; caFile: string }> {
+  const passwordFile = join(dir, `${name}-password`);
+  await writeFile(passwordFile, `${password}\n`, { mode: 0o600 });
+  const caFile = join(dir, `${name}-ca.pem`);
+  await writeFile(caFile, '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
+  return { passwordFile, caFile };
 }

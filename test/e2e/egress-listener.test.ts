@@ -3,6 +3,7 @@ import { connect, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { depositJson } from '../support/payloads.js';
 import { withReadySidecar, type TestSidecar } from '../support/sidecar.js';
+import { waitFor } from '../support/wait-for.js';
 
 const PATH = '/api/v2/transaction/init';
 
@@ -23,14 +24,6 @@ function requestLines(running: TestSidecar): Array<Record<string, unknown>> {
   return running.logs.lines().filter((line) => line.event === 'request');
 }
 
-async function until(what: string, ms: number, check: () => boolean): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 describe('egress listener', () => {
   it('a caller that disconnects before its answer: the line says the answer was not delivered', async () => {
     await withReadySidecar({}, async ({ gateway, running }) => {
@@ -40,11 +33,11 @@ describe('egress listener', () => {
       socket.write(
         `POST ${PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
       );
-      await until('the payment reaches the gateway', 3_000, () => gateway.requests.length === 1);
+      await waitFor('the payment reaches the gateway', () => gateway.requests.length === 1, 3_000);
       socket.destroy();
       await new Promise((resolve) => setTimeout(resolve, 50));
       gateway.release();
-      await until('the request line', 3_000, () => requestLines(running).length === 1);
+      await waitFor('the request line', () => requestLines(running).length === 1, 3_000);
       const [line] = requestLines(running);
       assert.equal(line?.code, 'ok', 'the gateway accepted it: the payment may exist');
       assert.equal(line?.delivered, false);
@@ -60,7 +53,7 @@ describe('egress listener', () => {
         body: depositJson(),
       });
       await answer.arrayBuffer();
-      await until('the request line', 3_000, () => requestLines(running).length === 1);
+      await waitFor('the request line', () => requestLines(running).length === 1, 3_000);
       assert.equal(Object.hasOwn(requestLines(running)[0] ?? {}, 'delivered'), false);
     });
   });
@@ -79,7 +72,7 @@ describe('egress listener', () => {
       const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as { code: string; retryable: boolean };
       assert.deepEqual([body.code, body.retryable], ['sidecar.shutdown.draining', true]);
       assert.equal(gateway.requests.length, 0, 'nothing reached the gateway');
-      await until('the request line', 3_000, () => requestLines(running).length === 1);
+      await waitFor('the request line', () => requestLines(running).length === 1, 3_000);
       const [line] = requestLines(running);
       assert.equal(line?.status, 503);
       assert.equal(line?.code, 'sidecar.shutdown.draining');

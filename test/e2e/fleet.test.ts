@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TOKEN_RECORD_KEY, decodeRecord } from '../../src/token/fleet-record.js';
-import { eventually, podMetric, podTokens, startFleet, type Answer } from '../support/fleet-world.js';
+import { podMetric, podTokens, startFleet, type Answer } from '../support/fleet-world.js';
+import { waitFor } from '../support/wait-for.js';
 
 function summary(answers: readonly Answer[]): string {
   const by = new Map<string, number>();
@@ -37,7 +38,7 @@ describe('fleet mode on Redis: one token for five sidecars', () => {
       assert.equal(grants.password, 1, 'one password login for the whole run');
       assert.ok(grants.refresh >= 1, `the fleet refreshed (${grants.refresh} times), never a login`);
       assert.equal(fleet.everyPod.length, 10);
-      await eventually('the five new pods on one token', () => new Set(podTokens(fleet.pods)).size === 1);
+      await waitFor('the five new pods on one token', () => new Set(podTokens(fleet.pods)).size === 1, 10_000);
       const record = decodeRecord(await fleet.pods[0]!.sidecar.store.get(TOKEN_RECORD_KEY));
       assert.equal(record?.accessToken.reveal(), podTokens(fleet.pods)[0], 'the token in Redis');
       const logs = fleet.everyPod.map((pod) => pod.logs.text).join('');
@@ -66,11 +67,11 @@ describe('fleet mode on Redis: one token for five sidecars', () => {
         );
         return counts.reduce((a, b) => a + b, 0);
       };
-      await eventually('a pod to fall back to its own token', async () => (await fallbacks()) === 1);
+      await waitFor('a pod to fall back to its own token', async () => (await fallbacks()) === 1, 10_000);
       await sleep(500);
       const outageUntil = performance.now();
       await fleet.redis.start(); // empty: nothing is persisted
-      await eventually(
+      await waitFor(
         'the five pods back on one token, the one in Redis',
         async () => {
           const record = decodeRecord(await fleet.pods[0]!.sidecar.store.get(TOKEN_RECORD_KEY).catch(() => undefined));
@@ -83,12 +84,20 @@ describe('fleet mode on Redis: one token for five sidecars', () => {
       // no refresh (right, but not what this step tests): the payments of before the rejoin finish first.
       const rejoined = podTokens(fleet.pods)[0];
       const rejoinedAt = performance.now();
-      await eventually('the payments sent before the rejoin answered', () => traffic.answeredAllBefore(rejoinedAt));
+      await waitFor(
+        'the payments sent before the rejoin answered',
+        () => traffic.answeredAllBefore(rejoinedAt),
+        10_000,
+      );
       fleet.simulator.faults.inject({ kind: '401', count: 1 });
-      await eventually('the five pods on the next token', () => {
-        const tokens = podTokens(fleet.pods);
-        return tokens[0] !== rejoined && tokens.every((token) => token !== undefined && token === tokens[0]);
-      });
+      await waitFor(
+        'the five pods on the next token',
+        () => {
+          const tokens = podTokens(fleet.pods);
+          return tokens[0] !== rejoined && tokens.every((token) => token !== undefined && token === tokens[0]);
+        },
+        10_000,
+      );
       await sleep(300);
       const answers = await traffic.stop();
       const during = answers.filter((a) => a.atMs >= outageFrom && a.atMs <= outageUntil);

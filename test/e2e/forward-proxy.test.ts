@@ -17,6 +17,7 @@ import { scratchDir } from '../support/scratch.js';
 import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
 import { startSquid, type TestSquid } from '../support/squid.js';
 import { InternalWebhook } from '../postback/support.js';
+import { waitFor } from '../support/wait-for.js';
 
 const FAST = {
   SIDECAR_SECRET_POLL_INTERVAL_MS: '100',
@@ -58,14 +59,6 @@ async function replaceFile(file: string, text: string): Promise<void> {
 
 async function metricsText(running: TestSidecar): Promise<string> {
   return (await fetch(`${running.sidecar.adminUrl}/metrics`)).text();
-}
-
-async function waitFor(what: string, condition: () => Promise<boolean> | boolean, ms = 10_000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!(await condition())) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
 }
 
 function requestLine(running: TestSidecar, requestId: string | null): Record<string, unknown> {
@@ -141,11 +134,15 @@ describe('through a real Squid with Basic authentication', () => {
     // A postback: the gateway calls the receiver, which forwards to the internal service; neither is proxied.
     const id = (JSON.parse(answers[0]!.body) as { transaction_id: string }).transaction_id;
     await world.simulator.complete(id, 'SUCCESS');
-    await waitFor('the postback', () => world.simulator.postbacks().some((a) => a.transactionId === id && a.delivered));
+    await waitFor(
+      'the postback',
+      () => world.simulator.postbacks().some((a) => a.transactionId === id && a.delivered),
+      10_000,
+    );
     assert.match(await metricsText(running), /signing_sidecar_requests_total/);
     // Squid writes a tunnel's line when it closes: close the pooled connections first.
     await running.stop();
-    await waitFor('the tunnels to close', async () => (await squid.connects()).length >= 1);
+    await waitFor('the tunnels to close', async () => (await squid.connects()).length >= 1, 10_000);
     await new Promise((resolve) => setTimeout(resolve, 300));
     const connects = await squid.connects();
     assert.ok(connects.length >= 1 && connects.length <= 3, `at most one CONNECT per connection: ${connects.length}`);
@@ -211,7 +208,7 @@ describe('proxy failures before the tunnel: nothing sent, retried, then unreacha
     await replaceFile(proxyPasswordFile, `${wrong}\n`);
     const reloaded = async (n: number) =>
       new RegExp(`setting="upstream_proxy_password",outcome="success"\\} ${n}$`, 'm').test(await metricsText(running));
-    await waitFor('the password reload', () => reloaded(1));
+    await waitFor('the password reload', () => reloaded(1), 10_000);
     const retriedBefore = await retries();
     await unreachable('ERR_PROXY_AUTH_REQUIRED');
     assert.ok((await retries()) > retriedBefore, 'retried within the deadline');
@@ -223,7 +220,7 @@ describe('proxy failures before the tunnel: nothing sent, retried, then unreacha
     );
     // The right password again: no restart, the next tunnel authenticates.
     await replaceFile(proxyPasswordFile, `${squid.password!}\n`);
-    await waitFor('the second password reload', () => reloaded(2));
+    await waitFor('the second password reload', () => reloaded(2), 10_000);
     assert.equal((await postJson(running.sidecar.proxyUrl, deposit())).status, 200, 'healed without a restart');
     // Neither password, nor the Basic credentials built from them, in any log line, answer or metric.
     const metrics = await metricsText(running);
@@ -291,7 +288,7 @@ describe('a tunnel cut after the request went in', () => {
     );
     const line = requestLine(running, answer.requestId);
     assert.equal(line.attempts, 1);
-    await waitFor('the gateway to record it', () => transactionsFor(world.simulator, payload) === 1);
+    await waitFor('the gateway to record it', () => transactionsFor(world.simulator, payload) === 1, 10_000);
     await new Promise((resolve) => setTimeout(resolve, 300));
     assert.equal(transactionsFor(world.simulator, payload), 1, 'sent once, never twice');
     const counts = new Map<string, number>();
@@ -343,7 +340,7 @@ describe('SIDECAR_UPSTREAM_PROXY_FROM_ENV: HTTPS_PROXY and NO_PROXY', () => {
 
   it('HTTPS_PROXY alone: through Squid', async () => {
     await depositWith({ HTTPS_PROXY: squid.url, NO_PROXY: 'example.com' });
-    await waitFor('the tunnel line', async () => (await squid.connects()).length === 1);
+    await waitFor('the tunnel line', async () => (await squid.connects()).length === 1, 10_000);
     assert.equal((await squid.connects())[0]?.target, world.gatewayTarget);
   });
 });

@@ -14,10 +14,10 @@ import {
   sendHeld,
   seriesValue,
   sha256,
-  until,
   withSidecar,
 } from '../support/idempotent-calls.js';
 import { withReadySidecar } from '../support/sidecar.js';
+import { waitFor } from '../support/wait-for.js';
 
 describe('Idempotency-Key when something fails', () => {
   it('a retryable sidecar error (nothing sent) is not kept: the retry with the same key goes through', () =>
@@ -34,7 +34,7 @@ describe('Idempotency-Key when something fails', () => {
         const { proxyUrl } = running.sidecar;
         gateway.script.push({ hang: true });
         const blocker = send(proxyUrl, undefined, freshDeposit());
-        await until(() => gateway.requests.length === 1);
+        await waitFor('the condition', () => gateway.requests.length === 1);
         const key = newKey();
         const payment = freshDeposit();
         const refused = await send(proxyUrl, key, payment);
@@ -92,7 +92,7 @@ describe('Idempotency-Key when something fails', () => {
         const { proxyUrl } = running.sidecar;
         const { key, payment, first } = await sendHeld(gateway, proxyUrl);
         const others = [send(proxyUrl, newKey(), freshDeposit()), send(proxyUrl, newKey(), freshDeposit())];
-        await until(() => gateway.requests.length === 3);
+        await waitFor('the condition', () => gateway.requests.length === 3);
         assert.equal(await running.sidecar.store.get(`idempotency:${sha256(key)}`), undefined, 'evicted');
         const retry = await send(proxyUrl, key, payment);
         assert.equal(retry.code, 'sidecar.idempotency.in_progress');

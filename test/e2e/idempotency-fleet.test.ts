@@ -4,12 +4,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
-import { assertKeyedRefusedUnkeyedSent, freshDeposit, newKey, send, until } from '../support/idempotent-calls.js';
+import { assertKeyedRefusedUnkeyedSent, freshDeposit, newKey, send } from '../support/idempotent-calls.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { RecordingGateway, TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
 import { spawnSidecar } from '../support/spawned-sidecar.js';
+import { waitFor } from '../support/wait-for.js';
 
 let redis: TestRedis;
 let keys: TestKeys;
@@ -86,11 +87,11 @@ describe('a replica killed between send and answer', () => {
     const doomed = await spawnSidecar(await sidecarEnv(keys, gateway.url, fleetEnv()));
     let survivor: TestSidecar | undefined;
     try {
-      await until(() => gateway.grants.length > 0);
+      await waitFor('the condition', () => gateway.grants.length > 0);
       const key = newKey();
       const payment = freshDeposit();
       const lost = send(doomed.proxyUrl, key, payment).catch((err: unknown) => err);
-      await until(() => gateway.requests.length === 1);
+      await waitFor('the condition', () => gateway.requests.length === 1);
       doomed.child.kill('SIGKILL');
       await doomed.exited;
       assert.ok((await lost) instanceof Error, 'the caller of the killed replica got no answer');
@@ -148,7 +149,7 @@ describe('shutdown with the Redis store', () => {
       const key = newKey();
       const payment = freshDeposit();
       const pending = send(stopping.sidecar.proxyUrl, key, payment);
-      await until(() => gateway.requests.length === 1);
+      await waitFor('the condition', () => gateway.requests.length === 1);
       await stopping.stop();
       const cut = await pending;
       assert.equal(cut.status, 504);

@@ -12,10 +12,10 @@ import {
   send,
   seriesValue,
   sha256,
-  until,
 } from '../support/idempotent-calls.js';
 import { withReadySidecar } from '../support/sidecar.js';
 import { startSimWorld } from '../support/sim-world.js';
+import { waitFor } from '../support/wait-for.js';
 
 describe('Idempotency-Key: one payment per key', () => {
   it('a retry after the answer gets it again, byte for byte, with Idempotent-Replayed; nothing is sent', () =>
@@ -61,7 +61,7 @@ describe('Idempotency-Key: one payment per key', () => {
       const key = newKey();
       const payment = freshDeposit();
       const first = send(proxyUrl, key, payment);
-      await until(() => gateway.requests.length === 1);
+      await waitFor('the condition', () => gateway.requests.length === 1);
       const second = await send(proxyUrl, key, payment);
       assert.equal(second.status, 409);
       assert.equal(second.code, 'sidecar.idempotency.in_progress');

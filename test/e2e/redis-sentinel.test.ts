@@ -3,10 +3,9 @@
 // different replicas around the kill. Payments are counted where they land: the simulator's transactions.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
 import { RedisStateStore } from '../../src/state/redis-store.js';
-import { acceptable, freshDeposit, newKey, send, type Reply } from '../support/idempotent-calls.js';
+import { acceptable, freshDeposit, newKey, replyWhen, send, untilOk, type Reply } from '../support/idempotent-calls.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
 import { startSentinelSet, type SentinelSet } from '../support/redis-topologies.js';
@@ -65,7 +64,7 @@ describe('Redis Sentinel: a failover under keyed traffic', () => {
       } finally {
         await set.replica.start();
       }
-      await eventuallyOk(() => send(running.sidecar.proxyUrl, newKey(), freshDeposit()));
+      await untilOk(() => send(running.sidecar.proxyUrl, newKey(), freshDeposit()));
     } finally {
       await running.stop();
     }
@@ -126,7 +125,7 @@ describe('Redis Sentinel: a failover under keyed traffic', () => {
       // Once the old primary is back as a replica, both sidecars work on the new primary by themselves.
       const key = newKey();
       const body = freshDeposit();
-      const fresh = await eventuallyOk(() => send(one.sidecar.proxyUrl, key, body));
+      const fresh = await untilOk(() => send(one.sidecar.proxyUrl, key, body));
       assert.equal(fresh.status, 200, 'keyed payments go through again after the failover');
       const again = await send(two.sidecar.proxyUrl, key, body);
       assert.equal(again.replayed, true, 'a key written after the failover is shared by both replicas');
@@ -141,7 +140,7 @@ describe('Redis Sentinel: the Sentinels restarted', () => {
   it('after a restart of every Sentinel, a second failover is still followed by a running sidecar', async (t) => {
     const running = await replica();
     try {
-      assert.equal((await eventuallyOk(() => send(running.sidecar.proxyUrl, newKey(), freshDeposit()))).status, 200);
+      assert.equal((await untilOk(() => send(running.sidecar.proxyUrl, newKey(), freshDeposit()))).status, 200);
       await set.restartSentinels();
       const before = await set.currentPrimary();
       const [primary] = [set.primary, set.replica].filter((node) => before.endsWith(`:${node.port}`));
@@ -149,7 +148,7 @@ describe('Redis Sentinel: the Sentinels restarted', () => {
       await primary.crash();
       const after = await set.failedOver(before, 30_000);
       await primary.start();
-      const reply = await eventuallyOk(() => send(running.sidecar.proxyUrl, newKey(), freshDeposit()));
+      const reply = await untilOk(() => send(running.sidecar.proxyUrl, newKey(), freshDeposit()));
       t.diagnostic(`${before} -> ${after} after the Sentinels' restart`);
       assert.equal(reply.status, 200, 'the sidecar found the new primary through the restarted Sentinels');
       const { store } = running.sidecar;
@@ -161,22 +160,7 @@ describe('Redis Sentinel: the Sentinels restarted', () => {
   });
 });
 
-/** The sidecar reconnects to the new primary by itself: within seconds a keyed payment goes through. */
-async function eventuallyOk(call: () => Promise<Reply>): Promise<Reply> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const reply = await call();
-    if (reply.status === 200 || Date.now() > deadline) return reply;
-    await sleep(200);
-  }
-}
-
 /** A replica stopped is noticed by the primary within its replication timeout: until then WAIT may still count it. */
 async function eventuallyRefused(call: () => Promise<Reply>): Promise<Reply> {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const reply = await call();
-    if (reply.status !== 200 || Date.now() > deadline) return reply;
-    await sleep(200);
-  }
+  return replyWhen(call, (reply) => reply.status !== 200, 20_000);
 }

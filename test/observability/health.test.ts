@@ -9,6 +9,7 @@ import { createAdminServer, isLoopback, type HealthState, type TokenHealth } fro
 import { makeKeys } from '../support/keys.js';
 import { RecordingGateway } from '../support/recording-gateway.js';
 import { CapturedOutput, sidecarEnv } from '../support/sidecar.js';
+import { waitFor } from '../support/wait-for.js';
 
 describe('admin listener: who may call /quitquitquit', () => {
   it('accepts IPv4, IPv6 and IPv4-mapped loopback peers', () => {
@@ -180,19 +181,11 @@ describe('readiness and the access token, as startSidecar wires them', () => {
     return startSidecar(loadConfig({ ...env, ...extra }), { logDestination: new CapturedOutput() });
   }
 
-  async function eventually(what: string, check: () => Promise<boolean>): Promise<void> {
-    const deadline = Date.now() + 5_000;
-    while (!(await check())) {
-      if (Date.now() > deadline) assert.fail(`${what}: not within 5 s`);
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-  }
-
   it('by default: started and ready while serving, though no token can be had; the token is reported apart', async () => {
     gateway.refusePasswordLogins = true;
     const sidecar = await start();
     try {
-      await eventually('a refused login', () => Promise.resolve(gateway.grants.length > 0));
+      await waitFor('a refused login', () => Promise.resolve(gateway.grants.length > 0));
       assert.equal((await call(sidecar.adminUrl, '/startupz')).status, 200);
       assert.equal((await call(sidecar.adminUrl, '/readyz')).status, 200);
       assert.equal(sidecar.isReady(), true);
@@ -208,7 +201,7 @@ describe('readiness and the access token, as startSidecar wires them', () => {
       assert.match(metrics, /^signing_sidecar_access_token_expiry_timestamp_seconds 0$/m, 'the token alert sees it');
 
       gateway.refusePasswordLogins = false;
-      await eventually('a token', async () => (await call(sidecar.adminUrl, '/healthz/token')).status === 200);
+      await waitFor('a token', async () => (await call(sidecar.adminUrl, '/healthz/token')).status === 200);
       const held = json(await call(sidecar.adminUrl, '/healthz/token'));
       assert.equal(held.valid, true);
       assert.ok(Date.parse(String(held.accessExpiresAt)) > Date.now());
@@ -232,7 +225,7 @@ describe('readiness and the access token, as startSidecar wires them', () => {
     const grantsBefore = gateway.grants.length;
     const sidecar = await start({ SIDECAR_READINESS_REQUIRES_TOKEN: 'true' });
     try {
-      await eventually('a refused login', () => Promise.resolve(gateway.grants.length > grantsBefore));
+      await waitFor('a refused login', () => Promise.resolve(gateway.grants.length > grantsBefore));
       assert.equal((await call(sidecar.adminUrl, '/startupz')).status, 200, 'startup never waits for the token');
       assert.equal((await call(sidecar.adminUrl, '/readyz')).status, 503);
       assert.deepEqual(json(await call(sidecar.adminUrl, '/readyz?verbose')), {
@@ -241,7 +234,7 @@ describe('readiness and the access token, as startSidecar wires them', () => {
       });
       assert.match((await call(sidecar.adminUrl, '/metrics')).body, /^signing_sidecar_ready 0$/m);
       gateway.refusePasswordLogins = false;
-      await eventually('ready', async () => (await call(sidecar.adminUrl, '/readyz')).status === 200);
+      await waitFor('ready', async () => (await call(sidecar.adminUrl, '/readyz')).status === 200);
       assert.equal(json(await call(sidecar.adminUrl, '/healthz/token')).requiredForReadiness, true);
     } finally {
       await sidecar.shutdown('test');

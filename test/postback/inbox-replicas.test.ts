@@ -7,6 +7,7 @@ import { startRedis, type TestRedis } from '../support/redis-server.js';
 import { sidecarEnv } from '../support/sidecar.js';
 import { spawnSidecar, type SpawnedSidecar } from '../support/spawned-sidecar.js';
 import { deliver, gatewayKeys, InternalWebhook, keyFile, PUBLIC_URL, signPostback, type Received } from './support.js';
+import { waitFor } from '../support/wait-for.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 after(async () => {
@@ -14,14 +15,6 @@ after(async () => {
 });
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(check: () => Promise<boolean> | boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 interface Fleet {
   readonly redis: TestRedis;
@@ -101,7 +94,7 @@ describe('queued delivery across replicas', { timeout: 110_000 }, () => {
     await webhook.start(port);
     cleanups.push(() => webhook.stop());
     await webhook.waitFor(100, 30_000);
-    await until(async () => (await undelivered(redis)) === 0, 10_000, 'an empty inbox');
+    await waitFor('an empty inbox', async () => (await undelivered(redis)) === 0, 10_000);
     await sleep(1_000); // room for a second delivery to show, if one were made
     assert.equal(webhook.received.length, 100, 'every postback once, none twice');
     assert.equal(new Set(webhook.received.map((r) => r.headers['x-postback-id'])).size, 100);
@@ -132,7 +125,7 @@ describe('queued delivery across replicas', { timeout: 110_000 }, () => {
     await doomed.exited;
     webhook.delayMs = 0;
     const survivor = await replica();
-    await until(async () => (await undelivered(redis)) === 0, 30_000, 'the survivor to deliver everything');
+    await waitFor('the survivor to deliver everything', async () => (await undelivered(redis)) === 0, 30_000);
     const payloads = new Set(webhook.received.map((r) => r.body.toString('utf8')));
     assert.deepEqual([...payloads].sort(), sent.map((p) => p.payload).sort(), 'every postback reached the application');
     // Those the killed replica had in flight were delivered again, as the same postback (same id, next attempt).
@@ -164,7 +157,7 @@ describe('queued delivery across replicas', { timeout: 110_000 }, () => {
     const deliveredBeforeExit = webhook.received.length;
     assert.ok(deliveredBeforeExit >= 1 && deliveredBeforeExit < 8, `${deliveredBeforeExit} delivered before the exit`);
     await replica();
-    await until(async () => (await undelivered(redis)) === 0, 30_000, 'the other replica to deliver the rest');
+    await waitFor('the other replica to deliver the rest', async () => (await undelivered(redis)) === 0, 30_000);
     assert.equal(webhook.received.length, 8, 'each postback once: those in flight were finished, not abandoned');
     assert.equal(new Set(webhook.received.map((r) => r.headers['x-postback-id'])).size, 8);
   });

@@ -15,6 +15,7 @@ import {
   startSignedReceiver,
   type ReceiverWorld,
 } from './support.js';
+import { waitFor } from '../support/wait-for.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 after(async () => {
@@ -52,14 +53,6 @@ async function keyNamed(redis: TestRedis, name: string): Promise<string | undefi
 async function sizeOf(redis: TestRedis, command: 'XLEN' | 'ZCARD', name: string): Promise<number> {
   const key = await keyNamed(redis, name);
   return key === undefined ? 0 : Number((await redis.cli(command, key))[0]);
-}
-
-async function until(check: () => Promise<boolean> | boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
 }
 
 describe('queued postback delivery', { timeout: 60_000 }, () => {
@@ -101,7 +94,7 @@ describe('queued postback delivery', { timeout: 60_000 }, () => {
     const [first, second] = [await signPostback(gateway.privateKeyPem), await signPostback(gateway.privateKeyPem)];
     assert.deepEqual((await deliver(world.receiverUrl, first)).body, { status: 'accepted' });
     assert.deepEqual((await deliver(world.receiverUrl, second)).body, { status: 'accepted' });
-    await until(async () => (await sizeOf(redis, 'ZCARD', 'postback:dead')) === 2, 10_000, 'the dead letters');
+    await waitFor('the dead letters', async () => (await sizeOf(redis, 'ZCARD', 'postback:dead')) === 2, 10_000);
     assert.equal(webhook.received.length, 6);
     const firstCopies = webhook.received.filter((r) => r.body.toString('utf8') === first.payload);
     assert.deepEqual(
@@ -112,11 +105,11 @@ describe('queued postback delivery', { timeout: 60_000 }, () => {
     const id = String(firstCopies[0]?.headers['x-postback-id']);
     assert.match(id, /^pb_[0-9a-f]{32}$/);
     assert.equal(await sizeOf(redis, 'XLEN', 'postback:inbox'), 0);
-    await until(
+    await waitFor(
+      'the dead letters gauge',
       async () =>
         /signing_sidecar_postback_dead_letters 2\b/.test(await world.running.sidecar.metrics.registry.metrics()),
       10_000,
-      'the dead letters gauge',
     );
     const metrics = await world.running.sidecar.metrics.registry.metrics();
     assert.match(metrics, /signing_sidecar_postback_deliveries_total\{outcome="dead_letter"\} 2/);
@@ -149,7 +142,7 @@ describe('queued postback delivery', { timeout: 60_000 }, () => {
     const dropped = await runCommand(postbacks, ['drop', '--all'], world.env);
     assert.equal(dropped.code, 0, dropped.stderr);
     assert.match(dropped.stdout, /dropped 1 postback\b/);
-    await until(async () => (await sizeOf(redis, 'ZCARD', 'postback:dead')) === 0, 5_000, 'no dead letter');
+    await waitFor('no dead letter', async () => (await sizeOf(redis, 'ZCARD', 'postback:dead')) === 0, 5_000);
     await new Promise((resolve) => setTimeout(resolve, 500));
     assert.equal(webhook.received.length, before + 1, 'the dropped postback is not delivered');
     const missing = await runCommand(postbacks, ['show', id], world.env);
@@ -191,7 +184,7 @@ describe('queued postback delivery', { timeout: 60_000 }, () => {
     await webhook.waitFor(1, 5_000);
     webhook.delayMs = 0;
     await webhook.waitFor(2, 10_000);
-    await until(async () => (await sizeOf(redis, 'ZCARD', 'postback:pending')) === 0, 5_000, 'delivered');
+    await waitFor('delivered', async () => (await sizeOf(redis, 'ZCARD', 'postback:pending')) === 0, 5_000);
     assert.deepEqual(
       webhook.received.map((r) => r.headers['x-postback-attempt']),
       ['1', '2'],
@@ -211,10 +204,10 @@ describe('queued postback delivery', { timeout: 60_000 }, () => {
     assert.equal(webhook.received.length, 0);
     assert.equal(await sizeOf(redis, 'ZCARD', 'postback:pending'), 0);
     // The gateway's redelivery, same bytes (a new nonce is a new postback to the replay memory, not the payload).
-    await until(
+    await waitFor(
+      'the redelivery accepted',
       async () => (await deliver(world.receiverUrl, postback)).status === 200,
       10_000,
-      'the redelivery accepted',
     );
     await webhook.waitFor(1, 10_000);
     assert.deepEqual((await deliver(world.receiverUrl, postback)).body, { status: 'duplicate' });

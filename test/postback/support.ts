@@ -1,7 +1,6 @@
 // The postback receiver's test world: an internal webhook that records what the receiver hands it, a gateway
 // signing key that signs postbacks by the documented scheme, and the real sidecar with its receiver on.
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config/load.js';
@@ -21,6 +20,7 @@ import type { StateStore } from '../../src/state/state-store.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { scratchDir } from '../support/scratch.js';
 import { CapturedOutput, sidecarEnv, startTestSidecar, type TestSidecar } from '../support/sidecar.js';
+import { closeNow, listenOnLoopback } from '../support/loopback-server.js';
 
 export const PUBLIC_URL = 'https://Pay.Example.com:443/gateway/postbacks';
 /** PUBLIC_URL by the URL rules of spec 5.2: what the gateway signs. */
@@ -51,14 +51,12 @@ export class InternalWebhook {
 
   /** `port`: the one it had before a stop(), for an application that comes back where it was. */
   async start(port = 0): Promise<this> {
-    await new Promise<void>((resolve) => this.server.listen(port, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/internal/postbacks`;
+    this.url = `${await listenOnLoopback(this.server, port)}/internal/postbacks`;
     return this;
   }
 
   async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await closeNow(this.server);
   }
 
   async waitFor(count: number, ms = 10_000): Promise<void> {

@@ -9,6 +9,7 @@ import { simulate } from '../../packages/simulator/src/cli.js';
 import { PASSWORD, USERNAME, makeKeys, send } from './support.js';
 import type { CommandIo } from '../../src/cli/command.js';
 import type { TestKeys } from './support.js';
+import { waitFor } from '../support/wait-for.js';
 
 interface Harness {
   readonly io: CommandIo;
@@ -32,14 +33,6 @@ function harness(): Harness {
     stdout: () => stdout,
     stderr: () => stderr,
   };
-}
-
-async function until(condition: () => boolean): Promise<void> {
-  const deadline = Date.now() + 5000;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
 }
 
 describe('simulate command', () => {
@@ -95,7 +88,7 @@ describe('simulate command', () => {
     const argv = ['--username', USERNAME, '--password', PASSWORD, '--public-key', join(dir, 'vendor.pub.pem')];
     const running = simulate([...argv, '--host', '0.0.0.0', '--port', '0', '--log-level', 'silent'], h.io);
     try {
-      await until(() => h.stdout().includes('public base URL'));
+      await waitFor('the condition', () => h.stdout().includes('public base URL'));
       const out = h.stdout();
       const port = /^gateway simulator listening on 0\.0\.0\.0:(\d+) \(every IPv4 interface\)$/m.exec(out)?.[1];
       assert.ok(port !== undefined, out);
@@ -131,7 +124,7 @@ describe('simulate command', () => {
       'silent',
     ];
     const running = simulate(argv, h.io);
-    await until(() => /listening on (https:\/\/\S+)/.test(h.stdout()));
+    await waitFor('the condition', () => /listening on (https:\/\/\S+)/.test(h.stdout()));
     const listenUrl = /listening on (https:\/\/\S+)/.exec(h.stdout())?.[1] ?? '';
     const ca = await readFile(caOut, 'utf8');
     assert.match(await readFile(keyOut, 'utf8'), /BEGIN PUBLIC KEY/);

@@ -14,6 +14,7 @@ import { createTransactionStore } from '../../packages/simulator/src/transaction
 import { login, makeKeys, send, signedPost, startWithAccount } from './support.js';
 import type { PaymentFields } from '../../packages/simulator/src/payloads.js';
 import type { Transaction } from '../../packages/simulator/src/transactions.js';
+import { waitFor } from '../support/wait-for.js';
 
 const FIELDS: PaymentFields = {
   amount: '1.00',
@@ -33,14 +34,6 @@ function captureLogs(): { logger: ReturnType<typeof createSimLogger>; text(): st
     },
   });
   return { logger: createSimLogger(sink, 'debug'), text: () => text };
-}
-
-async function until(condition: () => boolean, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('timed out waiting');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
 }
 
 describe('limits and log hygiene', () => {
@@ -87,7 +80,10 @@ describe('limits and log hygiene', () => {
     sender.send({ url: 'http://127.0.0.1:9/hook', signed: false }, tx);
     // An unparsable URL makes signing throw before any HTTP call: the delivery ends with a log line.
     sender.send({ url: 'not a url', signed: true }, tx);
-    await until(() => logs.text().includes('postback.abandoned') && logs.text().includes('postback.error'));
+    await waitFor(
+      'the condition',
+      () => logs.text().includes('postback.abandoned') && logs.text().includes('postback.error'),
+    );
     assert.deepEqual(
       sender.attempts().map((a) => a.attempt),
       [4, 5],
@@ -124,7 +120,7 @@ describe('limits and log hygiene', () => {
       const res = await signedPost(sim, { key: keys.privateKey, token, payload });
       assert.equal(res.status, 200, res.text);
       await sim.complete(String(res.json().transaction_id), 'SUCCESS');
-      await until(() => sim.postbacks().some((a) => a.delivered));
+      await waitFor('the condition', () => sim.postbacks().some((a) => a.delivered));
       assert.deepEqual(received, ['/hook?secret=s3cr3t'], 'the real URL is still used for delivery');
       assert.equal(sim.postbacks()[0]?.url, webhookUrl.replace(/\?.*/, ''));
       const listed = await send(sim.listenUrl, { method: 'GET', path: '/_sim/postbacks' });

@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { before, describe, it } from 'node:test';
 import { login, makeKeys, signedPost, startWithAccount } from './support.js';
 import type { TestKeys } from './support.js';
+import { waitFor } from '../support/wait-for.js';
 
 interface Received {
   readonly headers: IncomingHttpHeaders;
@@ -35,14 +36,6 @@ async function startWebhook(failures: number): Promise<{ url: string; received: 
   };
 }
 
-async function until(condition: () => boolean, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('timed out waiting');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 describe('postbacks', () => {
   let keys: TestKeys;
   before(async () => {
@@ -63,7 +56,7 @@ describe('postbacks', () => {
       const completed = await sim.complete(id, 'SUCCESS');
       assert.equal(completed.status, 'SUCCESS');
       // The webhook sees the third request before the simulator has logged its answer.
-      await until(() => hook.received.length === 3 && sim.postbacks().length === 3);
+      await waitFor('the condition', () => hook.received.length === 3 && sim.postbacks().length === 3);
       const last = hook.received[2];
       assert.ok(last);
       const envelope = JSON.parse(last.body) as Record<string, string>;
@@ -113,7 +106,7 @@ describe('postbacks', () => {
       const payload = { amount: '7.25', currency: 'EUR', user_id: 'u9', invoice_no: 'out-9' };
       const init = await signedPost(sim, { key: keys.privateKey, token, path: '/api/v2/transfer-out/init', payload });
       assert.equal(init.status, 200, init.text);
-      await until(() => hook.received.length === 1);
+      await waitFor('the condition', () => hook.received.length === 1);
       const got = hook.received[0];
       assert.equal(got?.headers['x-signature'], undefined);
       assert.equal(got?.headers['x-timestamp'], undefined);
@@ -134,7 +127,7 @@ describe('postbacks', () => {
       const token = (await login(sim)).access_token ?? '';
       const init = await signedPost(sim, { key: keys.privateKey, token });
       await sim.complete(String(init.json().transaction_id), 'SUCCESS');
-      await until(() => hook.received.length === 1);
+      await waitFor('the condition', () => hook.received.length === 1);
     } finally {
       const started = Date.now();
       await sim.close();

@@ -8,6 +8,7 @@ import { openStateStore } from '../../src/state/open-store.js';
 import { accountTag } from '../../src/state/redis-keys.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { waitFor } from '../support/wait-for.js';
 
 describe('openStateStore: the store SIDECAR_STATE_STORE asks for', () => {
   let keys: TestKeys;
@@ -90,15 +91,7 @@ describe('openStateStore: the store SIDECAR_STATE_STORE asks for', () => {
     const changes: boolean[] = [];
     store.onAvailabilityChange((available) => changes.push(available));
     await redis.cli('CLIENT', 'KILL', 'USER', redis.username!);
-    await waitFor(() => changes.includes(false) && store.isAvailable());
+    await waitFor('the condition', () => changes.includes(false) && store.isAvailable());
     assert.equal(await store.setIfAbsent('after-rotation', 'v', 60_000), true);
   });
 });
-
-async function waitFor(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}

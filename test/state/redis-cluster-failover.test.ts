@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { startSimulator } from '@signing-sidecar/simulator';
 import { accountTag, DEFAULT_REDIS_KEY_PREFIX } from '../../src/state/redis-keys.js';
-import { acceptable, freshDeposit, newKey, send, type Reply } from '../support/idempotent-calls.js';
+import { acceptable, freshDeposit, newKey, send, untilOk, type Reply } from '../support/idempotent-calls.js';
 import { makeKeys } from '../support/keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
 import { promotedOwner, startCluster } from '../support/redis-topologies.js';
@@ -42,7 +42,7 @@ describe('a failover inside a Redis Cluster shard', () => {
       }
       const now = await (healed ?? Promise.reject(new Error('the primary was never killed')));
       assert.notEqual(now, owner, 'a replica serves the slot');
-      const fresh = await eventually(() => send(pod.sidecar.proxyUrl, newKey(), freshDeposit()));
+      const fresh = await untilOk(() => send(pod.sidecar.proxyUrl, newKey(), freshDeposit()));
       assert.equal(fresh.status, 200, 'keyed payments go through again after the failover');
       const invoices = simulator.transactions().map((txn) => txn.invoice_no);
       assert.equal(new Set(invoices).size, invoices.length, 'no payment reached the gateway twice');
@@ -63,13 +63,3 @@ describe('a failover inside a Redis Cluster shard', () => {
     }
   });
 });
-
-/** Within 30 s, a keyed payment goes through (the promoted primary needs a replica back for its acknowledgement). */
-async function eventually(call: () => Promise<Reply>): Promise<Reply> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const reply = await call();
-    if (reply.status === 200 || Date.now() > deadline) return reply;
-    await new Promise((resolve) => setTimeout(resolve, 300));
-  }
-}

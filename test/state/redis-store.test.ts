@@ -8,6 +8,7 @@ import { StateStoreUnavailableError, type StateStore } from '../../src/state/sta
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 import { CapturedOutput } from '../support/sidecar.js';
 import { describeStateStoreContract } from './store-contract.js';
+import { waitFor } from '../support/wait-for.js';
 
 const TAG = accountTag('https://gateway.test', 'merchant@example.test');
 /** The production default, for the tests of failing fast. */
@@ -40,14 +41,6 @@ async function openAvailable(redis: TestRedis, extra: Partial<RedisStoreOptions>
   const store = open(redis, extra);
   assert.equal(await store.whenAvailable(5_000), true, 'the store connects');
   return store;
-}
-
-async function waitFor(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await sleep(10);
-  }
 }
 
 /** Every method of the interface, each expected to fail fast while Redis is away. */
@@ -136,7 +129,7 @@ describe('RedisStateStore on a real redis-server', () => {
     await assertEveryMethodFailsFast(store);
     assert.equal(store.isAvailable(), false);
     frozen.thaw();
-    await waitFor(() => store.isAvailable());
+    await waitFor('the condition', () => store.isAvailable());
     assert.deepEqual(changes, [false, true]);
     assert.equal(await store.setIfAbsent('after-thaw', 'v', 10_000), true);
   });
@@ -163,15 +156,15 @@ describe('RedisStateStore through a Redis outage', () => {
     process.on('unhandledRejection', onCrash);
     try {
       await redis.stop();
-      await waitFor(() => !store.isAvailable());
+      await waitFor('the condition', () => !store.isAvailable());
       await sleep(200); // both connections (commands, pub/sub) have seen theirs close
       await assertEveryMethodFailsFast(store);
       await sleep(1_500); // several reconnect attempts: still one "down" line, still no crash
       await redis.start();
-      await waitFor(() => store.isAvailable());
+      await waitFor('the condition', () => store.isAvailable());
       assert.deepEqual(changes, [false, true]);
       await store.publish('token', 'generation-9');
-      await waitFor(() => heard.length === 1);
+      await waitFor('the condition', () => heard.length === 1);
       assert.deepEqual(heard, ['generation-9']);
       assert.equal(await store.setIfAbsent('back', 'v', 10_000), true);
     } finally {
@@ -222,7 +215,7 @@ describe('RedisStateStore with TLS and an ACL user', () => {
     const heard: string[] = [];
     await store.subscribe('acl', (m) => heard.push(m));
     await store.publish('acl', 'hello');
-    await waitFor(() => heard.length === 1);
+    await waitFor('the condition', () => heard.length === 1);
   });
 
   it('with a wrong password stays unavailable, says why, and never prints the password', async (t) => {

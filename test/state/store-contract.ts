@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { StateStore } from '../../src/state/state-store.js';
+import { waitFor } from '../support/wait-for.js';
 
 /** Every StateStore implementation passes this one suite (memory-store.test.ts, redis-store.test.ts). */
 export function describeStateStoreContract(name: string, open: () => Promise<StateStore>): void {
@@ -85,11 +86,11 @@ export function describeStateStoreContract(name: string, open: () => Promise<Sta
       const stopA = await store.subscribe(channel, (m) => seenA.push(m));
       const stopB = await store.subscribe(channel, (m) => seenB.push(m));
       await store.publish(channel, 'generation-7');
-      await waitFor(() => seenA.length === 1 && seenB.length === 1);
+      await waitFor('the condition', () => seenA.length === 1 && seenB.length === 1);
       assert.deepEqual(seenA, ['generation-7']);
       await stopA();
       await store.publish(channel, 'generation-8');
-      await waitFor(() => seenB.length === 2);
+      await waitFor('the condition', () => seenB.length === 2);
       assert.deepEqual(seenA, ['generation-7']);
       assert.deepEqual(seenB, ['generation-7', 'generation-8']);
       await stopB();
@@ -99,12 +100,4 @@ export function describeStateStoreContract(name: string, open: () => Promise<Sta
       assert.equal(store.isAvailable(), true);
     });
   });
-}
-
-async function waitFor(condition: () => boolean, timeoutMs = 2_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await sleep(10);
-  }
 }

@@ -137,19 +137,6 @@ export class Traffic {
   }
 }
 
-/** Polls until `condition` holds; throws with `what` after `ms`. */
-export async function eventually(
-  what: string,
-  condition: () => boolean | Promise<boolean>,
-  ms = 10_000,
-): Promise<void> {
-  const until = Date.now() + ms;
-  while (!(await condition())) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
-
 /** The access token each pod would sign with now (undefined when it holds none). */
 export function podTokens(pods: readonly TestSidecar[]): Array<string | undefined> {
   return pods.map((pod) => pod.sidecar.tokens.usableToken()?.accessToken.reveal());

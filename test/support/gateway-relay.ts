@@ -1,5 +1,5 @@
 import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { closeNow, listenOnLoopback } from './loopback-server.js';
 
 /**
  * What the relay does to the next signed request (then it goes back to `pass`):
@@ -90,8 +90,7 @@ export class GatewayRelay {
 
   /** Listens first (its URL is the simulator's public base), then is pointed at the simulator. */
   async start(): Promise<this> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.url = await listenOnLoopback(this.server);
     return this;
   }
 
@@ -100,8 +99,7 @@ export class GatewayRelay {
   }
 
   async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await closeNow(this.server);
   }
 
   private rewrite(incoming: Captured): Captured & { localAddress?: string } {

@@ -6,6 +6,7 @@ import { makeKeys } from './keys.js';
 import { depositJson } from './payloads.js';
 import { RecordingGateway } from './recording-gateway.js';
 import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from './sidecar.js';
+import { waitFor } from './wait-for.js';
 
 export const DEPOSIT_PATH = '/api/v2/transaction/init';
 
@@ -71,15 +72,6 @@ let invoice = 0;
 /** A deposit of its own invoice number. */
 export const freshDeposit = (): string => depositJson({ invoice_no: `inv-idem-${process.pid}-${++invoice}` });
 
-/** Polls `condition` every 10 ms (throws after `ms`). */
-export async function until(condition: () => boolean, ms = 5_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 /** The value of one series in a Prometheus exposition (undefined when absent). */
 export function seriesValue(metricsText: string, series: string): number | undefined {
   const line = metricsText.split('\n').find((l) => l.startsWith(`${series} `));
@@ -123,7 +115,7 @@ export async function sendHeld(
   const key = newKey();
   const payment = freshDeposit();
   const first = send(proxyUrl, key, payment);
-  await until(() => gateway.requests.length === 1);
+  await waitFor('the condition', () => gateway.requests.length === 1);
   return { key, payment, first };
 }
 
@@ -135,4 +127,23 @@ export async function assertKeyedRefusedUnkeyedSent(proxyUrl: string, gateway: R
   assert.equal(refused.retryable, true);
   assert.equal(gateway.requests.length, 0);
   assert.equal((await send(proxyUrl, undefined, freshDeposit())).status, 201);
+}
+
+/** Calls again every 200 ms until a reply is `wanted` or `ms` pass; the last reply either way, for the assertion. */
+export async function replyWhen(
+  call: () => Promise<Reply>,
+  wanted: (reply: Reply) => boolean,
+  ms: number,
+): Promise<Reply> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const reply = await call();
+    if (wanted(reply) || Date.now() > deadline) return reply;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+/** After a failover the sidecar finds the new primary by itself: within 30 s a keyed payment goes through. */
+export function untilOk(call: () => Promise<Reply>): Promise<Reply> {
+  return replyWhen(call, (reply) => reply.status === 200, 30_000);
 }

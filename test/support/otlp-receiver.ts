@@ -1,7 +1,7 @@
 // A stand-in OpenTelemetry collector: an OTLP/HTTP receiver (JSON encoding, as the sidecar's exporter sends) on
 // 127.0.0.1, port 0. It keeps every body as received (for secret checks) and the spans flattened for assertions.
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { closeNow, listenOnLoopback } from './loopback-server.js';
 
 export type AttributeValue = string | number | boolean;
 
@@ -85,14 +85,12 @@ export class OtlpReceiver {
   }
 
   async start(): Promise<this> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.url = await listenOnLoopback(this.server);
     return this;
   }
 
   async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await closeNow(this.server);
   }
 
   /** The spans of one trace. */

@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import { MemoryStateStore } from '../../src/state/memory-store.js';
 import { TOKEN_RECORD_KEY, decodeRecord, encodeRecord } from '../../src/token/fleet-record.js';
-import { FAST, StrictGateway, replica, twoWithTokens, waitFor, type Replica } from './fleet-support.js';
+import { FAST, StrictGateway, replica, twoWithTokens, type Replica } from './fleet-support.js';
+import { waitFor } from '../support/wait-for.js';
 
 const running: Replica[] = [];
 afterEach(() => {

@@ -6,7 +6,8 @@ import { accountTag } from '../../src/state/redis-keys.js';
 import { RedisStateStore } from '../../src/state/redis-store.js';
 import { TOKEN_RECORD_KEY, decodeRecord } from '../../src/token/fleet-record.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
-import { FAST, StrictGateway, replica, waitFor, type Replica } from './fleet-support.js';
+import { FAST, StrictGateway, replica, type Replica } from './fleet-support.js';
+import { waitFor } from '../support/wait-for.js';
 
 /** A loaded CI machine can stall the event loop past the 100 ms default; these tests are not about timeouts. */
 const RELAXED_MS = 2_000;

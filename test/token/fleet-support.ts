@@ -11,6 +11,7 @@ import type { TokenClient } from '../../src/token/token-client.js';
 import { TokenManager } from '../../src/token/token-manager.js';
 import type { GrantResult } from '../../src/token/token-set.js';
 import { CapturedOutput } from '../support/sidecar.js';
+import { waitFor } from '../support/wait-for.js';
 
 export type Scripted = 'lost' | 'hang' | 'unreachable';
 
@@ -186,15 +187,6 @@ export function replica(
     return Number(line?.split(' ')[1] ?? Number.NaN);
   };
   return { tokens, store, metrics, logs, metric };
-}
-
-/** Polls a condition instead of sleeping a fixed time. */
-export async function waitFor(what: string, condition: () => boolean | Promise<boolean>, ms = 5_000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!(await condition())) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 /** Two replicas (started by the test's own `start`) on one fresh store, both holding the fleet's first token. */

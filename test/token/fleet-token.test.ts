@@ -7,7 +7,8 @@ import { createLogger } from '../../src/observability/log.js';
 import { fleetTokenFor } from '../../src/token/fleet-token.js';
 import { TOKEN_LOCK_KEY } from '../../src/token/fleet-lock.js';
 import { TOKEN_RECORD_KEY, decodeRecord, encodeRecord } from '../../src/token/fleet-record.js';
-import { FAST, StrictGateway, replica, twoWithTokens, waitFor, type Replica } from './fleet-support.js';
+import { FAST, StrictGateway, replica, twoWithTokens, type Replica } from './fleet-support.js';
+import { waitFor } from '../support/wait-for.js';
 
 const running: Replica[] = [];
 afterEach(() => {

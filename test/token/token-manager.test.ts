@@ -8,6 +8,7 @@ import { TokenManager } from '../../src/token/token-manager.js';
 import type { GrantResult } from '../../src/token/token-set.js';
 import { CapturedOutput } from '../support/sidecar.js';
 import { grantNumber } from './fleet-support.js';
+import { waitFor } from '../support/wait-for.js';
 
 /** A token endpoint stand-in with a controllable monotonic clock and a count of every call. */
 class FakeTokenClient implements TokenClient {
@@ -32,15 +33,6 @@ class FakeTokenClient implements TokenClient {
     if (kind === 'failed') return { kind, sent: false, reason: 'ECONNREFUSED' };
     if (kind === 'failed-sent') return { kind: 'failed', sent: true, reason: 'ECONNRESET after send' };
     return grantNumber(++this.serial, this.accessTtlMs);
-  }
-}
-
-/** Polls a condition instead of sleeping a fixed time: fast when things go right, patient on a slow CI box. */
-async function waitFor(what: string, condition: () => boolean, ms = 5_000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
   }
 }
 
