@@ -94,8 +94,8 @@ export const IDEMPOTENCY_OUTCOMES = [
 export type IdempotencyOutcome = (typeof IDEMPOTENCY_OUTCOMES)[number];
 
 /**
- * What became of a postback (docs/postbacks.md): forwarded (internal service answered 2xx), duplicate (delivered
- * before: 200 without a forward), the refusals (signature_invalid, signature_missing, timestamp_expired,
+ * What became of a postback (docs/postbacks.md): forwarded (internal service answered 2xx), accepted (queued: kept in
+ * the inbox), duplicate (delivered or kept before: 200 without a forward), the refusals (signature_invalid, signature_missing, timestamp_expired,
  * timestamp_future, source_forbidden, body_invalid, not_found, method_not_allowed, too_large) and the 503s that ask
  * for a redelivery (forward_failed, in_flight, store_unavailable, busy: the large-body budget is full); error is an
  * unexpected failure (500).

@@ -12,8 +12,8 @@ import type { PostbackInbox, Settlement, TakenPostback } from './inbox.js';
 const POLL_MS = 100;
 /** How often the backlog gauges are read from Redis (one script; every replica reads the same figures). */
 const STATUS_MS = 5_000;
-/** The waits between tries to record a delivery's outcome while Redis does not answer (the last: none). */
-const SETTLE_RETRIES_MS = [100, 500, 1_000, 2_000, undefined];
+/** The waits before each new try to record a delivery's outcome while Redis does not answer. */
+const SETTLE_RETRY_WAITS_MS = [100, 500, 1_000, 2_000];
 /** Most due retries moved back into the stream per poll. */
 const RELEASE_BATCH = 100;
 
@@ -150,15 +150,15 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
    * (one that took effect already answers false), and an unrecorded delivery would be made again.
    */
   async function settleSoon(postback: TakenPostback, settlement: Settlement): Promise<boolean | undefined> {
-    for (const waitMs of SETTLE_RETRIES_MS) {
+    for (let tries = 0; ; tries++) {
       try {
         return await inbox.settle(postback, settlement, options.nowMs());
       } catch {
+        const waitMs = SETTLE_RETRY_WAITS_MS[tries];
         if (waitMs === undefined || stopping.signal.aborted) return undefined;
         await new Promise((resolve) => setTimeout(resolve, waitMs));
       }
     }
-    return undefined;
   }
 
   function launch(postback: TakenPostback): void {
