@@ -287,7 +287,9 @@ export class RedisStateStore implements StateStore {
     const channel = this.channels.get(name);
     if (channel === undefined || !channel.listeners.delete(listener) || channel.listeners.size > 0) return;
     this.channels.delete(name);
-    if (this.closed || !this.subscriber.isOpen) return;
+    // Not connected (a subscribe that just failed, an outage): no UNSUBSCRIBE to wait for. A subscription node-redis
+    // would restore after reconnecting dispatches to a channel with no listeners left, so nothing is delivered.
+    if (this.closed || !this.subscriber.isReady) return;
     await withTimeout(this.subscriber.unsubscribe(name, channel.dispatch), this.timeoutMs).catch(() => undefined);
   }
 
