@@ -120,7 +120,7 @@ export const SETTINGS = {
       env: 'SIDECAR_ADMIN_PORT',
     },
     readinessRequiresToken: {
-      doc: '`/readyz` also requires a valid access token (off: ready means serving; token health is on `/healthz/token`, metrics and alerts; [why](operations.md#readiness-and-the-access-token)).',
+      doc: '`/readyz` also requires a valid access token ([why not by default](operations.md#readiness-and-the-access-token)).',
       format: 'strict-boolean',
       default: false,
       env: 'SIDECAR_READINESS_REQUIRES_TOKEN',
@@ -140,7 +140,7 @@ export const SETTINGS = {
       env: 'SIDECAR_UPSTREAM_CONNECT_TIMEOUT_MS',
     },
     responseTimeoutMs: {
-      doc: "Time allowed for the gateway's answer (head and body) once the request was sent; with the connect timeout (+5 s), also how long a fleet token grant may take.",
+      doc: "Time allowed for the gateway's answer (head and body) once sent.",
       format: 'positive-int',
       default: 30_000,
       env: 'SIDECAR_UPSTREAM_RESPONSE_TIMEOUT_MS',
@@ -152,13 +152,13 @@ export const SETTINGS = {
       env: 'SIDECAR_UPSTREAM_CONNECT_RETRY_DEADLINE_MS',
     },
     keepAliveTimeoutMs: {
-      doc: "Close an idle gateway connection after this long; kept below the gateway's idle timeout, so a request is never written to a socket the gateway is closing.",
+      doc: "Close an idle gateway connection after this long (and below the gateway's `Keep-Alive` hint).",
       format: 'positive-int',
       default: 4_000,
       env: 'SIDECAR_UPSTREAM_KEEPALIVE_TIMEOUT_MS',
     },
     answerCorrelationFields: {
-      doc: "Payload fields whose value the gateway's JSON answer must repeat when both carry them ([answer correlation](#answer-correlation)); empty turns the check off. A mismatch is a stray answer: `outcome_unknown`.",
+      doc: "Payload fields the gateway's JSON answer must repeat when both carry them, else `outcome_unknown` ([answer correlation](#answer-correlation)); empty: off.",
       format: 'text-list',
       default: ['invoice_no'],
       env: 'SIDECAR_ANSWER_CORRELATION_FIELDS',
@@ -171,14 +171,14 @@ export const SETTINGS = {
     },
     proxy: {
       url: {
-        doc: "Forward proxy every gateway connection goes through, `http://host:port` or `https://host:port`, without credentials: the sidecar opens a tunnel (`CONNECT`) to the gateway's host and speaks TLS to the gateway inside it ([forward proxy](operations.md#egress-through-a-forward-proxy)). Setting it with `SIDECAR_UPSTREAM_PROXY_FROM_ENV=true` is refused.",
+        doc: 'Forward proxy for every gateway connection, `http://host:port` or `https://host:port`, no credentials: a `CONNECT` tunnel with TLS to the gateway inside ([forward proxy](operations.md#egress-through-a-forward-proxy)). Refused with `SIDECAR_UPSTREAM_PROXY_FROM_ENV=true`.',
         format: 'text',
         default: '',
         env: 'SIDECAR_UPSTREAM_PROXY_URL',
         whenUnset: 'none: direct',
       },
       fromEnv: {
-        doc: "Take the forward proxy from the standard variables instead: `HTTPS_PROXY` (`HTTP_PROXY` for an `http://` base address; lowercase names first) unless `NO_PROXY` covers the gateway's host. Read once, at start.",
+        doc: 'Take the forward proxy from `HTTPS_PROXY` (`HTTP_PROXY` for an `http://` base; lowercase first) unless `NO_PROXY` covers the gateway; read at start.',
         format: 'strict-boolean',
         default: false,
         env: 'SIDECAR_UPSTREAM_PROXY_FROM_ENV',
@@ -191,13 +191,13 @@ export const SETTINGS = {
         whenUnset: 'none: no proxy authentication',
       },
       passwordFile: {
-        doc: "File holding the proxy user's password (a trailing newline is ignored; an empty file is refused), read again when it changes: new tunnels use the new password ([secret rotation](#secret-rotation)).",
+        doc: "File holding the proxy user's password (trailing newline ignored, empty refused); re-read for new tunnels ([secret rotation](#secret-rotation)).",
         format: 'text',
         default: '',
         env: 'SIDECAR_UPSTREAM_PROXY_PASSWORD_FILE',
       },
       caFile: {
-        doc: "Extra CA bundle (PEM) trusted for an `https://` proxy's own certificate, added to the system roots; read again when it changes. The gateway's certificate is checked with `SIDECAR_UPSTREAM_CA_FILE`, never this one.",
+        doc: "Extra CA bundle (PEM) for an `https://` proxy's own certificate, added to the system roots; re-read when it changes. Never used for the gateway's certificate.",
         format: 'text',
         default: '',
         env: 'SIDECAR_UPSTREAM_PROXY_CA_FILE',
@@ -218,7 +218,7 @@ export const SETTINGS = {
   },
   clock: {
     skewCorrection: {
-      doc: "Sign with the local time plus the gateway clock's measured offset (from its `Date` header), so a node whose clock is off keeps working while the clock-skew alert asks for NTP to be fixed ([runbook](runbooks.md#runbook-clock-skew)).",
+      doc: "Sign with the local time plus the gateway clock's offset measured from its `Date` header, so a node with a wrong clock keeps working ([runbook](runbooks.md#runbook-clock-skew)).",
       format: 'strict-boolean',
       default: false,
       env: 'SIDECAR_CLOCK_SKEW_CORRECTION',
@@ -231,7 +231,7 @@ export const SETTINGS = {
     },
   },
   secretPollIntervalMs: {
-    doc: 'How often the secret files (private key, password, upstream CA, upstream proxy password and CA, postback keys) are read for a rotated content; a valid new content is used from the next request or login ([secret rotation](#secret-rotation)).',
+    doc: 'How often the secret files are re-read for a rotated content ([secret rotation](#secret-rotation)).',
     format: 'positive-int',
     default: 1000,
     env: 'SIDECAR_SECRET_POLL_INTERVAL_MS',
@@ -299,7 +299,7 @@ export const SETTINGS = {
   // The postback receiver (docs/postbacks.md): off unless forwardUrl is set.
   postback: {
     forwardUrl: {
-      doc: 'Internal URL that receives verified postbacks as plain JSON (`http` or `https`, any host); setting it turns the [postback receiver](postbacks.md) on.',
+      doc: 'Where verified postbacks go as plain JSON (`http` or `https`); setting it turns the [postback receiver](postbacks.md) on.',
       format: 'text',
       default: '',
       env: 'SIDECAR_POSTBACK_FORWARD_URL',
@@ -320,14 +320,14 @@ export const SETTINGS = {
       },
     },
     publicUrl: {
-      doc: 'The webhook URL exactly as registered with the gateway: the URL in the signing string; its path is the one route served; `https://` in production.',
+      doc: 'The webhook URL exactly as registered: the signed URL; its path is the one route served.',
       format: 'text',
       default: '',
       env: 'SIDECAR_POSTBACK_PUBLIC_URL',
       whenUnset: 'required when on',
     },
     publicKeyFile: {
-      doc: "The gateway's postback public key(s), PEM, RSA of at least 2048 bits; several in one file during a rotation; re-read like the secret files.",
+      doc: "The gateway's postback public key(s), PEM, RSA >= 2048 bits; several during a rotation; re-read like the secret files.",
       format: 'text',
       default: '',
       env: 'SIDECAR_POSTBACK_PUBLIC_KEY_FILE',
@@ -365,7 +365,7 @@ export const SETTINGS = {
       env: 'SIDECAR_POSTBACK_MAX_FUTURE_SECONDS',
     },
     deliveredTtlSeconds: {
-      doc: "How long a delivered payload's SHA-256 is remembered: a redelivery within it gets 200 without a second forward; at least the timestamp window plus 30 s.",
+      doc: "How long a delivered payload's SHA-256 is kept: a redelivery within it gets 200, no second forward.",
       format: 'positive-int',
       default: 86_400,
       env: 'SIDECAR_POSTBACK_DELIVERED_TTL_SECONDS',
@@ -377,13 +377,13 @@ export const SETTINGS = {
       env: 'SIDECAR_POSTBACK_MAX_CONNECTIONS',
     },
     delivery: {
-      doc: '`direct`: the gateway waits while the postback is forwarded, and a failed forward is answered 503 (the gateway may redeliver; the spec does not say it does). `queued`: the postback is kept in Redis and answered 200 at once, then delivered and retried by the replicas ([postbacks.md](postbacks.md#queued-delivery)); requires `SIDECAR_STATE_STORE=redis`. `auto`: `queued` in production with Redis, `direct` otherwise.',
+      doc: '`direct`: 200 after a 2xx from the application, else 503. `queued` (needs `SIDECAR_STATE_STORE=redis`): 200 once kept in Redis, then delivered with retries ([postbacks.md](postbacks.md#queued-delivery)). `auto`: `queued` in production with Redis, else `direct`.',
       format: [...POSTBACK_DELIVERIES],
       default: 'auto' as (typeof POSTBACK_DELIVERIES)[number],
       env: 'SIDECAR_POSTBACK_DELIVERY',
     },
     orderField: {
-      doc: "`queued` delivery: the payload's top-level field that names the transaction; one transaction's postbacks are delivered in arrival order, different transactions in parallel. A postback without it is ordered with none. The spec does not show the payload: the default is the simulator's.",
+      doc: "`queued` delivery: the payload's top-level field naming the transaction, whose postbacks go in arrival order (the simulator's field; without it, no order).",
       format: 'text',
       default: 'transaction_id',
       env: 'SIDECAR_POSTBACK_ORDER_FIELD',
@@ -395,13 +395,13 @@ export const SETTINGS = {
       env: 'SIDECAR_POSTBACK_DELIVERY_CONCURRENCY',
     },
     retrySchedule: {
-      doc: '`queued` delivery: the delay before each attempt (`ms`, `s`, `m`, `h`, `d`), the first one included, each spread by up to 10 % (jitter); after the last failed attempt the postback goes to the dead letters. A `Retry-After` in seconds from the internal service is honoured when longer.',
+      doc: '`queued` delivery: the delay before each attempt (`ms`, `s`, `m`, `h`, `d`), ±10 % jitter, or a longer `Retry-After` from the application; after the last, a dead letter.',
       format: 'text-list',
       default: DEFAULT_POSTBACK_RETRY_SCHEDULE,
       env: 'SIDECAR_POSTBACK_RETRY_SCHEDULE',
     },
     visibilityTimeoutMs: {
-      doc: '`queued` delivery: a postback taken by a replica that did not finish it in this time (crashed, stopped) is taken over by another.',
+      doc: '`queued` delivery: a postback a replica has not finished in this time is taken over by another.',
       format: 'positive-int',
       default: 60_000,
       env: 'SIDECAR_POSTBACK_VISIBILITY_TIMEOUT_MS',
@@ -424,13 +424,13 @@ export const SETTINGS = {
     },
     redis: {
       mode: {
-        doc: 'How the sidecar finds Redis: `standalone` (one endpoint, `SIDECAR_REDIS_URL`: a single server or a managed primary endpoint), `sentinel` (the primary named `SIDECAR_REDIS_SENTINEL_MASTER`, found through `SIDECAR_REDIS_SENTINELS`) or `cluster` (Redis Cluster from the seed nodes `SIDECAR_REDIS_NODES`) ([topologies](fleet.md#redis-topologies)).',
+        doc: 'How Redis is found: `standalone` (`SIDECAR_REDIS_URL`), `sentinel` (`SIDECAR_REDIS_SENTINELS`, `SIDECAR_REDIS_SENTINEL_MASTER`) or `cluster` (`SIDECAR_REDIS_NODES`) ([topologies](fleet.md#redis-topologies)).',
         format: [...REDIS_MODES],
         default: 'standalone' as (typeof REDIS_MODES)[number],
         env: 'SIDECAR_REDIS_MODE',
       },
       url: {
-        doc: '`redis://host:6379` or `rediss://host:6380` (TLS), optionally `/<database>`; required for the `redis` store in `standalone` mode. A username or password in it is refused: set `SIDECAR_REDIS_USERNAME` and `SIDECAR_REDIS_PASSWORD_FILE`.',
+        doc: '`redis://host:6379` or `rediss://host:6380` (TLS), optionally `/<database>`, no credentials; required in `standalone` mode.',
         format: 'text',
         default: '',
         env: 'SIDECAR_REDIS_URL',
@@ -438,7 +438,7 @@ export const SETTINGS = {
         whenUnset: 'required for `standalone`',
       },
       sentinels: {
-        doc: 'Sentinel mode: the Sentinels to ask for the primary, `host:port` separated by commas (three or more; any one that answers is enough).',
+        doc: 'Sentinel mode: the Sentinels, `host:port`, comma-separated (any one answering is enough).',
         format: 'text-list',
         default: [] as string[],
         env: 'SIDECAR_REDIS_SENTINELS',
@@ -464,14 +464,14 @@ export const SETTINGS = {
         env: 'SIDECAR_REDIS_SENTINEL_PASSWORD_FILE',
       },
       nodes: {
-        doc: "Cluster mode: seed nodes, `host:port` separated by commas; the client learns the rest of the cluster from them (a managed service's configuration endpoint is one seed).",
+        doc: "Cluster mode: seed nodes, `host:port`, comma-separated (a managed service's configuration endpoint is one).",
         format: 'text-list',
         default: [] as string[],
         env: 'SIDECAR_REDIS_NODES',
         whenUnset: 'required for `cluster`',
       },
       tls: {
-        doc: 'Sentinel and cluster modes: TLS to every node (and to the Sentinels), trusting `SIDECAR_REDIS_CA_FILE` besides the system roots. In `standalone` mode the URL says it (`rediss://`).',
+        doc: 'Sentinel and cluster modes: TLS to every node and Sentinel (`standalone`: `rediss://`).',
         format: 'strict-boolean',
         default: false,
         env: 'SIDECAR_REDIS_TLS',
@@ -483,31 +483,31 @@ export const SETTINGS = {
         env: 'SIDECAR_REDIS_USERNAME',
       },
       passwordFile: {
-        doc: 'File holding the Redis password, of the ACL user or of the default user (a trailing newline is ignored; an empty file is refused at start); read again at every connection ([rotation](fleet.md#rotating-the-redis-password)).',
+        doc: 'File holding the Redis password (ACL or default user; trailing newline ignored, empty refused), read at every connection ([rotation](fleet.md#rotating-the-redis-password)).',
         format: 'text',
         default: '',
         env: 'SIDECAR_REDIS_PASSWORD_FILE',
       },
       caFile: {
-        doc: "Extra CA bundle (PEM) trusted for `rediss://`, added to the system roots: the CA that signed Redis's certificate, when it is not a public one. Refused with `redis://`.",
+        doc: "Extra CA bundle (PEM) for Redis's TLS, added to the system roots.",
         format: 'text',
         default: '',
         env: 'SIDECAR_REDIS_CA_FILE',
       },
       keyPrefix: {
-        doc: "Prefix of every key and channel; each account's keys also share a hash tag (Redis Cluster). Not empty, no braces or whitespace; change it only when several products share the Redis.",
+        doc: 'Prefix of every key and channel (no braces or whitespace); change it only when several products share the Redis.',
         format: 'text',
         default: 'signing-sidecar:',
         env: 'SIDECAR_REDIS_KEY_PREFIX',
       },
       commandTimeoutMs: {
-        doc: 'The longest one Redis command may take (a keyed request sends two on its path); past it the store counts as unavailable for that call.',
+        doc: 'The longest one Redis command may take; past it the store is unavailable for that call.',
         format: 'positive-int',
         default: 100,
         env: 'SIDECAR_REDIS_COMMAND_TIMEOUT_MS',
       },
       minReplicasAcked: {
-        doc: 'Replicas that must hold an idempotency record (`WAIT`, within the command timeout) before the request is sent; fewer: refused 503 retryable. `auto`: 1 in `sentinel` mode and in a cluster whose primaries have replicas, 0 for `standalone`; 0 waits for none ([writes a failover keeps](fleet.md#writes-a-failover-does-not-take-back)).',
+        doc: 'Replicas that must hold an idempotency record (`WAIT`) before the request is sent, else 503 retryable. `auto`: 1 for `sentinel` and a cluster with replicas, else 0 ([failover](fleet.md#writes-a-failover-does-not-take-back)).',
         format: 'auto-or-whole-number',
         default: 'auto' as number | 'auto',
         env: 'SIDECAR_REDIS_MIN_REPLICAS_ACKED',
@@ -517,7 +517,7 @@ export const SETTINGS = {
   // Traces (docs/operations.md#tracing): on when the OpenTelemetry SDK's own OTEL_EXPORTER_OTLP_* endpoint is set.
   tracing: {
     propagateUpstream: {
-      doc: "Send `traceparent` / `tracestate` to the gateway: each attempt's own with tracing on, the caller's as it came with tracing off (off: a third party learns nothing of internal traces, and a caller's `traceparent` is not forwarded either; [tracing](operations.md#tracing)).",
+      doc: "Send `traceparent` / `tracestate` to the gateway: each attempt's own with tracing on, the caller's with tracing off ([tracing](operations.md#tracing)).",
       format: 'strict-boolean',
       default: false,
       env: 'SIDECAR_TRACE_PROPAGATE_UPSTREAM',
