@@ -70,14 +70,14 @@ export const SETTINGS = {
     whenUnset: 'required',
   },
   passwordFile: {
-    doc: 'Account password file (trailing newline ignored, empty refused); preferred.',
+    doc: 'Account password file; preferred.',
     format: 'text',
     default: '',
     env: 'SIDECAR_PASSWORD_FILE',
     whenUnset: 'exactly one of the two',
   },
   password: {
-    doc: 'Account password itself (masked in any settings dump); both set: refused.',
+    doc: 'The password itself (masked in any settings dump).',
     format: 'text',
     default: '',
     env: 'SIDECAR_PASSWORD',
@@ -85,7 +85,7 @@ export const SETTINGS = {
     whenUnset: 'exactly one of the two',
   },
   privateKeyFile: {
-    doc: 'Unencrypted PEM RSA key, PKCS#1 or #8, >= 2048 bits ([key files](#private-key-and-password-files)).',
+    doc: 'Unencrypted PEM RSA key ([rules](#private-key-and-password-files)).',
     format: 'text',
     default: '',
     env: 'SIDECAR_PRIVATE_KEY_FILE',
@@ -100,7 +100,7 @@ export const SETTINGS = {
     },
     port: { doc: 'Proxy port (0: any free).', format: 'tcp-port', default: 8080, env: 'SIDECAR_LISTEN_PORT' },
     allowNonLoopback: {
-      doc: 'Allow a non-loopback proxy host: whoever reaches it gets payments signed (warned; [listen host](#listen-host)).',
+      doc: 'Allow a non-loopback proxy host (warned; [listen host](#listen-host)).',
       format: 'strict-boolean',
       default: false,
       env: 'SIDECAR_LISTEN_ALLOW_NON_LOOPBACK',
@@ -191,7 +191,7 @@ export const SETTINGS = {
         whenUnset: 'none: no proxy authentication',
       },
       passwordFile: {
-        doc: 'Proxy password file (trailing newline ignored, empty refused); [re-read](#secret-rotation) for new tunnels.',
+        doc: 'Proxy password file; [re-read](#secret-rotation) for new tunnels.',
         format: 'text',
         default: '',
         env: 'SIDECAR_UPSTREAM_PROXY_PASSWORD_FILE',
@@ -377,7 +377,7 @@ export const SETTINGS = {
       env: 'SIDECAR_POSTBACK_MAX_CONNECTIONS',
     },
     delivery: {
-      doc: '[`direct` or `queued` (Redis)](postbacks.md#queued-delivery); `auto`: `queued` in production with Redis, else `direct`.',
+      doc: 'What the 200 to the gateway means ([delivery modes](postbacks.md#queued-delivery)).',
       format: [...POSTBACK_DELIVERIES],
       default: 'auto' as (typeof POSTBACK_DELIVERIES)[number],
       env: 'SIDECAR_POSTBACK_DELIVERY',
@@ -483,7 +483,7 @@ export const SETTINGS = {
         env: 'SIDECAR_REDIS_USERNAME',
       },
       passwordFile: {
-        doc: 'Redis password file (trailing newline ignored, empty refused), read per connection ([rotation](fleet.md#rotating-the-redis-password)).',
+        doc: 'Redis password file, read per connection ([rotation](fleet.md#rotating-the-redis-password)).',
         format: 'text',
         default: '',
         env: 'SIDECAR_REDIS_PASSWORD_FILE',
@@ -495,7 +495,7 @@ export const SETTINGS = {
         env: 'SIDECAR_REDIS_CA_FILE',
       },
       keyPrefix: {
-        doc: 'Key and channel prefix, no braces or whitespace; change only for a shared Redis.',
+        doc: 'Key and channel prefix, not empty, no braces or whitespace; change only for a shared Redis.',
         format: 'text',
         default: 'signing-sidecar:',
         env: 'SIDECAR_REDIS_KEY_PREFIX',
