@@ -114,13 +114,16 @@ describe('queued delivery across replicas', { timeout: 110_000 }, () => {
       SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS: '4000',
       SIDECAR_POSTBACK_VISIBILITY_TIMEOUT_MS: '5000',
       SIDECAR_POSTBACK_RETRY_SCHEDULE: '0s,1s,1s,1s,1s',
+      SIDECAR_POSTBACK_DELIVERY_CONCURRENCY: '4',
     });
     const doomed = await replica();
     const sent = await Promise.all(Array.from({ length: 6 }, () => signPostback(gateway.privateKeyPem)));
     for (const postback of sent) {
       assert.deepEqual((await deliver(doomed.receiverUrl, postback)).body, { status: 'accepted' });
     }
-    await webhook.waitFor(1, 10_000);
+    // Killed once all four deliveries it holds have reached the application (each waits there 3 s for its answer):
+    // killed sooner, one still on its way would be taken over as attempt 2 with attempt 1 never seen, as documented.
+    await webhook.waitFor(4, 10_000);
     doomed.child.kill('SIGKILL');
     await doomed.exited;
     webhook.delayMs = 0;
