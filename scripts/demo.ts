@@ -58,8 +58,11 @@ async function run(
   const keys = await makeKeyPair(dir);
   const webhook = await startWebhook();
   cleanup.push(() => closeServer(webhook.server));
-  // The URL registered with the gateway is the receiver's; it must be known before the simulator starts.
-  const receiverUrl = `http://127.0.0.1:${await freePort()}/gateway/postbacks`;
+  // The URL registered with the gateway is the receiver's; it must be known before the simulator starts. The port is
+  // held until the sidecar takes it, so that nothing started meanwhile (the simulator) is given it.
+  const receiverPort = await reservePort();
+  cleanup.push(() => receiverPort.release());
+  const receiverUrl = `http://127.0.0.1:${receiverPort.port}/gateway/postbacks`;
   say('2. starting the gateway simulator (HTTPS, signed postbacks on)');
   const sim = await startSimulator({
     tls: true,
@@ -74,6 +77,7 @@ async function run(
     ],
   });
   cleanup.push(() => sim.close());
+  await receiverPort.release();
   const sidecar = await startDemoSidecar(dir, sim, { receiverUrl, forwardUrl: webhook.url });
   cleanup.push(() => sidecar.shutdown('demo finished'));
   say(`3. sidecar ${sidecar.proxyUrl} -> gateway ${sim.baseUrl}, token obtained; postbacks on ${receiverUrl}`);
@@ -257,14 +261,16 @@ function readPostback(headers: IncomingMessage['headers'], body: string): Postba
   return { payload: JSON.parse(body) as Record<string, unknown>, verified: String(headers['x-postback-verified']) };
 }
 
-/** A port free right now, for the receiver whose URL the simulator must know before either starts. */
-function freePort(): Promise<number> {
+/** A free port, held by a listener of its own until release() (which may be called more than once). */
+function reservePort(): Promise<{ readonly port: number; release(): Promise<void> }> {
   return new Promise((resolve, reject) => {
-    const probe = createTcpServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
+    const holder = createTcpServer();
+    holder.once('error', reject);
+    holder.listen(0, '127.0.0.1', () => {
+      const { port } = holder.address() as AddressInfo;
+      const release = (): Promise<void> =>
+        holder.listening ? new Promise((done) => holder.close(() => done())) : Promise.resolve();
+      resolve({ port, release });
     });
   });
 }
