@@ -39,9 +39,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
     this.started = true;
     this.timer = setTimeout(() => controller.abort(upstreamErrors.responseTimeout()), this.timeoutMs);
     if (signal === undefined) return;
-    // Made in a local, not assigned to the property as it is written: V8 allocates a function written straight into
-    // a property in the old generation, and from there it would hold this whole request (through `controller`)
-    // past every young-generation collection, to be promoted and freed only by a full one (docs/performance.md).
+    // Made in a local first: written straight into the property, it would hold the request past young collections
+    // (the lint rule on this pattern in eslint.config.js says why).
     const endRequest = (): void => controller.abort(upstreamErrors.requestEnded());
     this.endRequest = endRequest;
     signal.addEventListener('abort', endRequest, { once: true });
