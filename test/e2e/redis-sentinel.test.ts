@@ -148,6 +148,7 @@ describe('Redis Sentinel: the Sentinels restarted', () => {
       await primary.crash();
       const after = await set.failedOver(before, 30_000);
       await primary.start();
+      assert.equal(await set.settled(30_000), after, 'the old primary came back as a replica');
       const reply = await untilOk(() => send(running.sidecar.proxyUrl, newKey(), freshDeposit()));
       t.diagnostic(`${before} -> ${after} after the Sentinels' restart`);
       assert.equal(reply.status, 200, 'the sidecar found the new primary through the restarted Sentinels');

@@ -23,6 +23,12 @@ import { scratchDir } from './scratch.js';
 
 const run = promisify(execFile);
 
+/** redis-cli against a loopback port (a Sentinel's): its stdout lines. */
+async function cliLines(port: number, ...args: string[]): Promise<string[]> {
+  const { stdout } = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], { timeout: 2_000 });
+  return stdout.trim().split('\n');
+}
+
 export const SENTINEL_MASTER = 'sidecar-primary';
 
 export interface SentinelSet {
@@ -34,7 +40,13 @@ export interface SentinelSet {
   currentPrimary(): Promise<string>;
   /** Resolves once the Sentinels name a primary other than `previous`. */
   failedOver(previous: string, timeoutMs: number): Promise<string>;
-  /** Kills every Sentinel (SIGKILL) and starts them again from their own config files, on the same ports. */
+  /** Resolves, with the primary, once every Sentinel names the same one and it has its replica in sync. */
+  settled(timeoutMs: number): Promise<string>;
+  /**
+   * Kills every Sentinel (SIGKILL) once they agree, and starts them again from their own config files, on the same
+   * ports; resolves once they agree again. A Sentinel killed before it learned of the last failover would resume
+   * from a stale file and could name the old primary for a while.
+   */
   restartSentinels(): Promise<void>;
   close(): Promise<void>;
 }
@@ -56,21 +68,28 @@ export async function startSentinelSet(): Promise<SentinelSet> {
   const ports = await Promise.all([freeStablePort(), freeStablePort(), freeStablePort()]);
   const files = await Promise.all(ports.map((port) => sentinelConfig(port, primary.port)));
   let children = await Promise.all(files.map((file) => spawnSentinel(file)));
+  const named = (port: number) => cliLines(port, 'SENTINEL', 'get-master-addr-by-name', SENTINEL_MASTER);
   const ask = async (): Promise<string> => {
     for (const port of ports) {
-      try {
-        const { stdout } = await run(
-          'redis-cli',
-          ['-h', '127.0.0.1', '-p', String(port), 'SENTINEL', 'get-master-addr-by-name', SENTINEL_MASTER],
-          { timeout: 2_000 },
-        );
-        const [host, p] = stdout.trim().split('\n');
-        if (host && p) return `${host}:${p}`;
-      } catch {
-        // another Sentinel may answer
-      }
+      const [host, p] = await named(port).catch(() => []); // another Sentinel may answer
+      if (host && p) return `${host}:${p}`;
     }
     throw new Error('no Sentinel answered');
+  };
+  const settled = async (timeoutMs: number): Promise<string> => {
+    let agreed = '';
+    await until(async () => {
+      const names = new Set((await Promise.all(ports.map(named))).map((lines) => lines.join(':')));
+      const [only] = names;
+      if (names.size !== 1 || only === undefined) return false;
+      const node = [primary, replica].find((candidate) => only === `127.0.0.1:${candidate.port}`);
+      const info = (await node?.cli('INFO', 'replication')) ?? [];
+      agreed = only;
+      return (
+        info.some((line) => line.trim() === 'role:master') && info.some((line) => /^slave0:.*state=online/.test(line))
+      );
+    }, timeoutMs);
+    return agreed;
   };
   // The Sentinels know each other and the replica before a failover can be asked of them.
   await until(async () => {
@@ -100,10 +119,13 @@ export async function startSentinelSet(): Promise<SentinelSet> {
       await until(async () => (now = await ask()) !== previous, timeoutMs);
       return now;
     },
+    settled,
     async restartSentinels() {
+      await settled(30_000);
       await Promise.all(children.map((child) => stopChild(child)));
       // Each Sentinel rewrote its file with what it knows (the primary, the replica, its peers): it resumes from it.
       children = await Promise.all(files.map((file) => spawnSentinel(file)));
+      await settled(30_000);
     },
     async close() {
       await Promise.all(children.map((child) => stopChild(child)));
