@@ -81,27 +81,22 @@ export async function startSentinelSet(): Promise<SentinelSet> {
     await until(async () => {
       const names = new Set((await Promise.all(ports.map(named))).map((lines) => lines.join(':')));
       const [only] = names;
-      if (names.size !== 1 || only === undefined) return false;
       const node = [primary, replica].find((candidate) => only === `127.0.0.1:${candidate.port}`);
-      const info = (await node?.cli('INFO', 'replication')) ?? [];
-      agreed = only;
-      return (
-        info.some((line) => line.trim() === 'role:master') && info.some((line) => /^slave0:.*state=online/.test(line))
-      );
+      if (names.size !== 1 || only === undefined || node === undefined) return false;
+      const info = await node.cli('INFO', 'replication');
+      const inSync =
+        info.some((line) => line.trim() === 'role:master') && info.some((line) => /^slave0:.*state=online/.test(line));
+      if (inSync) agreed = only;
+      return inSync;
     }, timeoutMs);
     return agreed;
   };
   // The Sentinels know each other and the replica before a failover can be asked of them.
+  const [first] = ports as [number, ...number[]];
   await until(async () => {
-    const { stdout } = await run('redis-cli', ['-p', String(ports[0]), 'SENTINEL', 'replicas', SENTINEL_MASTER]);
-    const { stdout: peers } = await run('redis-cli', [
-      '-p',
-      String(ports[0]),
-      'SENTINEL',
-      'sentinels',
-      SENTINEL_MASTER,
-    ]);
-    return stdout.includes(String(replica.port)) && peers.split('\n').filter((l) => l === 'name').length >= 2;
+    const replicas = await cliLines(first, 'SENTINEL', 'replicas', SENTINEL_MASTER);
+    const peers = await cliLines(first, 'SENTINEL', 'sentinels', SENTINEL_MASTER);
+    return replicas.includes(String(replica.port)) && peers.filter((line) => line === 'name').length >= 2;
   }, 15_000);
   return {
     primary,
