@@ -80,6 +80,7 @@ async function bench(): Promise<void> {
     soak: soak.errors,
   };
   const h = {
+    node_version: process.versions.node, // every child runs on this node: figures differ by runtime
     load_average: round(loadAverage, 2),
     sign_limit_per_s: Math.round(limit),
     throughput_per_s: Math.round(sat.perSecond),

@@ -10,7 +10,7 @@ import { startNode, type Child } from './processes.js';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const dist = (...path: string[]): string => join(ROOT, 'dist', ...path);
 /** As in the image's ENTRYPOINT and `npm start`. */
-export const SHIPPED_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--max-old-space-size=192'];
+export const SHIPPED_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--max-old-space-size=192', '--no-maglev'];
 const [USERNAME, PASSWORD] = ['bench@example.com', 'bench password, loopback only'];
 export const ROUTE = '/api/v2/transaction/init';
 /** A deposit of spec 2.3's shape: its size sets the cost of base64, hashing and the envelope. */

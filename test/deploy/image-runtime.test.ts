@@ -41,7 +41,7 @@ describe('Dockerfile and .dockerignore', () => {
     assert.ok(user && Number(user[1]) > 0, 'USER must be a numeric non-root uid');
     assert.match(
       runtime,
-      /^ENTRYPOINT \["node", "--max-semi-space-size=4", "--max-old-space-size=192", "dist\/src\/main\.js"\]$/m,
+      /^ENTRYPOINT \["node", "--max-semi-space-size=4", "--max-old-space-size=192", "--no-maglev", "dist\/src\/main\.js"\]$/m,
     );
     assert.match(runtime, /^CMD \["serve"\]$/m);
     assert.match(runtime, /^STOPSIGNAL SIGTERM$/m);

@@ -130,4 +130,42 @@ describe('control API', () => {
     const local = await send(sim.listenUrl, { method: 'GET', path: '/_sim/transactions' });
     assert.equal(local.status, 200);
   });
+
+  it('refuses a loopback request addressed to another name (DNS rebinding), reads and writes alike', async () => {
+    // A page on a name its owner points at 127.0.0.1 calls the simulator same-origin, its own name in Host.
+    const fault = JSON.stringify({ kind: '5xx' });
+    const json = { 'content-type': 'application/json' };
+    for (const host of ['attacker.example', `attacker.example:${sim.port}`, `127.0.0.1.attacker.example:${sim.port}`]) {
+      const read = await send(sim.listenUrl, { method: 'GET', path: '/_sim/transactions', headers: { host } });
+      assert.equal(read.status, 403, host);
+      assert.equal(codeOf(read), 'sim.control.forbidden');
+      const dashboard = await send(sim.listenUrl, { method: 'GET', path: '/_sim/', headers: { host } });
+      assert.equal(dashboard.status, 403, `dashboard for ${host}`);
+      const write = await send(sim.listenUrl, { path: '/_sim/faults', headers: { ...json, host }, body: fault });
+      assert.equal(write.status, 403, `fault for ${host}`);
+    }
+    assert.deepEqual((await send(sim.listenUrl, { method: 'GET', path: '/_sim/faults' })).json().faults, []);
+    for (const host of [`localhost:${sim.port}`, 'localhost', `app.localhost:${sim.port}`, `127.0.0.1:${sim.port}`]) {
+      const read = await send(sim.listenUrl, { method: 'GET', path: '/_sim/transactions', headers: { host } });
+      assert.equal(read.status, 200, host);
+    }
+    const ipv6 = await send(sim.listenUrl, {
+      method: 'GET',
+      path: '/_sim/health',
+      headers: { host: `[::1]:${sim.port}` },
+    });
+    assert.equal(ipv6.status, 200);
+  });
+
+  it("answers the base URL's host, which a simulator behind a name is called by", async () => {
+    const named = await startWithAccount(keys, { publicBaseUrl: 'https://sandbox.gateway.example/gw' });
+    try {
+      const headers = { host: 'sandbox.gateway.example' };
+      assert.equal((await send(named.listenUrl, { method: 'GET', path: '/_sim/health', headers })).status, 200);
+      const other = { host: 'attacker.example' };
+      assert.equal((await send(named.listenUrl, { method: 'GET', path: '/_sim/health', headers: other })).status, 403);
+    } finally {
+      await named.close();
+    }
+  });
 });

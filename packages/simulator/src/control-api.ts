@@ -51,6 +51,13 @@ export async function handleControl(ctx: SimContext, req: IncomingMessage, path:
   if (!isLoopbackAddress(req.socket.remoteAddress)) {
     throw new SimError(403, 'sim.control.forbidden', 'the control API answers loopback clients only');
   }
+  if (!addressedToThisSimulator(req.headers.host, ctx.base().origin)) {
+    throw new SimError(
+      403,
+      'sim.control.forbidden',
+      'the control API answers requests addressed to localhost, a loopback address or the base URL host only',
+    );
+  }
   const rest = path.slice(CONTROL_PREFIX.length);
   const matching = ROUTES.filter((r) => r.pattern.test(rest));
   if (matching.length === 0) throw new SimError(404, 'request.route.not_found', `no control route ${path}`);
@@ -63,6 +70,24 @@ export async function handleControl(ctx: SimContext, req: IncomingMessage, path:
   // first (CORS preflight, which we never approve), so a page the developer visits can't pull these levers.
   if (route.method !== 'GET') requireJsonContentType(req);
   return route.handler(ctx, req, route.pattern.exec(rest)?.[1] ?? '');
+}
+
+/**
+ * DNS rebinding: a page the developer visits can point its own name at 127.0.0.1 and then call the control API as
+ * a same-origin loopback client, JSON included. Its requests still carry its own name in Host, which no client of
+ * this simulator uses. No Host at all (HTTP/1.0) is no browser's, so it passes.
+ */
+function addressedToThisSimulator(host: string | undefined, baseOrigin: string): boolean {
+  if (host === undefined) return true;
+  let hostname: string;
+  try {
+    hostname = new URL(`http://${host}`).hostname;
+  } catch {
+    return false;
+  }
+  if (hostname === 'localhost' || hostname.endsWith('.localhost')) return true; // RFC 6761: always loopback
+  if (hostname === new URL(baseOrigin).hostname) return true;
+  return isLoopbackAddress(hostname.replace(/^\[|\]$/g, '')); // 127.0.0.0/8, [::1]
 }
 
 async function jsonBody(ctx: SimContext, req: IncomingMessage): Promise<Record<string, unknown>> {
