@@ -9,8 +9,9 @@ import { startNode, type Child } from './processes.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const dist = (...path: string[]): string => join(ROOT, 'dist', ...path);
-/** As in the image's ENTRYPOINT and `npm start`. */
+/** As in the image's ENTRYPOINT and ENV, and `npm start`. */
 export const SHIPPED_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--max-old-space-size=192', '--no-maglev'];
+const SHIPPED_ENV = { MALLOC_ARENA_MAX: '2' };
 const [USERNAME, PASSWORD] = ['bench@example.com', 'bench password, loopback only'];
 export const ROUTE = '/api/v2/transaction/init';
 /** A deposit of spec 2.3's shape: its size sets the cost of base64, hashing and the envelope. */
@@ -71,6 +72,7 @@ export function startFloor(ws: Workspace, gatewayUrl: string): Promise<Child> {
 
 const sidecarEnv = (ws: Workspace, gatewayUrl: string): NodeJS.ProcessEnv => ({
   PATH: process.env.PATH,
+  ...SHIPPED_ENV,
   SIDECAR_BASE_URL: gatewayUrl,
   SIDECAR_ENVIRONMENT: 'staging',
   SIDECAR_USERNAME: USERNAME,

@@ -13,15 +13,20 @@ import { REPO_ROOT } from './support/render.js';
 
 const app = mkdtempSync(join(tmpdir(), 'deploy-image-'));
 after(() => rmSync(app, { recursive: true, force: true }));
+const dockerfile = readFileSync(`${REPO_ROOT}Dockerfile`, 'utf8');
+/** The last stage: what the image runs. */
+const runtime = dockerfile.split(/^FROM /m).at(-1) ?? '';
+/** The environment the runtime stage sets (ENV NAME=value lines). */
+const imageEnv: Record<string, string> = Object.fromEntries(
+  [...runtime.matchAll(/^ENV (\w+)=(\S+)$/gm)].map((m): [string, string] => [m[1] ?? '', m[2] ?? '']),
+);
 const pkg = JSON.parse(readFileSync(`${REPO_ROOT}package.json`, 'utf8')) as {
   devDependencies?: Record<string, string>;
   engines?: { node?: string };
 };
 
 describe('Dockerfile and .dockerignore', () => {
-  const dockerfile = readFileSync(`${REPO_ROOT}Dockerfile`, 'utf8');
   const stages = dockerfile.split(/^FROM /m).slice(1);
-  const runtime = stages.at(-1) ?? '';
 
   test('multi-stage: dev dependencies to build, production dependencies only at run time', () => {
     assert.ok(stages.length >= 2);
@@ -44,6 +49,7 @@ describe('Dockerfile and .dockerignore', () => {
       /^ENTRYPOINT \["node", "--max-semi-space-size=4", "--max-old-space-size=192", "--no-maglev", "dist\/src\/main\.js"\]$/m,
     );
     assert.match(runtime, /^CMD \["serve"\]$/m);
+    assert.deepEqual(imageEnv, { NODE_ENV: 'production', MALLOC_ARENA_MAX: '2' });
     assert.match(runtime, /^STOPSIGNAL SIGTERM$/m);
     assert.doesNotMatch(dockerfile, /^(ENV|ARG) \S*(PASSWORD|SECRET|TOKEN|PRIVATE_KEY)/im, 'no secrets in layers');
   });
@@ -141,17 +147,15 @@ describe('runtime stage reproduced in a clean folder', () => {
       SIDECAR_LOG_LEVEL: 'info',
       PATH: process.env.PATH ?? '',
     };
-    // Exactly the image's ENTRYPOINT and CMD, with NODE_ENV as the image sets it.
-    const [, ...entrypointArgs] = JSON.parse(
-      /^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(`${REPO_ROOT}Dockerfile`, 'utf8'))![1]!,
-    ) as string[];
+    // Exactly the image's ENTRYPOINT, CMD and ENV.
+    const [, ...entrypointArgs] = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(runtime)![1]!) as string[];
     // Under strace, every file system call of the process and its threads is recorded: "writes nothing" (the
     // read-only root filesystem, and no writable volume in the pod) is checked, not assumed.
     const trace = join(app, 'serve.strace');
     const child = spawn(
       'strace',
       ['-f', '-qq', '-e', 'trace=%file', '-o', trace, '--', process.execPath, ...entrypointArgs, 'serve'],
-      { cwd: app, env: { ...env, NODE_ENV: 'production' } },
+      { cwd: app, env: { ...env, ...imageEnv } },
     );
     const spawned = new Promise<void>((resolve, reject) => {
       child.once('spawn', resolve);
