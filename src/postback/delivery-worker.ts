@@ -81,7 +81,11 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
   const consumer = `sidecar-${randomUUID()}`;
   /** The deliveries running, by stream entry id. */
   const inFlight = new Map<string, Promise<void>>();
-  /** A read failed: its postbacks may have been given to this consumer all the same, unknown to it. */
+  /**
+   * This consumer's own pending postbacks are to be looked at again: a read failed (its postbacks may have been
+   * given to this consumer all the same), or Redis did not answer, which a failover does; it takes back writes no
+   * replica had yet, so a postback settled for a retry can be this consumer's pending one again, unknown to it.
+   */
   let lostRead = false;
   // Draining: no new postbacks are taken. Stopping: the deliveries still running are abandoned.
   let draining = false;
@@ -214,6 +218,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
         const reason = err instanceof Error ? err.message : 'error';
         // A Redis that restarted empty has no group any more (NOGROUP): created again at the next poll.
         prepared = false;
+        lostRead = true;
         if (reason !== lastFailure) log.warn({ event: 'postback.inbox_unavailable', err: reason }, 'inbox unavailable');
         lastFailure = reason;
       }
