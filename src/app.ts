@@ -7,6 +7,7 @@ import { createAdminServer } from './observability/health.js';
 import { createLogger, type Logger } from './observability/log.js';
 import { SidecarMetrics } from './observability/metrics.js';
 import { NO_TRACING, type Tracing } from './observability/tracing.js';
+import { createCallerCheck } from './proxy/caller-check.js';
 import { createProxyHandler } from './proxy/handler.js';
 import { createRouter } from './proxy/routes.js';
 import { ClockCorrection } from './signing/clock-correction.js';
@@ -133,6 +134,8 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     log,
     route: createRouter(config.signedRoutes),
     maxBodyBytes: config.maxBodyBytes,
+    checkCaller: createCallerCheck({ listenHost: config.listen.host, allowedHosts: config.listen.allowedHosts }),
+    forwardedRequestHeaders: new Set(config.forwardedRequestHeaders),
     answerCorrelationFields: config.upstream.answerCorrelationFields,
     connectRetryDeadlineMs: config.upstream.connectRetryDeadlineMs,
     idempotency: {

@@ -2,6 +2,8 @@
 // `retryable` is a promise to the client: true only when the gateway certainly did not receive the request.
 
 export type SidecarErrorCode =
+  | 'sidecar.request.forbidden_host'
+  | 'sidecar.request.browser_origin'
   | 'sidecar.route.not_found'
   | 'sidecar.method.not_allowed'
   | 'sidecar.body.invalid_json'
@@ -46,6 +48,21 @@ export class SidecarError extends Error {
 
 /** Factories keep statuses and retryable flags in one table instead of at every throw site. */
 export const sidecarErrors = {
+  // Who may call (proxy/caller-check.ts): refused on the headers alone, before the body is read; nothing was sent.
+  forbiddenHost: () =>
+    new SidecarError(
+      'sidecar.request.forbidden_host',
+      421,
+      'Host is not a name this sidecar answers to (localhost, a loopback address, SIDECAR_LISTEN_ALLOWED_HOSTS)',
+      true,
+    ),
+  browserOrigin: () =>
+    new SidecarError(
+      'sidecar.request.browser_origin',
+      403,
+      'requests made by a web browser (Origin, Sec-Fetch-Site) are refused: the sidecar signs for internal services only',
+      true,
+    ),
   routeNotFound: () => new SidecarError('sidecar.route.not_found', 404, 'no signed route at this path', true),
   methodNotAllowed: (allowed: string) =>
     new SidecarError('sidecar.method.not_allowed', 405, `only ${allowed} is allowed on this path`, true),

@@ -39,7 +39,10 @@ export interface Config {
     /** contentDigest of each secret file's content as loaded, by path: the watcher's starting point. */
     readonly loadedDigests: Readonly<Record<string, string>>;
   };
-  readonly listen: Readonly<Settings['listen']>;
+  readonly listen: Readonly<Omit<Settings['listen'], 'allowedHosts'>> & {
+    /** SIDECAR_LISTEN_ALLOWED_HOSTS: lowercase, IPv6 addresses without brackets (listen-host.ts). */
+    readonly allowedHosts: readonly string[];
+  };
   readonly admin: Readonly<Settings['admin']>;
   readonly upstream: Readonly<Omit<Settings['upstream'], 'caFile' | 'answerCorrelationFields' | 'proxy'>> & {
     /** PEM text of the extra CA bundle, if any. */
@@ -50,6 +53,8 @@ export interface Config {
     readonly proxy: UpstreamProxyConfig | undefined;
   };
   readonly signedRoutes: readonly string[];
+  /** Every client header sent on to the gateway, lowercase: the defaults and SIDECAR_FORWARD_REQUEST_HEADERS. */
+  readonly forwardedRequestHeaders: readonly string[];
   readonly maxBodyBytes: Settings['maxBodyBytes'];
   readonly token: Readonly<Settings['token']>;
   readonly clock: Readonly<Settings['clock']>;

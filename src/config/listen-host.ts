@@ -1,4 +1,5 @@
 import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
 import { ConfigError } from '../errors.js';
 import type { ConfigWarning } from './config.js';
 import { isLoopbackHost } from './loopback.js';
@@ -28,6 +29,29 @@ export function checkListenHost(host: string, allowNonLoopback: boolean): Config
       `"${host}" is not loopback (allowed by ${allow}): anything that reaches it can have payments signed ` +
       'as this account, with no authentication; limit who reaches it (NetworkPolicy)',
   };
+}
+
+/** A DNS name as it appears in a Host header: labels of letters, digits, `-` and `_`, no port, no wildcard. */
+const HOST_NAME = /^[a-z0-9_-]+(\.[a-z0-9_-]+)*$/;
+
+/**
+ * SIDECAR_LISTEN_ALLOWED_HOSTS as the egress listener compares them with Host (proxy/caller-check.ts): lowercase,
+ * an IPv6 address without its brackets. Exact names only: a wildcard would let in names nobody meant to allow.
+ */
+export function allowedHostNames(raw: readonly string[]): readonly string[] {
+  const names = raw.map((name) => name.toLowerCase().replace(/^\[(.*)\]$/, '$1'));
+  const bad = raw.filter((_, i) => {
+    const name = names[i] ?? '';
+    return isIP(name) === 0 && !HOST_NAME.test(name);
+  });
+  if (bad.length > 0) {
+    const quoted = bad.map((name) => JSON.stringify(name)).join(', ');
+    throw new ConfigError(
+      settingName('listen.allowedHosts'),
+      `${quoted}: each must be a host name or an IP address, without port, scheme or wildcard`,
+    );
+  }
+  return names;
 }
 
 /** The hosts the listeners would fail to resolve, as errors naming their setting: found at start, not at listen. */

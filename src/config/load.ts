@@ -7,7 +7,8 @@ import { ConfigError } from '../errors.js';
 import { attempt } from './collect-errors.js';
 import { parseBaseAddress, type BaseAddress } from './base-url.js';
 import type { Config, ConfigWarning, Environment } from './config.js';
-import { checkListenHost, unresolvableHosts, type HostKey } from './listen-host.js';
+import { forwardedRequestHeaders } from './forwarded-headers.js';
+import { allowedHostNames, checkListenHost, unresolvableHosts, type HostKey } from './listen-host.js';
 import { loadPostbackSettings } from './postback-settings.js';
 import { loadProxySettings } from './proxy-settings.js';
 import { loadStateSettings } from './state-settings.js';
@@ -325,6 +326,12 @@ function collect(env: NodeJS.ProcessEnv): Collected {
   const host = refusals.check(['listen.host', 'listen.allowNonLoopback'], () =>
     listenHost(settings, refusals.warnings),
   );
+  const allowedHosts = refusals.check(['listen.allowedHosts'], () =>
+    allowedHostNames(textList(schema.get('listen.allowedHosts'))),
+  );
+  const forwarded = refusals.check(['forwardRequestHeaders'], () =>
+    forwardedRequestHeaders(textList(schema.get('forwardRequestHeaders'))),
+  );
   const hosts: Array<{ key: HostKey; host: string }> = [];
   if (host !== undefined) hosts.push({ key: 'listen.host', host });
   // An empty admin host listens on every interface, like its default 0.0.0.0: nothing to resolve.
@@ -341,6 +348,8 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     ca === undefined ||
     routes === undefined ||
     host === undefined ||
+    allowedHosts === undefined ||
+    forwarded === undefined ||
     postback === null ||
     state === null ||
     proxy === null
@@ -360,7 +369,7 @@ function collect(env: NodeJS.ProcessEnv): Collected {
       pollIntervalMs: schema.get('secretPollIntervalMs'),
       loadedDigests: loadedDigests([key, password, ca, ...proxy.loaded]),
     },
-    listen: { ...schema.get('listen'), host },
+    listen: { ...schema.get('listen'), host, allowedHosts },
     admin: { ...schema.get('admin'), host: adminHost },
     upstream: {
       ...schema.get('upstream'),
@@ -369,6 +378,7 @@ function collect(env: NodeJS.ProcessEnv): Collected {
       proxy: proxy.config,
     },
     signedRoutes: routes,
+    forwardedRequestHeaders: forwarded,
     maxBodyBytes: schema.get('maxBodyBytes'),
     token: schema.get('token'),
     clock: schema.get('clock'),

@@ -105,6 +105,13 @@ export const SETTINGS = {
       default: false,
       env: 'SIDECAR_LISTEN_ALLOW_NON_LOOPBACK',
     },
+    allowedHosts: {
+      doc: 'More names callers may put in `Host`, besides `localhost` and loopback addresses ([listen host](#listen-host)).',
+      format: 'text-list',
+      default: [] as string[],
+      env: 'SIDECAR_LISTEN_ALLOWED_HOSTS',
+      whenUnset: 'none',
+    },
   },
   admin: {
     host: {
@@ -209,6 +216,13 @@ export const SETTINGS = {
     format: 'text-list',
     default: ['/api/v2/transaction/init', '/api/v2/transfer-out/init'],
     env: 'SIDECAR_SIGNED_ROUTES',
+  },
+  forwardRequestHeaders: {
+    doc: 'More client headers sent on to the gateway, besides `Accept`, `Accept-Language`, `User-Agent`, `X-Request-Id` ([forwarded headers](#forwarded-headers)).',
+    format: 'text-list',
+    default: [] as string[],
+    env: 'SIDECAR_FORWARD_REQUEST_HEADERS',
+    whenUnset: 'none',
   },
   maxBodyBytes: {
     doc: 'Largest client body, bytes.',

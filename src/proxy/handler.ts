@@ -9,6 +9,7 @@ import { NO_TRACING } from '../observability/tracing.js';
 import { StateStoreUnavailableError } from '../state/state-store.js';
 import { causeFamily, errorCode } from '../upstream/forwarder.js';
 import { isJsonContentType, readBody, wrapEnvelope } from './body.js';
+import type { CallerCheck } from './caller-check.js';
 import { forwardableRequestHeaders, forwardableResponseHeaders, callerTraceContext } from './headers.js';
 import { requestId } from './listener.js';
 import { logVerifyFailure } from './request-log.js';
@@ -26,6 +27,10 @@ export interface IdempotencyDeps {
 export interface HandlerDeps extends SignedSendDeps {
   readonly route: (method: string, requestTarget: string) => RouteMatch;
   readonly maxBodyBytes: number;
+  /** Refuses requests not addressed to the sidecar by name, or made by a browser (caller-check.ts). */
+  readonly checkCaller: CallerCheck;
+  /** The client headers sent on to the gateway, lowercase (Config.forwardedRequestHeaders). */
+  readonly forwardedRequestHeaders: ReadonlySet<string>;
   readonly answerCorrelationFields: readonly string[];
   readonly log: Logger;
   readonly metrics: SidecarMetrics;
@@ -80,6 +85,9 @@ async function handle(
   request: ProxyRequest,
   match: RouteMatch,
 ): Promise<Settlement> {
+  // First, and on the headers alone: a request that is not an internal service's costs no body read, no key claim.
+  const foreign = deps.checkCaller(req.headers);
+  if (foreign !== undefined) throw foreign;
   if (match.kind === 'not_found') throw sidecarErrors.routeNotFound();
   if (match.kind === 'method_not_allowed') throw sidecarErrors.methodNotAllowed('POST');
   if (!isJsonContentType(req.headers['content-type'])) throw sidecarErrors.unsupportedMediaType();
@@ -92,7 +100,7 @@ async function handle(
     if (claim.kind !== 'new') return replay(claim, payload);
     request.holdClaim(claim.ticket);
   }
-  const headers = forwardableRequestHeaders(req.headers);
+  const headers = forwardableRequestHeaders(req.headers, deps.forwardedRequestHeaders);
   // Propagation on but tracing off: the sidecar makes no span of its own, so the caller's context goes on unchanged.
   // With tracing on, each attempt sends its own instead (signed-send.ts).
   if (deps.propagateUpstream === true && request.span === undefined)

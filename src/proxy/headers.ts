@@ -1,53 +1,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { HOP_BY_HOP } from '../config/forwarded-headers.js';
 
-// RFC 9110 7.6.1 hop-by-hop headers, plus those whose value the sidecar computes itself.
-const HOP_BY_HOP = [
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-];
-
-// Never taken from a client: the sidecar alone authenticates and signs, and the destination is fixed.
-const OWNED_BY_SIDECAR = [
-  'authorization',
-  'x-timestamp',
-  'x-nonce',
-  'x-signature',
-  'host',
-  'content-length',
-  'content-type',
-  'content-encoding',
-  'expect',
-  'accept-encoding',
-];
-
-// Internal context that has no business at a third party: session cookies and the cluster's addresses.
-const INTERNAL_ONLY = [
-  'cookie',
-  'forwarded',
-  'x-forwarded-for',
-  'x-forwarded-host',
-  'x-forwarded-proto',
-  'x-forwarded-port',
-  'x-real-ip',
-  'via',
-];
-
-// The sidecar's own idempotency protocol (docs/idempotency.md): the key is the caller's secret-ish handle, never
-// the gateway's business, and only the sidecar may say that an answer was replayed.
-const IDEMPOTENCY = ['idempotency-key'];
-
-// W3C trace context (docs/operations.md#tracing): the caller's trace is internal. With
-// SIDECAR_TRACE_PROPAGATE_UPSTREAM the sidecar sends its own attempt's traceparent instead, never the caller's.
-const TRACE_CONTEXT = ['traceparent', 'tracestate', 'baggage'];
-
-const DROP_REQUEST = new Set([...HOP_BY_HOP, ...OWNED_BY_SIDECAR, ...INTERNAL_ONLY, ...IDEMPOTENCY, ...TRACE_CONTEXT]);
+// The answer passes back unchanged but for framing: the sidecar computes its own Content-Length, and only it may say
+// that an answer was replayed (docs/idempotency.md).
 const DROP_RESPONSE = new Set([...HOP_BY_HOP, 'content-length', 'idempotent-replayed']);
 
 const NO_NAMED_HEADERS: ReadonlySet<string> = new Set();
@@ -65,14 +20,20 @@ function connectionNamed(connection: string | string[] | undefined): ReadonlySet
   );
 }
 
-/** Client headers that may travel to the gateway (e.g. Accept, User-Agent, X-Request-Id). */
-export function forwardableRequestHeaders(headers: IncomingHttpHeaders): Record<string, string> {
+/**
+ * The client headers that travel to the gateway: those `allowed` names (Config.forwardedRequestHeaders, e.g.
+ * Accept, User-Agent, X-Request-Id), unless the client's Connection made them hop-by-hop.
+ */
+export function forwardableRequestHeaders(
+  headers: IncomingHttpHeaders,
+  allowed: ReadonlySet<string>,
+): Record<string, string> {
   const extra = connectionNamed(headers.connection);
   const out: Record<string, string> = {};
   // Own keys only: nothing inherited (a polluted prototype) is ever forwarded.
   for (const name of Object.keys(headers)) {
     const value = headers[name];
-    if (value === undefined || DROP_REQUEST.has(name) || extra.has(name)) continue;
+    if (value === undefined || !allowed.has(name) || extra.has(name)) continue;
     out[name] = Array.isArray(value) ? value.join(', ') : value;
   }
   return out;

@@ -146,6 +146,7 @@ describe('config: refuses to start with one line naming the setting', () => {
       "config: configuration param 'listen.host' missing from config, did you override its parent?",
       "config: configuration param 'listen.port' missing from config, did you override its parent?",
       "config: configuration param 'listen.allowNonLoopback' missing from config, did you override its parent?",
+      "config: configuration param 'listen.allowedHosts' missing from config, did you override its parent?",
       "config: configuration param 'listen' not declared in the schema",
       "config: configuration param 'upstream.connection' not declared in the schema",
     ]);
@@ -317,6 +318,64 @@ describe('config: refuses to start with one line naming the setting', () => {
       );
       assert.match(messages[1] ?? '', /^SIDECAR_ADMIN_HOST \(admin\.host\): cannot resolve "admin\.invalid"/);
     });
+  });
+
+  describe('allowed Host names and forwarded headers', () => {
+    it('SIDECAR_LISTEN_ALLOWED_HOSTS: names and addresses, lowercase, brackets dropped; none by default', () => {
+      assert.deepEqual(loadConfig(env).listen.allowedHosts, []);
+      const config = loadConfig({
+        ...env,
+        SIDECAR_LISTEN_ALLOWED_HOSTS: 'Payments-Sidecar, sidecar.ns.svc,10.0.0.5,[::2],',
+      });
+      assert.deepEqual(config.listen.allowedHosts, ['payments-sidecar', 'sidecar.ns.svc', '10.0.0.5', '::2']);
+    });
+    for (const value of ['sidecar:8080', '*.svc', 'http://sidecar', '.svc']) {
+      it(`SIDECAR_LISTEN_ALLOWED_HOSTS=${value} is refused: a host name or address, no port or wildcard`, () =>
+        refuse(
+          { SIDECAR_LISTEN_ALLOWED_HOSTS: value },
+          'SIDECAR_LISTEN_ALLOWED_HOSTS (listen.allowedHosts)',
+          /must be a host name or an IP address, without port, scheme or wildcard/,
+        ));
+    }
+    it('SIDECAR_FORWARD_REQUEST_HEADERS adds to Accept, Accept-Language, User-Agent and X-Request-Id', () => {
+      const defaults = ['accept', 'accept-language', 'user-agent', 'x-request-id'];
+      assert.deepEqual(loadConfig(env).forwardedRequestHeaders, defaults);
+      const config = loadConfig({ ...env, SIDECAR_FORWARD_REQUEST_HEADERS: 'X-Tenant, user-agent,' });
+      assert.deepEqual(config.forwardedRequestHeaders, [...defaults, 'x-tenant']);
+    });
+    for (const name of [
+      'Authorization',
+      'X-Signature',
+      'x-timestamp',
+      'X-Nonce',
+      'Host',
+      'Content-Length',
+      'Content-Type',
+      'Idempotency-Key',
+      'Connection',
+      'Transfer-Encoding',
+      'Cookie',
+      'Forwarded',
+      'X-Forwarded-For',
+      'X-Forwarded-Anything',
+      'traceparent',
+      'Baggage',
+    ]) {
+      it(`SIDECAR_FORWARD_REQUEST_HEADERS refuses ${name}, a header the sidecar owns`, () =>
+        refuse(
+          { SIDECAR_FORWARD_REQUEST_HEADERS: `X-Tenant,${name}` },
+          'SIDECAR_FORWARD_REQUEST_HEADERS (forwardRequestHeaders)',
+          new RegExp(
+            `^SIDECAR_FORWARD_REQUEST_HEADERS \\(forwardRequestHeaders\\): ${name}: set by the sidecar itself`,
+          ),
+        ));
+    }
+    it('SIDECAR_FORWARD_REQUEST_HEADERS refuses what is not a header name', () =>
+      refuse(
+        { SIDECAR_FORWARD_REQUEST_HEADERS: 'X Tenant,X-Ok,Ünicode' },
+        'SIDECAR_FORWARD_REQUEST_HEADERS (forwardRequestHeaders)',
+        /"X Tenant", "Ünicode": not a header name/,
+      ));
   });
 
   // Item 7: as the simulator's --config does.

@@ -53,7 +53,7 @@ function sendForever(url: string): Promise<{ answer: string; ms: number }> {
   };
   socket.on('connect', () => {
     socket.write(
-      `POST ${pathname} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${1024 * MiB}\r\n\r\n`,
+      `POST ${pathname} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${1024 * MiB}\r\n\r\n`,
     );
     pump();
   });

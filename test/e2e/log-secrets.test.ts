@@ -46,7 +46,7 @@ async function abandonBody(proxyUrl: string): Promise<void> {
   const socket = connect(Number(port), hostname);
   await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
   socket.write(
-    'POST /api/v2/transaction/init HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"amount":',
+    'POST /api/v2/transaction/init HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"amount":',
   );
   await new Promise((resolve) => setTimeout(resolve, 50));
   socket.destroy();

@@ -35,7 +35,8 @@ describe('signing proxy core, end to end over real sockets', () => {
   before(async () => {
     keys = await makeKeys();
     gateway = await new RecordingGateway().start();
-    running = await startTestSidecar(await sidecarEnv(keys, `${gateway.url}/gw`));
+    const forwarded = { SIDECAR_FORWARD_REQUEST_HEADERS: 'X-Tenant,X-Custom,Constructor' };
+    running = await startTestSidecar(await sidecarEnv(keys, `${gateway.url}/gw`, forwarded));
     await waitUntilReady(running.sidecar);
   });
   after(async () => {
@@ -98,7 +99,7 @@ describe('signing proxy core, end to end over real sockets', () => {
     assert.equal(gateway.requests.at(-1)!.url, '/gw/api/v2/transfer-out/init?b=2&a=%2F+x');
   });
 
-  it('drops client Authorization, signature headers, Host and hop-by-hop headers, forwards the rest', async () => {
+  it('forwards only the allowed client headers: never credentials, signing, hop-by-hop or client addresses', async () => {
     const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
       '-H',
       'Content-Type: application/json',
@@ -111,9 +112,7 @@ describe('signing proxy core, end to end over real sockets', () => {
       '-H',
       'X-Signature: forged',
       '-H',
-      'Host: evil.example',
-      '-H',
-      'Connection: keep-alive, X-Drop-Me',
+      'Connection: keep-alive, X-Drop-Me, X-Custom',
       '-H',
       'X-Drop-Me: 1',
       '-H',
@@ -121,9 +120,31 @@ describe('signing proxy core, end to end over real sockets', () => {
       '-H',
       'Proxy-Authorization: Basic eA==',
       '-H',
+      'True-Client-IP: 10.9.9.1',
+      '-H',
+      'X-Client-IP: 10.9.9.2',
+      '-H',
+      'CF-Connecting-IP: 10.9.9.3',
+      '-H',
+      'X-Host: internal.example',
+      '-H',
+      'X-Original-URL: /admin',
+      '-H',
+      'X-HTTP-Method-Override: DELETE',
+      '-H',
+      'X-Unlisted: 1',
+      '-H',
       'X-Request-Id: req-123',
       '-H',
-      'X-Custom: kept',
+      'Accept: application/json',
+      '-H',
+      'Accept-Language: de-CH',
+      '-H',
+      'User-Agent: payments-service/1.2',
+      '-H',
+      'X-Tenant: t-1',
+      '-H',
+      'X-Custom: listed, but hop-by-hop here',
       '-H',
       'Constructor: kept too',
       '--data-binary',
@@ -140,7 +161,13 @@ describe('signing proxy core, end to end over real sockets', () => {
     assert.equal(h['x-drop-me'], undefined);
     assert.equal(h['proxy-authorization'], undefined);
     assert.equal(h['keep-alive'], undefined);
-    assert.equal(h['x-custom'], 'kept');
+    const unlisted = ['true-client-ip', 'x-client-ip', 'cf-connecting-ip', 'x-host', 'x-original-url'];
+    for (const name of [...unlisted, 'x-http-method-override', 'x-unlisted']) assert.equal(h[name], undefined, name);
+    assert.equal(h.accept, 'application/json');
+    assert.equal(h['accept-language'], 'de-CH');
+    assert.equal(h['user-agent'], 'payments-service/1.2');
+    assert.equal(h['x-tenant'], 't-1', 'listed in SIDECAR_FORWARD_REQUEST_HEADERS');
+    assert.equal(h['x-custom'], undefined, 'listed in SIDECAR_FORWARD_REQUEST_HEADERS, but named in Connection');
     assert.equal(
       Object.hasOwn(h, 'constructor') ? h.constructor : undefined,
       'kept too',

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { forwardedRequestHeaders } from '../../src/config/forwarded-headers.js';
 import { wrapEnvelope } from '../../src/proxy/body.js';
 import { forwardableRequestHeaders, forwardableResponseHeaders } from '../../src/proxy/headers.js';
 import { createRouter } from '../../src/proxy/routes.js';
@@ -59,38 +60,69 @@ describe('envelope: the exact bytes, standard padded base64, nothing else', () =
   });
 });
 
+const DEFAULT_ALLOWED = new Set(forwardedRequestHeaders([]));
+
 describe('headers', () => {
-  it('drops credentials, signing headers, Host, hop-by-hop and internal context; forwards the rest', () => {
-    const out = forwardableRequestHeaders({
-      authorization: 'Bearer x',
-      'x-timestamp': '1',
-      'x-nonce': 'n',
-      'x-signature': 's',
-      host: 'h',
-      connection: 'keep-alive, x-hop',
-      'x-hop': '1',
-      'keep-alive': 'timeout=5',
-      te: 'trailers',
-      'transfer-encoding': 'chunked',
-      'proxy-authorization': 'p',
-      cookie: 'session=1',
-      'x-forwarded-for': '10.0.0.1',
-      forwarded: 'for=10.0.0.1',
-      'content-length': '10',
-      'content-type': 'text/plain',
+  it('forwards only Accept, Accept-Language, User-Agent and X-Request-Id by default', () => {
+    const out = forwardableRequestHeaders(
+      {
+        authorization: 'Bearer x',
+        'x-timestamp': '1',
+        'x-nonce': 'n',
+        'x-signature': 's',
+        host: 'h',
+        connection: 'keep-alive',
+        'keep-alive': 'timeout=5',
+        te: 'trailers',
+        'transfer-encoding': 'chunked',
+        'proxy-authorization': 'p',
+        cookie: 'session=1',
+        'x-forwarded-for': '10.0.0.1',
+        forwarded: 'for=10.0.0.1',
+        'content-length': '10',
+        'content-type': 'text/plain',
+        'true-client-ip': '10.0.0.2',
+        'x-client-ip': '10.0.0.3',
+        'cf-connecting-ip': '10.0.0.4',
+        'x-host': 'internal.example',
+        'x-original-url': '/admin',
+        'x-http-method-override': 'DELETE',
+        'x-custom': 'anything',
+        'user-agent': 'svc/1.0',
+        'x-request-id': 'r1',
+        accept: 'application/json',
+        'accept-language': 'en',
+      },
+      DEFAULT_ALLOWED,
+    );
+    assert.deepEqual(out, {
       'user-agent': 'svc/1.0',
       'x-request-id': 'r1',
       accept: 'application/json',
+      'accept-language': 'en',
     });
-    assert.deepEqual(out, { 'user-agent': 'svc/1.0', 'x-request-id': 'r1', accept: 'application/json' });
+  });
+  it('forwards a header SIDECAR_FORWARD_REQUEST_HEADERS adds, unless Connection makes it hop-by-hop', () => {
+    const allowed = new Set(forwardedRequestHeaders(['X-Tenant', 'Constructor']));
+    const headers = { 'x-tenant': 't1', constructor: 'c', 'x-other': 'o', accept: '*/*' };
+    assert.deepEqual(forwardableRequestHeaders(headers, allowed), {
+      'x-tenant': 't1',
+      constructor: 'c',
+      accept: '*/*',
+    });
+    const hop = forwardableRequestHeaders({ ...headers, connection: 'keep-alive, X-Tenant' }, allowed);
+    assert.deepEqual(hop, { constructor: 'c', accept: '*/*' });
   });
   it("never forwards the caller's trace context: the gateway learns nothing of internal traces", () => {
-    const out = forwardableRequestHeaders({
-      traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
-      tracestate: 'internal=1',
-      baggage: 'tenant=acme',
-      accept: 'application/json',
-    });
+    const out = forwardableRequestHeaders(
+      {
+        traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+        tracestate: 'internal=1',
+        baggage: 'tenant=acme',
+        accept: 'application/json',
+      },
+      DEFAULT_ALLOWED,
+    );
     assert.deepEqual(out, { accept: 'application/json' });
   });
   it('passes gateway headers back, minus hop-by-hop ones and the length it no longer describes', () => {
