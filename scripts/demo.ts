@@ -1,11 +1,12 @@
 // `npm run demo`: the whole request path on this machine, sidecar and simulator, then cleans up.
-import { generateKeyPair } from 'node:crypto';
+import { generateKeyPair, randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { createServer as createTcpServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import { startSidecar, type RunningSidecar } from '../src/app.js';
 import { loadConfig } from '../src/config/load.js';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
@@ -17,7 +18,8 @@ const USAGE = `Usage: npm run demo [-- --keep]
 Runs the whole request path on this machine and cleans up: makes a throwaway key pair, starts the gateway
 simulator (HTTPS, self-made CA) and the sidecar, sends a plain-JSON deposit and withdrawal through the sidecar
 as an internal service would, completes the deposit and follows its signed postback: simulator -> the sidecar's
-postback receiver (verifies it) -> a small internal webhook that prints the plain JSON. Exits 0 on success.
+postback receiver (verifies it) -> a small internal webhook that checks the sidecar's Standard Webhooks signature,
+as an application should, and prints the plain JSON. Exits 0 on success.
 
 It prints the deposit's payment page (transaction_link) and the simulator's dashboard. With --keep it then
 makes one more deposit and keeps running until Ctrl-C, so you can open that payment page in a browser, press
@@ -33,6 +35,8 @@ interface Postback {
   readonly payload: Record<string, unknown>;
   /** X-Postback-Verified as the receiver set it. */
   readonly verified: string;
+  /** webhook-id, when the sidecar's signature verified with the demo's forward secret; undefined: it did not. */
+  readonly webhookId: string | undefined;
 }
 
 const demo: Command = async (argv, io) => {
@@ -56,7 +60,9 @@ async function run(
 ): Promise<ExitCode> {
   say('1. making a throwaway RSA-2048 key pair');
   const keys = await makeKeyPair(dir);
-  const webhook = await startWebhook();
+  // The secret the sidecar signs its postbacks with and the internal webhook verifies them with (docs/postbacks.md).
+  const forwardSecret = `whsec_${randomBytes(32).toString('base64')}`;
+  const webhook = await startWebhook(forwardSecret);
   cleanup.push(() => closeServer(webhook.server));
   // The URL registered with the gateway is the receiver's; it must be known before the simulator starts. The port is
   // held until the sidecar takes it, so that nothing started meanwhile (the simulator) is given it.
@@ -78,7 +84,7 @@ async function run(
   });
   cleanup.push(() => sim.close());
   await receiverPort.release();
-  const sidecar = await startDemoSidecar(dir, sim, { receiverUrl, forwardUrl: webhook.url });
+  const sidecar = await startDemoSidecar(dir, sim, { receiverUrl, forwardUrl: webhook.url, forwardSecret });
   cleanup.push(() => sidecar.shutdown('demo finished'));
   say(`3. sidecar ${sidecar.proxyUrl} -> gateway ${sim.baseUrl}, token obtained; postbacks on ${receiverUrl}`);
 
@@ -109,13 +115,19 @@ async function run(
   await sim.complete(id, 'SUCCESS');
   say(`6. completed ${id} as SUCCESS; postback: simulator -> sidecar receiver (verifies) -> internal webhook`);
   const postback = await webhook.next(POSTBACK_WAIT_MS);
-  say(
-    `7. internal webhook got plain JSON (X-Postback-Verified: ${postback.verified}): ${JSON.stringify(postback.payload)}`,
-  );
-  if (postback.verified !== 'signature' || postback.payload.status !== 'SUCCESS') return EXIT.failed;
+  say(`7. internal webhook: ${describe(postback)}: ${JSON.stringify(postback.payload)}`);
+  if (postback.webhookId === undefined || postback.verified !== 'signature' || postback.payload.status !== 'SUCCESS') {
+    return EXIT.failed;
+  }
   if (keepUntil !== undefined) await keepRunning(sidecar, sim, webhook, say, keepUntil);
   say('demo complete: cleaning up');
   return EXIT.ok;
+}
+
+function describe(postback: Postback): string {
+  const signed =
+    postback.webhookId === undefined ? 'signature REFUSED' : `signature verified (webhook-id ${postback.webhookId})`;
+  return `${signed}, X-Postback-Verified: ${postback.verified}`;
 }
 
 function dashboardUrl(sim: RunningSimulator): string {
@@ -126,7 +138,7 @@ function dashboardUrl(sim: RunningSimulator): string {
 async function keepRunning(
   sidecar: RunningSidecar,
   sim: RunningSimulator,
-  webhook: Webhook,
+  webhook: DemoWebhook,
   say: (line: string) => void,
   stop: Promise<NodeJS.Signals>,
 ): Promise<void> {
@@ -149,9 +161,7 @@ async function keepRunning(
   });
   while (!stopped) {
     const next = await Promise.race([webhook.next(KEEP_POLL_MS).catch(() => undefined), stopping]);
-    if (next !== undefined) {
-      say(`   internal webhook got (X-Postback-Verified: ${next.verified}): ${JSON.stringify(next.payload)}`);
-    }
+    if (next !== undefined) say(`   internal webhook: ${describe(next)}: ${JSON.stringify(next.payload)}`);
   }
 }
 
@@ -170,12 +180,14 @@ async function makeKeyPair(dir: string) {
 async function startDemoSidecar(
   dir: string,
   sim: RunningSimulator,
-  postbacks: { receiverUrl: string; forwardUrl: string },
+  postbacks: { receiverUrl: string; forwardUrl: string; forwardSecret: string },
 ): Promise<RunningSidecar> {
   const caFile = join(dir, 'gateway-ca.pem');
   await writeFile(caFile, sim.caPem ?? '');
   const postbackKeyFile = join(dir, 'gateway-postback.pub.pem');
   await writeFile(postbackKeyFile, sim.postbackPublicKeyPem);
+  const forwardSecretFile = join(dir, 'postback-forward-secret');
+  await writeFile(forwardSecretFile, `${postbacks.forwardSecret}\n`, { mode: 0o600 });
   const config = loadConfig({
     SIDECAR_BASE_URL: sim.baseUrl,
     SIDECAR_ENVIRONMENT: 'staging',
@@ -190,6 +202,7 @@ async function startDemoSidecar(
     SIDECAR_POSTBACK_FORWARD_URL: postbacks.forwardUrl,
     SIDECAR_POSTBACK_PUBLIC_URL: postbacks.receiverUrl,
     SIDECAR_POSTBACK_PUBLIC_KEY_FILE: postbackKeyFile,
+    SIDECAR_POSTBACK_FORWARD_SECRET_FILE: forwardSecretFile,
     SIDECAR_POSTBACK_LISTEN_HOST: '127.0.0.1',
     SIDECAR_POSTBACK_LISTEN_PORT: new URL(postbacks.receiverUrl).port,
     SIDECAR_LOG_LEVEL: 'silent',
@@ -212,14 +225,18 @@ async function postJson(sidecar: RunningSidecar, path: string, payload: Record<s
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
 
-interface Webhook {
+interface DemoWebhook {
   readonly server: Server;
   readonly url: string;
   next(timeoutMs: number): Promise<Postback>;
 }
 
-/** The internal service's webhook: receives the verified plain JSON from the sidecar's receiver, answers 200. */
-async function startWebhook(): Promise<Webhook> {
+/**
+ * The internal service's webhook: receives the plain JSON from the sidecar's receiver and verifies the sidecar's
+ * signature with the standardwebhooks library, as an application should; 200 when it verifies, else 401.
+ */
+async function startWebhook(forwardSecret: string): Promise<DemoWebhook> {
+  const verifier = new Webhook(forwardSecret);
   // Deliveries that arrive before anyone waits are kept, so a fast postback is never lost.
   const received: Postback[] = [];
   const waiting: Array<(postback: Postback) => void> = [];
@@ -228,8 +245,8 @@ async function startWebhook(): Promise<Webhook> {
     req.setEncoding('utf8');
     req.on('data', (chunk: string) => (body += chunk));
     req.on('end', () => {
-      res.writeHead(200).end();
-      const postback = readPostback(req.headers, body);
+      const postback = readPostback(verifier, req.headers, body);
+      res.writeHead(postback.webhookId === undefined ? 401 : 200).end();
       const waiter = waiting.shift();
       if (waiter) waiter(postback);
       else received.push(postback);
@@ -257,8 +274,22 @@ async function startWebhook(): Promise<Webhook> {
   return { server, url, next };
 }
 
-function readPostback(headers: IncomingMessage['headers'], body: string): Postback {
-  return { payload: JSON.parse(body) as Record<string, unknown>, verified: String(headers['x-postback-verified']) };
+function readPostback(verifier: Webhook, headers: IncomingMessage['headers'], body: string): Postback {
+  const plain = Object.fromEntries(
+    Object.entries(headers).filter((entry): entry is [string, string] => typeof entry[1] === 'string'),
+  );
+  let webhookId: string | undefined;
+  try {
+    verifier.verify(body, plain);
+    webhookId = plain['webhook-id'];
+  } catch (err) {
+    if (!(err instanceof WebhookVerificationError)) throw err;
+  }
+  return {
+    payload: JSON.parse(body) as Record<string, unknown>,
+    verified: String(headers['x-postback-verified']),
+    webhookId,
+  };
 }
 
 /** A free port, held by a listener of its own until release() (which may be called more than once). */

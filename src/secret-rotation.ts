@@ -3,7 +3,7 @@
 // password, the forwarder's trusted CAs and the forward proxy's password and CA.
 import type { KeyObject } from 'node:crypto';
 import type { Config } from './config/config.js';
-import { postbackKeysFromFile } from './config/postback-settings.js';
+import { FORWARD_SECRET_GRACE_MS, forwardSecretFromFile, postbackKeysFromFile } from './config/postback-settings.js';
 import { settingName } from './config/schema.js';
 import type { Secret } from './config/secret.js';
 import { caFromFile, passwordFromFile, privateKeyFromFile } from './config/secret-files.js';
@@ -37,8 +37,9 @@ export interface RotationTargets {
   readonly signer: SwappableSigner;
   readonly password: PasswordHolder;
   readonly forwarder: RotatableForwarder;
-  /** The postback receiver, when on with a key file (docs/postbacks.md). */
-  readonly postbacks?: { replaceKeys(keys: readonly KeyObject[]): void } | undefined;
+  /** The postback receiver, when on (docs/postbacks.md): its key file and its forward secret file, when set. */
+  readonly postbacks?:
+    { replaceKeys(keys: readonly KeyObject[]): void; replaceForwardSecret(secret: KeyObject): void } | undefined;
 }
 
 const MESSAGES: Readonly<Record<WatchedSetting, string>> = {
@@ -48,6 +49,7 @@ const MESSAGES: Readonly<Record<WatchedSetting, string>> = {
   upstream_proxy_password: 'forward proxy password rotated: the next tunnel through the proxy uses it',
   upstream_proxy_ca: "forward proxy CA rotated: the next tunnel trusts it for the proxy's certificate",
   postback_keys: "gateway's postback keys rotated: the next postback is verified with the keys now in the file",
+  postback_forward_secret: `postback forward secret rotated: the next delivery to the application is signed with it, and for ${FORWARD_SECRET_GRACE_MS / 60_000} minutes with the previous one too`,
 };
 
 /** The files this configuration watches: the private key always, the password and the CA when set as files. */
@@ -90,6 +92,8 @@ function watchedFiles(config: Config, targets: RotationTargets, onKey: (fingerpr
   files.push(...proxyFiles(config, targets));
   const postbackKeys = postbackKeysFile(config, targets);
   if (postbackKeys !== undefined) files.push(postbackKeys);
+  const forwardSecret = forwardSecretFile(config, targets);
+  if (forwardSecret !== undefined) files.push(forwardSecret);
   return files;
 }
 
@@ -133,6 +137,20 @@ function postbackKeysFile(config: Config, targets: RotationTargets): WatchedFile
     file,
     parse: postbackKeysFromFile,
     install: (keys) => receiver.replaceKeys(keys),
+  });
+}
+
+/** The secret that signs what the application gets (docs/postbacks.md#rotating-the-forward-secret). */
+function forwardSecretFile(config: Config, targets: RotationTargets): WatchedFile | undefined {
+  const file = config.postback?.forwardSecretFile;
+  const receiver = targets.postbacks;
+  if (file === undefined || receiver === undefined) return undefined;
+  return watched(config, {
+    name: 'postback_forward_secret',
+    key: 'postback.forwardSecretFile',
+    file,
+    parse: forwardSecretFromFile,
+    install: (secret) => receiver.replaceForwardSecret(secret),
   });
 }
 

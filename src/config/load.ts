@@ -39,6 +39,7 @@ type PathKey =
   | 'upstream.proxy.passwordFile'
   | 'upstream.proxy.caFile'
   | 'postback.publicKeyFile'
+  | 'postback.forwardSecretFile'
   | 'state.redis.passwordFile'
   | 'state.redis.caFile';
 
@@ -220,12 +221,12 @@ function listenHost(settings: Settings, warnings: ConfigWarning[]): string {
   return host;
 }
 
-/** The receiver's group (postback-settings.ts): its config, undefined when off, or null when refused. */
+/** The receiver's group (postback-settings.ts): its config (undefined when off), or null when refused. */
 function postbackSettings(
   settings: Settings,
   environment: Environment | undefined,
   refusals: Refusals,
-): Config['postback'] | null {
+): { config: Config['postback']; loaded: ReadonlyArray<{ file: string; digest: string }> } | null {
   const invalid = [...settings.invalid].filter((key) => key.startsWith('postback.'));
   if (invalid.length > 0) return null;
   const { schema } = settings;
@@ -236,11 +237,12 @@ function postbackSettings(
   const raw = {
     ...schema.get('postback'),
     publicKeyFile: settings.path('postback.publicKeyFile'),
+    forwardSecretFile: settings.path('postback.forwardSecretFile'),
     allowCidrs: textList(schema.get('postback.allowCidrs')),
     retrySchedule: textList(schema.get('postback.retrySchedule')),
   };
   const stateStore = settings.invalid.has('state.store') ? undefined : schema.get('state.store');
-  const { config, errors } = loadPostbackSettings({
+  const { config, errors, warnings, loaded } = loadPostbackSettings({
     raw,
     environment,
     stateStore,
@@ -248,7 +250,8 @@ function postbackSettings(
     readFile: readSecretFile,
   });
   refusals.errors.push(...errors);
-  return errors.length > 0 ? null : config;
+  refusals.warnings.push(...warnings);
+  return errors.length > 0 ? null : { config, loaded };
 }
 
 /** The forward proxy's group (proxy-settings.ts): its config (undefined: direct), or null when refused. */
@@ -367,7 +370,7 @@ function collect(env: NodeJS.ProcessEnv): Collected {
       password: password.file,
       upstreamCa: ca.file,
       pollIntervalMs: schema.get('secretPollIntervalMs'),
-      loadedDigests: loadedDigests([key, password, ca, ...proxy.loaded]),
+      loadedDigests: loadedDigests([key, password, ca, ...proxy.loaded, ...postback.loaded]),
     },
     listen: { ...schema.get('listen'), host, allowedHosts },
     admin: { ...schema.get('admin'), host: adminHost },
@@ -384,7 +387,7 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     clock: schema.get('clock'),
     shutdown: schema.get('shutdown'),
     idempotency: schema.get('idempotency'),
-    postback,
+    postback: postback.config,
     state,
     tracing: { ...schema.get('tracing'), enabled: tracingRequested(env) },
     logLevel: schema.get('logLevel'),

@@ -1,13 +1,14 @@
 // The postback receiver's settings (docs/postbacks.md), validated as one group: load.ts calls loadPostbackSettings and
 // adds its refusals to the others. Off (undefined) unless SIDECAR_POSTBACK_FORWARD_URL is set.
-import type { KeyObject } from 'node:crypto';
+import { createSecretKey, type KeyObject } from 'node:crypto';
 import { BlockList, isIP } from 'node:net';
 import { ConfigError } from '../errors.js';
 import { attempt } from './collect-errors.js';
-import type { Environment } from './config.js';
+import type { ConfigWarning, Environment } from './config.js';
 import { isLoopbackHost } from './loopback.js';
 import { parsePublicKeys } from './public-keys.js';
 import { settingName, type Settings } from './schema.js';
+import { contentDigest } from './secret-files.js';
 
 /** The webhook URL registered with the gateway, split as spec 5.2 signs it (the postback layer joins the parts). */
 export interface PostbackPublicUrl {
@@ -29,7 +30,17 @@ export interface PostbackSourceAllowList {
 
 /** The receiver's settings: those used as they are keep the schema's type, the others are parsed or loaded. */
 export interface PostbackConfig extends Readonly<
-  Omit<Settings['postback'], 'listen' | 'publicUrl' | 'publicKeyFile' | 'allowCidrs' | 'retrySchedule' | 'delivery'>
+  Omit<
+    Settings['postback'],
+    | 'listen'
+    | 'publicUrl'
+    | 'publicKeyFile'
+    | 'allowCidrs'
+    | 'retrySchedule'
+    | 'delivery'
+    | 'forwardSecretFile'
+    | 'forwardSigning'
+  >
 > {
   /** `auto` resolved: `queued` in production with Redis, `direct` otherwise. */
   readonly delivery: PostbackDelivery;
@@ -42,6 +53,12 @@ export interface PostbackConfig extends Readonly<
   readonly allowCidrs: PostbackSourceAllowList | undefined;
   /** `queued` delivery: the delay before each attempt, in ms (the first one included). */
   readonly retryScheduleMs: readonly number[];
+  /**
+   * The Standard Webhooks secret that signs what the application gets (the decoded bytes after `whsec_`, as a
+   * KeyObject, which never prints them); undefined: forwarded unsigned (staging without the file, or signing off).
+   */
+  readonly forwardSecret: KeyObject | undefined;
+  readonly forwardSecretFile: string | undefined;
 }
 
 export interface PostbackInput {
@@ -53,6 +70,90 @@ export interface PostbackInput {
   /** Ports the other listeners take (0 excluded by the caller): a shared port would fail at start. */
   readonly otherPorts: ReadonlyArray<{ readonly key: string; readonly port: number }>;
   readonly readFile: (setting: string, path: string) => string;
+}
+
+/** Standard Webhooks' symmetric secrets: 24 to 64 random bytes (192 to 512 bits). */
+export const FORWARD_SECRET_BYTES = { min: 24, max: 64 } as const;
+const FORWARD_SECRET_PREFIX = 'whsec_';
+/**
+ * After a rotation of the forward secret the previous one signs too, beside the new one, for this long (the spec's
+ * "old key for a set period of time"): an application that still holds the old secret (it re-reads its copy of the
+ * Secret later, or at its next restart) keeps verifying meanwhile; past it, only the new secret signs. Signing with
+ * an old, even compromised, secret costs nothing: the application accepts only signatures of the secret it holds.
+ */
+export const FORWARD_SECRET_GRACE_MS = 60 * 60 * 1000;
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+/**
+ * SIDECAR_POSTBACK_FORWARD_SECRET_FILE: `whsec_` and the standard base64 of 24 to 64 bytes, surrounding whitespace
+ * ignored (the newline `echo` and editors leave). The same check at start and at every reload; the reasons never
+ * quote the content.
+ */
+export function forwardSecretFromFile(setting: string, file: string, text: string): KeyObject {
+  const value = text.trim();
+  const expected = `expected whsec_ followed by the base64 of ${FORWARD_SECRET_BYTES.min} to ${FORWARD_SECRET_BYTES.max} random bytes`;
+  if (!value.startsWith(FORWARD_SECRET_PREFIX)) {
+    throw new ConfigError(setting, `${file} holds no Standard Webhooks secret: ${expected}`);
+  }
+  const encoded = value.slice(FORWARD_SECRET_PREFIX.length);
+  if (!BASE64.test(encoded)) {
+    throw new ConfigError(setting, `${file}: the part after whsec_ is not standard base64; ${expected}`);
+  }
+  const bytes = Buffer.from(encoded, 'base64');
+  if (bytes.length < FORWARD_SECRET_BYTES.min || bytes.length > FORWARD_SECRET_BYTES.max) {
+    throw new ConfigError(setting, `${file}: the secret decodes to ${bytes.length} bytes; ${expected}`);
+  }
+  return createSecretKey(bytes);
+}
+
+interface ForwardSigning {
+  readonly secret: KeyObject | undefined;
+  readonly file: string | undefined;
+  /** contentDigest of the file as loaded: the rotation watcher's starting point. */
+  readonly digest: string | undefined;
+}
+
+const UNSIGNED: ForwardSigning = { secret: undefined, file: undefined, digest: undefined };
+
+/**
+ * Signed when the secret file is set; the file is required in production, where the application's webhook is
+ * reachable from the namespace (docs/postbacks.md#signed-for-the-application), unless signing is turned off.
+ */
+function forwardSigning(
+  input: PostbackInput,
+  errors: ConfigError[],
+  warnings: ConfigWarning[],
+): ForwardSigning | undefined {
+  const { raw } = input;
+  const file = raw.forwardSecretFile.trim();
+  const fileSetting = settingName('postback.forwardSecretFile');
+  const signingSetting = settingName('postback.forwardSigning');
+  if (raw.forwardSigning === 'off') {
+    if (file !== '') {
+      errors.push(fail('forwardSigning', `is off but ${fileSetting} is set; set only one`));
+      return undefined;
+    }
+    warnings.push({
+      setting: signingSetting,
+      message:
+        'postbacks are forwarded to the application UNSIGNED: anything that can reach its webhook can forge a SUCCESS; set a forward secret (docs/postbacks.md#signed-for-the-application)',
+    });
+    return UNSIGNED;
+  }
+  if (file === '') {
+    if (input.environment !== 'production') return UNSIGNED;
+    errors.push(
+      fail(
+        'forwardSecretFile',
+        `is required in production, so that the application can tell the sidecar's postbacks from forged ones (docs/postbacks.md#signed-for-the-application); ${signingSetting}=off forwards them unsigned`,
+      ),
+    );
+    return undefined;
+  }
+  return attempt(errors, () => {
+    const text = input.readFile(fileSetting, file);
+    return { secret: forwardSecretFromFile(fileSetting, file, text), file, digest: contentDigest(text) };
+  });
 }
 
 /** A nonce is remembered for the whole timestamp window plus this margin (the gateway: 65 s window, ~95 s memory). */
@@ -243,11 +344,20 @@ export function resolveDelivery(
   return input.environment === 'production' && input.stateStore === 'redis' ? 'queued' : 'direct';
 }
 
+export interface PostbackSettingsResult {
+  readonly config?: PostbackConfig;
+  readonly errors: ConfigError[];
+  readonly warnings: ConfigWarning[];
+  /** The secret files read, with their content digests (the rotation watcher's starting point). */
+  readonly loaded: ReadonlyArray<{ readonly file: string; readonly digest: string }>;
+}
+
 /** Undefined and no refusal when the receiver is off; every refusal of the group at once otherwise. */
-export function loadPostbackSettings(input: PostbackInput): { config?: PostbackConfig; errors: ConfigError[] } {
+export function loadPostbackSettings(input: PostbackInput): PostbackSettingsResult {
   const { raw } = input;
   const errors: ConfigError[] = [];
-  if (raw.forwardUrl.trim() === '') return { errors };
+  const warnings: ConfigWarning[] = [];
+  if (raw.forwardUrl.trim() === '') return { errors, warnings, loaded: [] };
   const forward = attempt(errors, () => forwardUrl(raw.forwardUrl.trim()));
   const publicUrl =
     raw.publicUrl.trim() === ''
@@ -257,12 +367,14 @@ export function loadPostbackSettings(input: PostbackInput): { config?: PostbackC
         undefined)
       : attempt(errors, () => parsePostbackPublicUrl(raw.publicUrl, input.environment));
   const keys = publicKeys(input, errors);
+  const signing = forwardSigning(input, errors, warnings);
   const schedule = attempt(errors, () => parseRetrySchedule(raw.retrySchedule));
   const allow = raw.allowCidrs.length === 0 ? undefined : attempt(errors, () => parseAllowCidrs(raw.allowCidrs));
   crossChecks(input, errors);
-  if (errors.length > 0 || forward === undefined || publicUrl === undefined || keys === undefined) return { errors };
-  if (schedule === undefined) return { errors };
-  if (raw.allowCidrs.length > 0 && allow === undefined) return { errors };
+  const refused = { errors, warnings, loaded: [] };
+  if (errors.length > 0 || forward === undefined || publicUrl === undefined || keys === undefined) return refused;
+  if (schedule === undefined || signing === undefined) return refused;
+  if (raw.allowCidrs.length > 0 && allow === undefined) return refused;
   const config: PostbackConfig = {
     forwardUrl: forward,
     listen: { host: raw.listen.host.trim(), port: raw.listen.port },
@@ -281,8 +393,12 @@ export function loadPostbackSettings(input: PostbackInput): { config?: PostbackC
     deliveryConcurrency: raw.deliveryConcurrency,
     retryScheduleMs: schedule,
     visibilityTimeoutMs: raw.visibilityTimeoutMs,
+    forwardSecret: signing.secret,
+    forwardSecretFile: signing.file,
   };
-  return { config, errors };
+  const loaded =
+    signing.file !== undefined && signing.digest !== undefined ? [{ file: signing.file, digest: signing.digest }] : [];
+  return { config, errors, warnings, loaded };
 }
 
 /** True when the source address is allowed (IPv4-mapped IPv6 addresses, from a dual-stack listener, as IPv4). */

@@ -30,6 +30,7 @@ export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', '
 export const STATE_STORES = ['memory', 'redis'] as const;
 export const REDIS_MODES = ['standalone', 'sentinel', 'cluster'] as const;
 export const POSTBACK_DELIVERIES = ['auto', 'direct', 'queued'] as const;
+export const POSTBACK_FORWARD_SIGNINGS = ['auto', 'off'] as const;
 /** About three days of attempts: a merchant's application down over a weekend still gets every postback. */
 export const DEFAULT_POSTBACK_RETRY_SCHEDULE = [
   '0s',
@@ -359,6 +360,19 @@ export const SETTINGS = {
       default: [] as string[],
       env: 'SIDECAR_POSTBACK_ALLOW_CIDRS',
       whenUnset: 'any',
+    },
+    forwardSecretFile: {
+      doc: '`whsec_` secret: [signs](postbacks.md#signed-for-the-application) what the application gets; re-read.',
+      format: 'text',
+      default: '',
+      env: 'SIDECAR_POSTBACK_FORWARD_SECRET_FILE',
+      whenUnset: 'required in production',
+    },
+    forwardSigning: {
+      doc: '`off`: forward unsigned even in production (warned at start).',
+      format: [...POSTBACK_FORWARD_SIGNINGS],
+      default: 'auto' as (typeof POSTBACK_FORWARD_SIGNINGS)[number],
+      env: 'SIDECAR_POSTBACK_FORWARD_SIGNING',
     },
     forwardTimeoutMs: {
       doc: "For the application's answer; past it, `forward_failed`.",

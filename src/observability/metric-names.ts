@@ -48,7 +48,7 @@ export const METRICS = {
   clockCorrection: 'signing_sidecar_clock_correction_seconds',
   /** counter: measured offsets beyond SIDECAR_CLOCK_SKEW_MAX_CORRECTION_SECONDS, not applied. */
   clockCorrectionsRefused: 'signing_sidecar_clock_corrections_refused_total',
-  /** counter{setting, outcome}: secret files read again; setting private_key|password|upstream_ca|upstream_proxy_password|upstream_proxy_ca|postback_keys, outcome success|error. */
+  /** counter{setting, outcome}: secret files read again; setting private_key|password|upstream_ca|upstream_proxy_password|upstream_proxy_ca|postback_keys|postback_forward_secret, outcome success|error. */
   configReloads: 'signing_sidecar_config_reloads_total',
   /** gauge{version, environment, key_fingerprint} = 1; one series, the key in use (replaced on a key rotation). */
   buildInfo: 'signing_sidecar_build_info',

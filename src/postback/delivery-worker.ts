@@ -109,12 +109,8 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
     });
 
   async function deliver(postback: TakenPostback): Promise<void> {
-    const headers = {
-      ...postback.headers,
-      'x-postback-id': postback.id,
-      'x-postback-attempt': String(postback.attempt),
-    };
-    const answer = await forwarder.post(postback.payload, headers, stopping.signal);
+    const headers = { ...postback.headers, 'x-postback-attempt': String(postback.attempt) };
+    const answer = await forwarder.post(postback.id, postback.payload, headers, stopping.signal);
     const fields = {
       event: 'postback.delivery',
       postbackId: postback.id,

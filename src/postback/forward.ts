@@ -1,6 +1,9 @@
 // Hands a verified payload to the internal service: its exact decoded bytes as plain JSON, with headers that say
-// how it was verified. No header of the sender is passed on, so a sender's own X-Postback-* claims never arrive.
+// how it was verified, its id, and (a forward secret set) the Standard Webhooks signature of this attempt. No header
+// of the sender is passed on, so a sender's own X-Postback-* claims never arrive.
 import { Agent, request } from 'undici';
+import type { ForwardSigner } from './forward-signing.js';
+import { postbackIdOf } from './inbox.js';
 import type { VerifiedPostback } from './verify-postback.js';
 
 export interface ForwardResult {
@@ -21,8 +24,18 @@ export interface PostbackForwarder {
     signal: AbortSignal,
     traceHeaders?: Readonly<Record<string, string>>,
   ): Promise<ForwardResult>;
-  /** One POST of `body` with exactly `headers` (the queued delivery, which keeps the headers it was given). */
-  post(body: Buffer | string, headers: Readonly<Record<string, string>>, signal: AbortSignal): Promise<ForwardResult>;
+  /**
+   * One POST of `body` with `headers` (the queued delivery keeps those it was given) plus the postback's `id`, as
+   * X-Postback-Id and, signed, as webhook-id: the same on every attempt, so the application can deduplicate.
+   */
+  post(
+    id: string,
+    body: Buffer | string,
+    headers: Readonly<Record<string, string>>,
+    signal: AbortSignal,
+  ): Promise<ForwardResult>;
+  /** Installs a rotated SIDECAR_POSTBACK_FORWARD_SECRET_FILE; ignored when forwards are not signed. */
+  replaceSecret: ForwardSigner['replaceSecret'];
   close(): Promise<void>;
 }
 
@@ -68,10 +81,13 @@ function forwardSignal(stopping: AbortSignal, timeoutMs: number): { signal: Abor
   };
 }
 
-export function createPostbackForwarder(url: string, timeoutMs: number): PostbackForwarder {
+/** `signer`: set when SIDECAR_POSTBACK_FORWARD_SECRET_FILE is; each attempt is then signed with its own timestamp. */
+export function createPostbackForwarder(url: string, timeoutMs: number, signer?: ForwardSigner): PostbackForwarder {
   // Its own pool: the receiver never takes a connection from the gateway client, and the other way round.
   const agent = new Agent({ connections: MAX_CONNECTIONS, connect: { timeout: timeoutMs } });
-  const post: PostbackForwarder['post'] = async (body, headers, signal) => {
+  const post: PostbackForwarder['post'] = async (id, body, given, signal) => {
+    // Set last: kept headers (an inbox entry written before an upgrade) cannot override the id or the signature.
+    const headers = { ...given, 'x-postback-id': id, ...signer?.headers(id, body) };
     const started = process.hrtime.bigint();
     const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
     const abort = forwardSignal(signal, timeoutMs);
@@ -102,8 +118,9 @@ export function createPostbackForwarder(url: string, timeoutMs: number): Postbac
   };
   return {
     forward: (postback, requestId, signal, traceHeaders) =>
-      post(postback.payload, forwardHeaders(postback, requestId, traceHeaders), signal),
+      post(postbackIdOf(postback.digest), postback.payload, forwardHeaders(postback, requestId, traceHeaders), signal),
     post,
+    replaceSecret: (secret) => signer?.replaceSecret(secret),
     close: () => agent.close(),
   };
 }

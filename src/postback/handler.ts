@@ -60,7 +60,7 @@ interface Delivery {
   /** The whole body was read: the connection may serve another request. */
   bodyRead: boolean;
   postback?: VerifiedPostback;
-  /** `queued` delivery: the id it is kept under (X-Postback-Id). */
+  /** Its id (X-Postback-Id, webhook-id): set once it is forwarded or kept. */
   postbackId?: string;
   nonceReplayed?: boolean;
   internalStatus?: number;
@@ -130,6 +130,7 @@ async function forwardOnce(deps: PostbackHandlerDeps, delivery: Delivery, postba
     ? deps.tracing.startSpan('postback delivery', 'client', delivery.trace)
     : undefined;
   const traceHeaders = span?.context === undefined ? undefined : deps.tracing?.headers(span.context);
+  delivery.postbackId = postbackIdOf(postback.digest);
   const result = await deps.forwarder.forward(postback, delivery.requestId, deps.stopping, traceHeaders);
   if (span !== undefined) endDelivery(span, result.status, result.failure);
   deps.metrics.forwarded(result.seconds);

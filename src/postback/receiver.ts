@@ -16,6 +16,7 @@ import type { Tracing } from '../observability/tracing.js';
 import type { StateStore } from '../state/state-store.js';
 import { BodyBudget } from './body-budget.js';
 import { createPostbackForwarder, type PostbackForwarder } from './forward.js';
+import { createForwardSigner } from './forward-signing.js';
 import { createDeliveryWorker, type DeliveryWorker } from './delivery-worker.js';
 import { createPostbackHandler } from './handler.js';
 import type { PostbackInbox } from './inbox.js';
@@ -67,6 +68,8 @@ export interface PostbackReceiver {
   readonly server: Server;
   /** Installs the keys of a rotated SIDECAR_POSTBACK_PUBLIC_KEY_FILE: the next postback is verified with them. */
   replaceKeys(keys: readonly KeyObject[]): void;
+  /** Installs a rotated SIDECAR_POSTBACK_FORWARD_SECRET_FILE: the next attempt to the application is signed with it. */
+  replaceForwardSecret(secret: KeyObject): void;
   /** Listens on the configured host and port; resolves with the local URL. */
   start(): Promise<string>;
   /** Stops accepting, lets postbacks in flight finish up to `maxMs`, answers the rest 503 (redelivered), closes. */
@@ -134,7 +137,9 @@ function handlerFor(
 export function createPostbackReceiver(config: PostbackConfig, deps: PostbackReceiverDeps): PostbackReceiver {
   const stopping = new AbortController();
   let keys = config.publicKeys;
-  const forwarder = createPostbackForwarder(config.forwardUrl, config.forwardTimeoutMs);
+  const signer =
+    config.forwardSecret === undefined ? undefined : createForwardSigner(config.forwardSecret, deps.nowMs ?? Date.now);
+  const forwarder = createPostbackForwarder(config.forwardUrl, config.forwardTimeoutMs, signer);
   const handle = handlerFor(config, deps, () => keys, forwarder, stopping.signal);
   const worker: DeliveryWorker | undefined =
     deps.inbox === undefined
@@ -162,6 +167,7 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
     replaceKeys: (next) => {
       keys = next;
     },
+    replaceForwardSecret: (secret) => forwarder.replaceSecret(secret),
     async start() {
       const url = await listen(server, config.listen.host, config.listen.port);
       worker?.start();

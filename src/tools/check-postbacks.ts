@@ -38,6 +38,12 @@ export async function checkPostbacks(postback: PostbackConfig | undefined, repor
   const unsigned = postback.acceptUnsigned ? 'accepted from these sources' : 'refused';
   report.line('-', 'postback sources', `${sources}; unsigned postbacks ${unsigned}`);
   report.line('-', 'postback delivery', deliveryLine(postback));
+  if (postback.forwardSecret === undefined) {
+    report.line('!', 'postback forward signing', 'off: the application cannot tell forged postbacks from real ones');
+  } else {
+    const bytes = postback.forwardSecret.symmetricKeySize ?? 0;
+    report.line('✔', 'postback forward signing', `Standard Webhooks, HMAC-SHA256 with a ${bytes}-byte secret`);
+  }
   const forward = new URL(postback.forwardUrl);
   const base = {
     origin: forward.origin,

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
+import { createSecretKey } from 'node:crypto';
 import { collectConfig, loadConfig } from '../../src/config/load.js';
 import { resolveDelivery, sourceAllowed } from '../../src/config/postback-settings.js';
 import { signedPostbackUrl } from '../../src/postback/public-url.js';
@@ -16,15 +18,20 @@ describe('config: the postback receiver', () => {
   let small: TestKeys;
   let env: NodeJS.ProcessEnv;
   let dir: string;
+  /** The forward secret of `env`, as `openssl rand -base64 32` gives it, with the newline `echo` leaves. */
+  const forwardSecret = `whsec_${randomBytes(32).toString('base64')}`;
 
   before(async () => {
     [keys, gateway, next, small] = await Promise.all([makeKeys(), makeKeys(), makeKeys(), makeKeys(1024)]);
     dir = scratchDir('postback-config-');
+    const secretFile = join(dir, 'forward-secret');
+    await writeFile(secretFile, `${forwardSecret}\n`);
     env = {
       ...productionEnv(keys.privateKeyFile),
       SIDECAR_POSTBACK_FORWARD_URL: 'http://127.0.0.1:3000/postbacks',
       SIDECAR_POSTBACK_PUBLIC_URL: 'https://Pay.Example.com:443/gateway/postbacks?',
       SIDECAR_POSTBACK_PUBLIC_KEY_FILE: gateway.publicKeyFile,
+      SIDECAR_POSTBACK_FORWARD_SECRET_FILE: secretFile,
     };
   });
 
@@ -237,6 +244,96 @@ describe('config: the postback receiver', () => {
       reasons.some((r) => r.includes('SIDECAR_POSTBACK_RETRY_SCHEDULE') && r.includes('"5"')),
       reasons.join(),
     );
+  });
+
+  describe('the forward secret (Standard Webhooks)', () => {
+    it('reads whsec_ and the base64 of 24 to 64 bytes, the newline around it ignored', async () => {
+      const postback = loadConfig(env).postback!;
+      assert.equal(postback.forwardSecret?.symmetricKeySize, 32);
+      assert.ok(postback.forwardSecret.equals(createSecretKey(Buffer.from(forwardSecret.slice(6), 'base64'))));
+      for (const bytes of [24, 64]) {
+        const path = await file(`secret-${bytes}`, ` whsec_${randomBytes(bytes).toString('base64')}\r\n`);
+        const config = loadConfig({ ...env, SIDECAR_POSTBACK_FORWARD_SECRET_FILE: path });
+        assert.equal(config.postback?.forwardSecret?.symmetricKeySize, bytes);
+      }
+    });
+
+    it('is required in production: one refusal naming the setting and how to turn signing off', async () => {
+      const messages = await refusals({ SIDECAR_POSTBACK_FORWARD_SECRET_FILE: undefined });
+      assert.deepEqual(messages.length, 1, messages.join(' | '));
+      assert.match(
+        messages[0]!,
+        /^SIDECAR_POSTBACK_FORWARD_SECRET_FILE \(postback\.forwardSecretFile\): is required in production/,
+      );
+      assert.match(messages[0]!, /SIDECAR_POSTBACK_FORWARD_SIGNING \(postback\.forwardSigning\)=off/);
+    });
+
+    it('optional in staging: unsigned without the file, signed with it', () => {
+      const staging = { ...env, SIDECAR_ENVIRONMENT: 'staging' };
+      const without = loadConfig({ ...staging, SIDECAR_POSTBACK_FORWARD_SECRET_FILE: undefined });
+      assert.equal(without.postback?.forwardSecret, undefined);
+      assert.deepEqual(without.warnings, [], 'staging without the file: not warned');
+      assert.equal(loadConfig(staging).postback?.forwardSecret?.symmetricKeySize, 32);
+    });
+
+    it('off: production starts unsigned with a loud warning; off with a file set is refused', async () => {
+      const off = loadConfig({
+        ...env,
+        SIDECAR_POSTBACK_FORWARD_SECRET_FILE: undefined,
+        SIDECAR_POSTBACK_FORWARD_SIGNING: 'off',
+      });
+      assert.equal(off.postback?.forwardSecret, undefined);
+      const warning = off.warnings.find((w) => w.setting.startsWith('SIDECAR_POSTBACK_FORWARD_SIGNING'));
+      assert.match(warning?.message ?? '', /UNSIGNED: anything that can reach its webhook can forge a SUCCESS/);
+      const messages = await refusals({ SIDECAR_POSTBACK_FORWARD_SIGNING: 'off' });
+      assert.ok(
+        messages.some((m) => m.startsWith('SIDECAR_POSTBACK_FORWARD_SIGNING') && /set only one/.test(m)),
+        messages.join(' | '),
+      );
+      const typo = await refusals({ SIDECAR_POSTBACK_FORWARD_SIGNING: 'false' });
+      assert.ok(
+        typo.some((m) => m.startsWith('SIDECAR_POSTBACK_FORWARD_SIGNING')),
+        typo.join(' | '),
+      );
+    });
+
+    it('refuses a file that is not a whsec_ secret of 24 to 64 bytes, never quoting it', async () => {
+      const short = randomBytes(16).toString('base64');
+      const long = randomBytes(65).toString('base64');
+      const raw = randomBytes(32).toString('base64');
+      const cases: Array<[string, string, RegExp]> = [
+        ['no-prefix', raw, /holds no Standard Webhooks secret: expected whsec_/],
+        ['hex', `whsec_${randomBytes(32).toString('hex')}x`, /not standard base64/],
+        ['url-safe', `whsec_${'Ab-_'.repeat(11)}`, /not standard base64/],
+        ['two-lines', `whsec_${raw}\nwhsec_${raw}`, /not standard base64/],
+        ['short', `whsec_${short}`, /decodes to 16 bytes; expected whsec_ followed by the base64 of 24 to 64/],
+        ['long', `whsec_${long}`, /decodes to 65 bytes/],
+        ['empty', '', /holds no Standard Webhooks secret/],
+      ];
+      for (const [name, text, reason] of cases) {
+        const path = await file(`bad-secret-${name}`, text);
+        const messages = await refusals({ SIDECAR_POSTBACK_FORWARD_SECRET_FILE: path });
+        assert.equal(messages.length, 1, messages.join(' | '));
+        assert.ok(messages[0]!.startsWith('SIDECAR_POSTBACK_FORWARD_SECRET_FILE'), messages[0]);
+        assert.match(messages[0]!, reason, name);
+        for (const part of [raw, short, long]) assert.ok(!messages[0]!.includes(part), `${name}: never quoted`);
+      }
+    });
+
+    it('is read relative to the config file, like the other files', async () => {
+      await writeFile(join(dir, 'relative-secret'), forwardSecret);
+      const configFile = await file(
+        'with-secret.json',
+        JSON.stringify({ postback: { forwardSecretFile: 'relative-secret' } }),
+      );
+      const postback = loadConfig({
+        ...env,
+        SIDECAR_CONFIG_FILE: configFile,
+        SIDECAR_POSTBACK_FORWARD_SECRET_FILE: undefined,
+      }).postback!;
+      assert.equal(postback.forwardSecretFile, join(dir, 'relative-secret'));
+      assert.equal(postback.forwardSecret?.symmetricKeySize, 32);
+    });
   });
 
   it('refuses queued delivery with the memory store, naming both settings', async () => {

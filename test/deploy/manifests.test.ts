@@ -1,6 +1,6 @@
 // The kustomize base and overlays, rendered and checked offline: schemas, settings, probes, security.
 import assert from 'node:assert/strict';
-import { generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
@@ -27,6 +27,15 @@ const SECRET_FILES = {
   // The gateway's postback public key(s), shipped in the same Secret (docs/postbacks.md).
   SIDECAR_POSTBACK_PUBLIC_KEY_FILE: 'gateway-postback.pub.pem',
 } as const;
+/**
+ * The secret that signs what the sidecar forwards to the application (docs/postbacks.md): a Secret of its own, shared
+ * by the sidecar (signs) and the application (verifies), which never sees the credentials.
+ */
+const FORWARD_SECRET = {
+  setting: 'SIDECAR_POSTBACK_FORWARD_SECRET_FILE',
+  volume: 'postback-forward-secret',
+  file: 'secret',
+} as const;
 /** The postback receiver's port (docs/postbacks.md): on the container, behind its Service, in the policy. */
 const POSTBACK_PORT = 8081;
 const PROBES = { startupProbe: '/startupz', readinessProbe: '/readyz', livenessProbe: '/livez' } as const;
@@ -43,6 +52,17 @@ writeFileSync(
   join(scratch, SECRET_FILES.SIDECAR_POSTBACK_PUBLIC_KEY_FILE),
   generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }),
 );
+// As the overlays' comment makes it: whsec_ and `openssl rand -base64 32`.
+writeFileSync(join(scratch, FORWARD_SECRET.file), `whsec_${randomBytes(32).toString('base64')}`);
+
+/** The sidecar's settings with every Secret file path replaced by a stand-in in `scratch`. */
+function withStandIns(env: Record<string, string | undefined>): Record<string, string | undefined> {
+  const standIns = Object.entries(SECRET_FILES).map(([setting, file]): [string, string] => [
+    setting,
+    join(scratch, file),
+  ]);
+  return { ...env, ...Object.fromEntries(standIns), [FORWARD_SECRET.setting]: join(scratch, FORWARD_SECRET.file) };
+}
 
 for (const which of KUSTOMIZATIONS) {
   describe(`deploy/${which}`, () => {
@@ -92,9 +112,8 @@ for (const which of KUSTOMIZATIONS) {
       const mount = secretMountPath(which);
       for (const [setting, file] of Object.entries(SECRET_FILES)) {
         assert.equal(env[setting], `${mount}/${file}`, `${setting} must name ${file} in the Secret volume`);
-        env[setting] = join(scratch, file);
       }
-      const config = loadConfig(env);
+      const config = loadConfig(withStandIns(env));
       assert.equal(config.listen.host, '127.0.0.1', 'the proxy must listen on loopback only');
       assert.equal(config.listen.port, 8080);
       assert.equal(config.admin.port, adminPort(which));
@@ -126,10 +145,7 @@ for (const which of KUSTOMIZATIONS) {
         'the receiver only: never the proxy or the admin port',
       );
       assert.equal(service.spec?.type ?? 'ClusterIP', 'ClusterIP', 'reached through the Ingress, which terminates TLS');
-      const config = loadConfig({
-        ...Object.fromEntries(env),
-        ...Object.fromEntries(Object.entries(SECRET_FILES).map(([setting, file]) => [setting, join(scratch, file)])),
-      });
+      const config = loadConfig(withStandIns(Object.fromEntries(env)));
       assert.equal(config.postback?.publicUrl.protocol, 'https:', 'the public URL is https (TLS at the Ingress)');
       assert.match(config.postback?.forwardUrl ?? '', /^http:\/\/127\.0\.0\.1:3000\//, "the application's port");
     });
@@ -201,21 +217,56 @@ for (const which of KUSTOMIZATIONS) {
       assert.ok((startup.periodSeconds ?? 10) <= 2, 'the application starts within a second or two of the sidecar');
     });
 
-    test('the Secret is mounted as a directory (no subPath), read-only, group-readable only', () => {
+    test('the Secrets are mounted as directories (no subPath), read-only, group-readable only', () => {
       const spec = podSpec(render(which));
       const secretVolumes = (spec.volumes ?? []).filter((v) => v.secret);
-      assert.equal(secretVolumes.length, 1);
-      const volume = secretVolumes[0];
-      assert.equal(volume?.secret?.defaultMode, 0o440);
-      for (const c of allContainers(spec)) {
-        for (const m of c.volumeMounts ?? []) {
-          if (m.name !== volume?.name) continue;
-          assert.equal(c.name, SIDECAR_CONTAINER, 'only the sidecar sees the key and password');
-          assert.equal(m.subPath, undefined, 'subPath mounts never receive rotated Secrets');
-          assert.equal(m.subPathExpr, undefined);
-          assert.equal(m.readOnly, true);
+      assert.deepEqual(
+        secretVolumes.map((v) => v.name),
+        ['signing-sidecar-secret', FORWARD_SECRET.volume],
+      );
+      for (const volume of secretVolumes) {
+        assert.equal(volume.secret?.defaultMode, 0o440);
+        for (const c of allContainers(spec)) {
+          for (const m of c.volumeMounts ?? []) {
+            if (m.name !== volume.name) continue;
+            if (volume.name !== FORWARD_SECRET.volume) {
+              assert.equal(c.name, SIDECAR_CONTAINER, 'only the sidecar sees the key and password');
+            }
+            assert.equal(m.subPath, undefined, 'subPath mounts never receive rotated Secrets');
+            assert.equal(m.subPathExpr, undefined);
+            assert.equal(m.readOnly, true);
+          }
         }
       }
+    });
+
+    test('the forward secret: the sidecar signs with the file the application verifies with', () => {
+      const rendered = render(which);
+      const spec = podSpec(rendered);
+      const mountOf = (container: { volumeMounts?: Array<{ name: string; mountPath: string }> }) =>
+        only(
+          (container.volumeMounts ?? []).filter((m) => m.name === FORWARD_SECRET.volume),
+          'forward secret mount',
+        ).mountPath;
+      const path = `${mountOf(sidecar(rendered))}/${FORWARD_SECRET.file}`;
+      assert.equal(sidecarEnv(rendered).get(FORWARD_SECRET.setting), path);
+      const application = only(spec.containers, 'application container');
+      assert.equal(mountOf(application), mountOf(sidecar(rendered)), 'the same files in the application');
+      assert.ok(
+        (application.env ?? []).some((e) => e.value === path),
+        "the application's own setting names the file",
+      );
+      const config = loadConfig(withStandIns(Object.fromEntries(sidecarEnv(rendered))));
+      assert.equal(config.postback?.forwardSecret?.symmetricKeySize, 32, 'forwards are signed');
+      // Production refuses to start without it (docs/postbacks.md): the overlay must not depend on an opt-in.
+      if (which === 'overlays/production') {
+        assert.throws(
+          () => loadConfig({ ...withStandIns(Object.fromEntries(sidecarEnv(rendered))), [FORWARD_SECRET.setting]: '' }),
+          /SIDECAR_POSTBACK_FORWARD_SECRET_FILE .*required in production/,
+        );
+      }
+      const secretNames = (spec.volumes ?? []).map((v) => v.secret?.secretName);
+      if (which !== 'base') assert.ok(secretNames.includes(`signing-sidecar-postback-forward-${which.slice(9)}`));
     });
 
     test('PodMonitor scrapes /metrics on the sidecar admin port of the example pods', () => {
@@ -365,10 +416,9 @@ describe('deploy/components/redis-state (fleet mode, docs/fleet.md)', () => {
     assert.equal(env.SIDECAR_REDIS_PASSWORD_FILE, `${REDIS_MOUNT}/password`);
     const known = knownSettings();
     for (const name of Object.keys(env)) assert.ok(known.has(name), `${name} is not a setting of src/config/schema.ts`);
-    for (const [setting, file] of Object.entries(SECRET_FILES)) env[setting] = join(scratch, file);
-    env.SIDECAR_REDIS_PASSWORD_FILE = join(scratch, 'redis-password');
-    writeFileSync(env.SIDECAR_REDIS_PASSWORD_FILE, 'example-redis-password\n');
-    const config = loadConfig(env);
+    const redisPasswordFile = join(scratch, 'redis-password');
+    writeFileSync(redisPasswordFile, 'example-redis-password\n');
+    const config = loadConfig({ ...withStandIns(env), SIDECAR_REDIS_PASSWORD_FILE: redisPasswordFile });
     assert.equal(config.state.store, 'redis');
     assert.equal(config.state.redis?.tls, true);
     assert.equal(config.state.redis?.username, 'signing-sidecar');
@@ -431,7 +481,7 @@ function adminPort(which: (typeof KUSTOMIZATIONS)[number]): number {
 function secretMountPath(which: (typeof KUSTOMIZATIONS)[number]): string {
   const spec = podSpec(render(which));
   const volume = only(
-    (spec.volumes ?? []).filter((v) => v.secret),
+    (spec.volumes ?? []).filter((v) => v.secret && v.name !== FORWARD_SECRET.volume),
     'secret volume',
   );
   const mount = only(

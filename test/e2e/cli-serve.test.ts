@@ -135,6 +135,25 @@ describe('signing-sidecar serve refuses a bad configuration', () => {
   });
 });
 
+describe('signing-sidecar serve with the postback receiver in production', () => {
+  it('without a forward secret nor signing turned off: exit 2, one line naming the setting', async () => {
+    const keys = await makeKeys();
+    const result = serve({
+      ...validEnv(keys),
+      SIDECAR_POSTBACK_FORWARD_URL: 'http://127.0.0.1:3000/gateway/postbacks',
+      SIDECAR_POSTBACK_PUBLIC_URL: 'https://pay.example.com/gateway/postbacks',
+      SIDECAR_POSTBACK_PUBLIC_KEY_FILE: keys.publicKeyFile,
+      SIDECAR_POSTBACK_LISTEN_PORT: '0',
+    });
+    assert.equal(result.status, 2, result.stderr);
+    assert.equal(result.stdout, '');
+    assert.match(
+      result.stderr,
+      /^signing-sidecar: configuration error: SIDECAR_POSTBACK_FORWARD_SECRET_FILE \(postback\.forwardSecretFile\): is required in production, .*SIDECAR_POSTBACK_FORWARD_SIGNING \(postback\.forwardSigning\)=off forwards them unsigned\n$/,
+    );
+  });
+});
+
 describe('signing-sidecar serve on a non-loopback host', () => {
   it('starts only when allowed, and then logs a warning naming the setting', async () => {
     const keys = await makeKeys();

@@ -1,8 +1,10 @@
 // The postback receiver's test world: an internal webhook that records what the receiver hands it, a gateway
 // signing key that signs postbacks by the documented scheme, and the real sidecar with its receiver on.
+import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { Webhook } from 'standardwebhooks';
 import { loadConfig } from '../../src/config/load.js';
 import { parsePrivateKey } from '../../src/config/private-key.js';
 import { createLogger, type Logger } from '../../src/observability/log.js';
@@ -77,6 +79,33 @@ export async function keyFile(...publicKeysPem: string[]): Promise<string> {
   const file = join(scratchDir('postback-keys-'), 'gateway-postback.pub.pem');
   await writeFile(file, publicKeysPem.join('\n'));
   return file;
+}
+
+/** A Standard Webhooks secret as the docs make one: `whsec_` and `openssl rand -base64 32`. */
+export function newForwardSecret(): string {
+  return `whsec_${randomBytes(32).toString('base64')}`;
+}
+
+/** SIDECAR_POSTBACK_FORWARD_SECRET_FILE holding `secret`, with the newline `echo` leaves. */
+export async function forwardSecretFile(secret: string): Promise<string> {
+  const file = join(scratchDir('forward-secret-'), 'postback-forward-secret');
+  await writeFile(file, `${secret}\n`, { mode: 0o600 });
+  return file;
+}
+
+/** The headers a webhook got, as an application hands them to its Standard Webhooks library. */
+export function plainHeaders(headers: IncomingHttpHeaders): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(headers).filter((entry): entry is [string, string] => typeof entry[1] === 'string'),
+  );
+}
+
+/**
+ * What the application does with a postback: verifies it with the standardwebhooks library and its copy of the
+ * secret; returns the parsed payload, throws WebhookVerificationError for a forged or altered one.
+ */
+export function verifyAsApplication(secret: string, received: Received): unknown {
+  return new Webhook(secret).verify(received.body.toString('utf8'), plainHeaders(received.headers));
 }
 
 export interface SignedPostback {
