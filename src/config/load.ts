@@ -38,6 +38,7 @@ type PathKey =
   | 'upstream.proxy.passwordFile'
   | 'upstream.proxy.caFile'
   | 'postback.publicKeyFile'
+  | 'state.macKeyFile'
   | 'state.redis.passwordFile'
   | 'state.redis.caFile';
 
@@ -277,6 +278,7 @@ function stateSettings(
   if ([...settings.invalid].some((key) => key.startsWith('state.'))) return null;
   const raw = {
     ...settings.schema.get('state'),
+    macKeyFile: settings.path('state.macKeyFile'),
     redis: {
       ...settings.schema.get('state.redis'),
       passwordFile: settings.path('state.redis.passwordFile'),

@@ -11,7 +11,13 @@ import { contentDigest } from './secret-files.js';
 
 /** The metric label of each watched file (signing_sidecar_config_reloads_total{setting}). */
 export type WatchedSetting =
-  'private_key' | 'password' | 'upstream_ca' | 'upstream_proxy_password' | 'upstream_proxy_ca' | 'postback_keys';
+  | 'private_key'
+  | 'password'
+  | 'upstream_ca'
+  | 'upstream_proxy_password'
+  | 'upstream_proxy_ca'
+  | 'postback_keys'
+  | 'state_mac_keys';
 
 export interface WatchedFile {
   readonly name: WatchedSetting;
