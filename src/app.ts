@@ -22,6 +22,7 @@ import { causeFamily, createForwarder, type Forwarder } from './upstream/forward
 import { createShutdown } from './shutdown.js';
 import { keeperFromConfig, requestDeadlineFromConfig } from './idempotency/from-config.js';
 import { openStateStore } from './state/open-store.js';
+import { RecordMac } from './state/record-mac.js';
 import type { RedisStateStore } from './state/redis-store.js';
 import type { StateStore } from './state/state-store.js';
 import { packageVersion } from './version.js';
@@ -86,6 +87,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const tracing = await tracingFor(config);
   const opened = await openStateStore(config, { metrics: metrics.stateStore, log });
   const store = deps.wrapStore ? deps.wrapStore(opened) : opened;
+  const recordMac = recordMacFor(config, opened, metrics, log);
   const clock = new ClockCorrection(config.clock, metrics);
   // Every gateway answer's Date header is measured, token grants' too: the first payment after start is already
   // signed with the corrected time.
@@ -108,7 +110,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   // `queued` is refused with the memory store at start (postback-settings.ts): the store here is Redis.
   const inbox =
     config.postback?.delivery === 'queued' && opened.kind === 'redis'
-      ? (await import('./postback/inbox.js')).createRedisInbox(opened as RedisStateStore)
+      ? (await import('./postback/inbox.js')).createRedisInbox(opened as RedisStateStore, recordMac)
       : undefined;
   const postbacks = config.postback
     ? (await import('./postback/receiver.js')).createPostbackReceiver(config.postback, {
@@ -122,7 +124,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
         continueSenderTrace: config.tracing.propagateUpstream,
       })
     : undefined;
-  const secrets = createSecretRotation(config, { signer, password, forwarder, postbacks }, metrics, log);
+  const secrets = createSecretRotation(config, { signer, password, forwarder, postbacks, recordMac }, metrics, log);
   const tracker = new ConnectionTracker();
   const handle = createProxyHandler({
     base: config.base,
@@ -139,7 +141,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     answerCorrelationFields: config.upstream.answerCorrelationFields,
     connectRetryDeadlineMs: config.upstream.connectRetryDeadlineMs,
     idempotency: {
-      keeper: keeperFromConfig(config, store, log, deps.now ?? Date.now),
+      keeper: keeperFromConfig(config, store, log, deps.now ?? Date.now, recordMac),
       required: config.idempotency.required,
     },
     requestDeadlineMs: requestDeadlineFromConfig(config),
@@ -215,6 +217,28 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   void stopped.then(() => secrets.stop());
   const reload = () => secrets.reloadNow();
   return { proxyUrl, adminUrl, postbackUrl, metrics, tokens, store, log, isReady, reload, shutdown, stopped };
+}
+
+/**
+ * The MACs of the idempotency records and queued postbacks in Redis (docs/fleet.md, "Who can write under the
+ * prefix"), bound to this account's key prefix; undefined without a key file. Each record refused is counted and
+ * logged, never its content.
+ */
+function recordMacFor(config: Config, store: StateStore, metrics: SidecarMetrics, log: Logger): RecordMac | undefined {
+  const settings = config.state.redis?.recordMac;
+  if (settings?.keyFile === undefined || store.kind !== 'redis') return undefined;
+  return new RecordMac({
+    keys: settings.keys,
+    scope: (store as RedisStateStore).storedKey(''),
+    acceptUnsigned: settings.acceptUnsigned,
+    onRejected: ({ kind, reason, key }) => {
+      metrics.stateStore.recordRejected(kind);
+      log.error(
+        { event: 'state.record_rejected', kind, reason, key },
+        'record in Redis refused, MAC missing or wrong: someone wrote under the key prefix, or the replicas hold different MAC keys',
+      );
+    },
+  });
 }
 
 function createTokenManager(

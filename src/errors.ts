@@ -20,6 +20,7 @@ export type SidecarErrorCode =
   | 'sidecar.idempotency.in_progress'
   | 'sidecar.idempotency.key_reused'
   | 'sidecar.idempotency.unavailable'
+  | 'sidecar.idempotency.record_unverified'
   | 'sidecar.internal';
 
 export interface SidecarErrorBody {
@@ -132,6 +133,14 @@ export const sidecarErrors = {
       'the idempotency store is unreachable; the request was not sent unprotected: send it again shortly',
       true,
       { cause },
+    ),
+  // Not retryable, and nothing is sent: the record may stand in for a real payment's answer that was overwritten.
+  idempotencyRecordUnverified: () =>
+    new SidecarError(
+      'sidecar.idempotency.record_unverified',
+      500,
+      "this Idempotency-Key's stored record failed its integrity check (docs/idempotency.md); nothing was sent: the payment may exist, check it with the gateway before sending it again under a new key",
+      false,
     ),
   internal: (cause: unknown) =>
     // Not retryable: an unexpected failure cannot prove the gateway saw nothing.

@@ -1,12 +1,13 @@
 // Secret rotation (docs/configuration.md, "Secret rotation"): what each watched file's new content replaces, and how a reload is logged and
 // counted. The watching itself is config/secret-watch.ts; this file connects it to the signer, the token client's
-// password, the forwarder's trusted CAs and the forward proxy's password and CA.
+// password, the forwarder's trusted CAs, the forward proxy's password and CA, the postback keys and the MAC keys of
+// the records in Redis.
 import type { KeyObject } from 'node:crypto';
 import type { Config } from './config/config.js';
 import { FORWARD_SECRET_GRACE_MS, forwardSecretFromFile, postbackKeysFromFile } from './config/postback-settings.js';
 import { settingName } from './config/schema.js';
 import type { Secret } from './config/secret.js';
-import { caFromFile, passwordFromFile, privateKeyFromFile } from './config/secret-files.js';
+import { caFromFile, macKeysFromFile, passwordFromFile, privateKeyFromFile } from './config/secret-files.js';
 import {
   SecretWatcher,
   type ReloadReport,
@@ -40,6 +41,8 @@ export interface RotationTargets {
   /** The postback receiver, when on (docs/postbacks.md): its key file and its forward secret file, when set. */
   readonly postbacks?:
     { replaceKeys(keys: readonly KeyObject[]): void; replaceForwardSecret(secret: KeyObject): void } | undefined;
+  /** The MACs of idempotency records and queued postbacks, when SIDECAR_STATE_MAC_KEY_FILE is set (docs/fleet.md). */
+  readonly recordMac?: { replaceKeys(keys: readonly KeyObject[]): void } | undefined;
 }
 
 const MESSAGES: Readonly<Record<WatchedSetting, string>> = {
@@ -50,6 +53,8 @@ const MESSAGES: Readonly<Record<WatchedSetting, string>> = {
   upstream_proxy_ca: "forward proxy CA rotated: the next tunnel trusts it for the proxy's certificate",
   postback_keys: "gateway's postback keys rotated: the next postback is verified with the keys now in the file",
   postback_forward_secret: `postback forward secret rotated: the next delivery to the application is signed with it, and for ${FORWARD_SECRET_GRACE_MS / 60_000} minutes with the previous one too`,
+  state_mac_keys:
+    'state MAC keys rotated: records are signed with the first key now and read under any key in the file',
 };
 
 /** The files this configuration watches: the private key always, the password and the CA when set as files. */
@@ -94,6 +99,21 @@ function watchedFiles(config: Config, targets: RotationTargets, onKey: (fingerpr
   if (postbackKeys !== undefined) files.push(postbackKeys);
   const forwardSecret = forwardSecretFile(config, targets);
   if (forwardSecret !== undefined) files.push(forwardSecret);
+  const macKeys = config.state.redis?.recordMac.keyFile;
+  const { recordMac } = targets;
+  if (macKeys !== undefined && recordMac !== undefined) {
+    // A rotation adds the new key on a line of its own, makes it first once every replica has it, and removes the
+    // old one after the records it signed have expired (docs/fleet.md, "Rotating the MAC key").
+    files.push(
+      watched(config, {
+        name: 'state_mac_keys',
+        key: 'state.macKeyFile',
+        file: macKeys,
+        parse: macKeysFromFile,
+        install: (keys) => recordMac.replaceKeys(keys),
+      }),
+    );
+  }
   return files;
 }
 

@@ -40,6 +40,7 @@ type PathKey =
   | 'upstream.proxy.caFile'
   | 'postback.publicKeyFile'
   | 'postback.forwardSecretFile'
+  | 'state.macKeyFile'
   | 'state.redis.passwordFile'
   | 'state.redis.caFile';
 
@@ -281,6 +282,7 @@ function stateSettings(
   if ([...settings.invalid].some((key) => key.startsWith('state.'))) return null;
   const raw = {
     ...settings.schema.get('state'),
+    macKeyFile: settings.path('state.macKeyFile'),
     redis: {
       ...settings.schema.get('state.redis'),
       passwordFile: settings.path('state.redis.passwordFile'),

@@ -450,6 +450,19 @@ export const SETTINGS = {
       default: 200_000,
       env: 'SIDECAR_STATE_MEMORY_MAX_ENTRIES',
     },
+    macKeyFile: {
+      doc: '`redis`: [MAC keys](fleet.md#who-can-write-under-the-prefix) of idempotency records and queued postbacks, base64, >= 32 bytes, one a line (the first signs); [re-read](fleet.md#rotating-the-mac-key).',
+      format: 'text',
+      default: '',
+      env: 'SIDECAR_STATE_MAC_KEY_FILE',
+      whenUnset: 'required in production with `redis`',
+    },
+    acceptUnsignedRecords: {
+      doc: '`redis`: read records without a MAC: with no key file the MAC is off, with one a [rollout](fleet.md#turning-the-mac-on).',
+      format: 'strict-boolean',
+      default: false,
+      env: 'SIDECAR_STATE_ACCEPT_UNSIGNED_RECORDS',
+    },
     redis: {
       mode: {
         doc: 'How Redis is found ([topologies](fleet.md#redis-topologies)).',

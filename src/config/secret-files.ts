@@ -1,7 +1,7 @@
 // The checks a secret file's content passes, at start (load.ts) and at every reload (secret-watch.ts): one
 // function per file, so a rotated file is judged exactly as the one the sidecar started with. Reasons never
 // quote the content.
-import { createHash, type KeyObject } from 'node:crypto';
+import { createHash, createSecretKey, type KeyObject } from 'node:crypto';
 import { ConfigError } from '../errors.js';
 import { parsePrivateKey } from './private-key.js';
 import { Secret } from './secret.js';
@@ -26,6 +26,35 @@ export function privateKeyFromFile(setting: string, file: string, pem: string): 
 export function caFromFile(setting: string, file: string, pem: string): string {
   if (!pem.includes('-----BEGIN CERTIFICATE-----')) throw new ConfigError(setting, `${file} holds no PEM certificate`);
   return pem;
+}
+
+/** The shortest MAC key SIDECAR_STATE_MAC_KEY_FILE takes: HMAC-SHA256's own output size. */
+export const MIN_MAC_KEY_BYTES = 32;
+
+/**
+ * SIDECAR_STATE_MAC_KEY_FILE: one key a line, base64 (or base64url) of at least 32 random bytes, newest first (the
+ * first signs, every one verifies). Blank lines are skipped; reasons name a key by its line, never its text.
+ */
+export function macKeysFromFile(setting: string, file: string, text: string): KeyObject[] {
+  const lines = text
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter((line) => line !== '');
+  if (lines.length === 0) throw new ConfigError(setting, `file ${file} is empty`);
+  return lines.map((line, index) => {
+    const which = lines.length > 1 ? `key ${index + 1} of ${lines.length}: ` : '';
+    if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(line)) {
+      throw new ConfigError(setting, `${file}: ${which}not base64 (one key a line: openssl rand -base64 32)`);
+    }
+    const bytes = Buffer.from(line, 'base64');
+    if (bytes.length < MIN_MAC_KEY_BYTES) {
+      throw new ConfigError(
+        setting,
+        `${file}: ${which}${bytes.length} bytes; at least ${MIN_MAC_KEY_BYTES} random bytes`,
+      );
+    }
+    return createSecretKey(bytes);
+  });
 }
 
 /** What identifies a secret file's content, at start and at every reload, without keeping the content. */

@@ -17,7 +17,8 @@ export type WatchedSetting =
   | 'upstream_proxy_password'
   | 'upstream_proxy_ca'
   | 'postback_keys'
-  | 'postback_forward_secret';
+  | 'postback_forward_secret'
+  | 'state_mac_keys';
 
 export interface WatchedFile {
   readonly name: WatchedSetting;

@@ -1,11 +1,12 @@
 // The shared state store's settings (docs/fleet.md), validated as one group: load.ts calls
 // loadStateSettings and adds its refusals and warnings to the others. Refusals never quote SIDECAR_REDIS_URL:
 // a URL someone wrote a password into must not end up in the logs of the pod that refused it.
+import type { KeyObject } from 'node:crypto';
 import { ConfigError } from '../errors.js';
 import { attempt } from './collect-errors.js';
 import type { ConfigWarning, Environment } from './config.js';
 import { envVarOf, settingName, type Settings } from './schema.js';
-import { caFromFile, passwordFromFile } from './secret-files.js';
+import { caFromFile, macKeysFromFile, passwordFromFile } from './secret-files.js';
 import type { Secret } from './secret.js';
 
 /** A Redis node or Sentinel, as `host:port`. */
@@ -28,6 +29,16 @@ export type RedisTopology =
     }
   | { readonly mode: 'cluster'; readonly nodes: readonly RedisNode[] };
 
+/** The MACs on idempotency records and queued postbacks (docs/fleet.md, "Who can write under the prefix"). */
+export interface RecordMacConfig {
+  /** Newest first: the first signs, every one verifies. Empty: the MAC is off. */
+  readonly keys: readonly KeyObject[];
+  /** SIDECAR_STATE_MAC_KEY_FILE, watched for rotation; undefined when not set. */
+  readonly keyFile: string | undefined;
+  /** Records without a MAC are read (always true without a key: nothing can be checked). */
+  readonly acceptUnsigned: boolean;
+}
+
 /** The Redis store's settings. */
 export interface RedisConfig extends Readonly<
   Pick<Settings['state']['redis'], 'keyPrefix' | 'commandTimeoutMs' | 'minReplicasAcked'>
@@ -41,6 +52,7 @@ export interface RedisConfig extends Readonly<
   /** PEM of the extra CA, and its file. */
   readonly ca: string | undefined;
   readonly caFile: string | undefined;
+  readonly recordMac: RecordMacConfig;
 }
 
 export interface StateConfig extends Readonly<Pick<Settings['state'], 'store' | 'memoryMaxEntries'>> {
@@ -187,13 +199,54 @@ function caOf(input: StateInput, tls: boolean | undefined): Pick<RedisConfig, 'c
   return { ca: caFromFile(setting, caFile, input.readFile(setting, caFile)), caFile };
 }
 
+/**
+ * SIDECAR_STATE_MAC_KEY_FILE: required in production (where a forged idempotency answer or postback is money),
+ * unless SIDECAR_STATE_ACCEPT_UNSIGNED_RECORDS=true says the operator runs without it; staging without it is warned.
+ */
+function recordMacOf(input: StateInput, warnings: ConfigWarning[]): RecordMacConfig {
+  const { macKeyFile, acceptUnsignedRecords } = input.raw;
+  const setting = settingName('state.macKeyFile');
+  const accept = envVarOf('state.acceptUnsignedRecords');
+  if (macKeyFile !== '') {
+    const keys = macKeysFromFile(setting, macKeyFile, input.readFile(setting, macKeyFile));
+    if (acceptUnsignedRecords) {
+      warnings.push({
+        setting: settingName('state.acceptUnsignedRecords'),
+        message: `is true: records without a MAC are still read; set it false once the rollout is over (docs/fleet.md#turning-the-mac-on)`,
+      });
+    }
+    return { keys, keyFile: macKeyFile, acceptUnsigned: acceptUnsignedRecords };
+  }
+  if (input.environment === 'production' && !acceptUnsignedRecords) {
+    throw new ConfigError(
+      setting,
+      `is required in production with ${envVarOf('state.store')}=redis: without it, whoever can write under the key prefix can forge idempotency answers and queued postbacks (docs/fleet.md#who-can-write-under-the-prefix); ${accept}=true runs without`,
+    );
+  }
+  warnings.push({
+    setting,
+    message:
+      'is not set: idempotency records and queued postbacks in Redis carry no MAC, and whoever can write under the key prefix can forge them (docs/fleet.md#who-can-write-under-the-prefix)',
+  });
+  return { keys: [], keyFile: undefined, acceptUnsigned: true };
+}
+
 function redisSettings(input: StateInput, errors: ConfigError[], warnings: ConfigWarning[]): RedisConfig | undefined {
   const { redis } = input.raw;
   const target = attempt(errors, () => topologyOf(input));
   const secrets = attempt(errors, () => credentials(input));
   const ca = attempt(errors, () => caOf(input, target?.tls));
   const prefix = attempt(errors, () => keyPrefix(redis.keyPrefix));
-  if (target === undefined || secrets === undefined || ca === undefined || prefix === undefined) return undefined;
+  const recordMac = attempt(errors, () => recordMacOf(input, warnings));
+  if (
+    target === undefined ||
+    secrets === undefined ||
+    ca === undefined ||
+    prefix === undefined ||
+    recordMac === undefined
+  ) {
+    return undefined;
+  }
   if (!target.tls && input.environment === 'production') {
     const standalone = target.topology.mode === 'standalone';
     warnings.push({
@@ -204,7 +257,7 @@ function redisSettings(input: StateInput, errors: ConfigError[], warnings: Confi
   const { commandTimeoutMs } = redis;
   const minReplicasAcked =
     redis.minReplicasAcked === 'auto' ? AUTO_REPLICAS[target.topology.mode] : redis.minReplicasAcked;
-  return { ...target, ...secrets, ...ca, keyPrefix: prefix, commandTimeoutMs, minReplicasAcked };
+  return { ...target, ...secrets, ...ca, keyPrefix: prefix, commandTimeoutMs, minReplicasAcked, recordMac };
 }
 
 /**
@@ -215,11 +268,12 @@ const AUTO_REPLICAS = { standalone: 0, sentinel: 1, cluster: 'auto' } as const;
 
 /** Redis settings given while the store is memory: probably a forgotten SIDECAR_STATE_STORE=redis. */
 function unusedRedisSettings(raw: Settings['state']): ConfigWarning[] {
-  const set = (['url', 'username', 'passwordFile', 'caFile', 'sentinelMaster', 'sentinelPasswordFile'] as const).filter(
-    (key) => raw.redis[key] !== '',
-  );
-  return set.map((key) => ({
-    setting: name(key),
+  const set = (['url', 'username', 'passwordFile', 'caFile', 'sentinelMaster', 'sentinelPasswordFile'] as const)
+    .filter((key) => raw.redis[key] !== '')
+    .map(name);
+  if (raw.macKeyFile !== '') set.push(settingName('state.macKeyFile'));
+  return set.map((setting) => ({
+    setting,
     message: `is set but ${envVarOf('state.store')} is memory: Redis is not used`,
   }));
 }

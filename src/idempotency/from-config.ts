@@ -1,5 +1,6 @@
 import type { Config } from '../config/config.js';
 import type { Logger } from '../observability/log.js';
+import type { RecordMac } from '../state/record-mac.js';
 import type { StateStore } from '../state/state-store.js';
 import { DEFAULT_WAIT_FOR_TOKEN_MS } from '../token/token-manager.js';
 import { claimDeadlineMs, requestDeadlineMs } from './deadline.js';
@@ -17,14 +18,24 @@ export function requestDeadlineFromConfig(config: Config): number {
   });
 }
 
-/** The keeper the settings describe, on the sidecar's one state store (memory for a pod, Redis for a fleet). */
-export function keeperFromConfig(config: Config, store: StateStore, log: Logger, now: () => number): IdempotencyKeeper {
+/**
+ * The keeper the settings describe, on the sidecar's one state store (memory for a pod, Redis for a fleet), its
+ * records signed with `recordMac` (SIDECAR_STATE_MAC_KEY_FILE) when given.
+ */
+export function keeperFromConfig(
+  config: Config,
+  store: StateStore,
+  log: Logger,
+  now: () => number,
+  recordMac?: RecordMac,
+): IdempotencyKeeper {
   return new IdempotencyKeeper({
     store,
     ttlMs: config.idempotency.ttlSeconds * 1000,
     claimDeadlineMs: claimDeadlineMs(requestDeadlineFromConfig(config), storeWriteMs(config)),
     now,
     log,
+    ...(recordMac === undefined ? {} : { recordMac }),
   });
 }
 

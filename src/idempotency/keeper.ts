@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { sidecarErrors } from '../errors.js';
 import type { Logger } from '../observability/log.js';
+import { NO_RECORD_MAC, type RecordMac } from '../state/record-mac.js';
 import type { StateStore } from '../state/state-store.js';
 import type { IdempotencyKey } from './key.js';
 import {
@@ -21,6 +22,11 @@ export interface KeeperOptions {
   /** Wall clock (Unix ms): deadlines are compared across replicas. */
   readonly now: () => number;
   readonly log: Logger;
+  /**
+   * Signs each record written and checks each record read (SIDECAR_STATE_MAC_KEY_FILE): a record that fails is
+   * neither replayed nor sent again (`unverified`). Default: none (the memory store).
+   */
+  readonly recordMac?: RecordMac;
 }
 
 /** This request holds the key: it must complete (an answer) or release (nothing was sent) its record. */
@@ -39,7 +45,12 @@ export type Claim =
   /** An in_progress record past its deadline, now recorded as outcome_unknown; `owner` is the request that died. */
   | { readonly kind: 'abandoned'; readonly answer: KeptAnswer; readonly owner: string }
   | { readonly kind: 'in_progress' }
-  | { readonly kind: 'key_reused' };
+  | { readonly kind: 'key_reused' }
+  /**
+   * The record fails its MAC: someone wrote it under the prefix, or it was moved from another key. It is not
+   * replayed, and nothing is sent either: it may stand in for a real payment's record.
+   */
+  | { readonly kind: 'unverified' };
 
 /**
  * Claims and answers are written acknowledged: a Redis failover to a replica that had not received them would
@@ -72,8 +83,11 @@ export class IdempotencyKeeper {
    * retry that reaches this replica meanwhile is still answered from here, never sent a second time.
    */
   private readonly inFlight = new Map<string, LocalClaim>();
+  private readonly mac: RecordMac;
 
-  constructor(private readonly options: KeeperOptions) {}
+  constructor(private readonly options: KeeperOptions) {
+    this.mac = options.recordMac ?? NO_RECORD_MAC;
+  }
 
   /** Rejects with StateStoreUnavailableError when the store cannot answer: the caller then must not send. */
   async claim(key: IdempotencyKey, fingerprint: string, owner: string): Promise<Claim> {
@@ -90,20 +104,22 @@ export class IdempotencyKeeper {
         deadline: now() + this.options.claimDeadlineMs,
         claim: randomBytes(9).toString('base64url'),
       };
-      const value = encodeRecord(mine);
+      const value = this.mac.seal(storeKey, encodeRecord(mine));
       if (await this.setClaim(storeKey, value)) {
         this.inFlight.set(storeKey, { fingerprint, deadline: mine.deadline, value });
         return { kind: 'new', ticket: { storeKey, keySha256: key.sha256, fingerprint, value } };
       }
       const found = await store.get(storeKey);
       if (found === undefined) continue; // released or expired between the two calls: claim again
-      const record = decodeRecord(found);
+      const opened = this.mac.open('idempotency', storeKey, found);
+      if ('rejected' in opened) return { kind: 'unverified' };
+      const record = decodeRecord(opened.content);
       if (record.fingerprint !== fingerprint) return { kind: 'key_reused' };
       if (record.state === 'done') return { kind: 'replayed', answer: record.answer };
       if (record.deadline > now()) return { kind: 'in_progress' };
       // Its replica died (or lost the store) after it may have sent: never resend, record outcome_unknown.
       const answer = errorAnswer(sidecarErrors.outcomeUnknown(502, 'abandoned'));
-      const done = encodeRecord({ state: 'done', fingerprint, answer });
+      const done = this.mac.seal(storeKey, encodeRecord({ state: 'done', fingerprint, answer }));
       if (await store.compareAndSet(storeKey, found, done, this.options.ttlMs, ACKNOWLEDGED)) {
         return { kind: 'abandoned', answer, owner: record.owner };
       }
@@ -116,7 +132,8 @@ export class IdempotencyKeeper {
    * record left in_progress reads as outcome_unknown after its deadline (never as "send it").
    */
   async complete(ticket: Ticket, answer: KeptAnswer): Promise<void> {
-    const done = encodeRecord({ state: 'done', fingerprint: ticket.fingerprint, answer } satisfies DoneRecord);
+    const record = encodeRecord({ state: 'done', fingerprint: ticket.fingerprint, answer } satisfies DoneRecord);
+    const done = this.mac.seal(ticket.storeKey, record);
     const { store, ttlMs } = this.options;
     await this.guard(ticket, 'complete', async () => {
       if (await store.compareAndSet(ticket.storeKey, ticket.value, done, ttlMs, ACKNOWLEDGED)) return true;

@@ -30,6 +30,11 @@ export const METRICS = {
   /** counter: live entries the memory store dropped to stay within SIDECAR_STATE_MEMORY_MAX_ENTRIES. */
   stateStoreEvictions: 'signing_sidecar_state_store_evictions_total',
   /**
+   * counter{kind}: records read from Redis and refused because their MAC is missing or wrong (state/record-mac.ts);
+   * kind idempotency|postback. Created at zero.
+   */
+  stateRecordsRejected: 'signing_sidecar_state_records_rejected_total',
+  /**
    * counter{cause_family, outcome}: failed sends to the gateway, each attempt (token calls and retries included);
    * cause_family proxy|gateway|sidecar (which hop failed), outcome not_sent|sent_no_answer. Created at zero.
    */
@@ -48,7 +53,7 @@ export const METRICS = {
   clockCorrection: 'signing_sidecar_clock_correction_seconds',
   /** counter: measured offsets beyond SIDECAR_CLOCK_SKEW_MAX_CORRECTION_SECONDS, not applied. */
   clockCorrectionsRefused: 'signing_sidecar_clock_corrections_refused_total',
-  /** counter{setting, outcome}: secret files read again; setting private_key|password|upstream_ca|upstream_proxy_password|upstream_proxy_ca|postback_keys|postback_forward_secret, outcome success|error. */
+  /** counter{setting, outcome}: secret files read again; setting private_key|password|upstream_ca|upstream_proxy_password|upstream_proxy_ca|postback_keys|postback_forward_secret|state_mac_keys, outcome success|error. */
   configReloads: 'signing_sidecar_config_reloads_total',
   /** gauge{version, environment, key_fingerprint} = 1; one series, the key in use (replaced on a key rotation). */
   buildInfo: 'signing_sidecar_build_info',
@@ -79,7 +84,7 @@ export type CauseFamily = (typeof CAUSE_FAMILIES)[number];
 /**
  * What a request's Idempotency-Key did: new (claimed, sent), replayed (stored answer), in_progress (409),
  * key_reused (422), abandoned (a dead replica's in_progress record answered outcome_unknown), unavailable (503,
- * store unreachable), key_invalid (400), key_required (428).
+ * store unreachable), key_invalid (400), key_required (428), unverified (500: the record failed its MAC).
  */
 export const IDEMPOTENCY_OUTCOMES = [
   'new',
@@ -90,6 +95,7 @@ export const IDEMPOTENCY_OUTCOMES = [
   'unavailable',
   'key_invalid',
   'key_required',
+  'unverified',
 ] as const;
 export type IdempotencyOutcome = (typeof IDEMPOTENCY_OUTCOMES)[number];
 

@@ -1,6 +1,10 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { METRICS } from './metric-names.js';
 
+/** What a refused record was (state/record-mac.ts): the `kind` label of signing_sidecar_state_records_rejected_total. */
+export const STATE_RECORD_KINDS = ['idempotency', 'postback'] as const;
+export type StateRecordKind = (typeof STATE_RECORD_KINDS)[number];
+
 /**
  * The commands the Redis store sends, as the command label says them (ping: the recovery probe; wait: replicas
  * acknowledging a money write).
@@ -42,6 +46,7 @@ export class StateStoreMetrics {
   private readonly up: Gauge;
   private readonly commands: Histogram<'command' | 'outcome'>;
   private readonly evictions: Counter;
+  private readonly rejected: Counter<'kind'>;
 
   constructor(registry: Registry) {
     this.up = new Gauge({
@@ -61,6 +66,13 @@ export class StateStoreMetrics {
       help: 'Live entries the memory store dropped (oldest first) to stay within SIDECAR_STATE_MEMORY_MAX_ENTRIES.',
       registers: [registry],
     });
+    this.rejected = new Counter({
+      name: METRICS.stateRecordsRejected,
+      help: 'Records read from Redis and refused because their MAC is missing or wrong (someone wrote under the key prefix, or the replicas hold different MAC keys), by kind.',
+      labelNames: ['kind'] as const,
+      registers: [registry],
+    });
+    for (const kind of STATE_RECORD_KINDS) this.rejected.inc({ kind }, 0);
     // At zero, so that rate() and the dashboard see the first failure.
     for (const command of STATE_STORE_COMMANDS) {
       for (const outcome of STATE_STORE_OUTCOMES) this.commands.zero({ command, outcome });
@@ -77,5 +89,9 @@ export class StateStoreMetrics {
 
   evicted(): void {
     this.evictions.inc();
+  }
+
+  recordRejected(kind: StateRecordKind): void {
+    this.rejected.inc({ kind });
   }
 }

@@ -5,19 +5,21 @@
 import { luaScript } from '../state/redis-scripts.js';
 
 /**
- * KEYS entry, pending, order, stream; ARGV id, payload, headers, order (its short name), now ms.
+ * KEYS entry, pending, order, stream; ARGV id, payload, headers, order (its short name), now ms, MAC (or '').
  * Stores a new postback and puts it in its transaction's line; first in line, it goes to the stream at once.
  * 1 when stored, 0 when the id is kept already (a redelivery of a postback not yet delivered, or dead).
+ * The payload, headers, order and MAC are written here once and never changed by any script: the MAC the sidecar
+ * computed over them (state/record-mac.ts) still holds when TAKE reads them back, whatever moves the id made.
  */
 export const APPEND = luaScript(`if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'payload', ARGV[2], 'headers', ARGV[3], 'order', ARGV[4], 'received_ms', ARGV[5], 'attempts', '0')
+redis.call('HSET', KEYS[1], 'payload', ARGV[2], 'headers', ARGV[3], 'order', ARGV[4], 'received_ms', ARGV[5], 'attempts', '0', 'mac', ARGV[6])
 redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1])
 if redis.call('RPUSH', KEYS[3], ARGV[1]) == 1 then redis.call('XADD', KEYS[4], '*', 'id', ARGV[1]) end
 return 1`);
 
 /**
  * KEYS entry, stream; ARGV stream entry id, group, now ms. Counts one more attempt and answers
- * {attempts, payload, headers, order}; false when the postback was dropped meanwhile (its stream entry is done).
+ * {attempts, payload, headers, order, MAC}; false when the postback was dropped meanwhile (its stream entry is done).
  */
 export const TAKE = luaScript(`if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('XACK', KEYS[2], ARGV[2], ARGV[1])
@@ -26,8 +28,8 @@ export const TAKE = luaScript(`if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 local attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
 redis.call('HSET', KEYS[1], 'last_attempt_ms', ARGV[3])
-local f = redis.call('HMGET', KEYS[1], 'payload', 'headers', 'order')
-return {attempts, f[1], f[2], f[3]}`);
+local f = redis.call('HMGET', KEYS[1], 'payload', 'headers', 'order', 'mac')
+return {attempts, f[1], f[2], f[3], f[4]}`);
 
 /** Shared by SETTLE and DROP: takes `id` out of its line; the next postback of the transaction goes to the stream. */
 const LEAVE_LINE = `local function leave_line(line, stream, id)

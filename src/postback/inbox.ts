@@ -9,6 +9,7 @@
 // postback leaves it pending in the group, and another replica takes it over; X-Postback-Id lets the application
 // see a second delivery.
 import { createHash } from 'node:crypto';
+import { NO_RECORD_MAC, type RecordMac } from '../state/record-mac.js';
 import type { RedisStateStore, StreamEntry } from '../state/redis-store.js';
 import { APPEND, DROP, INSPECT, RELEASE_DUE, REPLAY, SETTLE, STATUS, TAKE } from './inbox-scripts.js';
 
@@ -169,10 +170,25 @@ function summaryOf(row: InspectedPostback): PostbackSummary {
   return summary;
 }
 
-export function createRedisInbox(store: RedisStateStore): PostbackInbox {
+/**
+ * The inbox on `store`. `mac` (SIDECAR_STATE_MAC_KEY_FILE) signs each postback kept and checks it when it is taken:
+ * one that fails is never delivered but goes to the dead letters as evidence (counted and logged by `mac`).
+ */
+export function createRedisInbox(store: RedisStateStore, mac: RecordMac = NO_RECORD_MAC): PostbackInbox {
   const scope = store.storedKey('');
   const acknowledged = { acknowledged: true } as const;
   const allKeys = (id: string, orderKey: string) => [entryKey(id), STREAM, PENDING, RETRY, DEAD, orderKey];
+
+  async function settleEntry(
+    postback: Pick<TakenPostback, 'streamId' | 'id' | 'orderKey'>,
+    settlement: Settlement,
+    nowMs: number,
+  ): Promise<boolean> {
+    const dueMs = settlement.outcome === 'retry' ? String(settlement.dueMs) : '';
+    const error = settlement.outcome === 'delivered' ? '' : settlement.error;
+    const args = [postback.streamId, DELIVERY_GROUP, postback.id, settlement.outcome, String(nowMs), dueMs, error];
+    return Number(await store.evalScript('inbox_settle', SETTLE, allKeys(postback.id, postback.orderKey), args)) === 1;
+  }
 
   async function take(entries: readonly StreamEntry[], nowMs: number): Promise<TakenPostback[]> {
     const taken: TakenPostback[] = [];
@@ -185,8 +201,14 @@ export function createRedisInbox(store: RedisStateStore): PostbackInbox {
         [entryKey(id), STREAM],
         [streamId, DELIVERY_GROUP, String(nowMs)],
       );
-      const [attempts, payload, headers, orderKey] = strings(reply);
+      const [attempts, payload, headers, orderKey, tag] = strings(reply);
       if (attempts === undefined || payload === undefined || orderKey === undefined) continue;
+      const rejected = mac.check('postback', entryKey(id), [payload, headers ?? '', orderKey], tag);
+      if (rejected !== undefined) {
+        const error = `refused: MAC ${rejected === 'unsigned' ? 'missing' : 'wrong'} (docs/runbooks.md#runbook-state-records-rejected)`;
+        await settleEntry({ streamId, id, orderKey }, { outcome: 'dead', error }, nowMs);
+        continue;
+      }
       taken.push({
         streamId,
         id,
@@ -218,7 +240,9 @@ export function createRedisInbox(store: RedisStateStore): PostbackInbox {
   return {
     prepare: () => store.streamGroupCreate(STREAM, DELIVERY_GROUP),
     async append(postback, nowMs) {
-      const args = [postback.id, postback.payload, JSON.stringify(postback.headers), postback.orderKey, String(nowMs)];
+      const headers = JSON.stringify(postback.headers);
+      const tag = mac.tag(entryKey(postback.id), [postback.payload, headers, postback.orderKey]) ?? '';
+      const args = [postback.id, postback.payload, headers, postback.orderKey, String(nowMs), tag];
       const keys = [entryKey(postback.id), PENDING, postback.orderKey, STREAM];
       const stored = await store.evalScript('inbox_append', APPEND, keys, args, acknowledged);
       return Number(stored) === 1 ? 'accepted' : 'duplicate';
@@ -231,14 +255,7 @@ export function createRedisInbox(store: RedisStateStore): PostbackInbox {
     },
     claimStale: async (consumer, minIdleMs, count, nowMs) =>
       take(await store.streamAutoClaim(STREAM, DELIVERY_GROUP, consumer, minIdleMs, count), nowMs),
-    async settle(postback, settlement, nowMs) {
-      const dueMs = settlement.outcome === 'retry' ? String(settlement.dueMs) : '';
-      const error = settlement.outcome === 'delivered' ? '' : settlement.error;
-      const args = [postback.streamId, DELIVERY_GROUP, postback.id, settlement.outcome, String(nowMs), dueMs, error];
-      return (
-        Number(await store.evalScript('inbox_settle', SETTLE, allKeys(postback.id, postback.orderKey), args)) === 1
-      );
-    },
+    settle: settleEntry,
     async releaseDue(nowMs, count) {
       return Number(
         await store.evalScript('inbox_release', RELEASE_DUE, [RETRY, STREAM], [String(nowMs), String(count)]),

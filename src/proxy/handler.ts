@@ -183,7 +183,8 @@ type Admitted = Extract<Claim, { kind: 'new' | 'replayed' | 'abandoned' }>;
 
 /**
  * Claims the key for this request (after its body was read and validated). `new`: send it; `replayed` and
- * `abandoned`: answer from the record. Throws 409 in_progress, 422 key_reused, 503 unavailable: none sends.
+ * `abandoned`: answer from the record. Throws 409 in_progress, 422 key_reused, 503 unavailable, 500
+ * record_unverified: none sends.
  */
 async function claimIdempotencyKey(
   deps: HandlerDeps,
@@ -205,6 +206,7 @@ async function claimIdempotencyKey(
   deps.metrics.idempotency(claim.kind);
   if (claim.kind === 'in_progress') throw sidecarErrors.idempotencyInProgress();
   if (claim.kind === 'key_reused') throw sidecarErrors.idempotencyKeyReused();
+  if (claim.kind === 'unverified') throw sidecarErrors.idempotencyRecordUnverified();
   if (claim.kind === 'abandoned') {
     // For reconciliation: the request that claimed the key and may have reached the gateway before its replica died.
     deps.log.warn(

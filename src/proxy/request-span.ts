@@ -32,7 +32,7 @@ function idempotencyOutcome(key: KeyState, outcome: RequestOutcome): string {
   if (outcome.causeCode === 'ERR_IDEMPOTENCY_ABANDONED') return 'abandoned';
   if (outcome.replayed === true) return 'replayed';
   if (key.claimed) return 'new';
-  // Refused for its key: in_progress, key_reused, unavailable, key_invalid, key_required.
+  // Refused for its key: in_progress, key_reused, unavailable, key_invalid, key_required, record_unverified.
   if (outcome.code.startsWith(IDEMPOTENCY_CODE)) return outcome.code.slice(IDEMPOTENCY_CODE.length);
   return key.hasKey ? 'unclaimed' : 'none';
 }

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
@@ -13,10 +14,14 @@ describe('config: the shared state store (SIDECAR_STATE_STORE, SIDECAR_REDIS_*)'
   let env: NodeJS.ProcessEnv;
   let passwordFile: string;
   let caFile: string;
+  let macKeyFile: string;
+  const macKey = randomBytes(32);
 
   before(async () => {
     keys = await makeKeys(2048);
     ({ passwordFile, caFile } = await secretFiles(keys.dir, 'redis', 'redis-secret-pw'));
+    macKeyFile = join(keys.dir, 'state-mac-key');
+    await writeFile(macKeyFile, `${macKey.toString('base64')}\n`, { mode: 0o600 });
     env = productionEnv(keys.privateKeyFile);
   });
 
@@ -24,6 +29,7 @@ describe('config: the shared state store (SIDECAR_STATE_STORE, SIDECAR_REDIS_*)'
     ...env,
     SIDECAR_STATE_STORE: 'redis',
     SIDECAR_REDIS_URL: 'rediss://redis.internal:6380/2',
+    SIDECAR_STATE_MAC_KEY_FILE: macKeyFile,
     ...extra,
   });
 
@@ -166,5 +172,83 @@ describe('config: the shared state store (SIDECAR_STATE_STORE, SIDECAR_REDIS_*)'
     const forgotten = loadConfig({ ...env, SIDECAR_REDIS_URL: 'redis://redis.internal:6379' });
     assert.equal(forgotten.state.store, 'memory');
     assert.match(forgotten.warnings[0]!.message, /SIDECAR_STATE_STORE is memory: Redis is not used/);
+  });
+
+  describe('the MAC of the records in Redis (SIDECAR_STATE_MAC_KEY_FILE, docs/fleet.md)', () => {
+    const keyFile = async (name: string, text: string): Promise<string> => {
+      const file = join(keys.dir, name);
+      await writeFile(file, text, { mode: 0o600 });
+      return file;
+    };
+    const staging = (extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv =>
+      redisEnv({ SIDECAR_ENVIRONMENT: 'staging', SIDECAR_BASE_URL: 'http://127.0.0.1:9', ...extra });
+
+    it('reads the key file: every key, newest first, as secret keys that never serialise', async () => {
+      const older = randomBytes(48);
+      const file = await keyFile('two-mac-keys', `${macKey.toString('base64url')}\n\n${older.toString('base64')}\n`);
+      const config = loadConfig(redisEnv({ SIDECAR_STATE_MAC_KEY_FILE: file }));
+      const mac = config.state.redis!.recordMac;
+      assert.equal(mac.keyFile, file);
+      assert.equal(mac.acceptUnsigned, false);
+      assert.deepEqual(
+        mac.keys.map((key) => key.export()),
+        [macKey, older],
+      );
+      assert.equal(JSON.stringify(config).includes(macKey.toString('base64')), false);
+      assert.deepEqual(config.warnings, []);
+    });
+
+    it('is required in production with Redis; the refusal says how to run without', () =>
+      refuse(
+        { SIDECAR_STATE_MAC_KEY_FILE: '' },
+        'SIDECAR_STATE_MAC_KEY_FILE',
+        /required in production with SIDECAR_STATE_STORE=redis.*forge.*SIDECAR_STATE_ACCEPT_UNSIGNED_RECORDS=true/,
+      ));
+
+    it('turned off explicitly in production, or left unset in staging: started, with a warning', () => {
+      for (const config of [
+        loadConfig(redisEnv({ SIDECAR_STATE_MAC_KEY_FILE: '', SIDECAR_STATE_ACCEPT_UNSIGNED_RECORDS: 'true' })),
+        loadConfig(staging({ SIDECAR_STATE_MAC_KEY_FILE: '' })),
+      ]) {
+        assert.deepEqual(config.state.redis!.recordMac, { keys: [], keyFile: undefined, acceptUnsigned: true });
+        assert.deepEqual(
+          config.warnings.map((w) => w.setting),
+          ['SIDECAR_STATE_MAC_KEY_FILE (state.macKeyFile)'],
+        );
+        assert.match(config.warnings[0]!.message, /carry no MAC.*can forge them/);
+      }
+    });
+
+    it('a key with unsigned records still accepted (a rollout) is warned', () => {
+      const config = loadConfig(redisEnv({ SIDECAR_STATE_ACCEPT_UNSIGNED_RECORDS: 'true' }));
+      assert.equal(config.state.redis!.recordMac.acceptUnsigned, true);
+      assert.equal(config.state.redis!.recordMac.keys.length, 1);
+      assert.match(config.warnings[0]!.message, /without a MAC are still read.*rollout/);
+    });
+
+    it('refuses a short key, text that is not base64, an empty file, naming the line but never the key', async () => {
+      const short = randomBytes(16).toString('base64');
+      const cases: Array<[string, RegExp]> = [
+        [`${macKey.toString('base64')}\n${short}\n`, /key 2 of 2: 16 bytes; at least 32 random bytes/],
+        ['correct horse battery staple correct horse\n', /not base64/],
+        ['\n\n', /is empty/],
+      ];
+      for (const [index, [text, reason]] of cases.entries()) {
+        const file = await keyFile(`bad-mac-key-${index}`, text);
+        const refused = refusal(
+          () => loadConfig(redisEnv({ SIDECAR_STATE_MAC_KEY_FILE: file })),
+          'SIDECAR_STATE_MAC_KEY_FILE',
+          reason,
+        );
+        assert.equal(refused.includes(short) || refused.includes('horse'), false, refused);
+      }
+    });
+
+    it('with the memory store: ignored, with a warning', () => {
+      const config = loadConfig({ ...env, SIDECAR_STATE_MAC_KEY_FILE: macKeyFile });
+      assert.equal(config.state.redis, undefined);
+      assert.match(config.warnings[0]!.message, /SIDECAR_STATE_STORE is memory: Redis is not used/);
+      assert.equal(config.warnings[0]!.setting, 'SIDECAR_STATE_MAC_KEY_FILE (state.macKeyFile)');
+    });
   });
 });

@@ -407,6 +407,7 @@ describe('deploy/components/redis-state (fleet mode, docs/fleet.md)', () => {
     return renderDir(dir, `${resource} + components/redis-state`);
   };
   const REDIS_MOUNT = '/var/run/secrets/signing-sidecar-redis';
+  const MAC_MOUNT = '/var/run/secrets/signing-sidecar-state-mac';
 
   test('sets the Redis settings on the sidecar, known to the config and accepted by it', () => {
     const rendered = withComponent('overlays/production');
@@ -418,10 +419,36 @@ describe('deploy/components/redis-state (fleet mode, docs/fleet.md)', () => {
     for (const name of Object.keys(env)) assert.ok(known.has(name), `${name} is not a setting of src/config/schema.ts`);
     const redisPasswordFile = join(scratch, 'redis-password');
     writeFileSync(redisPasswordFile, 'example-redis-password\n');
-    const config = loadConfig({ ...withStandIns(env), SIDECAR_REDIS_PASSWORD_FILE: redisPasswordFile });
+    assert.equal(env.SIDECAR_STATE_MAC_KEY_FILE, `${MAC_MOUNT}/key`, 'production with Redis requires the MAC key');
+    const macKeyFile = join(scratch, 'state-mac-key');
+    writeFileSync(macKeyFile, `${randomBytes(32).toString('base64')}\n`);
+    const config = loadConfig({
+      ...withStandIns(env),
+      SIDECAR_REDIS_PASSWORD_FILE: redisPasswordFile,
+      SIDECAR_STATE_MAC_KEY_FILE: macKeyFile,
+    });
     assert.equal(config.state.store, 'redis');
     assert.equal(config.state.redis?.tls, true);
     assert.equal(config.state.redis?.username, 'signing-sidecar');
+    assert.equal(config.state.redis?.recordMac.keys.length, 1);
+  });
+
+  test('mounts the MAC key from a Secret of its own (not the Redis one), read-only, for the sidecar only', () => {
+    const spec = podSpec(withComponent('overlays/production'));
+    const volume = only(
+      (spec.volumes ?? []).filter((v) => v.secret?.secretName === 'signing-sidecar-state-mac'),
+      'MAC key Secret volume',
+    );
+    assert.equal(volume.secret?.defaultMode, 0o440);
+    for (const c of allContainers(spec)) {
+      const mounts = (c.volumeMounts ?? []).filter((m) => m.name === volume.name);
+      if (c.name !== SIDECAR_CONTAINER) {
+        assert.equal(mounts.length, 0, `${c.name} must not see the MAC key`);
+        continue;
+      }
+      const mount = only(mounts, 'MAC key Secret mount');
+      assert.deepEqual([mount.mountPath, mount.readOnly, mount.subPath], [MAC_MOUNT, true, undefined]);
+    }
   });
 
   test('mounts the Redis password Secret as a directory, read-only, for the sidecar only', () => {

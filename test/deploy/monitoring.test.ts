@@ -29,6 +29,7 @@ export const RUNBOOK_ANCHORS = [
   'runbook-state-store-down',
   'runbook-state-store-evicting',
   'runbook-a-redis-failover',
+  'runbook-state-records-rejected',
 ] as const;
 /** Labels that Prometheus (PodMonitor relabelling) adds to every scraped series. */
 const TARGET_LABELS = new Set(['namespace', 'pod', 'container', 'job', 'instance', 'endpoint']);
@@ -93,6 +94,7 @@ describe('PrometheusRule', () => {
             .replaceAll('{{ $labels.namespace }}', 'payments')
             .replaceAll('{{ $labels.pod }}', 'p-1')
             .replaceAll('{{ $labels.setting }}', 'private_key')
+            .replaceAll('{{ $labels.kind }}', 'postback')
             .replaceAll('{{ $value | humanize }}', value)
             .replaceAll('{{ $value | humanizeDuration }}', value),
         ]),
@@ -233,6 +235,35 @@ describe('PrometheusRule', () => {
         alert_rule_test: [quiet('SigningSidecarStateStoreEvicting')],
       },
       {
+        // One postback written under the prefix without a valid MAC, refused: the series exist at zero, so it fires.
+        interval: '1m',
+        input_series: [
+          { series: `signing_sidecar_state_records_rejected_total{${pod}, kind="postback"}`, values: '0x5 1x10' },
+          { series: `signing_sidecar_state_records_rejected_total{${pod}, kind="idempotency"}`, values: '0x15' },
+        ],
+        alert_rule_test: [
+          {
+            eval_time: '10m',
+            alertname: 'SigningSidecarStateRecordsRejected',
+            exp_alerts: [
+              {
+                exp_labels: { severity: 'critical', namespace: 'payments', pod: 'p-1', kind: 'postback' },
+                exp_annotations: annotations('SigningSidecarStateRecordsRejected', '1'),
+              },
+            ],
+          },
+        ],
+      },
+      {
+        // Every record verified: quiet.
+        interval: '1m',
+        input_series: [
+          { series: `signing_sidecar_state_records_rejected_total{${pod}, kind="postback"}`, values: '0x15' },
+          { series: `signing_sidecar_state_records_rejected_total{${pod}, kind="idempotency"}`, values: '0x15' },
+        ],
+        alert_rule_test: [quiet('SigningSidecarStateRecordsRejected')],
+      },
+      {
         // A Redis restart (one minute down): quiet.
         interval: '1m',
         input_series: [{ series: `signing_sidecar_state_store_up{${pod}}`, values: '1x5 0 1x9' }],
@@ -357,6 +388,7 @@ describe('PrometheusRule', () => {
       'SigningSidecarGatewayLatencyHigh',
       'SigningSidecarStateStoreDown',
       'SigningSidecarStateStoreEvicting',
+      'SigningSidecarStateRecordsRejected',
       'SigningSidecarPostbackSignatureInvalid',
       'SigningSidecarPostbackDeliveryFailing',
       'SigningSidecarPostbackBacklogAging',

@@ -6,14 +6,15 @@ import { IdempotencyKeeper, type Claim } from '../../src/idempotency/keeper.js';
 import { idempotencyKey, type IdempotencyKey } from '../../src/idempotency/key.js';
 import { errorAnswer, type KeptAnswer } from '../../src/idempotency/record.js';
 import { createLogger } from '../../src/observability/log.js';
+import type { RecordMac } from '../../src/state/record-mac.js';
 import { StateStoreUnavailableError, type StateStore } from '../../src/state/state-store.js';
 import { SwitchableStore } from '../support/failing-store.js';
 import { CapturedOutput } from '../support/sidecar.js';
 
 export const LONGEST_MS = 60_000;
 
-/** A keeper on `store` whose wall clock the test moves. */
-export function keeperOn(store: StateStore, logs = new CapturedOutput()) {
+/** A keeper on `store` whose wall clock the test moves, its records signed with `recordMac` when given. */
+export function keeperOn(store: StateStore, logs = new CapturedOutput(), recordMac?: RecordMac) {
   const clock = { now: Date.now() };
   const keeper = new IdempotencyKeeper({
     store,
@@ -21,6 +22,7 @@ export function keeperOn(store: StateStore, logs = new CapturedOutput()) {
     claimDeadlineMs: LONGEST_MS,
     now: () => clock.now,
     log: createLogger('debug', logs),
+    ...(recordMac === undefined ? {} : { recordMac }),
   });
   return { keeper, clock, logs };
 }
@@ -39,8 +41,10 @@ function ticketOf(claim: Claim) {
   return claim.ticket;
 }
 
-/** The protocol, run against every StateStore implementation (memory and Redis). */
-export function describeKeeperContract(name: string, open: () => Promise<StateStore>): void {
+/** The protocol, run against every StateStore implementation (memory and Redis), with records signed when `recordMac`
+ * is given. */
+export function describeKeeperContract(name: string, open: () => Promise<StateStore>, recordMac?: RecordMac): void {
+  const keeperFor = (store: StateStore) => keeperOn(store, undefined, recordMac);
   describe(`idempotency protocol on the ${name} store`, () => {
     let store: StateStore;
     before(async () => {
@@ -51,7 +55,7 @@ export function describeKeeperContract(name: string, open: () => Promise<StateSt
     });
 
     it('first claim is new; the same request meanwhile is in_progress; another body is key_reused', async () => {
-      const { keeper } = keeperOn(store);
+      const { keeper } = keeperFor(store);
       const key = freshKey();
       ticketOf(await keeper.claim(key, 'fp-a', 'req-1'));
       assert.deepEqual(await keeper.claim(key, 'fp-a', 'req-2'), { kind: 'in_progress' });
@@ -59,7 +63,7 @@ export function describeKeeperContract(name: string, open: () => Promise<StateSt
     });
 
     it('a completed key replays the answer byte for byte, and stays key_reused for another body', async () => {
-      const { keeper } = keeperOn(store);
+      const { keeper } = keeperFor(store);
       const key = freshKey();
       await keeper.complete(ticketOf(await keeper.claim(key, 'fp', 'req-1')), gatewayAnswer);
       const again = await keeper.claim(key, 'fp', 'req-2');
@@ -69,14 +73,14 @@ export function describeKeeperContract(name: string, open: () => Promise<StateSt
     });
 
     it('a released key (nothing was sent) can be claimed again', async () => {
-      const { keeper } = keeperOn(store);
+      const { keeper } = keeperFor(store);
       const key = freshKey();
       await keeper.release(ticketOf(await keeper.claim(key, 'fp', 'req-1')));
       ticketOf(await keeper.claim(key, 'fp', 'req-2'));
     });
 
     it('of fifty concurrent claims of one key exactly one is new', async () => {
-      const { keeper } = keeperOn(store);
+      const { keeper } = keeperFor(store);
       const key = freshKey();
       const claims = await Promise.all(Array.from({ length: 50 }, (_, i) => keeper.claim(key, 'fp', `req-${i}`)));
       assert.equal(claims.filter((c) => c.kind === 'new').length, 1);
@@ -84,7 +88,7 @@ export function describeKeeperContract(name: string, open: () => Promise<StateSt
     });
 
     it('an in_progress record past its deadline is answered outcome_unknown once and kept so', async () => {
-      const { keeper, clock, logs } = keeperOn(store);
+      const { keeper, clock, logs } = keeperFor(store);
       const key = freshKey();
       const ticket = ticketOf(await keeper.claim(key, 'fp', 'req-dead'));
       clock.now += LONGEST_MS - 1;
@@ -102,7 +106,7 @@ export function describeKeeperContract(name: string, open: () => Promise<StateSt
 
     it('a claim whose reply was lost (applied, then timed out) is refused and removed: the retry goes through', async () => {
       const switchable = new SwitchableStore(store);
-      const { keeper } = keeperOn(switchable);
+      const { keeper } = keeperFor(switchable);
       const key = freshKey();
       switchable.loseNextSetReply = true;
       await assert.rejects(keeper.claim(key, 'fp', 'req-1'), StateStoreUnavailableError);
@@ -111,7 +115,7 @@ export function describeKeeperContract(name: string, open: () => Promise<StateSt
 
     it('an unreachable store: claim rejects (nothing may be sent); complete and release never reject', async () => {
       const switchable = new SwitchableStore(store);
-      const { keeper, clock, logs } = keeperOn(switchable);
+      const { keeper, clock, logs } = keeperFor(switchable);
       const key = freshKey();
       switchable.down = true;
       await assert.rejects(keeper.claim(key, 'fp', 'req-1'), StateStoreUnavailableError);

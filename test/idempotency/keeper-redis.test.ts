@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
+import { createSecretKey, randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { accountTag } from '../../src/state/redis-keys.js';
+import { RecordMac } from '../../src/state/record-mac.js';
+import { accountTag, DEFAULT_REDIS_KEY_PREFIX, RedisKeys } from '../../src/state/redis-keys.js';
 import { RedisStateStore } from '../../src/state/redis-store.js';
 import { StateStoreUnavailableError } from '../../src/state/state-store.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
@@ -14,10 +16,12 @@ after(async () => {
   await redis.close();
 });
 
+const ACCOUNT = accountTag('https://gateway.test', 'merchant@example.test');
+
 async function openStore(): Promise<RedisStateStore> {
   const store = new RedisStateStore({
     topology: { mode: 'standalone', url: redis.url },
-    accountTag: accountTag('https://gateway.test', 'merchant@example.test'),
+    accountTag: ACCOUNT,
     commandTimeoutMs: 200,
   });
   assert.equal(await store.whenAvailable(5_000), true, 'the store connects');
@@ -25,6 +29,17 @@ async function openStore(): Promise<RedisStateStore> {
 }
 
 describeKeeperContract('Redis', openStore);
+// The same protocol with every record signed and checked (SIDECAR_STATE_MAC_KEY_FILE): real records round-trip.
+describeKeeperContract(
+  'Redis, records signed',
+  openStore,
+  new RecordMac({
+    keys: [createSecretKey(randomBytes(32))],
+    scope: new RedisKeys(DEFAULT_REDIS_KEY_PREFIX, ACCOUNT).key(''),
+    acceptUnsigned: false,
+    onRejected: (rejected) => assert.fail(`a genuine record was refused: ${JSON.stringify(rejected)}`),
+  }),
+);
 
 describe('idempotency protocol on Redis: two replicas, one Redis', () => {
   it('a key answered through one replica is replayed through another', async () => {
