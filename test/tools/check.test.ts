@@ -205,6 +205,16 @@ describe('check against the simulator', () => {
     assert.match(run.stdout, /^✘ config: SIDECAR_BASE_URL.* is required/m);
   });
 
+  it('fails on a misspelled setting, naming the one meant, and checks nothing further', async () => {
+    const run = await runCommand(check, [], { ...env, SIDECAR_IDEMPOTENCY_REQUIERD: 'true' });
+    assert.equal(run.code, 1);
+    assert.match(
+      run.stdout,
+      /^✘ config: SIDECAR_IDEMPOTENCY_REQUIERD: is not a setting; did you mean SIDECAR_IDEMPOTENCY_REQUIRED\?$/m,
+    );
+    assert.doesNotMatch(run.stdout, /password login/);
+  });
+
   it('reports every refused setting at once, one ✘ line each, and checks nothing further', async () => {
     const run = await runCommand(check, [], {
       ...env,
