@@ -34,8 +34,9 @@ WORKDIR /app
 COPY --from=prod-deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY package.json ./
-# Numeric user and group so Kubernetes' runAsNonRoot can verify them without /etc/passwd.
-USER 10001:10001
+# Numeric user and group so Kubernetes' runAsNonRoot can verify them without /etc/passwd. Its own, not the
+# application's (10001 in deploy/): no other container of the pod runs as the user that holds the key.
+USER 10002:10002
 # 9464: admin (metrics, health). The proxy listens on 127.0.0.1:8080 inside the pod only.
 EXPOSE 9464
 # node runs as PID 1 and installs its own SIGTERM/SIGINT handlers (graceful drain, then exit 0), so no
@@ -50,5 +51,11 @@ STOPSIGNAL SIGTERM
 # runs on libuv's four threads, collection on V8's) hold about 5 MB less under load at the same throughput per
 # core.
 ENV MALLOC_ARENA_MAX=2
-ENTRYPOINT ["node", "--max-semi-space-size=4", "--max-old-space-size=192", "--no-maglev", "dist/src/main.js"]
+# No core dump: a crash must not write the process's memory (key, password, tokens) to any disk. RLIMIT_CORE is
+# set to 1 byte, soft and hard, before node starts: under a page, so the kernel writes no core file, and the one
+# value it reads as "no dump" when kernel.core_pattern pipes cores to a host program (systemd-coredump, apport),
+# which a limit of 0 does not stop (Debian's systemd-coredump ignores it). Node cannot set rlimits or
+# PR_SET_DUMPABLE itself, and Kubernetes has no per-container ulimit (kubernetes/kubernetes#3595), so prlimit
+# (util-linux, essential in Debian) sets it and execs node: node is still PID 1, and no shell is involved.
+ENTRYPOINT ["prlimit", "--core=1:1", "--", "node", "--max-semi-space-size=4", "--max-old-space-size=192", "--no-maglev", "dist/src/main.js"]
 CMD ["serve"]

@@ -14,6 +14,7 @@ import { loadProxySettings } from './proxy-settings.js';
 import { loadStateSettings } from './state-settings.js';
 import { buildSchema, CONFIG_FILE_ENV, envVarOf, settingName, type ConfigSchema } from './schema.js';
 import { schemaRefusals } from './schema-refusals.js';
+import { unknownEnvVars } from './unknown-names.js';
 import { Secret } from './secret.js';
 import { tracingRequested } from './tracing.js';
 import { caFromFile, contentDigest, passwordFromFile, privateKeyFromFile } from './secret-files.js';
@@ -304,7 +305,7 @@ interface Collected {
 }
 
 function collect(env: NodeJS.ProcessEnv): Collected {
-  const errors: ConfigError[] = [];
+  const errors: ConfigError[] = unknownEnvVars(env);
   const settings = loadSettings(env, errors);
   if (settings === undefined) return { config: undefined, errors, hosts: [] };
   const { schema } = settings;

@@ -1,6 +1,7 @@
 import { ConfigError } from '../errors.js';
 import { validatorOf } from './formats.js';
 import { isSetting, settingName, SETTINGS, type ConfigSchema, type SettingsTree } from './schema.js';
+import { closestKeyHint } from './unknown-names.js';
 
 /** The refusals of the schema validation, and the keys they refused (the checks that read those are skipped). */
 export interface SchemaRefusals {
@@ -74,7 +75,8 @@ export function schemaRefusals(schema: ConfigSchema): SchemaRefusals {
     for (const [name, value] of Object.entries(values)) {
       if (Object.hasOwn(tree, name)) continue;
       for (const key of writtenKeys(value, prefix === '' ? name : `${prefix}.${name}`)) {
-        undeclared.push(new ConfigError('config', `configuration param '${key}' not declared in the schema`));
+        const hint = closestKeyHint(key);
+        undeclared.push(new ConfigError('config', `configuration param '${key}' not declared in the schema${hint}`));
       }
     }
   };

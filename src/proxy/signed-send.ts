@@ -1,4 +1,5 @@
 import type { BaseAddress } from '../config/base-url.js';
+import { maskSecrets, type Secret } from '../config/secret.js';
 import { asSidecarError, sidecarErrors, type SidecarError } from '../errors.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
 import { NO_TRACING, type TraceContext, type TraceSpan, type Tracing } from '../observability/tracing.js';
@@ -102,7 +103,7 @@ export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): 
   let connectFailures = 0;
   for (let n = 1; ; n++) {
     const span = tracing.enabled ? attemptSpan(tracing, request, n) : undefined;
-    const bearer = token.accessToken.reveal();
+    const bearer = token.accessToken;
     let sent: Awaited<ReturnType<typeof attempt>>;
     try {
       sent = await attempt(deps, request, bearer, deps.clock.timestampMs(now()), span);
@@ -133,7 +134,7 @@ export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): 
       return failed(sidecarErrors.outcomeUnknown(outcome.timedOut ? 504 : 502, outcome.error));
     }
     const { response } = outcome;
-    const code = gatewayCode(response);
+    const code = gatewayCode(response, bearer);
     const label = errorLabel(response.status, code);
     if (label) deps.metrics.gatewayError(label);
     if (code !== undefined && TIMESTAMP_REFUSALS.has(code)) deps.clock.remeasure(response.headers.date, now());
@@ -165,10 +166,10 @@ function attemptSpan(tracing: Tracing, request: SignedRequest, n: number): Trace
 }
 
 /** What the attempt's span says of its outcome: sent or not, the gateway's status and code, or the cause code. */
-function endAttempt(span: TraceSpan, outcome: SendOutcome): void {
+function endAttempt(span: TraceSpan, outcome: SendOutcome, bearer: Secret): void {
   if (outcome.kind === 'response') {
     const { status } = outcome.response;
-    const code = gatewayCode(outcome.response);
+    const code = gatewayCode(outcome.response, bearer);
     span.setAttributes({ 'sidecar.sent': true, 'http.response.status_code': status, 'sidecar.gateway_code': code });
     if (status >= 400) span.fail(code ?? String(status));
   } else {
@@ -182,7 +183,7 @@ function endAttempt(span: TraceSpan, outcome: SendOutcome): void {
 async function attempt(
   deps: SignedSendDeps,
   request: SignedRequest,
-  bearer: string,
+  bearer: Secret,
   nowMs: number,
   span: TraceSpan | undefined,
 ): Promise<{ outcome: SendOutcome; signed: SignedParts }> {
@@ -199,7 +200,7 @@ async function attempt(
     ...request.headers,
     // The sidecar's values win over any a client sent.
     'content-type': 'application/json',
-    authorization: `Bearer ${bearer}`,
+    authorization: `Bearer ${bearer.reveal()}`,
     'x-timestamp': timestamp,
     'x-nonce': nonce,
     'x-signature': signature,
@@ -215,7 +216,7 @@ async function attempt(
     ...(request.checkAnswer === undefined ? {} : { checkAnswer: request.checkAnswer }),
     trace: span?.context,
   });
-  if (span !== undefined) endAttempt(span, outcome);
+  if (span !== undefined) endAttempt(span, outcome, bearer);
   if (outcome.kind !== 'not_sent') deps.metrics.gatewayRoundTrip(request.route, (performance.now() - sentAt) / 1000);
   return { outcome, signed: { fullUrl, timestamp, nonce } };
 }
@@ -226,13 +227,14 @@ const TIMESTAMP_REFUSALS = new Set(['signature.timestamp.expired', 'signature.ti
 // The gateway's answer, as the retry rules and the metrics read it.
 
 /**
- * The gateway's own `code` field of an error answer, if its body is a JSON object that has one. Successes are
- * not parsed: nothing reads their code, and they are the hot path.
+ * The gateway's own `code` field of an error answer, if its body is a JSON object that has one, with the access
+ * token the request carried masked (it goes to the request log and the span). Successes are not parsed: nothing
+ * reads their code, and they are the hot path.
  */
-export function gatewayCode(response: UpstreamResponse): string | undefined {
+export function gatewayCode(response: UpstreamResponse, bearer: Secret): string | undefined {
   if (response.status < 400) return undefined;
   const code = jsonObject(response.body)?.code;
-  return typeof code === 'string' ? code : undefined;
+  return typeof code === 'string' ? maskSecrets(code, [bearer]) : undefined;
 }
 
 /** Spec 5.1: HTTP 401 with body code FAILED means the token was refused before anything was done. */

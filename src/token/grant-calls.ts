@@ -11,7 +11,7 @@ export interface GrantTrace {
 
 /**
  * One call to the token endpoint, counted, logged and traced (status, gateway code and expiries; never a token,
- * the password or the gateway's message).
+ * the password or the gateway's message: the code is masked and the message dropped by token-client.ts).
  */
 export async function callGrant(
   grant: TokenGrant,
@@ -53,13 +53,7 @@ export async function callGrant(
     );
   } else if (result.kind === 'rejected') {
     log.warn(
-      {
-        event: 'token.rejected_grant',
-        grant,
-        status: result.status,
-        code: result.code,
-        gatewayMessage: result.message,
-      },
+      { event: 'token.rejected_grant', grant, status: result.status, code: result.code },
       'token endpoint refused the grant',
     );
   } else {

@@ -1,5 +1,5 @@
 import type { BaseAddress } from '../config/base-url.js';
-import { Secret } from '../config/secret.js';
+import { maskSecrets, Secret } from '../config/secret.js';
 import type { Forwarder, UpstreamResponse } from '../upstream/forwarder.js';
 import { jsonObject } from '../upstream/json-body.js';
 import type { GrantResult, GrantedTokens } from './token-set.js';
@@ -31,7 +31,8 @@ export interface TokenClientOptions {
 
 /** The two grants of spec 4.1 as plain JSON POSTs (the token endpoint is not signed). */
 export function createTokenClient(forwarder: Forwarder, options: TokenClientOptions): TokenClient {
-  const post = async (body: Record<string, string>): Promise<GrantResult> => {
+  /** `carried`: the secrets in this body, masked in whatever of the answer is kept (an echo must not leak them). */
+  const post = async (body: Record<string, string>, carried: Secret): Promise<GrantResult> => {
     const outcome = await forwarder.send({
       path: `${options.base.pathPrefix}${TOKEN_PATH}`,
       headers: { 'content-type': 'application/json', accept: 'application/json' },
@@ -39,12 +40,15 @@ export function createTokenClient(forwarder: Forwarder, options: TokenClientOpti
     });
     if (outcome.kind === 'not_sent') return { kind: 'failed', sent: false, reason: describe(outcome.error) };
     if (outcome.kind === 'sent_no_answer') return { kind: 'failed', sent: true, reason: describe(outcome.error) };
-    return interpret(outcome.response, options.now());
+    return interpret(outcome.response, options.now(), carried);
   };
   return {
-    passwordGrant: () => post(passwordGrant(options.username, options.password())),
+    passwordGrant: () => {
+      const password = options.password();
+      return post(passwordGrant(options.username, password), password);
+    },
     refreshGrant: (refreshToken) =>
-      post({ grant_type: 'refresh_token', [options.refreshTokenField]: refreshToken.reveal() }),
+      post({ grant_type: 'refresh_token', [options.refreshTokenField]: refreshToken.reveal() }, refreshToken),
   };
 }
 
@@ -53,7 +57,10 @@ function describe(error: Error): string {
   return code ? `${code}: ${error.message}` : error.message;
 }
 
-function interpret(response: UpstreamResponse, nowMs: number): GrantResult {
+// A gateway code is a short identifier (spec 7); anything longer is cut, after masking.
+const MAX_CODE_CHARS = 100;
+
+function interpret(response: UpstreamResponse, nowMs: number, carried: Secret): GrantResult {
   const body = jsonObject(response.body);
   if (response.status >= 200 && response.status < 300) {
     const tokens = body ? parseTokens(body, gatewayNow(response, nowMs)) : undefined;
@@ -61,12 +68,10 @@ function interpret(response: UpstreamResponse, nowMs: number): GrantResult {
     return { kind: 'failed', sent: true, reason: `token response ${response.status} lacks the fields of spec 2.1` };
   }
   if (response.status >= 500) return { kind: 'failed', sent: true, reason: `gateway answered ${response.status}` };
-  return {
-    kind: 'rejected',
-    status: response.status,
-    code: typeof body?.code === 'string' ? body.code : undefined,
-    message: typeof body?.message === 'string' ? body.message.slice(0, 200) : undefined,
-  };
+  // Only the code is kept, masked: the message is free text that may echo the request in forms no mask can
+  // foresee (cut, re-encoded), and what an operator acts on is the grant, the status and the code.
+  const code = typeof body?.code === 'string' ? maskSecrets(body.code, [carried]).slice(0, MAX_CODE_CHARS) : undefined;
+  return { kind: 'rejected', status: response.status, code };
 }
 
 /**

@@ -36,12 +36,10 @@ export interface GrantedTokens {
 
 export type GrantResult =
   | { readonly kind: 'granted'; readonly tokens: GrantedTokens }
-  /** The gateway answered and refused (wrong password, rotated or expired refresh token...). */
-  | {
-      readonly kind: 'rejected';
-      readonly status: number;
-      readonly code: string | undefined;
-      readonly message: string | undefined;
-    }
+  /**
+   * The gateway answered and refused (wrong password, rotated or expired refresh token...). Its code only, with
+   * the secrets the grant carried masked; never its message (token-client.ts says why).
+   */
+  | { readonly kind: 'rejected'; readonly status: number; readonly code: string | undefined }
   /** No usable answer. `sent` tells whether the request may have reached the gateway. */
   | { readonly kind: 'failed'; readonly sent: boolean; readonly reason: string };

@@ -1,4 +1,5 @@
 import type { Config } from '../config/config.js';
+import { maskSecrets, type Secret } from '../config/secret.js';
 import { passwordGrant, TOKEN_PATH } from '../token/token-client.js';
 import { createForwarder, errorCode } from '../upstream/forwarder.js';
 import type { CheckMark } from './check-report.js';
@@ -19,12 +20,14 @@ function field(body: unknown, name: string): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
-/** code/message of an error answer, with the password masked in case the gateway echoes the request. */
-function errorSummary(body: unknown, password: string): string {
-  const code = field(body, 'code');
-  const raw = field(body, 'message');
-  const masked = raw === undefined || password === '' ? raw : raw.split(password).join('[redacted]');
-  const message = masked?.slice(0, MAX_MESSAGE_CHARS);
+/**
+ * code/message of an error answer, with the password masked in case the gateway echoes the request (the same
+ * masking as serve's; serve keeps only the code). Masked before it is cut: a cut could split the password.
+ */
+function errorSummary(body: unknown, password: Secret): string {
+  const [code, message] = [field(body, 'code'), field(body, 'message')].map((text) =>
+    text === undefined ? undefined : maskSecrets(text, [password]).slice(0, MAX_MESSAGE_CHARS),
+  );
   const parts = [code === undefined ? undefined : `code ${code}`, message === undefined ? undefined : `"${message}"`];
   return parts.filter((p) => p !== undefined).join(', ') || 'no code/message in the body';
 }
@@ -35,7 +38,7 @@ function verdict(status: number, body: unknown, config: Config): Omit<LoginResul
     const expires = field(body, 'access_token_expires_at') ?? 'an unstated time';
     return { mark: '✔', detail: `${who}: access token issued, valid until ${expires}` };
   }
-  const summary = errorSummary(body, config.password.reveal());
+  const summary = errorSummary(body, config.password);
   const hint =
     status === 403
       ? " (this host's outbound IP is probably not on the allowlist: spec 5.3)"

@@ -148,7 +148,7 @@ describe('config: refuses to start with one line naming the setting', () => {
       "config: configuration param 'listen.allowNonLoopback' missing from config, did you override its parent?",
       "config: configuration param 'listen.allowedHosts' missing from config, did you override its parent?",
       "config: configuration param 'listen' not declared in the schema",
-      "config: configuration param 'upstream.connection' not declared in the schema",
+      "config: configuration param 'upstream.connection' not declared in the schema; did you mean 'upstream.connections'?",
     ]);
   });
   it('a refused value is quoted, except a secret', async () => {

@@ -2,7 +2,7 @@
 // folder, the compiled dist/, and `node dist/src/main.js serve` answering a signed request via the simulator.
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -16,6 +16,10 @@ after(() => rmSync(app, { recursive: true, force: true }));
 const dockerfile = readFileSync(`${REPO_ROOT}Dockerfile`, 'utf8');
 /** The last stage: what the image runs. */
 const runtime = dockerfile.split(/^FROM /m).at(-1) ?? '';
+/** The image's ENTRYPOINT, `node` replaced by this test's own node (the image's is on its PATH). */
+const entrypoint = (JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(runtime)?.[1] ?? '[]') as string[]).map((arg) =>
+  arg === 'node' ? process.execPath : arg,
+);
 /** The environment the runtime stage sets (ENV NAME=value lines). */
 const imageEnv: Record<string, string> = Object.fromEntries(
   [...runtime.matchAll(/^ENV (\w+)=(\S+)$/gm)].map((m): [string, string] => [m[1] ?? '', m[2] ?? '']),
@@ -41,13 +45,15 @@ describe('Dockerfile and .dockerignore', () => {
     }
   });
 
-  test('runtime: numeric non-root user, exec-form entrypoint, SIGTERM, no secrets', () => {
+  test('runtime: numeric non-root user, exec-form entrypoint without core dumps, SIGTERM, no secrets', () => {
     const user = /^USER (\d+)(?::(\d+))?$/m.exec(runtime);
     assert.ok(user && Number(user[1]) > 0, 'USER must be a numeric non-root uid');
     assert.match(
       runtime,
-      /^ENTRYPOINT \["node", "--max-semi-space-size=4", "--max-old-space-size=192", "--no-maglev", "dist\/src\/main\.js"\]$/m,
+      /^ENTRYPOINT \["prlimit", "--core=1:1", "--", "node", "--max-semi-space-size=4", "--max-old-space-size=192", "--no-maglev", "dist\/src\/main\.js"\]$/m,
     );
+    // Node's diagnostic reports hold the environment and the command line: none is written on a crash or signal.
+    assert.doesNotMatch(dockerfile, /--report-|NODE_OPTIONS/, 'no diagnostic report on fatal error or signal');
     assert.match(runtime, /^CMD \["serve"\]$/m);
     assert.deepEqual(imageEnv, { NODE_ENV: 'production', MALLOC_ARENA_MAX: '2' });
     assert.match(runtime, /^STOPSIGNAL SIGTERM$/m);
@@ -147,14 +153,16 @@ describe('runtime stage reproduced in a clean folder', () => {
       SIDECAR_LOG_LEVEL: 'info',
       PATH: process.env.PATH ?? '',
     };
-    // Exactly the image's ENTRYPOINT, CMD and ENV.
-    const [, ...entrypointArgs] = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(runtime)![1]!) as string[];
-    // Under strace, every file system call of the process and its threads is recorded: "writes nothing" (the
-    // read-only root filesystem, and no writable volume in the pod) is checked, not assumed.
+    // Exactly the image's ENTRYPOINT, CMD and ENV. Under strace, every file system call of the process and its
+    // threads is recorded: "writes nothing" (the read-only root filesystem, and no writable volume in the pod) is
+    // checked, not assumed. Started with the core limit as high as this host allows, as a runtime may leave it.
     const trace = join(app, 'serve.strace');
     const child = spawn(
-      'strace',
-      ['-f', '-qq', '-e', 'trace=%file', '-o', trace, '--', process.execPath, ...entrypointArgs, 'serve'],
+      'prlimit',
+      [`--core=${hardCoreLimit()}`, '--', 'strace', '-f', '-qq', '-e', 'trace=%file', '-o', trace, '--'].concat(
+        entrypoint,
+        'serve',
+      ),
       { cwd: app, env: { ...env, ...imageEnv } },
     );
     const spawned = new Promise<void>((resolve, reject) => {
@@ -192,6 +200,16 @@ describe('runtime stage reproduced in a clean folder', () => {
     await fetch(`${urls.adminUrl}/metrics`).then((res) => res.arrayBuffer());
     const node = Number(readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, 'utf8').trim().split(/\s+/)[0]);
     assert.ok(node > 0, 'the node process under strace');
+    // Killing strace would leave its tracee running: should an assertion below fail, node is killed itself.
+    t.after(() => {
+      if (existsSync(`/proc/${node}`)) process.kill(node, 'SIGKILL');
+    });
+    assert.match(
+      readFileSync(`/proc/${node}/cmdline`, 'utf8'),
+      /dist\/src\/main\.js\0serve\0$/,
+      'prlimit exec-ed node',
+    );
+    assert.match(readFileSync(`/proc/${node}/limits`, 'utf8'), /^Max core file size +1 +1 +bytes/m, 'RLIMIT_CORE 1');
     process.kill(node, 'SIGTERM');
     assert.equal(await exited, 0, `exit code after SIGTERM; stderr: ${stderr}`);
     const calls = readFileSync(trace, 'utf8').split('\n');
@@ -201,7 +219,61 @@ describe('runtime stage reproduced in a clean folder', () => {
     );
     assert.deepEqual(calls.filter(writesFile), [], 'serve wrote to the filesystem');
   });
+
+  /** Starts `argv` in `app` with the core limit as high as allowed, aborts it once it serves; the files it left. */
+  async function crash(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<string[]> {
+    const before = new Set(readdirSync(app));
+    const child = spawn('prlimit', [`--core=${hardCoreLimit()}`, '--', ...argv, 'serve'], { cwd: app, env });
+    const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+      child.once('exit', (_code, signal) => resolve(signal)),
+    );
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('no start log line within 30 s')), 30_000);
+        createInterface({ input: child.stdout }).on('line', (line) => {
+          if (typeof parseJson(line)?.proxyUrl !== 'string') return;
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      // SIGABRT: what a V8 fatal error or a native crash ends in; node leaves it to the kernel's default (a dump).
+      child.kill('SIGABRT');
+      assert.equal(await exited, 'SIGABRT');
+    } finally {
+      child.kill('SIGKILL');
+    }
+    return readdirSync(app).filter((name) => !before.has(name));
+  }
+
+  test('killed by SIGABRT while holding the password: no file, where plain node leaves one that holds it', async (t) => {
+    // Only where the kernel writes cores into the working directory can the test see one; a core_pattern that
+    // pipes to the host's handler (systemd-coredump, apport) would hand it the control run's core.
+    const pattern = readFileSync('/proc/sys/kernel/core_pattern', 'utf8').trim();
+    if (pattern.startsWith('|') || pattern.includes('/') || hardCoreLimit() === '1' || hardCoreLimit() === '0') {
+      t.skip(`cores are not written to the working directory here (core_pattern "${pattern}")`);
+      return;
+    }
+    const vendor = await makeVendor('http://127.0.0.1:1');
+    t.after(() => rmSync(vendor.dir, { recursive: true, force: true }));
+    const env = { ...vendor.env, SIDECAR_LOG_LEVEL: 'info', PATH: process.env.PATH ?? '', ...imageEnv };
+    const node = entrypoint.indexOf(process.execPath);
+    const plain = await crash(entrypoint.slice(node), env);
+    try {
+      assert.equal(plain.length, 1, 'without the limit, this host writes a core file');
+      const core = readFileSync(join(app, plain[0] ?? ''));
+      assert.ok(core.includes(vendor.password), 'and it holds the password');
+    } finally {
+      for (const name of plain) rmSync(join(app, name), { force: true });
+    }
+    assert.deepEqual(await crash(entrypoint, env), [], 'the image command left a file');
+  });
 });
+
+/** The hard RLIMIT_CORE of this process, as prlimit takes it: the highest soft limit a child may set. */
+function hardCoreLimit(): string {
+  const line = /^Max core file size +(\S+) +(\S+)/m.exec(readFileSync('/proc/self/limits', 'utf8'));
+  return line?.[2] ?? '0';
+}
 
 /** File system calls that create, change or remove a file, outside the kernel's own /dev, /proc and /sys. */
 function writesFile(straceLine: string): boolean {

@@ -187,6 +187,24 @@ for (const which of KUSTOMIZATIONS) {
       }
     });
 
+    test("the sidecar runs as its own user, the image's: no other container of the pod has its UID", () => {
+      const spec = podSpec(render(which));
+      const own = sidecar(render(which)).securityContext;
+      const image = /^USER (\d+):(\d+)$/m.exec(readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8'));
+      assert.deepEqual([own?.runAsUser, own?.runAsGroup], [Number(image?.[1]), Number(image?.[2])], 'image USER');
+      // The Secret's files are group-owned by fsGroup (0440): the sidecar reads them as its own group.
+      assert.equal(spec.securityContext?.fsGroup, own?.runAsGroup, 'fsGroup is the sidecar group');
+      for (const c of allContainers(spec)) {
+        if (c.name === SIDECAR_CONTAINER) continue;
+        // Unset, a container runs as its image's USER, which this test cannot see: each one states its own.
+        const uid = c.securityContext?.runAsUser ?? spec.securityContext?.runAsUser;
+        assert.ok(uid !== undefined, `${c.name} states its runAsUser`);
+        assert.notEqual(uid, own?.runAsUser, `${c.name} runs as the sidecar's user`);
+        const gid = c.securityContext?.runAsGroup ?? spec.securityContext?.runAsGroup;
+        assert.notEqual(gid, own?.runAsGroup, `${c.name} runs in the sidecar's group`);
+      }
+    });
+
     test('the sidecar has no writable volume: it writes nothing (the image test traces it)', () => {
       const spec = podSpec(render(which));
       for (const mount of sidecar(render(which)).volumeMounts ?? []) {

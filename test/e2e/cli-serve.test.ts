@@ -105,6 +105,17 @@ describe('signing-sidecar serve refuses a bad configuration', () => {
     assert.equal(result.stderr.includes('hunter2-secret'), false);
   });
 
+  it('a misspelled setting: exit 2, one stderr line naming the setting meant, nothing on stdout', async () => {
+    const keys = await makeKeys();
+    const result = serve({ ...validEnv(keys), SIDECAR_IDEMPOTENCY_REQUIERD: 'true' });
+    assert.equal(result.status, 2, result.stderr);
+    assert.equal(result.stdout, '');
+    assert.equal(
+      result.stderr,
+      `${CONFIG_ERROR}SIDECAR_IDEMPOTENCY_REQUIERD: is not a setting; did you mean SIDECAR_IDEMPOTENCY_REQUIRED?\n`,
+    );
+  });
+
   it('a listen host that does not resolve: exit 2 naming the setting, not a fatal getaddrinfo error', async () => {
     const keys = await makeKeys();
     const result = serve({

@@ -1,13 +1,19 @@
 // Captures every log byte of a run that goes through every path of the sidecar (success, each sidecar.* error,
 // each gateway error, token refresh, login and fallback, upstream failures) and checks that no secret and no
-// payload reached it, while the diagnostics an operator needs are there.
+// payload reached it, while the diagnostics an operator needs are there. Then a real `serve` process against a
+// gateway that echoes the request into its refusals: its stdout and stderr hold neither the password nor a token.
 import assert from 'node:assert/strict';
 import { GATEWAY_ERROR_CODES } from '../../src/observability/metric-names.js';
 import { createHash } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { ECHOED_PASSWORD, EchoingGateway } from '../support/echoing-gateway.js';
+import { makeKeys } from '../support/keys.js';
 import { TEST_PASSWORD } from '../support/recording-gateway.js';
-import { waitUntilReady } from '../support/sidecar.js';
+import { sidecarEnv, waitUntilReady } from '../support/sidecar.js';
+import { spawnSidecar } from '../support/spawned-sidecar.js';
 import {
   deposit,
   postJson,
@@ -193,5 +199,54 @@ describe('logs of a run through every path', () => {
       lines.some((l) => l.event === 'token.rejected'),
       'the gateway refusing a token is logged',
     );
+  });
+});
+
+describe('serve against a gateway that echoes the request into its refusals', () => {
+  it('logs the refused grants and the refused request with their codes, never the password or a token', async () => {
+    const keys = await makeKeys();
+    const gateway = await new EchoingGateway(1).start();
+    const passwordFile = join(keys.dir, 'echoed-password');
+    await writeFile(passwordFile, `${ECHOED_PASSWORD}\n`, { mode: 0o600 });
+    const env = await sidecarEnv(keys, gateway.url, {
+      SIDECAR_PASSWORD_FILE: passwordFile,
+      SIDECAR_LOG_LEVEL: 'trace',
+      SIDECAR_TOKEN_LOGIN_BACKOFF_MAX_MS: '200',
+    });
+    const sidecar = await spawnSidecar(env);
+    try {
+      // 400 echoing the bearer; then 401 FAILED: refresh refused, login refused, both echoing their secret.
+      assert.equal((await postJson(sidecar.proxyUrl, deposit())).status, 400);
+      assert.equal((await postJson(sidecar.proxyUrl, deposit())).status, 401);
+      await until('two refused logins', 10_000, () => gateway.refusals.filter((g) => g === 'password').length >= 2);
+      sidecar.child.kill('SIGTERM');
+      assert.equal((await sidecar.exited).code, 0);
+    } finally {
+      await sidecar.kill();
+      await gateway.stop();
+    }
+    const { stdout, stderr } = sidecar.output();
+    const text = stdout + stderr;
+    assert.deepEqual(gateway.refusals.slice(0, 2), ['refresh_token', 'password']);
+    const secrets: Array<[string, string]> = [
+      ['password', ECHOED_PASSWORD],
+      ['password as JSON text', JSON.stringify(ECHOED_PASSWORD).slice(1, -1)],
+      ...gateway.issuedTokens.map((t): [string, string] => ['token', t]),
+    ];
+    for (const [kind, value] of secrets) assert.equal(text.includes(value), false, `a ${kind} is in the output`);
+    // What the operator needs is there: which grant, the status and the gateway's code (masked).
+    const lines = stdout
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Line);
+    const refused = lines.filter((l) => l.event === 'token.rejected_grant');
+    for (const grant of ['refresh_token', 'password']) {
+      const line = refused.find((l) => l.grant === grant);
+      assert.equal(line?.status, 401, `a refused ${grant} grant is logged`);
+      assert.match(String(line.code), /^FAILED \[redacted\] in \{"grant_type":/);
+      assert.equal(line.gatewayMessage, undefined, 'the message is never kept');
+    }
+    const request = lines.find((l) => l.event === 'request' && l.status === 400);
+    assert.equal(request?.gatewayCode, 'invalid.request Bearer [redacted]');
   });
 });

@@ -42,7 +42,7 @@ export class StrictGateway implements TokenClient {
     if (scripted === 'hang') return new Promise(() => undefined);
     if (scripted === 'unreachable') return Promise.resolve({ kind: 'failed', sent: false, reason: 'ECONNREFUSED' });
     return this.after(() => {
-      if (!this.live.delete(token)) return { kind: 'rejected', status: 401, code: 'FAILED', message: 'no' };
+      if (!this.live.delete(token)) return { kind: 'rejected', status: 401, code: 'FAILED' };
       const granted = this.issue();
       // The gateway acted (the token is rotated) but its answer never arrived.
       return scripted === 'lost' ? { kind: 'failed', sent: true, reason: 'ECONNRESET after send' } : granted;

@@ -88,7 +88,7 @@ describe('sending a refresh token', () => {
 
   it('keeps it spent when it was refused or sent without an answer', async () => {
     for (const result of [
-      { kind: 'rejected', status: 401, code: 'FAILED', message: undefined },
+      { kind: 'rejected', status: 401, code: 'FAILED' },
       { kind: 'failed', sent: true, reason: 'ECONNRESET after send' },
     ] as const) {
       const { events, mark, send } = recorder();

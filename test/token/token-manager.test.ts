@@ -29,7 +29,7 @@ class FakeTokenClient implements TokenClient {
   private async answer(): Promise<GrantResult> {
     await new Promise((r) => setTimeout(r, this.latencyMs));
     const kind = this.next.shift() ?? 'granted';
-    if (kind === 'rejected') return { kind, status: 401, code: 'FAILED', message: 'no' };
+    if (kind === 'rejected') return { kind, status: 401, code: 'FAILED' };
     if (kind === 'failed') return { kind, sent: false, reason: 'ECONNREFUSED' };
     if (kind === 'failed-sent') return { kind: 'failed', sent: true, reason: 'ECONNRESET after send' };
     return grantNumber(++this.serial, this.accessTtlMs);

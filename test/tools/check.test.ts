@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { check } from '../../src/cli/check.js';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
 import { vectorPrivateKeyPem, vectorPublicKeyPem } from '../support/vectors.js';
+import { ECHOED_PASSWORD, EchoingGateway } from '../support/echoing-gateway.js';
 import { runCommand, tempDir } from './run-command.js';
 import { freePort } from '../support/free-port.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
@@ -114,6 +115,29 @@ describe('check against the simulator', () => {
     assertNoSecrets(run.stdout);
   });
 
+  it('a gateway that echoes the request: its code and message shown with the password masked', async () => {
+    const gateway = await new EchoingGateway(0).start();
+    try {
+      await writeFile(join(dir, 'echoed-password'), ECHOED_PASSWORD, { mode: 0o600 });
+      const run = await runCommand(check, [], {
+        ...env,
+        SIDECAR_BASE_URL: gateway.url,
+        SIDECAR_PASSWORD_FILE: join(dir, 'echoed-password'),
+      });
+      assert.equal(run.code, 1);
+      const login = run.stdout.split('\n').find((line) => line.startsWith('✘ password login: '));
+      assert.match(
+        login ?? '',
+        /HTTP 401, code FAILED \[redacted\] in \{.*, "grant refused for \[redacted\]; you sent /,
+      );
+      for (const form of [ECHOED_PASSWORD, JSON.stringify(ECHOED_PASSWORD).slice(1, -1)]) {
+        assert.ok(!(run.stdout + run.stderr).includes(form), 'the password is printed');
+      }
+    } finally {
+      await gateway.stop();
+    }
+  });
+
   it('fails when this clock is more than 60 s behind the gateway (its timestamps would be expired)', async () => {
     sim.clock.setOffset(90);
     try {
@@ -179,6 +203,16 @@ describe('check against the simulator', () => {
     const run = await runCommand(check, [], { ...env, SIDECAR_BASE_URL: '' });
     assert.equal(run.code, 1);
     assert.match(run.stdout, /^✘ config: SIDECAR_BASE_URL.* is required/m);
+  });
+
+  it('fails on a misspelled setting, naming the one meant, and checks nothing further', async () => {
+    const run = await runCommand(check, [], { ...env, SIDECAR_IDEMPOTENCY_REQUIERD: 'true' });
+    assert.equal(run.code, 1);
+    assert.match(
+      run.stdout,
+      /^✘ config: SIDECAR_IDEMPOTENCY_REQUIERD: is not a setting; did you mean SIDECAR_IDEMPOTENCY_REQUIRED\?$/m,
+    );
+    assert.doesNotMatch(run.stdout, /password login/);
   });
 
   it('reports every refused setting at once, one ✘ line each, and checks nothing further', async () => {

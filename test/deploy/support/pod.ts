@@ -2,7 +2,7 @@
 import type { IContainer } from 'kubernetes-models/v1/Container';
 import type { IPodSpec } from 'kubernetes-models/v1/PodSpec';
 import type { Deployment } from 'kubernetes-models/apps/v1/Deployment';
-import { CONFIG_FILE_ENV, EVERY_SETTING } from '../../../src/config/schema.js';
+import { KNOWN_ENV_VARS } from '../../../src/config/unknown-names.js';
 import { SIDECAR_CONTAINER, only, type Rendered } from './render.js';
 
 export function podSpec(rendered: Rendered): IPodSpec {
@@ -45,7 +45,7 @@ export function sidecarEnv(rendered: Rendered): Map<string, string> {
 
 /** Every env var name the sidecar reads: each setting's, and the config file's. */
 export function knownSettings(): Set<string> {
-  return new Set([...EVERY_SETTING.map((setting) => setting.env), CONFIG_FILE_ENV.env]);
+  return new Set(KNOWN_ENV_VARS);
 }
 
 /** Resolves a probe's port (number or container port name) against the container's declared ports. */
