@@ -8,6 +8,7 @@ import { createLogger, type Logger } from './observability/log.js';
 import { SidecarMetrics } from './observability/metrics.js';
 import { NO_TRACING, type Tracing } from './observability/tracing.js';
 import { createCallerCheck } from './proxy/caller-check.js';
+import { BodyBudget } from './proxy/body-budget.js';
 import { createProxyHandler } from './proxy/handler.js';
 import { createRouter } from './proxy/routes.js';
 import { ClockCorrection } from './signing/clock-correction.js';
@@ -41,6 +42,16 @@ const EGRESS_LISTENER = {
 } as const;
 /** More open connections than a pod's services need; past it, new ones are refused rather than piling up. */
 const EGRESS_MAX_CONNECTIONS = 1_024;
+/**
+ * How many body bytes the egress listener holds at once (src/proxy/body-budget.ts). A request in flight holds five to
+ * eight times its body (its bytes, their parse, the base64 envelope, the bytes sent): 40 bodies near 1 MiB raised
+ * the RSS by 246 MB, past the pod's 256 MiB limit, and 1,024 connections could hold 1 GiB of bodies. A payment is a
+ * few hundred bytes: a body up to 4 KiB never waits. Larger ones share 8 MiB (8 bodies near the default 1 MiB limit
+ * at once: +55 to 75 MB measured), and never less than one body at SIDECAR_MAX_BODY_BYTES; past it, 503
+ * sidecar.body.budget_exhausted, retryable, nothing sent. A constant: it follows the pod's memory, not the body limit.
+ */
+const EGRESS_FREE_BODY_BYTES = 4 * 1024;
+const EGRESS_BODY_POOL_BYTES = 8 * 1024 * 1024;
 
 export interface SidecarDeps {
   /** Where JSON log lines go (stdout by default); tests capture every byte here. */
@@ -138,6 +149,10 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     maxBodyBytes: config.maxBodyBytes,
     checkCaller: createCallerCheck({ listenHost: config.listen.host, allowedHosts: config.listen.allowedHosts }),
     forwardedRequestHeaders: new Set(config.forwardedRequestHeaders),
+    bodyBudget: new BodyBudget({
+      freeBytes: EGRESS_FREE_BODY_BYTES,
+      poolBytes: Math.max(EGRESS_BODY_POOL_BYTES, config.maxBodyBytes),
+    }),
     answerCorrelationFields: config.upstream.answerCorrelationFields,
     connectRetryDeadlineMs: config.upstream.connectRetryDeadlineMs,
     idempotency: {

@@ -11,6 +11,7 @@ export type SidecarErrorCode =
   | 'sidecar.body.too_large'
   | 'sidecar.body.unsupported_media_type'
   | 'sidecar.body.incomplete'
+  | 'sidecar.body.budget_exhausted'
   | 'sidecar.token.unavailable'
   | 'sidecar.upstream.unreachable'
   | 'sidecar.upstream.outcome_unknown'
@@ -80,6 +81,13 @@ export const sidecarErrors = {
     new SidecarError('sidecar.body.too_large', 413, `body exceeds the limit of ${limit} bytes`, true),
   bodyIncomplete: () =>
     new SidecarError('sidecar.body.incomplete', 400, 'the request body was not received completely', true),
+  bodyBudgetExhausted: () =>
+    new SidecarError(
+      'sidecar.body.budget_exhausted',
+      503,
+      'the sidecar is holding as many large bodies as it may at once; nothing was sent: send it again shortly',
+      true,
+    ),
   tokenUnavailable: () =>
     new SidecarError('sidecar.token.unavailable', 503, 'no valid access token yet; try again shortly', true),
   upstreamUnreachable: (cause: unknown) =>

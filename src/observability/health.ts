@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
+import { ADMIN_LISTENER, limitAdminConnections, oneRequestAtATime } from './admin-listener.js';
 
 /** The access token as the admin listener reports it: state and expiry times only, never a token. */
 export interface TokenHealth {
@@ -38,11 +39,16 @@ const READ_PATHS = new Set(['/livez', '/startupz', '/readyz', '/healthz/token', 
  * never makes Kubernetes probes fail, and metrics are scraped from outside the pod without exposing the proxy.
  */
 export function createAdminServer(options: AdminOptions): Server {
-  return createServer((req, res) => {
+  const admit = oneRequestAtATime();
+  const server = createServer(ADMIN_LISTENER, (req, res) => {
+    if (!admit(req, res)) return;
     route(options, req, res).catch(() => {
       if (!res.headersSent) send(res, 500, 'text/plain', 'internal error\n');
     });
   });
+  // It listens on every address of the pod: connections that never finish, or come by the thousand, are cut.
+  limitAdminConnections(server);
+  return server;
 }
 
 async function route(options: AdminOptions, req: IncomingMessage, res: ServerResponse): Promise<void> {

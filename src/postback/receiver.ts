@@ -9,12 +9,12 @@ import {
   type PostbackConfig,
   type PostbackSourceAllowList,
 } from '../config/postback-settings.js';
+import { BodyBudget, type BodyBudgetSizes } from '../proxy/body-budget.js';
 import { listen } from '../proxy/listener.js';
 import type { Logger } from '../observability/log.js';
 import type { InboxMetrics, PostbackMetrics } from '../observability/postback-metrics.js';
 import type { Tracing } from '../observability/tracing.js';
 import type { StateStore } from '../state/state-store.js';
-import { BodyBudget } from './body-budget.js';
 import { createPostbackForwarder, type PostbackForwarder } from './forward.js';
 import { createForwardSigner } from './forward-signing.js';
 import { createDeliveryWorker, type DeliveryWorker } from './delivery-worker.js';
@@ -36,6 +36,13 @@ const RECEIVER_LISTENER = {
   connectionsCheckingInterval: 1_000,
   maxHeaderSize: 16_384,
 } as const;
+
+/**
+ * How many postback body bytes the receiver buffers at once. A genuine postback is a few hundred bytes: a body up to
+ * 64 KiB never waits. Larger ones share 32 MiB, 32 bodies near 1 MiB at once; more are answered 503 (redelivered).
+ * Without it, senders holding bodies just under 1 MiB on all 256 connections could buffer 256 MiB.
+ */
+export const POSTBACK_BODY_BUDGET: BodyBudgetSizes = { freeBytes: 64 * 1024, poolBytes: 32 * 1024 * 1024 };
 
 /**
  * A connection from outside SIDECAR_POSTBACK_ALLOW_CIDRS gets this long, from its connect, to send a request and
@@ -124,7 +131,7 @@ function handlerFor(
     memory,
     forwarder,
     ...(deps.inbox === undefined ? {} : { queue: { inbox: deps.inbox.inbox, orderField: config.orderField } }),
-    budget: new BodyBudget(),
+    budget: new BodyBudget(POSTBACK_BODY_BUDGET),
     metrics: deps.metrics,
     log: deps.log,
     nowMs: deps.nowMs ?? Date.now,

@@ -10,6 +10,7 @@ import { StateStoreUnavailableError } from '../state/state-store.js';
 import { causeFamily, errorCode } from '../upstream/forwarder.js';
 import { isJsonContentType, readBody, wrapEnvelope } from './body.js';
 import type { CallerCheck } from './caller-check.js';
+import type { BodyBudget } from './body-budget.js';
 import { forwardableRequestHeaders, forwardableResponseHeaders, callerTraceContext } from './headers.js';
 import { requestId } from './listener.js';
 import { logVerifyFailure } from './request-log.js';
@@ -31,6 +32,8 @@ export interface HandlerDeps extends SignedSendDeps {
   readonly checkCaller: CallerCheck;
   /** The client headers sent on to the gateway, lowercase (Config.forwardedRequestHeaders). */
   readonly forwardedRequestHeaders: ReadonlySet<string>;
+  /** Shared by the bodies of every request of the listener: a large body that does not fit is refused (503). */
+  readonly bodyBudget: BodyBudget;
   readonly answerCorrelationFields: readonly string[];
   readonly log: Logger;
   readonly metrics: SidecarMetrics;
@@ -93,6 +96,7 @@ async function handle(
   if (!isJsonContentType(req.headers['content-type'])) throw sidecarErrors.unsupportedMediaType();
   const key = readIdempotencyKey(deps, req.headers);
   if (key !== undefined) request.useKey(key);
+  reserveBody(deps, req, request);
   const payload = await readBody(req, deps.maxBodyBytes);
   const envelope = wrapEnvelope(payload);
   if (key !== undefined) {
@@ -140,6 +144,18 @@ async function handle(
   };
 }
 
+/**
+ * Takes the body's share of the body budget, before a byte of it is read, and gives it back once the request has
+ * settled: its bytes, their envelope and parse live as long as the request does. Throws budget_exhausted (nothing
+ * was sent) when it does not fit.
+ */
+function reserveBody(deps: HandlerDeps, req: IncomingMessage, request: ProxyRequest): void {
+  const declared = Number(req.headers['content-length']);
+  const reserved = deps.bodyBudget.reserve(Number.isFinite(declared) ? declared : undefined, deps.maxBodyBytes);
+  if (reserved === undefined) throw sidecarErrors.bodyBudgetExhausted();
+  if (reserved > 0) void request.done.then(() => deps.bodyBudget.release(reserved));
+}
+
 /** The answer an earlier request with this key got (or outcome_unknown for one abandoned): nothing is sent. */
 function replay(claim: Exclude<Admitted, { kind: 'new' }>, payload: Buffer): Settlement {
   const { answer } = claim;
@@ -162,7 +178,8 @@ function refusal(deps: HandlerDeps, req: IncomingMessage, error: SidecarError): 
   // A refused body may still be arriving: close the connection after answering rather than read it all.
   if (!req.complete) headers.connection = 'close';
   if (error.code === 'sidecar.method.not_allowed') headers.allow = 'POST';
-  if (error.code === 'sidecar.idempotency.in_progress') headers['retry-after'] = '1';
+  if (error.code === 'sidecar.idempotency.in_progress' || error.code === 'sidecar.body.budget_exhausted')
+    headers['retry-after'] = '1';
   return errorSettlement(error, { attempts: 0 }, headers);
 }
 

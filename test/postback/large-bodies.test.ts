@@ -1,13 +1,14 @@
-// Senders that hold large bodies open: the receiver buffers at most BODY_BUDGET_BYTES of them at once (beyond the
-// small allowance every body has), so that they cannot take the pod past its memory limit. A further large body is
-// answered 503 at once without being read; a genuine postback, a few hundred bytes, still goes through.
+// Senders that hold large bodies open: the receiver buffers at most POSTBACK_BODY_BUDGET.poolBytes of them at once
+// (beyond the small allowance every body has), so that they cannot take the pod past its memory limit. A further
+// large body is answered 503 at once without being read; a genuine postback, a few hundred bytes, still goes through.
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { BODY_BUDGET_BYTES, FREE_BODY_BYTES } from '../../src/postback/body-budget.js';
 import { MAX_POSTBACK_BYTES } from '../../src/postback/handler.js';
+import { POSTBACK_BODY_BUDGET } from '../../src/postback/receiver.js';
 import { deliver, gatewayKeys, PATH, signPostback, startBareReceiver, type BareReceiver } from './support.js';
 
+const { freeBytes: FREE_BODY_BYTES, poolBytes: BODY_BUDGET_BYTES } = POSTBACK_BODY_BUDGET;
 let world: BareReceiver;
 let privateKeyPem: string;
 

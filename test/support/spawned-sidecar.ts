@@ -19,9 +19,14 @@ export interface SpawnedSidecar {
   kill(): Promise<void>;
 }
 
-export async function spawnSidecar(env: NodeJS.ProcessEnv, startMs = 15_000): Promise<SpawnedSidecar> {
+/** `nodeArgs`: flags for node itself, before the script (the image's heap settings, say). */
+export async function spawnSidecar(
+  env: NodeJS.ProcessEnv,
+  startMs = 15_000,
+  nodeArgs: readonly string[] = [],
+): Promise<SpawnedSidecar> {
   // Only PATH and HOME from the test's own environment: stray SIDECAR_* variables must not leak in.
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'serve'], {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'src/main.ts', 'serve'], {
     cwd: REPO_ROOT,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
