@@ -47,7 +47,9 @@ function imageRuntime(): { nodeArgs: string[]; env: Record<string, string> } {
   const entrypoint = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(dockerfile)?.[1] ?? '[]') as string[];
   const arenas = /^ENV MALLOC_ARENA_MAX=(\S+)$/m.exec(dockerfile)?.[1];
   assert.ok(entrypoint.length > 0 && arenas !== undefined, 'the Dockerfile has its ENTRYPOINT and MALLOC_ARENA_MAX');
-  return { nodeArgs: entrypoint.filter((arg) => arg.startsWith('--')), env: { MALLOC_ARENA_MAX: arenas } };
+  // The node flags only: the ENTRYPOINT may start with a wrapper (prlimit) that has flags of its own.
+  const nodeFlags = entrypoint.slice(entrypoint.indexOf('node') + 1).filter((arg) => arg.startsWith('--'));
+  return { nodeArgs: nodeFlags, env: { MALLOC_ARENA_MAX: arenas } };
 }
 
 function rssKb(pid: number): number {

@@ -63,7 +63,7 @@ function startTrickling(proxyUrl: string, invoice: string): Trickler {
   socket.on('data', (chunk: Buffer) => (trickler.raw += chunk.toString('latin1')));
   socket.on('error', () => undefined);
   socket.write(
-    `POST ${PATH} HTTP/1.1\r\nHost: sidecar\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
+    `POST ${PATH} HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
   );
   socket.write(body.subarray(0, body.length / 2));
   return trickler;
