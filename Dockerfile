@@ -45,7 +45,7 @@ STOPSIGNAL SIGTERM
 # V8 settings from paired bench runs (docs/performance.md, "V8 settings"): 4 MB semi-spaces cost no measurable
 # CPU against 8 MB and keep the young generation small; smaller ones cost over 10% of throughput per core. A
 # stated old-generation cap stops V8 from sizing its heap growth from the host's memory: RSS under load drops by
-# about 40 MB whatever the cap; 192 MB still holds a full memory store (200,000 entries, ~140 MB). Without Maglev
+# about 40 MB whatever the cap; the memory store's default budget follows it (103 MiB of its 204 MiB). Without Maglev
 # (V8's middle compiler, on by default from Node 22; Node 20 has it off) Node 24 holds 5-10 MB less under load
 # for the same throughput per core. Two malloc arenas instead of up to one per thread (glibc's default: signing
 # runs on libuv's four threads, collection on V8's) hold about 5 MB less under load at the same throughput per

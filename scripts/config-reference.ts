@@ -17,6 +17,7 @@ const VALUE_OF_FORMAT: Readonly<Record<FormatName, string>> = {
   'positive-int': 'integer > 0',
   'whole-number': 'integer >= 0',
   'auto-or-whole-number': '`auto` or integer >= 0',
+  'auto-or-positive-int': '`auto` or integer > 0',
   'tcp-port': 'port',
   'strict-boolean': 'boolean',
 };

@@ -49,6 +49,13 @@ export const FORMATS = {
     },
     coerce: (text) => (text.trim().toLowerCase() === 'auto' ? 'auto' : Number.parseFloat(text)),
   },
+  /** `auto`, or how many: a size whose default is derived at start (the memory store's budget from the heap). */
+  'auto-or-positive-int': {
+    validate: (value) => {
+      if (value !== 'auto' && (!isInteger(value) || value <= 0)) throw new Error('must be auto or a positive integer');
+    },
+    coerce: (text) => (text.trim().toLowerCase() === 'auto' ? 'auto' : Number.parseFloat(text)),
+  },
   'tcp-port': {
     validate: (value) => {
       if (!isInteger(value) || value < 0 || value > 65_535) throw new Error('ports must be within range 0 - 65535');

@@ -11,6 +11,7 @@ import { forwardedRequestHeaders } from './forwarded-headers.js';
 import { allowedHostNames, checkListenHost, unresolvableHosts, type HostKey } from './listen-host.js';
 import { loadPostbackSettings } from './postback-settings.js';
 import { loadProxySettings } from './proxy-settings.js';
+import { heapLimitBytes } from './memory-budget.js';
 import { loadStateSettings } from './state-settings.js';
 import { buildSchema, CONFIG_FILE_ENV, envVarOf, settingName, type ConfigSchema } from './schema.js';
 import { schemaRefusals } from './schema-refusals.js';
@@ -290,7 +291,12 @@ function stateSettings(
       caFile: settings.path('state.redis.caFile'),
     },
   };
-  const { config, errors, warnings } = loadStateSettings({ raw, environment, readFile: readSecretFile });
+  const { config, errors, warnings } = loadStateSettings({
+    raw,
+    environment,
+    readFile: readSecretFile,
+    heapLimitBytes: heapLimitBytes(),
+  });
   refusals.errors.push(...errors);
   refusals.warnings.push(...warnings);
   return config ?? null;

@@ -444,7 +444,7 @@ export const SETTINGS = {
       env: 'SIDECAR_STATE_STORE',
     },
     memoryMaxEntries: {
-      doc: 'Memory store size; past it the oldest go (counted).',
+      doc: 'Memory store entries; past it the oldest settled go (counted).',
       format: 'positive-int',
       // The memory store's own default (DEFAULT_MEMORY_STORE_MAX_ENTRIES) has the same value.
       default: 200_000,
@@ -462,6 +462,12 @@ export const SETTINGS = {
       format: 'strict-boolean',
       default: false,
       env: 'SIDECAR_STATE_ACCEPT_UNSIGNED_RECORDS',
+    },
+    memoryMaxMb: {
+      doc: 'Memory store budget, MiB (keys and values as the heap holds them); `auto`: 60 % of the V8 heap limit beyond 32 MiB. Past it the oldest settled go (counted); above the heap limit: refused ([limits](idempotency.md#the-memory-stores-limits)).',
+      format: 'auto-or-positive-int',
+      default: 'auto' as number | 'auto',
+      env: 'SIDECAR_STATE_MEMORY_MAX_MB',
     },
     redis: {
       mode: {

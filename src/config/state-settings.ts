@@ -5,6 +5,7 @@ import type { KeyObject } from 'node:crypto';
 import { ConfigError } from '../errors.js';
 import { attempt } from './collect-errors.js';
 import type { ConfigWarning, Environment } from './config.js';
+import { heapForStore, MEMORY_STORE_HEAP_SHARE_WARNED, MIB, memoryStoreMaxBytes } from './memory-budget.js';
 import { envVarOf, settingName, type Settings } from './schema.js';
 import { caFromFile, macKeysFromFile, passwordFromFile } from './secret-files.js';
 import type { Secret } from './secret.js';
@@ -56,6 +57,8 @@ export interface RedisConfig extends Readonly<
 }
 
 export interface StateConfig extends Readonly<Pick<Settings['state'], 'store' | 'memoryMaxEntries'>> {
+  /** The memory store's budget (SIDECAR_STATE_MEMORY_MAX_MB, `auto` resolved against the heap limit), in bytes. */
+  readonly memoryMaxBytes: number;
   /** Set when store is redis. */
   readonly redis: RedisConfig | undefined;
 }
@@ -65,6 +68,8 @@ export interface StateInput {
   readonly raw: Settings['state'];
   readonly environment: Environment | undefined;
   readonly readFile: (setting: string, path: string) => string;
+  /** V8's heap limit in this process (memory-budget.ts heapLimitBytes), in bytes. */
+  readonly heapLimitBytes: number;
 }
 
 export interface StateResult {
@@ -278,16 +283,50 @@ function unusedRedisSettings(raw: Settings['state']): ConfigWarning[] {
   }));
 }
 
+/**
+ * The memory store's budget in bytes. One above the heap limit is refused: the process would die of a full heap
+ * (every idempotency key with it) before the store evicted anything. One above the share measured safe is
+ * allowed with a warning (a host with another workload may have measured its own).
+ */
+function memoryMaxBytes(input: StateInput, warnings: ConfigWarning[]): number {
+  const { memoryMaxMb } = input.raw;
+  const bytes = memoryStoreMaxBytes(memoryMaxMb, input.heapLimitBytes);
+  const limit = `the V8 heap limit (${Math.floor(input.heapLimitBytes / MIB)} MiB)`;
+  if (bytes > input.heapLimitBytes) {
+    throw new ConfigError(
+      settingName('state.memoryMaxMb'),
+      `${String(memoryMaxMb)} MiB is above ${limit}: the heap would run out before the store evicts; use auto (${Math.floor(memoryStoreMaxBytes('auto', input.heapLimitBytes) / MIB)} MiB here) or raise node's --max-old-space-size`,
+    );
+  }
+  const warnedAbove = heapForStore(input.heapLimitBytes, MEMORY_STORE_HEAP_SHARE_WARNED);
+  if (bytes > warnedAbove) {
+    warnings.push({
+      setting: settingName('state.memoryMaxMb'),
+      message: `${String(memoryMaxMb)} MiB leaves too little of ${limit} to the rest of the process (above ${Math.floor(warnedAbove / MIB)} MiB): under load the heap may run out before the store evicts`,
+    });
+  }
+  return bytes;
+}
+
 export function loadStateSettings(input: StateInput): StateResult {
   const { raw } = input;
-  if (raw.store !== 'redis') {
-    const config = { store: 'memory', memoryMaxEntries: raw.memoryMaxEntries, redis: undefined } as const;
-    return { config, errors: [], warnings: unusedRedisSettings(raw) };
-  }
   const errors: ConfigError[] = [];
   const warnings: ConfigWarning[] = [];
+  const { memoryMaxEntries } = raw;
+  if (raw.store !== 'redis') {
+    const bytes = attempt(errors, () => memoryMaxBytes(input, warnings));
+    const config =
+      bytes === undefined
+        ? undefined
+        : ({ store: 'memory', memoryMaxEntries, memoryMaxBytes: bytes, redis: undefined } as const);
+    return { config, errors, warnings: [...warnings, ...unusedRedisSettings(raw)] };
+  }
   const redis = redisSettings(input, errors, warnings);
+  // Unused with Redis, so not judged either: the Redis store keeps nothing in this process.
+  const memoryMaxBytesUnused = memoryStoreMaxBytes('auto', input.heapLimitBytes);
   const config =
-    redis === undefined ? undefined : { store: 'redis' as const, memoryMaxEntries: raw.memoryMaxEntries, redis };
+    redis === undefined
+      ? undefined
+      : { store: 'redis' as const, memoryMaxEntries, memoryMaxBytes: memoryMaxBytesUnused, redis };
   return { config, errors, warnings };
 }

@@ -58,6 +58,12 @@ export type Claim =
  * refused like an unavailable store (and its record deleted again), so nothing is sent on it.
  */
 const ACKNOWLEDGED = { acknowledged: true } as const;
+/**
+ * A claim is also pinned: the memory store never evicts it while its request may be at the gateway (evicted, a
+ * retry after the local claim's deadline would be sent again), and refuses a new one when claims alone fill it: a
+ * 503 with nothing sent. The answer that replaces it is not pinned: answers are what the store evicts, oldest first.
+ */
+const CLAIM = { acknowledged: true, pinned: true } as const;
 
 /** A few rounds absorb a record that changes between two store calls; past them the key is busy. */
 const CLAIM_ROUNDS = 4;
@@ -157,7 +163,7 @@ export class IdempotencyKeeper {
   private async setClaim(storeKey: string, value: string): Promise<boolean> {
     const { store } = this.options;
     try {
-      return await store.setIfAbsent(storeKey, value, this.inProgressTtlMs, ACKNOWLEDGED);
+      return await store.setIfAbsent(storeKey, value, this.inProgressTtlMs, CLAIM);
     } catch (err) {
       await store.compareAndDelete(storeKey, value).catch(() => false);
       throw err;

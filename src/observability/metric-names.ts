@@ -27,8 +27,16 @@ export const METRICS = {
   stateStoreUp: 'signing_sidecar_state_store_up',
   /** histogram{command, outcome}: one state store command (STATE_STORE_COMMANDS x STATE_STORE_OUTCOMES). */
   stateStoreCommandDuration: 'signing_sidecar_state_store_command_duration_seconds',
-  /** counter: live entries the memory store dropped to stay within SIDECAR_STATE_MEMORY_MAX_ENTRIES. */
+  /** counter: live entries the memory store dropped to stay within SIDECAR_STATE_MEMORY_MAX_MB / _MAX_ENTRIES. */
   stateStoreEvictions: 'signing_sidecar_state_store_evictions_total',
+  /** gauge: the memory store's entries as the heap holds them, approximately (0 with Redis). */
+  stateStoreMemoryBytes: 'signing_sidecar_state_store_memory_bytes',
+  /** gauge: SIDECAR_STATE_MEMORY_MAX_MB in bytes: past it the memory store evicts (0 with Redis). */
+  stateStoreMemoryLimitBytes: 'signing_sidecar_state_store_memory_limit_bytes',
+  /** gauge: the memory store's entries (0 with Redis). */
+  stateStoreMemoryEntries: 'signing_sidecar_state_store_memory_entries',
+  /** gauge: SIDECAR_STATE_MEMORY_MAX_ENTRIES: past it the memory store evicts (0 with Redis). */
+  stateStoreMemoryLimitEntries: 'signing_sidecar_state_store_memory_limit_entries',
   /**
    * counter{kind}: records read from Redis and refused because their MAC is missing or wrong (state/record-mac.ts);
    * kind idempotency|postback. Created at zero.

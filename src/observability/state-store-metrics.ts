@@ -34,19 +34,29 @@ export type StateStoreCommand = (typeof STATE_STORE_COMMANDS)[number];
 export const STATE_STORE_OUTCOMES = ['ok', 'error', 'timeout', 'unavailable'] as const;
 export type StateStoreOutcome = (typeof STATE_STORE_OUTCOMES)[number];
 
+/** How full the memory store is (memory-store.ts usage()): its approximate bytes and entries, and their limits. */
+export interface MemoryStoreUsage {
+  readonly bytes: number;
+  readonly maxBytes: number;
+  readonly entries: number;
+  readonly maxEntries: number;
+}
+
 // From 50 µs (a loopback Redis) to past the longest command timeout anyone should set.
 const COMMAND_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
 
 /**
  * The shared state store's metrics, created with the sidecar's registry whatever the store (the dashboard and the
  * alert need the series): up at 0 until a store says otherwise (the memory store sets 1 at once), evictions and
- * every command x outcome series at zero (they stay at zero with the memory store, which sends no command).
+ * every command x outcome series at zero (they stay at zero with the memory store, which sends no command), the
+ * memory store's usage and limits read at each scrape (at zero with Redis).
  */
 export class StateStoreMetrics {
   private readonly up: Gauge;
   private readonly commands: Histogram<'command' | 'outcome'>;
   private readonly evictions: Counter;
   private readonly rejected: Counter<'kind'>;
+  private memoryUsage: (() => MemoryStoreUsage) | undefined;
 
   constructor(registry: Registry) {
     this.up = new Gauge({
@@ -63,7 +73,7 @@ export class StateStoreMetrics {
     });
     this.evictions = new Counter({
       name: METRICS.stateStoreEvictions,
-      help: 'Live entries the memory store dropped (oldest first) to stay within SIDECAR_STATE_MEMORY_MAX_ENTRIES.',
+      help: 'Live entries the memory store dropped (oldest settled first) to stay within SIDECAR_STATE_MEMORY_MAX_MB and SIDECAR_STATE_MEMORY_MAX_ENTRIES.',
       registers: [registry],
     });
     this.rejected = new Counter({
@@ -73,6 +83,33 @@ export class StateStoreMetrics {
       registers: [registry],
     });
     for (const kind of STATE_RECORD_KINDS) this.rejected.inc({ kind }, 0);
+    const usageGauge = (name: string, help: string, read: (usage: MemoryStoreUsage) => number): void => {
+      const gauge: Gauge = new Gauge({
+        name,
+        help,
+        registers: [registry],
+        collect: () => {
+          const usage = this.memoryUsage?.();
+          gauge.set(usage === undefined ? 0 : read(usage));
+        },
+      });
+    };
+    usageGauge(
+      METRICS.stateStoreMemoryBytes,
+      "The memory store's keys and values as the heap holds them, approximately (0 with Redis).",
+      (usage) => usage.bytes,
+    );
+    usageGauge(
+      METRICS.stateStoreMemoryLimitBytes,
+      'SIDECAR_STATE_MEMORY_MAX_MB in bytes: past it the memory store evicts its oldest settled entries (0 with Redis).',
+      (usage) => usage.maxBytes,
+    );
+    usageGauge(METRICS.stateStoreMemoryEntries, "The memory store's entries (0 with Redis).", (usage) => usage.entries);
+    usageGauge(
+      METRICS.stateStoreMemoryLimitEntries,
+      'SIDECAR_STATE_MEMORY_MAX_ENTRIES: past it the memory store evicts its oldest settled entries (0 with Redis).',
+      (usage) => usage.maxEntries,
+    );
     // At zero, so that rate() and the dashboard see the first failure.
     for (const command of STATE_STORE_COMMANDS) {
       for (const outcome of STATE_STORE_OUTCOMES) this.commands.zero({ command, outcome });
@@ -93,5 +130,10 @@ export class StateStoreMetrics {
 
   recordRejected(kind: StateRecordKind): void {
     this.rejected.inc({ kind });
+  }
+
+  /** Reports the memory store's usage at every scrape from now on. */
+  watchMemoryStore(usage: () => MemoryStoreUsage): void {
+    this.memoryUsage = usage;
   }
 }

@@ -50,7 +50,9 @@ export class ReplayMemory {
     // The claim must outlive everything between its own write and the delivered record's: the forward, and the
     // store commands around it (each up to the command timeout), or a redelivery could be forwarded meanwhile.
     const ttl = this.options.forwardTimeoutMs + 2 * (this.options.storeCommandTimeoutMs ?? 0) + CLAIM_MARGIN_MS;
-    const claimed = await this.store.setIfAbsent(inFlightKey(digest), owner, ttl);
+    // Pinned: evicted while the forward runs, a redelivery would be forwarded beside it. Nonces and delivered
+    // digests are not: under pressure they go oldest first with the idempotency answers (docs/postbacks.md).
+    const claimed = await this.store.setIfAbsent(inFlightKey(digest), owner, ttl, { pinned: true });
     let delivered: boolean;
     try {
       delivered = (await this.store.get(deliveredKey(digest))) !== undefined;

@@ -64,7 +64,13 @@ export async function openStateStore(config: Config, deps: StoreDeps = {}): Prom
   const { metrics } = deps;
   if (state.redis === undefined) {
     metrics?.available(true);
-    return new MemoryStateStore({ maxEntries: state.memoryMaxEntries, onEvict: () => metrics?.evicted() });
+    const store = new MemoryStateStore({
+      maxEntries: state.memoryMaxEntries,
+      maxBytes: state.memoryMaxBytes,
+      onEvict: () => metrics?.evicted(),
+    });
+    metrics?.watchMemoryStore(() => store.usage());
+    return store;
   }
   metrics?.available(false);
   // The Redis client is loaded only when the settings ask for Redis: a pod on the memory store does not carry it.

@@ -20,6 +20,13 @@ export interface WriteOptions {
    * does not take it back. Fewer in time: the call rejects with StateStoreUnavailableError. No effect in memory.
    */
   readonly acknowledged?: boolean;
+  /**
+   * A claim on work in flight (an idempotency claim whose request may be at the gateway, a postback being
+   * forwarded): losing it early lets a second copy through. The memory store never evicts it to make room, and
+   * refuses a new one with StateStoreUnavailableError rather than exceed its budget; it stays pinned until rewritten
+   * without the flag, deleted or expired. No effect on Redis, which evicts nothing (`maxmemory-policy noeviction`).
+   */
+  readonly pinned?: boolean;
 }
 
 export interface StateStore {

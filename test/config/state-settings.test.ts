@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import { collectConfig, loadConfig } from '../../src/config/load.js';
 import { ConfigError } from '../../src/errors.js';
+import { getHeapStatistics } from 'node:v8';
+import { MIB } from '../../src/config/memory-budget.js';
 import { DEFAULT_MEMORY_STORE_MAX_ENTRIES } from '../../src/state/memory-store.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { productionEnv, refusal, secretFiles } from './support.js';
@@ -43,6 +45,35 @@ describe('config: the shared state store (SIDECAR_STATE_STORE, SIDECAR_REDIS_*)'
     assert.equal(state.redis, undefined);
     assert.equal(state.memoryMaxEntries, DEFAULT_MEMORY_STORE_MAX_ENTRIES);
     assert.equal(loadConfig({ ...env, SIDECAR_STATE_MEMORY_MAX_ENTRIES: '500' }).state.memoryMaxEntries, 500);
+  });
+
+  it('bounds the memory store by bytes: 60 % of the heap limit beyond 32 MiB, or SIDECAR_STATE_MEMORY_MAX_MB', () => {
+    const heapLimit = getHeapStatistics().heap_size_limit;
+    const auto = Math.floor((heapLimit - 32 * MIB) * 0.6);
+    assert.equal(loadConfig(env).state.memoryMaxBytes, auto);
+    assert.equal(loadConfig({ ...env, SIDECAR_STATE_MEMORY_MAX_MB: 'auto' }).state.memoryMaxBytes, auto);
+    const set = loadConfig({ ...env, SIDECAR_STATE_MEMORY_MAX_MB: '32' });
+    assert.equal(set.state.memoryMaxBytes, 32 * MIB);
+    assert.deepEqual(set.warnings, []);
+  });
+
+  it('refuses a memory store budget above the heap limit, in one line naming both; warns when it leaves too little', () => {
+    const heapMib = Math.floor(getHeapStatistics().heap_size_limit / MIB);
+    const above = String(heapMib + 1);
+    const message = refusal(
+      () => loadConfig({ ...env, SIDECAR_STATE_MEMORY_MAX_MB: above }),
+      'SIDECAR_STATE_MEMORY_MAX_MB (state.memoryMaxMb)',
+      new RegExp(`${above} MiB is above the V8 heap limit \\(${heapMib} MiB\\).*--max-old-space-size`),
+    );
+    assert.doesNotMatch(message, /\n/);
+    const high = loadConfig({ ...env, SIDECAR_STATE_MEMORY_MAX_MB: String(Math.floor(heapMib * 0.9)) });
+    assert.deepEqual(
+      high.warnings.map((w) => w.setting),
+      ['SIDECAR_STATE_MEMORY_MAX_MB (state.memoryMaxMb)'],
+    );
+    assert.match(high.warnings[0]!.message, /leaves too little of the V8 heap limit/);
+    for (const bad of ['0', '-5', 'half', '1.5'])
+      refusal(() => loadConfig({ ...env, SIDECAR_STATE_MEMORY_MAX_MB: bad }), 'SIDECAR_STATE_MEMORY_MAX_MB');
   });
 
   it('reads every Redis setting, the password from its file without the trailing newline', () => {

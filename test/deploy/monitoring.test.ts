@@ -27,6 +27,7 @@ export const RUNBOOK_ANCHORS = [
   'runbook-postback-backlog-aging',
   'runbook-postback-dead-letters',
   'runbook-state-store-down',
+  'runbook-state-store-near-its-limit',
   'runbook-state-store-evicting',
   'runbook-a-redis-failover',
   'runbook-state-records-rejected',
@@ -96,6 +97,7 @@ describe('PrometheusRule', () => {
             .replaceAll('{{ $labels.setting }}', 'private_key')
             .replaceAll('{{ $labels.kind }}', 'postback')
             .replaceAll('{{ $value | humanize }}', value)
+            .replaceAll('{{ $value | humanizePercentage }}', value)
             .replaceAll('{{ $value | humanizeDuration }}', value),
         ]),
       );
@@ -264,6 +266,45 @@ describe('PrometheusRule', () => {
         alert_rule_test: [quiet('SigningSidecarStateRecordsRejected')],
       },
       {
+        // The memory store at 90 % of its bytes from minute 5 (its entries at 10 %): fires 10 minutes later.
+        interval: '1m',
+        input_series: [
+          { series: `signing_sidecar_state_store_memory_bytes{${pod}}`, values: '500x4 900x20' },
+          { series: `signing_sidecar_state_store_memory_limit_bytes{${pod}}`, values: '1000x24' },
+          { series: `signing_sidecar_state_store_memory_entries{${pod}}`, values: '10x24' },
+          { series: `signing_sidecar_state_store_memory_limit_entries{${pod}}`, values: '100x24' },
+        ],
+        alert_rule_test: [
+          { eval_time: '14m', alertname: 'SigningSidecarStateStoreNearLimit', exp_alerts: [] },
+          firing('SigningSidecarStateStoreNearLimit', '90%', '15m'),
+        ],
+      },
+      {
+        // Its entries at 85 % (small postback records), its bytes at 10 %: fires too.
+        interval: '1m',
+        input_series: [
+          { series: `signing_sidecar_state_store_memory_bytes{${pod}}`, values: '100x20' },
+          { series: `signing_sidecar_state_store_memory_limit_bytes{${pod}}`, values: '1000x20' },
+          { series: `signing_sidecar_state_store_memory_entries{${pod}}`, values: '85x20' },
+          { series: `signing_sidecar_state_store_memory_limit_entries{${pod}}`, values: '100x20' },
+        ],
+        alert_rule_test: [firing('SigningSidecarStateStoreNearLimit', '85%', '15m')],
+      },
+      {
+        // At 70 %, or with Redis (every figure 0): quiet.
+        interval: '1m',
+        input_series: [
+          { series: `signing_sidecar_state_store_memory_bytes{${pod}}`, values: '700x20' },
+          { series: `signing_sidecar_state_store_memory_limit_bytes{${pod}}`, values: '1000x20' },
+          { series: `signing_sidecar_state_store_memory_entries{namespace="payments", pod="p-2"}`, values: '0x20' },
+          {
+            series: `signing_sidecar_state_store_memory_limit_entries{namespace="payments", pod="p-2"}`,
+            values: '0x20',
+          },
+        ],
+        alert_rule_test: [{ eval_time: '20m', alertname: 'SigningSidecarStateStoreNearLimit', exp_alerts: [] }],
+      },
+      {
         // A Redis restart (one minute down): quiet.
         interval: '1m',
         input_series: [{ series: `signing_sidecar_state_store_up{${pod}}`, values: '1x5 0 1x9' }],
@@ -387,6 +428,7 @@ describe('PrometheusRule', () => {
       'SigningSidecarDown',
       'SigningSidecarGatewayLatencyHigh',
       'SigningSidecarStateStoreDown',
+      'SigningSidecarStateStoreNearLimit',
       'SigningSidecarStateStoreEvicting',
       'SigningSidecarStateRecordsRejected',
       'SigningSidecarPostbackSignatureInvalid',

@@ -83,25 +83,35 @@ describe('Idempotency-Key when something fails', () => {
     });
   });
 
-  it('a record the memory store evicts while its request is in flight: a retry meanwhile is 409, never sent', () =>
-    // Two entries at most: two other keyed payments push the first one's in_progress record out of the store. A
-    // retry that did reach the gateway would wait for the held answer until the (short) response timeout.
+  it('a full memory store keeps a record in flight: its retry is 409; claims alone filling it refuse the next, unsent', () =>
+    // Two entries at most, both claims of held payments: nothing settled to evict. A retry that did reach the gateway
+    // would wait for the held answer until the (short) response timeout.
     withReadySidecar(
       { SIDECAR_STATE_MEMORY_MAX_ENTRIES: '2', SIDECAR_UPSTREAM_RESPONSE_TIMEOUT_MS: '5000' },
       async ({ gateway, running }) => {
         const { proxyUrl } = running.sidecar;
         const { key, payment, first } = await sendHeld(gateway, proxyUrl);
-        const others = [send(proxyUrl, newKey(), freshDeposit()), send(proxyUrl, newKey(), freshDeposit())];
-        await waitFor('the condition', () => gateway.requests.length === 3);
-        assert.equal(await running.sidecar.store.get(`idempotency:${sha256(key)}`), undefined, 'evicted');
-        const retry = await send(proxyUrl, key, payment);
-        assert.equal(retry.code, 'sidecar.idempotency.in_progress');
+        const other = send(proxyUrl, newKey(), freshDeposit());
+        await waitFor('both at the gateway', () => gateway.requests.length === 2);
+        const thirdKey = newKey();
+        const third = freshDeposit();
+        const refused = await send(proxyUrl, thirdKey, third);
+        assert.equal(refused.status, 503);
+        assert.equal(refused.code, 'sidecar.idempotency.unavailable');
+        assert.equal(refused.retryable, true);
+        assert.match((await running.sidecar.store.get(`idempotency:${sha256(key)}`)) ?? '', /"in_progress"/);
+        assert.equal((await send(proxyUrl, key, payment)).code, 'sidecar.idempotency.in_progress');
+        assert.equal(gateway.requests.length, 2, 'neither the refused payment nor the retry was sent');
         gateway.holdUntil = 0;
         gateway.release();
         assert.equal((await first).status, 201, 'the first caller gets the gateway answer');
-        await Promise.all(others);
+        assert.equal((await other).status, 201);
+        const later = await send(proxyUrl, thirdKey, third);
+        assert.equal(later.status, 201, 'the refused payment goes once there is room');
+        assert.equal(later.replayed, false);
         const copies = gateway.requests.filter((r) => r.body === gateway.requests[0]!.body);
         assert.equal(copies.length, 1, 'one copy of the payment');
+        assert.equal(gateway.requests.length, 3);
       },
     ));
 

@@ -1,21 +1,52 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { MemoryStateStore } from '../../src/state/memory-store.js';
+import { StateStoreUnavailableError } from '../../src/state/state-store.js';
 import { describeKeeperContract, freshKey, gatewayAnswer, keeperOn, LONGEST_MS } from './keeper-contract.js';
 
 describeKeeperContract('memory', () => Promise.resolve(new MemoryStateStore()));
 
 describe('idempotency protocol, memory store specifics', () => {
-  /** A key claimed (new) on a one-entry memory store, then its in_progress record evicted by another write. */
+  /**
+   * A key claimed (new), then its in_progress record lost while the request is in flight, as a Redis restart or
+   * failover loses it (the memory store never evicts a claim: see below).
+   */
   async function claimThenEvict() {
-    const store = new MemoryStateStore({ maxEntries: 1 });
+    const store = new MemoryStateStore();
     const { keeper } = keeperOn(store);
     const key = freshKey();
     const claim = await keeper.claim(key, 'fp', 'req-1');
     assert.equal(claim.kind, 'new');
-    await store.setIfAbsent('someone-else', 'x', 60_000); // evicts the in_progress record
+    const storeKey = `idempotency:${key.sha256}`;
+    assert.equal(await store.compareAndDelete(storeKey, (await store.get(storeKey))!), true);
     return { store, keeper, key, claim };
   }
+
+  it('a full memory store evicts answers, never a claim in flight; claims alone filling it refuse the next', async () => {
+    const store = new MemoryStateStore({ maxEntries: 3 });
+    const { keeper } = keeperOn(store);
+    const inFlight = freshKey();
+    const claim = await keeper.claim(inFlight, 'fp', 'req-1');
+    assert.equal(claim.kind, 'new');
+    const answered = [];
+    for (let i = 0; i < 5; i++) {
+      const key = freshKey();
+      const other = await keeper.claim(key, 'fp', `req-other-${i}`);
+      if (other.kind === 'new') await keeper.complete(other.ticket, gatewayAnswer);
+      answered.push(key);
+    }
+    const record = await store.get(`idempotency:${inFlight.sha256}`);
+    assert.match(record ?? '', /"state":"in_progress"/, 'the oldest entry, but a claim: kept');
+    assert.equal(await store.get(`idempotency:${answered[0]!.sha256}`), undefined, 'the oldest answer went');
+    assert.equal((await keeper.claim(answered[4]!, 'fp', 'req-again')).kind, 'replayed');
+    // Two more claims in flight: with the first, claims fill the three entries; a fourth is refused, nothing sent.
+    for (const id of ['req-2', 'req-3']) assert.equal((await keeper.claim(freshKey(), 'fp', id)).kind, 'new');
+    await assert.rejects(keeper.claim(freshKey(), 'fp', 'req-4'), StateStoreUnavailableError);
+    if (claim.kind === 'new') await keeper.complete(claim.ticket, gatewayAnswer);
+    assert.equal((await keeper.claim(inFlight, 'fp', 'req-1-again')).kind, 'replayed');
+    assert.equal((await keeper.claim(freshKey(), 'fp', 'req-5')).kind, 'new', 'an answer evicted to make room');
+    await store.close();
+  });
 
   it('a record evicted while its request was in flight is written back with the answer', async () => {
     const { store, keeper, key, claim } = await claimThenEvict();

@@ -31,4 +31,15 @@ describe('postback replay memory: the forward claim', () => {
     assert.deepEqual(await memory.claim('digest', 'third'), { kind: 'delivered' });
     await store.close();
   });
+
+  it('is never evicted by a full memory store: nonces and delivered digests go first, oldest first', async () => {
+    const store = new MemoryStateStore({ maxEntries: 3 });
+    const memory = new ReplayMemory(store, options);
+    assert.deepEqual(await memory.claim('forwarding', 'first'), { kind: 'claimed' });
+    for (const nonce of ['n1', 'n2', 'n3', 'n4']) assert.equal(await memory.recordNonce(nonce, 'd'), true);
+    assert.deepEqual(await memory.claim('forwarding', 'redelivery'), { kind: 'in_flight' });
+    assert.equal(await memory.recordNonce('n4', 'd'), false, 'the newest nonce kept');
+    assert.equal(await memory.recordNonce('n1', 'd'), true, 'the oldest nonce evicted: seen as new');
+    await store.close();
+  });
 });

@@ -43,6 +43,24 @@ describe('openStateStore: the store SIDECAR_STATE_STORE asks for', () => {
     await store.close();
   });
 
+  it('memory: bounded by SIDECAR_STATE_MEMORY_MAX_MB, its usage and both limits on the metrics', async () => {
+    const sidecar = metrics();
+    const config = loadConfig({ ...env, SIDECAR_STATE_MEMORY_MAX_MB: '1' });
+    const store = await openStateStore(config, { metrics: sidecar.stateStore });
+    const quarterMib = 'x'.repeat(256 * 1024);
+    for (const key of ['a', 'b', 'c', 'd', 'e']) await store.setIfAbsent(key, quarterMib, 60_000);
+    assert.equal(await store.get('a'), undefined);
+    assert.equal(await store.get('e'), quarterMib);
+    const text = await sidecar.registry.metrics();
+    assert.match(text, /^signing_sidecar_state_store_evictions_total 2$/m);
+    assert.match(text, /^signing_sidecar_state_store_memory_limit_bytes 1048576$/m);
+    assert.match(text, /^signing_sidecar_state_store_memory_entries 3$/m);
+    assert.match(text, /^signing_sidecar_state_store_memory_limit_entries 200000$/m);
+    const bytes = Number(/^signing_sidecar_state_store_memory_bytes (\d+)$/m.exec(text)?.[1]);
+    assert.ok(bytes > 3 * 256 * 1024 && bytes <= 1048576, `${bytes}`);
+    await store.close();
+  });
+
   it('redis: connects with the settings, keys scoped by base address + username, commands timed', async () => {
     const sidecar = metrics();
     const config = loadConfig({
