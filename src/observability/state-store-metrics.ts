@@ -42,6 +42,7 @@ export class StateStoreMetrics {
   private readonly up: Gauge;
   private readonly commands: Histogram<'command' | 'outcome'>;
   private readonly evictions: Counter;
+  private readonly wipes: Counter;
 
   constructor(registry: Registry) {
     this.up = new Gauge({
@@ -61,6 +62,11 @@ export class StateStoreMetrics {
       help: 'Live entries the memory store dropped (oldest first) to stay within SIDECAR_STATE_MEMORY_MAX_ENTRIES.',
       registers: [registry],
     });
+    this.wipes = new Counter({
+      name: METRICS.stateStoreWipes,
+      help: 'The Redis dataset found wiped (restarted empty, flushed): idempotency keys, token record, queue lost.',
+      registers: [registry],
+    });
     // At zero, so that rate() and the dashboard see the first failure.
     for (const command of STATE_STORE_COMMANDS) {
       for (const outcome of STATE_STORE_OUTCOMES) this.commands.zero({ command, outcome });
@@ -77,5 +83,9 @@ export class StateStoreMetrics {
 
   evicted(): void {
     this.evictions.inc();
+  }
+
+  wiped(): void {
+    this.wipes.inc();
   }
 }
