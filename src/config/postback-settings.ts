@@ -281,6 +281,7 @@ export function loadPostbackSettings(input: PostbackInput): { config?: PostbackC
     deliveryConcurrency: raw.deliveryConcurrency,
     retryScheduleMs: schedule,
     visibilityTimeoutMs: raw.visibilityTimeoutMs,
+    requeueMemoryMb: raw.requeueMemoryMb,
   };
   return { config, errors };
 }
