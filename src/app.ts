@@ -26,6 +26,9 @@ import { openStateStore } from './state/open-store.js';
 import { RecordMac } from './state/record-mac.js';
 import type { RedisStateStore } from './state/redis-store.js';
 import type { StateStore } from './state/state-store.js';
+import type { PostbackInbox } from './postback/inbox.js';
+import type { RequeueMemory } from './postback/requeue-memory.js';
+import { StoreEpoch } from './state/store-epoch.js';
 import { packageVersion } from './version.js';
 
 /**
@@ -99,6 +102,10 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const opened = await openStateStore(config, { metrics: metrics.stateStore, log });
   const store = deps.wrapStore ? deps.wrapStore(opened) : opened;
   const recordMac = recordMacFor(config, opened, metrics, log);
+  // Redis only: a Redis that comes back empty is noticed, and what this replica still holds shared again.
+  const epoch =
+    opened.kind === 'redis' ? new StoreEpoch(store, { log, onWiped: () => metrics.stateStore.wiped() }) : undefined;
+  epoch?.start();
   const clock = new ClockCorrection(config.clock, metrics);
   // Every gateway answer's Date header is measured, token grants' too: the first payment after start is already
   // signed with the corrected time.
@@ -113,6 +120,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     connectTimeoutMs: config.upstream.connectTimeoutMs,
     responseTimeoutMs: config.upstream.responseTimeoutMs,
     now: deps.now ?? Date.now,
+    wipes: epoch,
   });
   const tokens = createTokenManager(config, password, forwarder, metrics, log, deps.now ?? Date.now, fleet, tracing);
   const signer = createSigner(config.privateKey);
@@ -121,12 +129,12 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   // `queued` is refused with the memory store at start (postback-settings.ts): the store here is Redis.
   const inbox =
     config.postback?.delivery === 'queued' && opened.kind === 'redis'
-      ? (await import('./postback/inbox.js')).createRedisInbox(opened as RedisStateStore, recordMac)
+      ? await queuedInbox(opened as RedisStateStore, epoch, config.postback.requeueMemoryMb, recordMac, metrics, log)
       : undefined;
   const postbacks = config.postback
     ? (await import('./postback/receiver.js')).createPostbackReceiver(config.postback, {
         store,
-        ...(inbox === undefined ? {} : { inbox: { inbox, metrics: metrics.inbox } }),
+        ...(inbox === undefined ? {} : { inbox: { inbox: inbox.inbox, metrics: metrics.inbox } }),
         metrics: metrics.postbacks,
         log,
         nowMs: deps.now ?? Date.now,
@@ -211,6 +219,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const proxyUrl = await listen(proxy, config.listen.host, config.listen.port);
   const adminUrl = await listen(admin, config.admin.host, config.admin.port);
   const postbackUrl = await postbacks?.start();
+  inbox?.requeue?.start();
   tokens.start();
   await secrets.start();
   log.info(
@@ -229,7 +238,11 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     },
     'signing-sidecar started',
   );
-  void stopped.then(() => secrets.stop());
+  void stopped.then(() => {
+    secrets.stop();
+    epoch?.stop();
+    inbox?.requeue?.stop();
+  });
   const reload = () => secrets.reloadNow();
   return { proxyUrl, adminUrl, postbackUrl, metrics, tokens, store, log, isReady, reload, shutdown, stopped };
 }
@@ -254,6 +267,26 @@ function recordMacFor(config: Config, store: StateStore, metrics: SidecarMetrics
       );
     },
   });
+}
+
+/**
+ * `queued` delivery's inbox on Redis; with a requeue memory (SIDECAR_POSTBACK_REQUEUE_MEMORY_MB), what this replica
+ * accepts is also held until delivered and appended again if Redis loses it (docs/fleet.md). Loaded only when on.
+ */
+async function queuedInbox(
+  store: RedisStateStore,
+  epoch: StoreEpoch | undefined,
+  requeueMemoryMb: number,
+  recordMac: RecordMac | undefined,
+  metrics: SidecarMetrics,
+  log: Logger,
+): Promise<{ readonly inbox: PostbackInbox; readonly requeue: RequeueMemory | undefined }> {
+  const inbox = (await import('./postback/inbox.js')).createRedisInbox(store, recordMac);
+  if (epoch === undefined || requeueMemoryMb === 0) return { inbox, requeue: undefined };
+  const { RequeueMemory } = await import('./postback/requeue-memory.js');
+  const maxBytes = requeueMemoryMb * 1024 * 1024;
+  const requeue = new RequeueMemory(inbox, store, epoch, { maxBytes, metrics: metrics.inbox, log });
+  return { inbox: requeue.wrap(), requeue };
 }
 
 function createTokenManager(

@@ -395,6 +395,7 @@ export function loadPostbackSettings(input: PostbackInput): PostbackSettingsResu
     visibilityTimeoutMs: raw.visibilityTimeoutMs,
     forwardSecret: signing.secret,
     forwardSecretFile: signing.file,
+    requeueMemoryMb: raw.requeueMemoryMb,
   };
   const loaded =
     signing.file !== undefined && signing.digest !== undefined ? [{ file: signing.file, digest: signing.digest }] : [];

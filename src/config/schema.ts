@@ -434,6 +434,12 @@ export const SETTINGS = {
       default: 60_000,
       env: 'SIDECAR_POSTBACK_VISIBILITY_TIMEOUT_MS',
     },
+    requeueMemoryMb: {
+      doc: '`queued`: MB of accepted postbacks held until delivered, [queued again](fleet.md#a-redis-that-comes-back-empty) after a wipe; 0: off.',
+      format: 'whole-number',
+      default: 32,
+      env: 'SIDECAR_POSTBACK_REQUEUE_MEMORY_MB',
+    },
   },
   // The shared state (docs/fleet.md): the token record, postback nonces, idempotency keys.
   state: {

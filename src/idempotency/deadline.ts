@@ -19,7 +19,9 @@ export const DEADLINE_MARGIN_MS = 5_000;
  * - the last attempt may start just before that deadline: a wait for a free connection and the connection itself
  *   (each up to the connect timeout), then the response timeout;
  * - a 401 FAILED: a second token wait and one more attempt (connect, connect, response).
- * With the defaults: 2 x 10 s + 10 s + 2 x (2 x 5 s + 30 s) = 110 s.
+ * With the defaults: 2 x 10 s + 10 s + 2 x (2 x 5 s + 30 s) = 110 s. Fleet mode's third send after a second 401
+ * FAILED (proxy/signed-send.ts) is not counted: it fits in what two quick refusals left, and is cut here like any
+ * other step, so an idempotency claim still stands longer than any request it protects.
  */
 export function requestDeadlineMs(settings: RequestTimeSettings): number {
   const attempt = 2 * settings.connectTimeoutMs + settings.responseTimeoutMs;

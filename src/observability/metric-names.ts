@@ -27,6 +27,11 @@ export const METRICS = {
   stateStoreUp: 'signing_sidecar_state_store_up',
   /** histogram{command, outcome}: one state store command (STATE_STORE_COMMANDS x STATE_STORE_OUTCOMES). */
   stateStoreCommandDuration: 'signing_sidecar_state_store_command_duration_seconds',
+  /**
+   * counter: the Redis dataset found wiped (its epoch missing or replaced: a primary restarted empty, FLUSHALL);
+   * idempotency keys, the token record and queued postbacks were lost (alert SigningSidecarStateStoreWiped).
+   */
+  stateStoreWipes: 'signing_sidecar_state_store_wipes_total',
   /** counter: live entries the memory store dropped to stay within SIDECAR_STATE_MEMORY_MAX_MB / _MAX_ENTRIES. */
   stateStoreEvictions: 'signing_sidecar_state_store_evictions_total',
   /** gauge: the memory store's entries as the heap holds them, approximately (0 with Redis). */
@@ -75,6 +80,13 @@ export const METRICS = {
   postbackForwardDuration: 'signing_sidecar_postback_forward_duration_seconds',
   /** counter{outcome}: queued delivery attempts by what became of them (DELIVERY_OUTCOMES), created at zero. */
   postbackDeliveries: 'signing_sidecar_postback_deliveries_total',
+  /** counter: postbacks this replica accepted, appended to the inbox again after a wipe of Redis. */
+  postbackRequeued: 'signing_sidecar_postback_requeued_total',
+  /**
+   * counter: accepted postbacks this replica stopped holding for a wipe (oldest first) to stay within
+   * SIDECAR_POSTBACK_REQUEUE_MEMORY_MB: they are in Redis only.
+   */
+  postbackRequeueDropped: 'signing_sidecar_postback_requeue_memory_dropped_total',
   /** gauge: queued postbacks not yet delivered, dead letters excluded (the whole account's, from Redis). */
   postbackInboxUndelivered: 'signing_sidecar_postback_inbox_undelivered',
   /** gauge: age of the oldest undelivered queued postback, 0 when there is none. */

@@ -58,6 +58,8 @@ export interface InboxFigures {
  */
 export class InboxMetrics {
   private readonly deliveries: Counter<'outcome'>;
+  private readonly requeues: Counter;
+  private readonly requeueDrops: Counter;
   private figures: InboxFigures = { undelivered: 0, oldestReceivedMs: undefined, dead: 0 };
 
   constructor(registry: Registry, nowMs: () => number = Date.now) {
@@ -68,6 +70,16 @@ export class InboxMetrics {
       registers: [registry],
     });
     for (const outcome of DELIVERY_OUTCOMES) this.deliveries.inc({ outcome }, 0);
+    this.requeues = new Counter({
+      name: METRICS.postbackRequeued,
+      help: 'Postbacks this replica accepted, appended to the inbox again after Redis lost its dataset.',
+      registers: [registry],
+    });
+    this.requeueDrops = new Counter({
+      name: METRICS.postbackRequeueDropped,
+      help: 'Accepted postbacks no longer held for a wipe (oldest first), to stay within the requeue memory.',
+      registers: [registry],
+    });
     const undelivered: Gauge = new Gauge({
       name: METRICS.postbackInboxUndelivered,
       help: 'Queued postbacks not yet delivered (dead letters excluded).',
@@ -93,6 +105,14 @@ export class InboxMetrics {
 
   delivery(outcome: DeliveryOutcome): void {
     this.deliveries.inc({ outcome });
+  }
+
+  requeued(count: number): void {
+    this.requeues.inc(count);
+  }
+
+  requeueDropped(count: number): void {
+    this.requeueDrops.inc(count);
   }
 
   inboxStatus(figures: InboxFigures): void {

@@ -57,6 +57,7 @@ export class StateStoreMetrics {
   private readonly evictions: Counter;
   private readonly rejected: Counter<'kind'>;
   private memoryUsage: (() => MemoryStoreUsage) | undefined;
+  private readonly wipes: Counter;
 
   constructor(registry: Registry) {
     this.up = new Gauge({
@@ -110,6 +111,11 @@ export class StateStoreMetrics {
       'SIDECAR_STATE_MEMORY_MAX_ENTRIES: past it the memory store evicts its oldest settled entries (0 with Redis).',
       (usage) => usage.maxEntries,
     );
+    this.wipes = new Counter({
+      name: METRICS.stateStoreWipes,
+      help: 'The Redis dataset found wiped (restarted empty, flushed): idempotency keys, token record, queue lost.',
+      registers: [registry],
+    });
     // At zero, so that rate() and the dashboard see the first failure.
     for (const command of STATE_STORE_COMMANDS) {
       for (const outcome of STATE_STORE_OUTCOMES) this.commands.zero({ command, outcome });
@@ -135,5 +141,9 @@ export class StateStoreMetrics {
   /** Reports the memory store's usage at every scrape from now on. */
   watchMemoryStore(usage: () => MemoryStoreUsage): void {
     this.memoryUsage = usage;
+  }
+
+  wiped(): void {
+    this.wipes.inc();
   }
 }

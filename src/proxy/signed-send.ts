@@ -25,7 +25,7 @@ import { GATEWAY_ERROR_CODES, type GatewayErrorCode } from '../observability/met
 export interface SignedSendDeps {
   readonly base: BaseAddress;
   readonly signer: Signer;
-  readonly tokens: Pick<TokenManager, 'usableToken' | 'token' | 'tokenAfterRejection'>;
+  readonly tokens: Pick<TokenManager, 'usableToken' | 'token' | 'tokenAfterRejection' | 'shared'>;
   readonly forwarder: Pick<Forwarder, 'send'>;
   /** Signing time and its re-measurement (SIDECAR_CLOCK_SKEW_CORRECTION); the forwarder's hook measures every answer. */
   readonly clock: Pick<ClockCorrection, 'timestampMs' | 'remeasure'>;
@@ -74,9 +74,23 @@ export type SendResult =
 export type SignedResult = Extract<SendResult, { kind: 'answered' }>;
 
 /**
+ * Sends of one request after a 401 FAILED, each with a newer token than the one refused: one; in fleet mode two.
+ *
+ * A 401 FAILED means the gateway refused the token before doing anything (spec 5.1), so no send that met one can
+ * have moved money. In a fleet a second one has a cause of its own: another replica's password login revoked the
+ * token this replica had just got (spec 4.1 rule 3), which after Redis lost the record and the lock (a wipe: every
+ * replica may have to log in) can happen once more than one retry covers. So in fleet mode a request whose second
+ * send was refused too is sent a third time, with the newer token the fleet has by then. Bounds: at most three sends
+ * of one request ever reach the gateway with a token refused, each with a token newer than the last and never one
+ * already sent; no fourth. A single pod has nobody to revoke its token: one retry, as the spec recommends.
+ */
+const TOKEN_RESENDS = { single: 1, fleet: 2 } as const;
+
+/**
  * Signs and sends one client request, applying the retry contract (README, "Retry contract") and nothing more:
  * - connection failures before any byte left: re-sign and retry with capped backoff within a deadline;
- * - 401 FAILED: fresh token, re-sign with a new timestamp and nonce, send once more;
+ * - 401 FAILED: fresh token, re-sign with a new timestamp and nonce, send once more (fleet mode: up to twice more,
+ *   TOKEN_RESENDS);
  * - anything after bytes were sent without an answer: never resent (sidecar.upstream.outcome_unknown).
  * Every attempt gets its own timestamp and nonce (spec 5.2: "including retries").
  */
@@ -99,7 +113,10 @@ export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): 
       wait.end();
     }
   }
-  let tokenRetried = false;
+  const maxTokenResends = deps.tokens.shared ? TOKEN_RESENDS.fleet : TOKEN_RESENDS.single;
+  let tokenResends = 0;
+  /** Every access token a copy of this request was sent with: none is ever sent twice. */
+  const sentWith = new Set<string>();
   let connectFailures = 0;
   for (let n = 1; ; n++) {
     const span = tracing.enabled ? attemptSpan(tracing, request, n) : undefined;
@@ -129,6 +146,7 @@ export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): 
       continue;
     }
     attempts++;
+    sentWith.add(bearer.reveal());
     if (outcome.kind === 'sent_no_answer') {
       if (errorCode(outcome.error) === 'ERR_GATEWAY_ANSWER_MISMATCH') deps.metrics.answerMismatch();
       return failed(sidecarErrors.outcomeUnknown(outcome.timedOut ? 504 : 502, outcome.error));
@@ -139,8 +157,8 @@ export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): 
     if (label) deps.metrics.gatewayError(label);
     if (code !== undefined && TIMESTAMP_REFUSALS.has(code)) deps.clock.remeasure(response.headers.date, now());
     const answered: SendResult = { kind: 'answered', response, gatewayCode: code, attempts, signed };
-    if (!isTokenRejection(response, code) || tokenRetried) return answered;
-    tokenRetried = true;
+    if (!isTokenRejection(response, code) || tokenResends === maxTokenResends) return answered;
+    tokenResends++;
     const wait = tracing.startSpan('wait for a token', 'internal', trace, { 'sidecar.token.after_rejection': true });
     try {
       token = await deps.tokens.tokenAfterRejection(token.generation, signal, wait.context);
@@ -152,6 +170,8 @@ export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): 
     } finally {
       wait.end();
     }
+    // A token already refused for this request is never sent again (the manager gives a newer one; this says so).
+    if (sentWith.has(token.accessToken.reveal())) return answered;
     deps.metrics.retry('token_rejected');
   }
 }

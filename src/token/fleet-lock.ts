@@ -21,6 +21,8 @@ export class FleetLock {
    * up to its whole lifetime before it can share the token it got meanwhile.
    */
   private readonly unreleased = new Map<string, number>();
+  /** Our lock values from take() to release(): put back at once if Redis loses them (reassert). */
+  private readonly mine = new Set<string>();
   private unsubscribe: (() => Promise<void>) | undefined;
   private subscribing: Promise<void> | undefined;
   private stopped = false;
@@ -66,7 +68,20 @@ export class FleetLock {
   async take(): Promise<string | undefined> {
     await this.releaseLeftovers();
     const value = randomBytes(16).toString('hex');
-    return (await this.store.setIfAbsent(TOKEN_LOCK_KEY, value, this.lockTtlMs)) ? value : undefined;
+    if (!(await this.store.setIfAbsent(TOKEN_LOCK_KEY, value, this.lockTtlMs))) return undefined;
+    this.mine.add(value);
+    return value;
+  }
+
+  /**
+   * After Redis lost its dataset (store-epoch.ts): the locks this replica holds are written again before another
+   * replica takes the empty key and logs in beside our grant in flight. Set only when absent: a replica that took
+   * the key first keeps it, and our writes stay fenced by the record's compare-and-set.
+   */
+  async reassert(): Promise<void> {
+    for (const value of this.mine) {
+      await this.store.setIfAbsent(TOKEN_LOCK_KEY, value, this.lockTtlMs).catch(() => false);
+    }
   }
 
   /**
@@ -86,6 +101,7 @@ export class FleetLock {
 
   /** Best effort: a lock that cannot be released now is released at the next take, or expires with its TTL. */
   async release(value: string): Promise<void> {
+    this.mine.delete(value);
     try {
       await this.store.compareAndDelete(TOKEN_LOCK_KEY, value);
     } catch {

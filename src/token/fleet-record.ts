@@ -274,7 +274,11 @@ export class FleetRecords {
   /**
    * Writes only over the record it read. When that fails, a holder whose lock expired meanwhile wrote a newer
    * record: it stands, and this replica adopts it; ours is kept for this replica alone only when theirs is dead.
-   * Tokens already granted are never lost to a store that went away: they are returned unwritten.
+   * When the key is gone, or holds tokens issued before ours, Redis lost its dataset while the grant was in flight
+   * (a wipe), and a replica may have shared an older token since: ours goes over it, before the lock is released, so
+   * the replicas waiting on it find it instead of making a grant of their own (the older one's refresh token is
+   * spent: ours came from it, or from a login that revoked it). Tokens already granted are never lost to a store
+   * that went away: they are returned unwritten.
    */
   async write(expected: string | undefined, record: SharedTokenRecord): Promise<Acquired> {
     let current: StoredRecord;
@@ -284,6 +288,11 @@ export class FleetRecords {
         return { record, via: 'written' };
       }
       current = await this.read();
+      const older = current.raw === undefined || (current.record !== undefined && issuedLater(record, current.record));
+      if (older && (await this.compareAndSet(current.raw, encodeRecord(record), record))) {
+        await this.lock.announce(record.generation);
+        return { record, via: 'written' };
+      }
     } catch {
       return { record, via: 'unwritten' };
     }

@@ -53,6 +53,8 @@ export class FleetTokenSource implements TokenSource {
     fleet.store.onAvailabilityChange((available) => {
       if (available) void fleet.subscribe().then(onNews);
     });
+    // Redis lost the record: ours is shared again at once (rejoin), before a refresh finds none and logs in.
+    fleet.onWipe(onNews);
     void fleet.subscribe();
     this.timer = setInterval(onNews, SYNC_INTERVAL_MS).unref();
   }

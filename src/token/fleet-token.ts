@@ -60,6 +60,13 @@ export interface FleetTokenOptions {
   readonly pollMs?: number;
   /** The gateway's time as this replica best knows it (ms): the record's expiries are on the gateway's clock. */
   readonly gatewayNow?: () => number;
+  /** Tells when Redis lost its dataset (store-epoch.ts): the lock and the record are gone. */
+  readonly wipes?: WipeNotices | undefined;
+}
+
+/** Who tells of a wipe of the store (the store's epoch). */
+export interface WipeNotices {
+  onWipe(listener: () => void): void;
 }
 
 /**
@@ -74,6 +81,7 @@ export interface FleetTokenOptions {
 export class FleetToken {
   private readonly lock: FleetLock;
   private readonly records: FleetRecords;
+  private readonly wipes: WipeNotices | undefined;
   private readonly lockTtlMs: number;
   private readonly grantTimeoutMs: number;
   /** At most one password login per this interval in the whole fleet (a replica alone keeps it for itself). */
@@ -94,6 +102,14 @@ export class FleetToken {
     this.gatewayNow = options.gatewayNow ?? Date.now;
     this.lock = new FleetLock(store, this.lockTtlMs, options.pollMs ?? DEFAULT_POLL_MS);
     this.records = new FleetRecords(store, this.lock, reporter, this.gatewayNow);
+    this.wipes = options.wipes;
+    // First of all: a grant in flight under our lock must not meet a second one from a replica that found no lock.
+    this.wipes?.onWipe(() => void this.lock.reassert());
+  }
+
+  /** Calls `listener` after each wipe of the store (nothing when wipes are not watched). */
+  onWipe(listener: () => void): void {
+    this.wipes?.onWipe(listener);
   }
 
   /** Calls `listener` with every generation a replica announces; returns how to stop. */
@@ -172,10 +188,21 @@ export class FleetToken {
       if (newer) return this.records.adopted(newer, undefined);
       // Stopped (shutdown) before claiming: the gateway is not called for a pod on its way out.
       if (this.stopped) throw new Error('stopped');
-      // Our own token (got while the store was away) is newer than the store's: it is the one to go on from.
+      // Our own token is the one to go on from when the store holds none (a Redis that came back empty: its refresh
+      // token, not a password login, which would log out every other replica, spec 4.1 rule 3), or an older one
+      // (ours was got while the store was away, or another replica shared an older token after a wipe: the older
+      // one's refresh token was spent to get ours).
       const { held } = basis;
-      const ownIsNewer = held && basis.local && (!seen.record || issuedLater(held, seen.record));
-      const source = ownIsNewer ? { ...held, generation: (seen.record?.generation ?? 0) + 1 } : seen.record;
+      const ownIsNewer = held && (!seen.record || issuedLater(held, seen.record));
+      const generation = (seen.record?.generation ?? (basis.local ? 0 : (held?.generation ?? 0))) + 1;
+      if (held && !seen.record && !basis.local && basis.usable) {
+        // The fleet's record is gone (Redis lost it) and ours still works: shared, not refreshed now. A holder
+        // whose refresh was at the gateway when the record went (its claim, the spent mark, gone with it) writes
+        // its newer token over this one meanwhile; refreshing now would send the refresh token it just spent.
+        this.log.info({ event: 'token.shared', generation }, "shared this replica's token with the fleet");
+        return await this.records.write(seen.raw, { ...held, generation, fence: undefined });
+      }
+      const source = ownIsNewer ? { ...held, generation } : seen.record;
       return await this.renew(lock, seen, source, basis, grants);
     } finally {
       await this.lock.release(lock);
@@ -291,7 +318,12 @@ export function fleetTokenFor(
   clock: Pick<ClockCorrection, 'timestampMs'>,
   reporter: FleetReporter,
   log: Logger,
-  upstream: { readonly connectTimeoutMs: number; readonly responseTimeoutMs: number; readonly now: () => number },
+  upstream: {
+    readonly connectTimeoutMs: number;
+    readonly responseTimeoutMs: number;
+    readonly now: () => number;
+    readonly wipes?: WipeNotices | undefined;
+  },
 ): FleetToken | undefined {
   if (store.kind !== 'redis') return undefined;
   const { now } = upstream;
@@ -300,5 +332,6 @@ export function fleetTokenFor(
   return new FleetToken(store, reporter, log, {
     grantTimeoutMs: Math.max(DEFAULT_GRANT_TIMEOUT_MS, httpBoundMs + 5_000),
     gatewayNow: () => Math.max(now(), clock.timestampMs(now())),
+    wipes: upstream.wipes,
   });
 }

@@ -104,6 +104,11 @@ export class TokenManager {
     clearTimeout(timer);
   }
 
+  /** Fleet mode: the token is the fleet's, shared on the state store with the other replicas of the account. */
+  get shared(): boolean {
+    return this.source.shared;
+  }
+
   /** True while a token that is not expired and not rejected is held. */
   hasValidToken(): boolean {
     return this.usableToken() !== undefined;

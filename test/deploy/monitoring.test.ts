@@ -28,6 +28,7 @@ export const RUNBOOK_ANCHORS = [
   'runbook-postback-dead-letters',
   'runbook-state-store-down',
   'runbook-state-store-near-its-limit',
+  'runbook-state-store-wiped',
   'runbook-state-store-evicting',
   'runbook-a-redis-failover',
   'runbook-state-records-rejected',
@@ -305,6 +306,24 @@ describe('PrometheusRule', () => {
         alert_rule_test: [{ eval_time: '20m', alertname: 'SigningSidecarStateStoreNearLimit', exp_alerts: [] }],
       },
       {
+        // Redis wiped at minute 5, noticed by both replicas: one critical alert for the namespace at once, still
+        // firing 50 minutes on, gone once the hour has passed.
+        interval: '1m',
+        input_series: replicas('signing_sidecar_state_store_wipes_total', '0x5 1x70'),
+        alert_rule_test: [
+          { eval_time: '4m', alertname: 'SigningSidecarStateStoreWiped', exp_alerts: [] },
+          accountFiring('SigningSidecarStateStoreWiped', '2', '6m', 'critical'),
+          accountFiring('SigningSidecarStateStoreWiped', '2', '55m', 'critical'),
+          { eval_time: '70m', alertname: 'SigningSidecarStateStoreWiped', exp_alerts: [] },
+        ],
+      },
+      {
+        // Never wiped (or the memory store): quiet.
+        interval: '1m',
+        input_series: replicas('signing_sidecar_state_store_wipes_total', '0x70'),
+        alert_rule_test: [{ eval_time: '70m', alertname: 'SigningSidecarStateStoreWiped', exp_alerts: [] }],
+      },
+      {
         // A Redis restart (one minute down): quiet.
         interval: '1m',
         input_series: [{ series: `signing_sidecar_state_store_up{${pod}}`, values: '1x5 0 1x9' }],
@@ -431,6 +450,7 @@ describe('PrometheusRule', () => {
       'SigningSidecarStateStoreNearLimit',
       'SigningSidecarStateStoreEvicting',
       'SigningSidecarStateRecordsRejected',
+      'SigningSidecarStateStoreWiped',
       'SigningSidecarPostbackSignatureInvalid',
       'SigningSidecarPostbackDeliveryFailing',
       'SigningSidecarPostbackBacklogAging',

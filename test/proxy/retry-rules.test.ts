@@ -22,12 +22,14 @@ type Step =
   | 'ok_200'
   | 'error_500';
 type TokenState = 'valid' | 'fetched_on_demand' | 'unavailable';
-type AfterRejection = 'fresh_token' | 'no_token';
+type AfterRejection = 'fresh_token' | 'no_token' | 'a_token_already_sent';
 
 interface Row {
   readonly steps: readonly Step[];
   readonly token?: TokenState;
   readonly afterRejection?: AfterRejection;
+  /** Fleet mode (SIDECAR_STATE_STORE=redis): another replica's login can revoke the token just fetched. */
+  readonly fleet?: boolean;
   /** The request's deadline passes (its signal aborts) right after this many calls to the forwarder. */
   readonly deadlineAfterSends?: number;
   /** Calls to the forwarder, including those that never left. */
@@ -74,6 +76,34 @@ const ROWS: Record<string, Row> = {
     afterRejection: 'fresh_token',
     sends: 2,
     expect: { status: 401, attempts: 2 },
+  },
+  'fleet: 401 FAILED twice (another replica logged in meanwhile), a newer token: sent a third time': {
+    steps: ['failed_401', 'failed_401', 'ok_200'],
+    afterRejection: 'fresh_token',
+    fleet: true,
+    sends: 3,
+    expect: { status: 200, attempts: 3 },
+  },
+  'fleet: 401 FAILED three times: the third goes back, never a fourth send': {
+    steps: ['failed_401', 'failed_401', 'failed_401'],
+    afterRejection: 'fresh_token',
+    fleet: true,
+    sends: 3,
+    expect: { status: 401, attempts: 3 },
+  },
+  'fleet: 401 FAILED once: sent once more, as a single pod': {
+    steps: ['failed_401', 'ok_200'],
+    afterRejection: 'fresh_token',
+    fleet: true,
+    sends: 2,
+    expect: { status: 200, attempts: 2 },
+  },
+  'fleet: 401 FAILED, and the token to send next was already sent: the 401 goes back, that token never twice': {
+    steps: ['failed_401'],
+    afterRejection: 'a_token_already_sent',
+    fleet: true,
+    sends: 1,
+    expect: { status: 401, attempts: 1 },
   },
   '401 FAILED and no fresh token to be had: the gateway 401 goes back': {
     steps: ['failed_401'],
@@ -183,7 +213,10 @@ async function run(
       tokenAfterRejection: (generation) =>
         row.afterRejection === 'no_token'
           ? Promise.reject(sidecarErrors.tokenUnavailable())
-          : Promise.resolve(tokenSet(generation + 1)),
+          : row.afterRejection === 'a_token_already_sent'
+            ? Promise.resolve({ ...tokenSet(generation + 1), accessToken: current.accessToken })
+            : Promise.resolve(tokenSet(generation + 1)),
+      shared: row.fleet === true,
     },
     forwarder: {
       send: (request) => {
@@ -246,6 +279,15 @@ describe('retry rules (sendSigned with a fake forwarder)', () => {
     assert.deepEqual(
       sent.map((request) => request.headers.authorization),
       ['Bearer access-1', 'Bearer access-2'],
+    );
+  });
+
+  it('fleet: each of the three sends carries a newer token than the one before', async () => {
+    const row = ROWS['fleet: 401 FAILED twice (another replica logged in meanwhile), a newer token: sent a third time'];
+    const { sent } = await run(row as Row);
+    assert.deepEqual(
+      sent.map((request) => request.headers.authorization),
+      ['Bearer access-1', 'Bearer access-2', 'Bearer access-3'],
     );
   });
 });

@@ -4,6 +4,8 @@
  *   const set = await startSentinelSet();   // a primary, one replica, three Sentinels watching them
  *   set.env                                  // the sidecar's settings for it (SIDECAR_REDIS_MODE=sentinel, ...)
  *   await set.primary.crash();               // SIGKILL the primary; set.failedOver() resolves on the new one
+ *   await startSentinelSet({ downAfterMs: 10_000 })  // Sentinels slow to fail over: a restarted primary comes
+ *                                            // back empty first, and its replica resynchronises to that
  *
  *   const cluster = await startCluster(3);   // three primaries covering the 16384 slots, no replicas
  *   await startCluster(3, 1)                 // the same, each primary with a replica (failover inside a shard)
@@ -56,7 +58,12 @@ process.once('exit', () => {
   for (const child of sentinels) child.kill('SIGKILL');
 });
 
-export async function startSentinelSet(): Promise<SentinelSet> {
+export interface SentinelOptions {
+  /** How long the Sentinels wait before they call the primary down (`down-after-milliseconds`); 1 s by default. */
+  readonly downAfterMs?: number;
+}
+
+export async function startSentinelSet(options: SentinelOptions = {}): Promise<SentinelSet> {
   // No 5 s wait before a full sync (Redis 7's diskless default): a replica, or a restarted primary, syncs at once.
   const fastSync = ['--repl-diskless-sync-delay', '0'];
   const primary = await startRedis({ args: fastSync });
@@ -66,7 +73,9 @@ export async function startSentinelSet(): Promise<SentinelSet> {
     15_000,
   );
   const ports = await Promise.all([freeStablePort(), freeStablePort(), freeStablePort()]);
-  const files = await Promise.all(ports.map((port) => sentinelConfig(port, primary.port)));
+  const files = await Promise.all(
+    ports.map((port) => sentinelConfig(port, primary.port, options.downAfterMs ?? 1_000)),
+  );
   let children = await Promise.all(files.map((file) => spawnSentinel(file)));
   const named = (port: number) => cliLines(port, 'SENTINEL', 'get-master-addr-by-name', SENTINEL_MASTER);
   const ask = async (): Promise<string> => {
@@ -129,8 +138,8 @@ export async function startSentinelSet(): Promise<SentinelSet> {
   };
 }
 
-/** A Sentinel's config: it declares the primary down after 1 s and fails over quickly (a test's patience). */
-async function sentinelConfig(port: number, primaryPort: number): Promise<string> {
+/** A Sentinel's config: it declares the primary down after `downAfterMs` and fails over quickly (a test's patience). */
+async function sentinelConfig(port: number, primaryPort: number, downAfterMs: number): Promise<string> {
   const dir = scratchDir('sentinel-');
   const file = join(dir, 'sentinel.conf');
   await writeFile(
@@ -140,7 +149,7 @@ async function sentinelConfig(port: number, primaryPort: number): Promise<string
       'bind 127.0.0.1',
       `dir ${dir}`,
       `sentinel monitor ${SENTINEL_MASTER} 127.0.0.1 ${primaryPort} 2`,
-      `sentinel down-after-milliseconds ${SENTINEL_MASTER} 1000`,
+      `sentinel down-after-milliseconds ${SENTINEL_MASTER} ${downAfterMs}`,
       `sentinel failover-timeout ${SENTINEL_MASTER} 5000`,
       `sentinel parallel-syncs ${SENTINEL_MASTER} 1`,
       '',

@@ -1,0 +1,207 @@
+// What a replica answered `200 accepted` for and has not yet seen delivered, held in its own memory, so that a Redis
+// that comes back empty (docs/fleet.md, "A Redis that comes back empty") does not lose it: after a wipe it is
+// appended to the inbox again, with the same postback id, so the application's deduplication on X-Postback-Id
+// holds. A replica that is killed takes its share with it; that is lost only if Redis is wiped too.
+import type { Logger } from '../observability/log.js';
+import type { InboxMetrics } from '../observability/postback-metrics.js';
+import type { RedisStateStore } from '../state/redis-store.js';
+import { luaScript } from '../state/redis-scripts.js';
+import { STORE_EPOCH_KEY, type StoreEpoch } from '../state/store-epoch.js';
+import type { NewPostback, PostbackInbox } from './inbox.js';
+
+/** How often the postbacks held are looked up in Redis: those delivered (or dropped) since are let go. */
+const LOOKUP_INTERVAL_MS = 5_000;
+/** Postbacks looked up per script: a short script, so Redis never waits long on it. */
+const LOOKUP_BATCH = 500;
+/** Per postback besides its payload and headers: the id, the line's name, the map entry (an estimate). */
+const ENTRY_OVERHEAD_BYTES = 256;
+/** At most one line a minute about postbacks let go for lack of room (each is counted). */
+const DROP_LOG_INTERVAL_MS = 60_000;
+
+/**
+ * KEYS the epoch; ARGV the stored key prefix, the epoch expected, ids. -1 when the epoch is not the one expected
+ * (the dataset was wiped, or replaced), else per id 1 while its entry is kept (undelivered or dead), 0 once gone.
+ * One script, so that "gone" is read in the dataset the epoch names: after a wipe every entry is gone, and that must
+ * not read as delivered. The entry keys are built from the prefix: the account's, same slot.
+ */
+const STILL_KEPT = luaScript(`if redis.call('GET', KEYS[1]) ~= ARGV[2] then return -1 end
+local kept = {}
+for i = 3, #ARGV do kept[#kept + 1] = redis.call('EXISTS', ARGV[1] .. 'postback:entry:' .. ARGV[i]) end
+return kept`);
+
+interface Held {
+  readonly postback: NewPostback;
+  readonly receivedMs: number;
+  readonly bytes: number;
+  /** The epoch the inbox had when this replica last appended it (undefined: not known yet). */
+  epoch: string | undefined;
+}
+
+export interface RequeueMemoryOptions {
+  readonly maxBytes: number;
+  readonly metrics: InboxMetrics;
+  readonly log: Logger;
+}
+
+/**
+ * Holds accepted postbacks (in arrival order, within maxBytes: the oldest go first, counted) until a lookup finds
+ * them gone from the inbox under the same epoch, or this replica's own delivery settles them. On a wipe it appends
+ * again every postback held that was appended under an older epoch, oldest first, so one transaction's postbacks
+ * held here keep their order; an append that fails is tried again at the next lookup.
+ */
+export class RequeueMemory {
+  private readonly held = new Map<string, Held>();
+  private bytes = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private busy: Promise<void> | undefined;
+  private droppedSinceLog = 0;
+  private lastDropLogMs = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    private readonly inbox: PostbackInbox,
+    private readonly store: RedisStateStore,
+    private readonly epoch: Pick<StoreEpoch, 'current' | 'onWipe' | 'check'>,
+    private readonly options: RequeueMemoryOptions,
+  ) {}
+
+  /**
+   * The inbox as the receiver and the delivery worker use it: what its append accepts (or finds kept already) is
+   * held here too, and what this replica's own delivery settles as delivered is let go at once.
+   */
+  wrap(): PostbackInbox {
+    const { inbox } = this;
+    return {
+      ...inbox,
+      append: async (postback, nowMs) => {
+        const epoch = this.epoch.current();
+        const appended = await inbox.append(postback, nowMs);
+        this.hold(postback, nowMs, epoch);
+        return appended;
+      },
+      settle: async (postback, settlement, nowMs) => {
+        const recorded = await inbox.settle(postback, settlement, nowMs);
+        if (recorded && settlement.outcome === 'delivered') this.forget(postback.id);
+        return recorded;
+      },
+    };
+  }
+
+  start(): void {
+    this.epoch.onWipe(() => void this.runAlone(() => this.appendAgain()));
+    this.timer = setInterval(() => void this.runAlone(() => this.lookUp()), LOOKUP_INTERVAL_MS).unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  /** How many postbacks, and bytes, are held now. */
+  size(): { readonly postbacks: number; readonly bytes: number } {
+    return { postbacks: this.held.size, bytes: this.bytes };
+  }
+
+  /** One lookup now (tests; the interval's own). */
+  lookUpNow(): Promise<void> {
+    return this.runAlone(() => this.lookUp());
+  }
+
+  private hold(postback: NewPostback, receivedMs: number, epoch: string | undefined): void {
+    if (this.options.maxBytes <= 0 || this.held.has(postback.id)) return;
+    const bytes =
+      Buffer.byteLength(postback.payload) + Buffer.byteLength(JSON.stringify(postback.headers)) + ENTRY_OVERHEAD_BYTES;
+    this.held.set(postback.id, { postback, receivedMs, bytes, epoch });
+    this.bytes += bytes;
+    let dropped = 0;
+    for (const [id, oldest] of this.held) {
+      if (this.bytes <= this.options.maxBytes) break;
+      this.held.delete(id);
+      this.bytes -= oldest.bytes;
+      dropped++;
+    }
+    if (dropped > 0) this.dropped(dropped);
+  }
+
+  private forget(id: string): void {
+    const entry = this.held.get(id);
+    if (entry === undefined) return;
+    this.held.delete(id);
+    this.bytes -= entry.bytes;
+  }
+
+  private dropped(count: number): void {
+    this.options.metrics.requeueDropped(count);
+    this.droppedSinceLog += count;
+    const now = Date.now();
+    if (now - this.lastDropLogMs < DROP_LOG_INTERVAL_MS) return;
+    this.lastDropLogMs = now;
+    this.options.log.warn(
+      { event: 'postback.requeue_memory_full', dropped: this.droppedSinceLog, maxBytes: this.options.maxBytes },
+      'accepted postbacks no longer held for a Redis wipe (oldest first): raise SIDECAR_POSTBACK_REQUEUE_MEMORY_MB',
+    );
+    this.droppedSinceLog = 0;
+  }
+
+  /** One lookup or re-append at a time: they read and change the same entries. */
+  private runAlone(work: () => Promise<void>): Promise<void> {
+    const previous = this.busy ?? Promise.resolve();
+    const next = previous.then(work).catch(() => undefined);
+    this.busy = next;
+    void next.finally(() => {
+      if (this.busy === next) this.busy = undefined;
+    });
+    return next;
+  }
+
+  /**
+   * Lets go of what is gone from the inbox under the epoch it was appended in; appends again what was appended
+   * under another one (a wipe whose re-append failed).
+   */
+  private async lookUp(): Promise<void> {
+    const current = this.epoch.current();
+    if (current === undefined || this.held.size === 0) return;
+    // Accepted before the epoch was first read: taken as appended under it, as that first read takes the store (an
+    // append again could deliver twice what was delivered meanwhile).
+    for (const entry of this.held.values()) entry.epoch ??= current;
+    if ([...this.held.values()].some((entry) => entry.epoch !== current)) await this.appendAgain();
+    const ids = [...this.held.values()].filter((entry) => entry.epoch === current).map(({ postback }) => postback.id);
+    for (let from = 0; from < ids.length; from += LOOKUP_BATCH) {
+      const batch = ids.slice(from, from + LOOKUP_BATCH);
+      const reply = await this.store.evalScript(
+        'inbox_status',
+        STILL_KEPT,
+        [STORE_EPOCH_KEY],
+        [this.store.storedKey(''), current, ...batch],
+      );
+      if (!Array.isArray(reply)) {
+        // Not the epoch this replica knows: a wipe it has not noticed yet. The check notices it, and appends again.
+        await this.epoch.check();
+        return;
+      }
+      batch.forEach((id, i) => {
+        if (Number(reply[i]) === 0 && this.held.get(id)?.epoch === current) this.forget(id);
+      });
+    }
+  }
+
+  /** Appends again, oldest first, every postback held that the current epoch's inbox has not had from here. */
+  private async appendAgain(): Promise<void> {
+    const epoch = this.epoch.current();
+    if (epoch === undefined) return;
+    let requeued = 0;
+    try {
+      for (const entry of [...this.held.values()]) {
+        if (entry.epoch === epoch || !this.held.has(entry.postback.id)) continue;
+        if ((await this.inbox.append(entry.postback, entry.receivedMs)) === 'accepted') requeued++;
+        entry.epoch = epoch;
+      }
+    } finally {
+      if (requeued > 0) {
+        this.options.metrics.requeued(requeued);
+        this.options.log.warn(
+          { event: 'postback.requeued', postbacks: requeued, held: this.held.size },
+          'accepted postbacks appended to the inbox again after the state store lost them',
+        );
+      }
+    }
+  }
+}

@@ -1,0 +1,122 @@
+// Fleet mode on a Redis that comes back empty (docs/fleet.md, "A Redis that comes back empty"): three real `serve`
+// processes share one real redis-server in front of the real simulator (a login revokes every earlier access and
+// refresh token), under payments, while Redis is flushed three times and restarted empty once. The token record and
+// its lock are gone each time; the replicas must share their token again instead of logging in one after another
+// and revoking each other's tokens.
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startSimulator } from '@signing-sidecar/simulator';
+import { makeKeys } from '../support/keys.js';
+import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
+import { startRedis } from '../support/redis-server.js';
+import { sidecarEnv } from '../support/sidecar.js';
+import { deposit, postJson } from '../support/sim-world.js';
+import { spawnSidecar, type SpawnedSidecar } from '../support/spawned-sidecar.js';
+import { waitFor } from '../support/wait-for.js';
+
+const cleanups: Array<() => Promise<void>> = [];
+after(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+});
+
+/** One unlabelled series of a `serve` process, from its admin port. */
+async function metric(pod: SpawnedSidecar, name: string): Promise<number> {
+  const text = await (await fetch(`${pod.adminUrl}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+  return Number(line?.split(' ')[1] ?? Number.NaN);
+}
+
+/** Payments from `workers` callers, each to the next pod in turn, until stopped: every answer's status and code. */
+function startTraffic(pods: readonly SpawnedSidecar[], workers = 3): { stop(): Promise<string[]> } {
+  const answers: string[] = [];
+  let running = true;
+  let turn = 0;
+  const work = async () => {
+    while (running) {
+      const pod = pods[turn++ % pods.length]!;
+      const answer = await postJson(pod.proxyUrl, deposit()).catch((err: Error) => ({ status: 0, code: err.name }));
+      answers.push(`${answer.status} ${answer.code ?? ''}`.trim());
+      await sleep(60);
+    }
+  };
+  const loops = Array.from({ length: workers }, work);
+  return {
+    async stop() {
+      running = false;
+      await Promise.all(loops);
+      return answers;
+    },
+  };
+}
+
+function summary(answers: readonly string[]): Record<string, number> {
+  const by: Record<string, number> = {};
+  for (const answer of answers) by[answer] = (by[answer] ?? 0) + 1;
+  return by;
+}
+
+describe('fleet mode on a Redis that comes back empty', { timeout: 120_000 }, () => {
+  it('three serve processes, Redis flushed three times and restarted empty once under payments: one password login, no 401 reaches a caller', async (t) => {
+    const keys = await makeKeys();
+    const [simulator, redis] = await Promise.all([
+      startSimulator({
+        accounts: [{ username: TEST_USERNAME, password: TEST_PASSWORD, publicKeyPem: keys.publicKeyPem }],
+        loginRevokesRefresh: true,
+        // 10 s tokens, refreshed 4-5 s ahead: the fleet refreshes every 5 to 6 s, so refreshes fall between a wipe
+        // and the moment every replica has noticed it. (Usable to 2 s before expiry: a replica that finds Redis away
+        // at its refresh keeps its token 2 to 3 s more, longer than the restart takes.)
+        accessTokenTtlSeconds: 10,
+      }),
+      startRedis(),
+    ]);
+    cleanups.push(
+      () => simulator.close(),
+      () => redis.close(),
+    );
+    const env = await sidecarEnv(keys, simulator.baseUrl, {
+      SIDECAR_LOG_LEVEL: 'info',
+      SIDECAR_STATE_STORE: 'redis',
+      SIDECAR_REDIS_URL: redis.url,
+      SIDECAR_REDIS_COMMAND_TIMEOUT_MS: '1000',
+      SIDECAR_TOKEN_REFRESH_AHEAD_MIN_SECONDS: '4',
+      SIDECAR_TOKEN_REFRESH_AHEAD_MAX_SECONDS: '5',
+    });
+    const pods = await Promise.all([spawnSidecar(env), spawnSidecar(env), spawnSidecar(env)]);
+    for (const pod of pods) cleanups.push(() => pod.kill());
+    await waitFor(
+      'three pods with a token',
+      async () => (await Promise.all(pods.map((pod) => fetch(`${pod.adminUrl}/healthz/token`)))).every((r) => r.ok),
+      15_000,
+    );
+    const traffic = startTraffic(pods);
+    await sleep(1_000);
+    for (let wipe = 1; wipe <= 4; wipe++) {
+      if (wipe === 3)
+        await redis.restart(); // empty: nothing is persisted
+      else assert.deepEqual(await redis.cli('FLUSHALL'), ['OK']);
+      await sleep(3_000);
+    }
+    const answers = await traffic.stop();
+    const grants = simulator.tokenGrants();
+    const wipes = await Promise.all(pods.map((pod) => metric(pod, 'signing_sidecar_state_store_wipes_total')));
+    t.diagnostic(`${answers.length} payments ${JSON.stringify(summary(answers))}; grants ${JSON.stringify(grants)}`);
+    t.diagnostic(`wipes noticed per pod: ${wipes.join(', ')}`);
+    assert.ok(answers.length > 100, `traffic flowed: ${answers.length} payments`);
+    assert.deepEqual(summary(answers), { '200': answers.length }, 'every payment answered 200: no 401 FAILED');
+    assert.equal(grants.password, 1, 'one password login for the whole run');
+    assert.ok(grants.refresh >= 1, `the fleet refreshed through the wipes (${grants.refresh} times)`);
+    assert.ok(
+      wipes.every((count) => count >= 1),
+      'every pod noticed the wipes',
+    );
+    await waitFor(
+      'the three pods on one token generation again',
+      async () => {
+        const generations = await Promise.all(pods.map((pod) => metric(pod, 'signing_sidecar_token_generation')));
+        return generations[0]! > 0 && generations.every((g) => g === generations[0]);
+      },
+      15_000,
+    );
+  });
+});

@@ -1,0 +1,165 @@
+// The requeue memory on a real Redis inbox: what a replica accepted it holds until it sees it delivered (by itself at
+// once, by another replica at the next lookup), within its size bound (oldest dropped, counted); a lookup after a
+// wipe lets nothing go, and the wipe appends again what is held, under the same ids, oldest first.
+import assert from 'node:assert/strict';
+import { after, describe, test } from 'node:test';
+import { Registry } from 'prom-client';
+import { createLogger } from '../../src/observability/log.js';
+import { InboxMetrics } from '../../src/observability/postback-metrics.js';
+import { createRedisInbox, type NewPostback, type PostbackInbox } from '../../src/postback/inbox.js';
+import { RequeueMemory } from '../../src/postback/requeue-memory.js';
+import { accountTag } from '../../src/state/redis-keys.js';
+import { RedisStateStore } from '../../src/state/redis-store.js';
+import { StoreEpoch } from '../../src/state/store-epoch.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { CapturedOutput } from '../support/sidecar.js';
+import { waitFor } from '../support/wait-for.js';
+
+const cleanups: Array<() => Promise<void>> = [];
+after(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+});
+
+const TAG = accountTag('https://gateway.test', 'merchant@example.test');
+
+interface Replica {
+  readonly inbox: PostbackInbox;
+  readonly memory: RequeueMemory;
+  readonly epoch: StoreEpoch;
+  readonly registry: Registry;
+  readonly logs: CapturedOutput;
+}
+
+async function replica(redis: TestRedis, maxBytes = 1_000_000): Promise<Replica> {
+  const store = new RedisStateStore({
+    topology: { mode: 'standalone', url: redis.url },
+    accountTag: TAG,
+    commandTimeoutMs: 2_000,
+  });
+  assert.equal(await store.whenAvailable(5_000), true);
+  const logs = new CapturedOutput();
+  const log = createLogger('info', logs);
+  const registry = new Registry();
+  // A check interval longer than the test: wipes are noticed when a lookup finds another epoch, or asked for.
+  const epoch = new StoreEpoch(store, { log, onWiped: () => undefined, intervalMs: 600_000 });
+  epoch.start();
+  await waitFor('the epoch known', () => epoch.current() !== undefined, 5_000);
+  const memory = new RequeueMemory(createRedisInbox(store), store, epoch, {
+    maxBytes,
+    metrics: new InboxMetrics(registry),
+    log,
+  });
+  memory.start();
+  const inbox = memory.wrap();
+  await inbox.prepare();
+  cleanups.push(async () => {
+    memory.stop();
+    epoch.stop();
+    await store.close();
+  });
+  return { inbox, memory, epoch, registry, logs };
+}
+
+async function counter(registry: Registry, name: string): Promise<number> {
+  const line = (await registry.metrics()).split('\n').find((l) => l.startsWith(`${name} `));
+  return Number(line?.split(' ')[1] ?? Number.NaN);
+}
+
+let serial = 0;
+function postback(transaction = `tx-${++serial}`, status = 'SUCCESS'): NewPostback {
+  const n = ++serial;
+  return {
+    id: `pb_${n.toString(16).padStart(32, '0')}`,
+    payload: JSON.stringify({ transaction_id: transaction, status, n }),
+    headers: { 'x-request-id': `req-${n}` },
+    orderKey: `postback:order:${transaction}`,
+  };
+}
+
+/** Everything the inbox has for a consumer now, delivered (settled as such) by `by`. */
+async function deliverAll(by: Replica): Promise<string[]> {
+  const taken = await by.inbox.read('test-consumer', 100, Date.now());
+  for (const item of taken) assert.equal(await by.inbox.settle(item, { outcome: 'delivered' }, Date.now()), true);
+  return taken.map((item) => item.id);
+}
+
+describe('the requeue memory', { timeout: 60_000 }, () => {
+  test('held until seen delivered: at once when this replica delivers, at the next lookup when another does', async () => {
+    const redis = await startRedis();
+    cleanups.push(() => redis.close());
+    const [a, b] = [await replica(redis), await replica(redis)];
+    const [first, second] = [postback(), postback()];
+    assert.equal(await a.inbox.append(first, Date.now()), 'accepted');
+    assert.equal(await a.inbox.append(second, Date.now()), 'accepted');
+    assert.equal(a.memory.size().postbacks, 2);
+    // b delivers both (a's own delivery would let go at once): a still holds them until it looks.
+    assert.deepEqual((await deliverAll(b)).sort(), [first.id, second.id].sort());
+    assert.equal(a.memory.size().postbacks, 2);
+    await a.memory.lookUpNow();
+    assert.deepEqual(a.memory.size(), { postbacks: 0, bytes: 0 });
+    // a delivers one of its own: let go without a lookup.
+    const third = postback();
+    await a.inbox.append(third, Date.now());
+    assert.deepEqual(await deliverAll(a), [third.id]);
+    assert.equal(a.memory.size().postbacks, 0);
+  });
+
+  test('a wipe: the lookup lets nothing go, and everything held is appended again, same ids, in arrival order', async () => {
+    const redis = await startRedis();
+    cleanups.push(() => redis.close());
+    const a = await replica(redis);
+    const held = [postback('tx-w', 'SUCCESS'), postback('tx-w', 'FAILED'), postback()];
+    for (const item of held) assert.equal(await a.inbox.append(item, Date.now()), 'accepted');
+    const before = a.epoch.current();
+    assert.deepEqual(await redis.cli('FLUSHALL'), ['OK']);
+    // The lookup finds no epoch: a wipe, not three deliveries.
+    await a.memory.lookUpNow();
+    await waitFor('the epoch replaced', () => a.epoch.current() !== before, 5_000);
+    await waitFor(
+      'three appended again',
+      async () => (await counter(a.registry, 'signing_sidecar_postback_requeued_total')) === 3,
+      5_000,
+    );
+    assert.equal(a.memory.size().postbacks, 3, 'still held: not delivered yet');
+    await a.inbox.prepare(); // the group went with the wipe
+    const taken = await a.inbox.read('after-wipe', 100, Date.now());
+    // The transaction's second postback waits behind its first, as before the wipe.
+    assert.deepEqual(
+      taken.map((item) => item.id),
+      [held[0]!.id, held[2]!.id],
+    );
+    assert.deepEqual(
+      taken.map((item) => item.payload),
+      [held[0]!.payload, held[2]!.payload],
+    );
+    assert.match(a.logs.text, /"event":"postback.requeued"[^\n]*"postbacks":3/);
+    // Once appended again under the new epoch, a lookup appends nothing more.
+    await a.memory.lookUpNow();
+    assert.equal(await counter(a.registry, 'signing_sidecar_postback_requeued_total'), 3);
+  });
+
+  test('bounded: past SIDECAR_POSTBACK_REQUEUE_MEMORY_MB the oldest go first, counted and logged', async () => {
+    const redis = await startRedis();
+    cleanups.push(() => redis.close());
+    const one = postback();
+    // Room for about two postbacks of this size.
+    const size = Buffer.byteLength(one.payload) + Buffer.byteLength(JSON.stringify(one.headers)) + 256;
+    const a = await replica(redis, size * 2 + 10);
+    const items = [one, postback(), postback(), postback()];
+    for (const item of items) await a.inbox.append(item, Date.now());
+    assert.equal(a.memory.size().postbacks, 2);
+    assert.equal(await counter(a.registry, 'signing_sidecar_postback_requeue_memory_dropped_total'), 2);
+    assert.match(a.logs.text, /"event":"postback.requeue_memory_full"/);
+    // What is held is the newest: after a wipe those two come back, not the two dropped.
+    assert.deepEqual(await redis.cli('FLUSHALL'), ['OK']);
+    await a.epoch.check();
+    await waitFor(
+      'two appended again',
+      async () => (await counter(a.registry, 'signing_sidecar_postback_requeued_total')) === 2,
+      5_000,
+    );
+    await a.inbox.prepare();
+    const taken = await a.inbox.read('after-wipe', 100, Date.now());
+    assert.deepEqual(taken.map((item) => item.id).sort(), [items[2]!.id, items[3]!.id].sort());
+  });
+});
