@@ -1,5 +1,11 @@
 import { collectConfig } from '../config/load.js';
-import { createRedisInbox, POSTBACK_ID, type PostbackInbox, type PostbackSummary } from '../postback/inbox.js';
+import {
+  createRedisInbox,
+  POSTBACK_ID,
+  type PostbackInbox,
+  type PostbackSummary,
+  type ReplayPlace,
+} from '../postback/inbox.js';
 import { openStateStore } from '../state/open-store.js';
 import type { RedisStateStore } from '../state/redis-store.js';
 import { parseCommandLine, runtimeFailure, usageFailure } from '../tools/usage.js';
@@ -7,7 +13,7 @@ import { EXIT, type Command, type CommandIo, type ExitCode } from './command.js'
 
 const USAGE = `usage: signing-sidecar postbacks list [--dead] [--limit N] [--json]
        signing-sidecar postbacks show <id>
-       signing-sidecar postbacks replay <id> | --all
+       signing-sidecar postbacks replay <id> | --all [--at-end]
        signing-sidecar postbacks drop <id> | --all`;
 const HELP = `${USAGE}
 
@@ -18,8 +24,10 @@ same settings as \`serve\`.
            next attempt, last error. States: queued (being delivered or due now), retry (waiting for its next
            attempt), waiting (behind an earlier postback of its transaction), dead (every attempt failed).
   show     one postback whole: the above, the headers the application gets, and the decoded JSON payload.
-  replay   a dead letter goes back in line with its attempts from zero; a postback waiting for a retry is made due
-           now. --all: every dead letter and every retry.
+  replay   a dead letter goes back in line with its attempts from zero, in arrival order: before any later
+           postback of its transaction still waiting (one being delivered now goes first). --at-end: behind them
+           instead. A later postback already delivered is not undone: the application gets the older status after
+           it. A postback waiting for a retry is made due now. --all: every dead letter (oldest first) and retry.
   drop     forgets one postback for good (the application never gets it). --all: every dead letter (a pending
            postback is dropped only by its id).
 
@@ -82,18 +90,21 @@ async function act(action: Action, inbox: PostbackInbox, id: string | undefined,
     io.stdout.write(`${JSON.stringify({ ...rest, payload: decoded }, null, 2)}\n`);
     return EXIT.ok;
   }
+  const where: ReplayPlace = flags.atEnd ? 'end' : 'order';
   if (id !== undefined) {
-    const result = action === 'replay' ? await inbox.replay(id) : (await inbox.drop(id)) ? 'dropped' : 'missing';
+    const result = action === 'replay' ? await inbox.replay(id, where) : (await inbox.drop(id)) ? 'dropped' : 'missing';
     if (result === 'missing') return runtimeFailure(io, `no postback ${id} in the inbox`);
     io.stdout.write(`${id} ${result}\n`);
     return EXIT.ok;
   }
-  const rows = await everyRow(inbox, 'dead');
+  // Oldest first: a transaction's dead letters go back in their line in the order they arrived.
+  const rows = (await everyRow(inbox, 'dead')).sort((a, b) => a.receivedMs - b.receivedMs);
   if (action === 'replay') rows.push(...(await everyRow(inbox, 'pending')).filter((row) => row.state === 'retry'));
   const ids = rows.map((row) => row.id);
   let done = 0;
   for (const each of ids) {
-    const result = action === 'replay' ? await inbox.replay(each) : (await inbox.drop(each)) ? 'dropped' : 'missing';
+    const result =
+      action === 'replay' ? await inbox.replay(each, where) : (await inbox.drop(each)) ? 'dropped' : 'missing';
     if (result !== 'missing' && result !== 'pending') done++;
   }
   io.stdout.write(`${action === 'replay' ? 'replayed' : 'dropped'} ${done} postback${done === 1 ? '' : 's'}\n`);
@@ -103,6 +114,7 @@ async function act(action: Action, inbox: PostbackInbox, id: string | undefined,
 interface Flags {
   readonly dead: boolean;
   readonly all: boolean;
+  readonly atEnd: boolean;
   readonly json: boolean;
   readonly limit: number;
 }
@@ -120,6 +132,7 @@ function parse(argv: string[], io: CommandIo): { action: Action; id: string | un
   const options = {
     dead: { type: 'boolean', default: false },
     all: { type: 'boolean', default: false },
+    'at-end': { type: 'boolean', default: false },
     json: { type: 'boolean', default: false },
     limit: { type: 'string', default: String(PAGE) },
   } as const;
@@ -135,7 +148,9 @@ function parse(argv: string[], io: CommandIo): { action: Action; id: string | un
   }
   if (id !== undefined && (action === 'list' || values.all))
     return usageFailure(io, USAGE, `${action} takes no id here`);
-  return { action, id, flags: { dead: values.dead, all: values.all, json: values.json, limit } };
+  if (values['at-end'] && action !== 'replay') return usageFailure(io, USAGE, '--at-end is for replay only');
+  const flags = { dead: values.dead, all: values.all, atEnd: values['at-end'], json: values.json, limit };
+  return { action, id, flags };
 }
 
 export const postbacks: Command = async (argv, io) => {

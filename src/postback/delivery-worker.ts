@@ -5,7 +5,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../observability/log.js';
 import type { InboxMetrics } from '../observability/postback-metrics.js';
-import type { PostbackForwarder } from './forward.js';
+import type { TraceSpan, Tracing } from '../observability/tracing.js';
+import type { ForwardResult, PostbackForwarder } from './forward.js';
 import type { PostbackInbox, Settlement, TakenPostback } from './inbox.js';
 
 /** How often an idle worker looks for new postbacks and due retries. */
@@ -28,6 +29,24 @@ export interface DeliveryWorkerOptions {
   readonly log: Logger;
   readonly nowMs: () => number;
   readonly pollMs?: number;
+  /** A client span per attempt, in the arrival's trace (the traceparent kept with the postback). */
+  readonly tracing?: Tracing;
+}
+
+/** What became of one attempt: the `outcome` of its log line and of its span. */
+type DeliveryOutcome = 'delivered' | 'retry' | 'dead_letter' | 'not_recorded' | 'settled_elsewhere' | 'left_pending';
+
+/** The attempt's answer and outcome; anything but a 2xx is an error, with the status or the cause as its code. */
+function endAttemptSpan(span: TraceSpan, answer: ForwardResult | undefined, outcome: DeliveryOutcome): void {
+  span.setAttributes({
+    'http.response.status_code': answer?.status,
+    'sidecar.cause_code': answer?.failure,
+    'sidecar.postback.delivery_outcome': outcome,
+  });
+  const status = answer?.status;
+  if (status === undefined || status < 200 || status >= 300)
+    span.fail(answer?.failure ?? (status === undefined ? 'error' : String(status)));
+  span.end();
 }
 
 export interface DeliveryWorker {
@@ -109,8 +128,39 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
     });
 
   async function deliver(postback: TakenPostback): Promise<void> {
-    const headers = { ...postback.headers, 'x-postback-attempt': String(postback.attempt) };
-    const answer = await forwarder.post(postback.id, postback.payload, headers, stopping.signal);
+    const span = attemptSpan(postback);
+    let outcome: DeliveryOutcome = 'left_pending';
+    let answer: ForwardResult | undefined;
+    try {
+      answer = await attempt(postback, span);
+      outcome = await settleAnswer(postback, answer);
+    } finally {
+      if (span !== undefined) endAttemptSpan(span, answer, outcome);
+    }
+  }
+
+  /**
+   * The attempt's span, a child of the arrival's (whose traceparent was kept with the postback): every attempt,
+   * its answer and its retry show in the arrival's trace, however late and on whichever replica. The postback's
+   * own `traceparent` is replaced by the attempt's, so that the application's spans sit under the attempt.
+   */
+  function attemptSpan(postback: TakenPostback): TraceSpan | undefined {
+    const { tracing } = options;
+    if (tracing?.enabled !== true) return undefined;
+    const arrival = tracing.extract(postback.headers.traceparent, postback.headers.tracestate);
+    return tracing.startSpan('postback delivery', 'client', arrival, {
+      'sidecar.postback.id': postback.id,
+      'sidecar.postback.attempt': postback.attempt,
+    });
+  }
+
+  async function attempt(postback: TakenPostback, span: TraceSpan | undefined): Promise<ForwardResult> {
+    const traceHeaders = span?.context === undefined ? {} : options.tracing?.headers(span.context);
+    const headers = { ...postback.headers, ...traceHeaders, 'x-postback-attempt': String(postback.attempt) };
+    return forwarder.post(postback.id, postback.payload, headers, stopping.signal);
+  }
+
+  async function settleAnswer(postback: TakenPostback, answer: ForwardResult): Promise<DeliveryOutcome> {
     const fields = {
       event: 'postback.delivery',
       postbackId: postback.id,
@@ -120,7 +170,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
     // Stopped mid-delivery: nothing is recorded; the postback stays pending and another replica delivers it.
     if (stopping.signal.aborted && answer.status === undefined) {
       log.info({ ...fields, outcome: 'left_pending' }, 'delivery left to another replica');
-      return;
+      return 'left_pending';
     }
     const settlement = settlementOf(postback.attempt, answer, options.scheduleMs, options.nowMs(), Math.random());
     const recorded = await settleSoon(postback, settlement);
@@ -128,21 +178,25 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       // Left pending: after the visibility timeout a replica takes it over and delivers it again.
       metrics.delivery('not_recorded');
       log.warn({ ...fields, outcome: 'not_recorded' }, 'delivery outcome not recorded');
-      return;
+      return 'not_recorded';
     }
     if (!recorded) {
       // Another replica took it over (this one stalled past the visibility timeout) and settled it first.
       log.info({ ...fields, outcome: 'settled_elsewhere' }, 'delivery outcome already recorded by another replica');
-      return;
+      return 'settled_elsewhere';
     }
     metrics.delivery(settlement.outcome === 'dead' ? 'dead_letter' : settlement.outcome);
-    if (settlement.outcome === 'delivered') log.info({ ...fields, outcome: 'delivered' }, 'postback delivered');
-    else if (settlement.outcome === 'dead') {
-      log.error({ ...fields, outcome: 'dead_letter', failure: settlement.error }, 'postback moved to the dead letters');
-    } else {
-      const inMs = settlement.dueMs - options.nowMs();
-      log.warn({ ...fields, outcome: 'retry', failure: settlement.error, nextAttemptInMs: inMs }, 'postback retry');
+    if (settlement.outcome === 'delivered') {
+      log.info({ ...fields, outcome: 'delivered' }, 'postback delivered');
+      return 'delivered';
     }
+    if (settlement.outcome === 'dead') {
+      log.error({ ...fields, outcome: 'dead_letter', failure: settlement.error }, 'postback moved to the dead letters');
+      return 'dead_letter';
+    }
+    const inMs = settlement.dueMs - options.nowMs();
+    log.warn({ ...fields, outcome: 'retry', failure: settlement.error, nextAttemptInMs: inMs }, 'postback retry');
+    return 'retry';
   }
 
   /**

@@ -77,16 +77,39 @@ end
 return #ids`);
 
 /**
- * KEYS entry, stream, pending, retry, dead, order; ARGV id. A dead postback goes back to the end of its line with
- * its attempts from zero (`replayed`); one waiting for a retry is made due now (`due_now`); one already in line is
- * left (`pending`); `missing` when there is no such postback.
+ * KEYS entry, stream, pending, retry, dead, order; ARGV id, where ('order' or 'end'). A dead postback goes back in
+ * its line with its attempts from zero (`replayed`): by arrival (`order`), before every later postback of its
+ * transaction still waiting, a head waiting for its retry included (it steps back, its attempts kept); only a head
+ * in the stream (being delivered, or due now) stays first. `end`: behind all of them. One waiting for a retry is
+ * made due now (`due_now`); one already in line is left (`pending`); `missing` when there is no such postback.
  */
 export const REPLAY = luaScript(`if redis.call('EXISTS', KEYS[1]) == 0 then return 'missing' end
 if redis.call('ZREM', KEYS[5], ARGV[1]) == 1 then
+  local received = redis.call('HGET', KEYS[1], 'received_ms')
   redis.call('HSET', KEYS[1], 'attempts', '0')
   redis.call('HDEL', KEYS[1], 'last_error')
-  redis.call('ZADD', KEYS[3], redis.call('HGET', KEYS[1], 'received_ms'), ARGV[1])
-  if redis.call('RPUSH', KEYS[6], ARGV[1]) == 1 then redis.call('XADD', KEYS[2], '*', 'id', ARGV[1]) end
+  redis.call('ZADD', KEYS[3], received, ARGV[1])
+  local line = redis.call('LRANGE', KEYS[6], 0, -1)
+  local before = false
+  if ARGV[2] == 'order' then
+    local first = 1
+    if line[1] and not redis.call('ZSCORE', KEYS[4], line[1]) then first = 2 end
+    for i = first, #line do
+      if tonumber(redis.call('ZSCORE', KEYS[3], line[i]) or '0') > tonumber(received) then
+        before = line[i]
+        break
+      end
+    end
+  end
+  if not before then
+    if redis.call('RPUSH', KEYS[6], ARGV[1]) == 1 then redis.call('XADD', KEYS[2], '*', 'id', ARGV[1]) end
+    return 'replayed'
+  end
+  redis.call('LINSERT', KEYS[6], 'BEFORE', before, ARGV[1])
+  if before == line[1] then
+    redis.call('ZREM', KEYS[4], before)
+    redis.call('XADD', KEYS[2], '*', 'id', ARGV[1])
+  end
   return 'replayed'
 end
 if redis.call('ZREM', KEYS[4], ARGV[1]) == 1 then

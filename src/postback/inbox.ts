@@ -100,6 +100,8 @@ export interface PostbackDetail extends PostbackSummary {
 
 export type ReplayResult = 'replayed' | 'due_now' | 'pending' | 'missing';
 
+export type ReplayPlace = 'order' | 'end';
+
 export interface PostbackInbox {
   /** Creates the consumer group (and the stream) when missing; again after a Redis that lost them. */
   prepare(): Promise<void>;
@@ -122,7 +124,11 @@ export interface PostbackInbox {
   /** Undelivered (`pending`) or `dead` postbacks in arrival order, `limit` from rank `offset`. */
   list(which: 'pending' | 'dead', offset: number, limit: number): Promise<PostbackSummary[]>;
   show(id: string): Promise<PostbackDetail | undefined>;
-  replay(id: string): Promise<ReplayResult>;
+  /**
+   * A dead letter back in its line: by arrival (`order`, ahead of its transaction's later postbacks still waiting)
+   * or at its end (`end`); a postback waiting for a retry is made due now.
+   */
+  replay(id: string, where?: ReplayPlace): Promise<ReplayResult>;
   drop(id: string): Promise<boolean>;
 }
 
@@ -283,10 +289,10 @@ export function createRedisInbox(store: RedisStateStore, mac: RecordMac = NO_REC
       const { line: _line, ...detail } = row;
       return detail;
     },
-    async replay(id) {
+    async replay(id, where = 'order') {
       const orderKey = await lineOf(id);
       if (orderKey === undefined) return 'missing';
-      const result = await store.evalScript('inbox_admin', REPLAY, allKeys(id, orderKey), [id], acknowledged);
+      const result = await store.evalScript('inbox_admin', REPLAY, allKeys(id, orderKey), [id, where], acknowledged);
       return String(result) as ReplayResult;
     },
     async drop(id) {

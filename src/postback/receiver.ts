@@ -160,6 +160,7 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
           visibilityTimeoutMs: config.visibilityTimeoutMs,
           log: deps.log,
           nowMs: deps.nowMs ?? Date.now,
+          ...(deps.tracing === undefined ? {} : { tracing: deps.tracing }),
         });
   const answers = new OpenAnswers();
   const server = createServer({ ...RECEIVER_LISTENER, ...deps.listener }, (req, res) => {

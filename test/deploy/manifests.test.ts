@@ -406,24 +406,26 @@ describe('overlays', () => {
   });
 });
 
+/** An overlay of `resource` with deploy/components/`component` added, as the docs tell operators to write it. */
+function renderWithComponent(component: string, resource: string): Rendered {
+  const dir = join(scratch, component, resource.replaceAll('/', '-'));
+  mkdirSync(dir, { recursive: true });
+  const up = relative(dir, DEPLOY_DIR);
+  writeFileSync(
+    join(dir, 'kustomization.yaml'),
+    [
+      'apiVersion: kustomize.config.k8s.io/v1beta1',
+      'kind: Kustomization',
+      `resources: ['${up}/${resource}']`,
+      `components: ['${up}/components/${component}']`,
+      '',
+    ].join('\n'),
+  );
+  return renderDir(dir, `${resource} + components/${component}`);
+}
+
 describe('deploy/components/redis-state (fleet mode, docs/fleet.md)', () => {
-  /** An overlay of `resource` with the component added, as docs/fleet.md tells operators to write it. */
-  const withComponent = (resource: string): Rendered => {
-    const dir = join(scratch, 'redis-state', resource.replaceAll('/', '-'));
-    mkdirSync(dir, { recursive: true });
-    const up = relative(dir, DEPLOY_DIR);
-    writeFileSync(
-      join(dir, 'kustomization.yaml'),
-      [
-        'apiVersion: kustomize.config.k8s.io/v1beta1',
-        'kind: Kustomization',
-        `resources: ['${up}/${resource}']`,
-        `components: ['${up}/components/redis-state']`,
-        '',
-      ].join('\n'),
-    );
-    return renderDir(dir, `${resource} + components/redis-state`);
-  };
+  const withComponent = (resource: string): Rendered => renderWithComponent('redis-state', resource);
   const REDIS_MOUNT = '/var/run/secrets/signing-sidecar-redis';
   const MAC_MOUNT = '/var/run/secrets/signing-sidecar-state-mac';
 
@@ -513,6 +515,56 @@ describe('deploy/components/redis-state (fleet mode, docs/fleet.md)', () => {
     for (const peer of redis.to ?? []) assert.notEqual(peer.ipBlock?.cidr, '0.0.0.0/0', 'no open egress');
     const all = rules.flatMap(ports).sort();
     assert.deepEqual(all, ['TCP/443', 'TCP/53', 'TCP/6379', 'TCP/6380', 'UDP/53']);
+  });
+});
+
+describe('deploy/components/tracing (docs/operations.md, "Tracing")', () => {
+  /** The workload and its network policies, both without the component or both with it, as the docs say. */
+  const rendered = (withTracing: boolean) =>
+    (['staging', 'production'] as const).map((env) => {
+      const [workload, policies] = [`overlays/${env}`, `overlays/${env}/network-policy`] as const;
+      const renderOf = (which: typeof workload | typeof policies) =>
+        withTracing ? renderWithComponent('tracing', which) : render(which);
+      return {
+        env,
+        workload: renderOf(workload),
+        policy: only(
+          renderOf(policies).networkPolicies.filter((p) => p.metadata?.name === 'signing-sidecar'),
+          'NetworkPolicy signing-sidecar',
+        ),
+      };
+    });
+  const ports = (rule: NonNullable<NonNullable<NetworkPolicy['spec']>['egress']>[number]) =>
+    (rule.ports ?? []).map((p) => `${p.protocol}/${p.port}`).sort();
+
+  test('without it: tracing is off and the policy allows no egress but DNS and the gateway', () => {
+    for (const { env, workload, policy } of rendered(false)) {
+      const config = loadConfig(withStandIns(Object.fromEntries(sidecarEnv(workload))));
+      assert.equal(config.tracing.enabled, false, `${env}: tracing off`);
+      const all = (policy.spec?.egress ?? []).flatMap(ports).sort();
+      assert.deepEqual(all, ['TCP/443', 'TCP/53', 'UDP/53'], `${env}: no collector`);
+    }
+  });
+
+  test("with it: tracing is on, and the policy allows the endpoint's collector on its port only", () => {
+    for (const { env, workload, policy } of rendered(true)) {
+      const settings = Object.fromEntries(sidecarEnv(workload));
+      const config = loadConfig(withStandIns(settings));
+      assert.equal(config.tracing.enabled, true, `${env}: tracing on`);
+      const endpoint = new URL(settings.OTEL_EXPORTER_OTLP_ENDPOINT ?? '');
+      const port = Number(endpoint.port || (endpoint.protocol === 'https:' ? 443 : 80));
+      const rules = (policy.spec?.egress ?? []).filter((rule) => ports(rule).includes(`TCP/${port}`));
+      const collector = only(rules, `${env}: egress rule to the collector`);
+      assert.deepEqual(ports(collector), [`TCP/${port}`], 'that port only');
+      // The endpoint's Service is <name>.<namespace>.svc...: the rule names the same namespace, and its pods.
+      const namespace = endpoint.hostname.split('.')[1];
+      const peer = only(collector.to ?? [], 'the collector peer');
+      assert.equal(peer.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name'], namespace);
+      assert.ok(Object.keys(peer.podSelector?.matchLabels ?? {}).length > 0, "the collector's pods, not all of them");
+      assert.equal(peer.ipBlock, undefined, 'no open egress');
+      const all = (policy.spec?.egress ?? []).flatMap(ports).sort();
+      assert.deepEqual(all, ['TCP/443', 'TCP/53', `TCP/${port}`, 'UDP/53'].sort(), `${env}: DNS and gateway kept`);
+    }
   });
 });
 

@@ -2,9 +2,10 @@
 // Squid between the sidecar and the simulator in TLS mode: signatures still verify (the proxy is not in the signed
 // URL), one CONNECT per pooled connection, Basic authentication with a password file that rotates, and the money
 // rules through the tunnel: a proxy that is down or refuses the CONNECT means nothing was sent (retried, then
-// `unreachable`), a tunnel cut after the request went in means `outcome_unknown`, never a second payment.
+// `unreachable`), a tunnel cut after the request went in means `outcome_unknown`, never a second payment. An
+// https:// proxy (TLS to Squid itself, the CONNECT inside it) is trusted by SIDECAR_UPSTREAM_PROXY_CA_FILE only.
 import assert from 'node:assert/strict';
-import { rename, writeFile } from 'node:fs/promises';
+import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
@@ -16,6 +17,7 @@ import { deposit, postJson, type Answer } from '../support/sim-world.js';
 import { scratchDir } from '../support/scratch.js';
 import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
 import { startSquid, type TestSquid } from '../support/squid.js';
+import { generateTlsMaterial } from '../../packages/simulator/src/tls.js';
 import { InternalWebhook } from '../postback/support.js';
 import { waitFor } from '../support/wait-for.js';
 
@@ -249,6 +251,117 @@ describe('proxy failures before the tunnel: nothing sent, retried, then unreacha
   it('a proxy that is down: unreachable, ERR_PROXY_UNREACHABLE, nothing sent', async () => {
     await squid.close();
     await unreachable('ERR_PROXY_UNREACHABLE');
+  });
+});
+
+/** How many CONNECT lines Squid has written, once no new one came for half a second (the earlier tunnels closed). */
+async function settledConnects(squid: TestSquid): Promise<number> {
+  let count = (await squid.connects()).length;
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const now = (await squid.connects()).length;
+    if (now === count) return count;
+    count = now;
+  }
+}
+
+describe('an https:// proxy: TLS to Squid itself, then the tunnel', () => {
+  let world: World;
+  let squid: TestSquid;
+  let proxyCaFile: string;
+  let otherCaFile: string;
+
+  before(async () => {
+    world = await gatewayWorld();
+    // Squid's certificate, for 127.0.0.1, from a CA of its own (a corporate proxy's private CA); another CA beside.
+    const [proxyTls, other] = await Promise.all([generateTlsMaterial(), generateTlsMaterial()]);
+    const dir = scratchDir('proxy-ca-');
+    [proxyCaFile, otherCaFile] = [join(dir, 'proxy-ca.pem'), join(dir, 'other-ca.pem')];
+    await writeFile(proxyCaFile, proxyTls.caPem!);
+    await writeFile(otherCaFile, other.caPem!);
+    // https_port only: Squid has no plain port, so a CONNECT that is not inside TLS gets no answer at all.
+    squid = await startSquid({ gatewayPort: world.simulator.port, auth: true, tls: proxyTls });
+  });
+  after(async () => {
+    await squid?.close();
+    await world?.simulator.close();
+  });
+
+  /** A sidecar through the TLS Squid, trusting the CA in `caFile` for Squid's certificate; stopped after `body`. */
+  const withSidecar = async (caFile: string, body: (running: TestSidecar) => Promise<void>): Promise<void> => {
+    const running = await startTestSidecar(
+      await sidecarEnv(world.keys, world.simulator.baseUrl, {
+        ...FAST,
+        SIDECAR_UPSTREAM_CA_FILE: world.caFile,
+        SIDECAR_UPSTREAM_PROXY_URL: squid.url,
+        SIDECAR_UPSTREAM_PROXY_CA_FILE: caFile,
+        SIDECAR_UPSTREAM_PROXY_USERNAME: squid.username,
+        SIDECAR_UPSTREAM_PROXY_PASSWORD_FILE: await passwordFile(scratchDir('proxy-secret-'), squid.password!),
+        // Idle tunnels close at once: each request below opens its own, with the CA of the moment.
+        SIDECAR_UPSTREAM_KEEPALIVE_TIMEOUT_MS: '1',
+      }),
+    );
+    try {
+      await waitUntilReady(running.sidecar, 15_000);
+      await body(running);
+    } finally {
+      await running.stop();
+    }
+  };
+
+  it('trusted by SIDECAR_UPSTREAM_PROXY_CA_FILE: deposits verify at the gateway, the CONNECTs authenticated', async () => {
+    assert.match(squid.url, /^https:\/\//);
+    const payloads = [deposit(), deposit(), deposit()];
+    await withSidecar(proxyCaFile, async (running) => {
+      for (const payload of payloads) {
+        const answer = await postJson(running.sidecar.proxyUrl, payload);
+        assert.equal(answer.status, 200, answer.body);
+      }
+    });
+    for (const payload of payloads) assert.equal(transactionsFor(world.simulator, payload), 1);
+    // The token grant's tunnel and one per deposit (Squid writes a tunnel's line when it closes).
+    await waitFor('the tunnel lines', async () => (await squid.connects()).length >= 4, 10_000);
+    for (const line of await squid.connects()) {
+      assert.deepEqual(line, { status: 200, target: world.gatewayTarget, user: squid.username }, 'only the gateway');
+    }
+  });
+
+  it('a proxy certificate that does not verify: refused, unreachable, nothing sent, no CONNECT reaches Squid', async () => {
+    const dir = scratchDir('proxy-ca-rotated-');
+    const caFile = join(dir, 'proxy-ca.pem');
+    await writeFile(caFile, await readFile(proxyCaFile, 'utf8'));
+    await withSidecar(caFile, async (running) => {
+      assert.equal((await postJson(running.sidecar.proxyUrl, deposit())).status, 200, 'trusted: through Squid');
+      // The CA file now names another CA (a proxy whose certificate changed, or a wrong file mounted): from the next
+      // tunnel on, Squid's certificate does not verify.
+      await replaceFile(caFile, await readFile(otherCaFile, 'utf8'));
+      await waitFor(
+        'the proxy CA reload',
+        async () => /setting="upstream_proxy_ca",outcome="success"\} 1$/m.test(await metricsText(running)),
+        10_000,
+      );
+      const connectsBefore = await settledConnects(squid);
+      const transactionsBefore = world.simulator.transactions().length;
+      const payload = deposit();
+      const answer = await postJson(running.sidecar.proxyUrl, payload);
+      assert.equal(answer.status, 502, answer.body);
+      assert.deepEqual(
+        { code: body(answer).code, retryable: body(answer).retryable },
+        { code: 'sidecar.upstream.unreachable', retryable: true },
+      );
+      const line = requestLine(running, answer.requestId);
+      assert.equal(line.causeCode, 'ERR_PROXY_UNREACHABLE');
+      assert.equal(line.causeFamily, 'proxy');
+      assert.equal(line.attempts, 0, 'no copy reached the gateway');
+      assert.equal(transactionsFor(world.simulator, payload), 0);
+      assert.equal(world.simulator.transactions().length, transactionsBefore, 'nothing reached the gateway');
+      assert.match(
+        await metricsText(running),
+        /^signing_sidecar_upstream_failures_total\{cause_family="proxy",outcome="not_sent"\} [1-9]\d*$/m,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.equal((await squid.connects()).length, connectsBefore, 'no CONNECT (nor its credentials) was sent');
+    });
   });
 });
 

@@ -307,7 +307,7 @@ describe('postback traces', () => {
     }
   });
 
-  it("queued: the application's traceparent is the arrival's, whenever the delivery happens", async () => {
+  it("queued: a span per attempt under the arrival's, each attempt's traceparent to the application", async () => {
     const [receiver, redis] = [await new OtlpReceiver().start(), await startRedis()];
     const gatewayKeys = await makeKeys();
     const world = await startSignedReceiver(gatewayKeys, {
@@ -315,15 +315,49 @@ describe('postback traces', () => {
       SIDECAR_STATE_STORE: 'redis',
       SIDECAR_REDIS_URL: redis.url,
       SIDECAR_POSTBACK_DELIVERY: 'queued',
+      SIDECAR_POSTBACK_RETRY_SCHEDULE: '0s,200ms',
     });
+    // The application is down for the first attempt and up for the second.
+    let answered = 0;
+    world.webhook.status = () => (++answered === 1 ? 503 : 200);
     try {
-      const delivered = await deliver(world.receiverUrl, await signPostback(gatewayKeys.privateKeyPem));
+      const postback = await signPostback(gatewayKeys.privateKeyPem);
+      const delivered = await deliver(world.receiverUrl, postback);
       assert.deepEqual(delivered.body, { status: 'accepted' });
-      await world.webhook.waitFor(1);
-      await receiver.until('the receive span', (spans) => spans.some((s) => s.name === 'postback receive'));
+      await world.webhook.waitFor(2);
+      const attemptsOf = (spans: readonly ReceivedSpan[]) => spans.filter((s) => s.name === 'postback delivery');
+      await receiver.until('the receive span and both attempt spans', (spans) => {
+        return spans.some((s) => s.name === 'postback receive') && attemptsOf(spans).length === 2;
+      });
       const receive = receiver.spans.find((s) => s.name === 'postback receive')!;
       assert.equal(receive.attributes['sidecar.postback.outcome'], 'accepted');
-      assert.equal(world.webhook.received[0]!.headers.traceparent, `00-${receive.traceId}-${receive.spanId}-01`);
+      const attempts = attemptsOf(receiver.spans).sort(
+        (a, b) => Number(a.attributes['sidecar.postback.attempt']) - Number(b.attributes['sidecar.postback.attempt']),
+      );
+      const id = world.webhook.received[0]!.headers['x-postback-id'];
+      assert.equal(typeof id, 'string');
+      for (const [i, attempt] of attempts.entries()) {
+        assert.equal(attempt.kind, SPAN_KIND.client);
+        assert.equal(attempt.traceId, receive.traceId, "each attempt is in the arrival's trace");
+        assert.equal(attempt.parentSpanId, receive.spanId, "each attempt is a child of the arrival's span");
+        assert.equal(attempt.attributes['sidecar.postback.id'], id);
+        assert.equal(attempt.attributes['sidecar.postback.attempt'], i + 1);
+        assert.equal(
+          world.webhook.received[i]!.headers.traceparent,
+          `00-${receive.traceId}-${attempt.spanId}-01`,
+          "the application's spans join under the attempt that carried them",
+        );
+      }
+      assert.equal(attempts[0]!.attributes['http.response.status_code'], 503);
+      assert.equal(attempts[0]!.attributes['sidecar.postback.delivery_outcome'], 'retry');
+      assert.equal(attempts[0]!.statusCode, STATUS_ERROR);
+      assert.equal(attempts[1]!.attributes['http.response.status_code'], 200);
+      assert.equal(attempts[1]!.attributes['sidecar.postback.delivery_outcome'], 'delivered');
+      assert.notEqual(attempts[1]!.statusCode, STATUS_ERROR);
+      const text = receiver.bodies.join('\n');
+      for (const value of [postback.data.slice(0, 40), 'inv-secret-', postback.headers['x-signature']!]) {
+        assert.ok(!text.includes(value), 'no span holds the postback or its signature');
+      }
     } finally {
       await world.stop();
       await receiver.stop();

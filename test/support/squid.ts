@@ -3,7 +3,8 @@
  *
  *   const squid = await startSquid({ gatewayPort });             // CONNECT to 127.0.0.1:<gatewayPort> only
  *   const squid = await startSquid({ gatewayPort, auth: true }); // and Basic auth (squid.username/password)
- *   squid.url                   // 'http://127.0.0.1:<port>', never with credentials in it
+ *   const squid = await startSquid({ gatewayPort, tls });       // TLS to Squid itself (https_port), no plain port
+ *   squid.url                   // 'http://127.0.0.1:<port>' ('https://' with tls), never with credentials in it
  *   squid.connects()            // the CONNECT lines of its access log: [{ status, target, user }]
  *   await squid.allowPort(other) // new rules (SIGHUP): CONNECT to that port only; resolves once in force
  *   await squid.close();        // SIGTERM, SIGKILL after 5 s (also done when the test process exits)
@@ -16,6 +17,7 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { chmod, readFile, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort } from './free-port.js';
@@ -30,6 +32,11 @@ export interface SquidOptions {
   readonly gatewayPort: number;
   /** Require Basic authentication: a user with a random password, in an htpasswd file (openssl passwd -apr1). */
   readonly auth?: boolean;
+  /**
+   * Squid's own certificate and key (PEM): it then listens with TLS only (`https_port`; Debian's Squid is built
+   * with GnuTLS), the CONNECT and its answer travel inside that TLS, and `url` is https://.
+   */
+  readonly tls?: { readonly certPem: string; readonly keyPem: string };
 }
 
 export interface ConnectLine {
@@ -67,9 +74,10 @@ export async function startSquid(options: SquidOptions): Promise<TestSquid> {
   const dir = scratchDir('squid-');
   const port = await freePort();
   const auth = options.auth ? await htpasswd(dir) : undefined;
+  const listener = options.tls === undefined ? `http_port 127.0.0.1:${port}` : await httpsPort(dir, port, options.tls);
   const accessLogFile = join(dir, 'access.log');
   const config = join(dir, 'squid.conf');
-  await writeFile(config, squidConf(dir, port, options.gatewayPort, auth?.file));
+  await writeFile(config, squidConf(dir, listener, options.gatewayPort, auth?.file));
   if (process.getuid?.() === 0) await chmod(dir, 0o777);
   const child = await spawnSquid(config, `sidecartest${port}`, port, dir);
   const accessLog = async (): Promise<string[]> => {
@@ -77,7 +85,7 @@ export async function startSquid(options: SquidOptions): Promise<TestSquid> {
     return text.split('\n').filter((line) => line !== '');
   };
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `${options.tls === undefined ? 'http' : 'https'}://127.0.0.1:${port}`,
     port,
     username: auth?.username,
     password: auth?.password,
@@ -85,10 +93,10 @@ export async function startSquid(options: SquidOptions): Promise<TestSquid> {
     accessLog,
     connects: async () => (await accessLog()).map(parseLine).filter((line) => line !== undefined),
     allowPort: async (allowed, probePort, expect) => {
-      await writeFile(config, squidConf(dir, port, allowed, auth?.file));
+      await writeFile(config, squidConf(dir, listener, allowed, auth?.file));
       child.kill('SIGHUP');
       const until = Date.now() + 10_000;
-      while ((await connectStatus(port, probePort, auth)) !== expect) {
+      while ((await connectStatus(port, probePort, auth, options.tls !== undefined)) !== expect) {
         if (Date.now() > until) throw new Error(`squid's new rules not in force after 10 s`);
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
@@ -97,9 +105,17 @@ export async function startSquid(options: SquidOptions): Promise<TestSquid> {
   };
 }
 
-function squidConf(dir: string, port: number, gatewayPort: number, passwords: string | undefined): string {
+/** The TLS listener's line, its certificate and key written beside the config (readable once Squid drops root). */
+async function httpsPort(dir: string, port: number, tls: { certPem: string; keyPem: string }): Promise<string> {
+  const [cert, key] = [join(dir, 'proxy-cert.pem'), join(dir, 'proxy-key.pem')];
+  await writeFile(cert, tls.certPem, { mode: 0o644 });
+  await writeFile(key, tls.keyPem, { mode: 0o644 });
+  return `https_port 127.0.0.1:${port} tls-cert=${cert} tls-key=${key}`;
+}
+
+function squidConf(dir: string, listener: string, gatewayPort: number, passwords: string | undefined): string {
   const lines = [
-    `http_port 127.0.0.1:${port}`,
+    listener,
     `pid_filename ${join(dir, 'squid.pid')}`,
     `access_log stdio:${join(dir, 'access.log')}`,
     `cache_log ${join(dir, 'cache.log')}`,
@@ -176,10 +192,18 @@ function cacheLog(dir: string): string {
   return ` (see ${join(dir, 'cache.log')})`;
 }
 
-/** The status of Squid's answer to one CONNECT to 127.0.0.1:<target> (0: no answer). */
-function connectStatus(port: number, target: number, auth: { username: string; password: string } | undefined) {
+/** The status of Squid's answer to one CONNECT to 127.0.0.1:<target> (0: no answer); over TLS to a TLS Squid. */
+function connectStatus(
+  port: number,
+  target: number,
+  auth: { username: string; password: string } | undefined,
+  tls: boolean,
+) {
   return new Promise<number>((resolve) => {
-    const socket = connect({ host: '127.0.0.1', port });
+    // The probe only reads Squid's answer: whose certificate it is does not matter here.
+    const socket = tls
+      ? tlsConnect({ host: '127.0.0.1', port, rejectUnauthorized: false })
+      : connect({ host: '127.0.0.1', port });
     const credentials =
       auth === undefined
         ? ''
