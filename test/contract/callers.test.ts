@@ -42,12 +42,14 @@ function runCaller(name: string, env: NodeJS.ProcessEnv, ms = 90_000): Promise<R
     cwd: `${EXAMPLES}${dir}`,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    // Its own process group: `go run` starts the built program as a child of its own; a timeout kills both.
+    detached: true,
   });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const timer = setTimeout(() => child.kill('SIGKILL'), ms);
+  const timer = setTimeout(() => process.kill(-child.pid!, 'SIGKILL'), ms);
   return new Promise((resolve, reject) => {
     child.on('error', reject);
     child.on('close', (exitCode) => {
