@@ -58,8 +58,8 @@ async function startReceiver(name: string, env: NodeJS.ProcessEnv): Promise<stri
   children.push(child);
   let stdout = '';
   let stderr = '';
-  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   closers.push(async () => {
     const closed = new Promise((resolve) =>
       child.exitCode === null ? child.once('close', resolve) : resolve(undefined),
