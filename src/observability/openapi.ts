@@ -323,8 +323,8 @@ function sidecarResponse(status: number, entries: readonly CatalogueEntry[]): Re
 
 function errorSchema(entry: CatalogueEntry): Record<string, unknown> {
   const sent = entry.retryable
-    ? 'Nothing was sent: the same request may be sent again (the same Idempotency-Key).'
-    : 'Not to be sent again as it is: see docs/clients.md.';
+    ? '`retryable: true`: the gateway did not receive the request.'
+    : '`retryable: false`: the request may have reached the gateway, or sending it again as it is cannot succeed (docs/clients.md).';
   return {
     type: 'object',
     description: `${entry.message}. Status ${entry.statuses.join(' or ')}. ${sent}`,
