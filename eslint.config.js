@@ -117,7 +117,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['eslint.config.js', 'packages/*/bin/*.js'],
+    files: ['eslint.config.js', 'packages/*/bin/*.js', 'examples/**/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
   },
 );

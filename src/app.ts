@@ -4,6 +4,7 @@ import type { Config } from './config/config.js';
 import { ConnectionTracker } from './lifecycle.js';
 import { listen } from './proxy/listener.js';
 import { createAdminServer } from './observability/health.js';
+import { openApiDocument, openApiInputs } from './observability/openapi.js';
 import { createLogger, type Logger } from './observability/log.js';
 import { SidecarMetrics } from './observability/metrics.js';
 import { NO_TRACING, type Tracing } from './observability/tracing.js';
@@ -214,8 +215,11 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
       },
     },
     readinessRequiresToken,
+    openApiJson: () => (openApiJson ??= JSON.stringify(openApiDocument(openApiInputs(config, proxyUrl)))),
     ...(config.shutdown.quitEndpoint ? { onQuit: () => void shutdown('quitquitquit') } : {}),
   });
+  // Made at the first GET /openapi.json, once the listener's address (its port may be 0) is known.
+  let openApiJson: string | undefined;
   const proxyUrl = await listen(proxy, config.listen.host, config.listen.port);
   const adminUrl = await listen(admin, config.admin.host, config.admin.port);
   const postbackUrl = await postbacks?.start();

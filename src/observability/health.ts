@@ -27,12 +27,14 @@ export interface AdminOptions {
   readonly health: HealthState;
   /** SIDECAR_READINESS_REQUIRES_TOKEN: whether `health.ready()` includes the token (reported by the detailed views). */
   readonly readinessRequiresToken: boolean;
+  /** GET /openapi.json: the egress listener's contract for this configuration (openapi.ts), as JSON text. */
+  readonly openApiJson?: () => string;
   /** When set, loopback-only POST /quitquitquit calls it (for jobs that must stop their sidecar). */
   readonly onQuit?: () => void;
 }
 
 /** Paths answered to GET and HEAD; /quitquitquit (POST) exists only when enabled. */
-const READ_PATHS = new Set(['/livez', '/startupz', '/readyz', '/healthz/token', '/metrics']);
+const READ_PATHS = new Set(['/livez', '/startupz', '/readyz', '/healthz/token', '/metrics', '/openapi.json']);
 
 /**
  * The admin listener: probes and metrics on their own port, so a flood of client traffic or a slow gateway
@@ -76,6 +78,9 @@ async function route(options: AdminOptions, req: IncomingMessage, res: ServerRes
       return hasParam(query, 'verbose') ? readinessReport(res, options) : probe(res, options.health.ready());
     case '/healthz/token':
       return tokenReport(res, options);
+    case '/openapi.json':
+      if (options.openApiJson === undefined) return send(res, 404, 'text/plain', 'not found\n');
+      return send(res, 200, 'application/json', options.openApiJson());
     default:
       return send(res, 200, options.registry.contentType, await options.registry.metrics());
   }
