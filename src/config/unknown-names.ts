@@ -10,6 +10,12 @@ const PREFIX = 'SIDECAR_';
 /** Every SIDECAR_* variable the sidecar reads: the settings' and the config file's. Nothing else reads one. */
 export const KNOWN_ENV_VARS: ReadonlySet<string> = new Set([...EVERY_SETTING.map((s) => s.env), CONFIG_FILE_ENV.env]);
 
+/**
+ * Read by the callers, never by the sidecar: the example callers find the sidecar at SIDECAR_URL (docs/clients.md).
+ * A pod that gives both containers the same variables (one envFrom) must still start.
+ */
+export const CALLER_ENV_VARS: ReadonlySet<string> = new Set(['SIDECAR_URL']);
+
 const SETTING_KEYS: readonly string[] = EVERY_SETTING.map((s) => s.key);
 
 /**
@@ -27,7 +33,7 @@ function isServiceLink(name: string, value: string | undefined): boolean {
 export function unknownEnvVars(env: NodeJS.ProcessEnv): ConfigError[] {
   return Object.keys(env)
     .filter((name) => name.toUpperCase().startsWith(PREFIX) && !KNOWN_ENV_VARS.has(name) && env[name] !== undefined)
-    .filter((name) => !isServiceLink(name, env[name]))
+    .filter((name) => !isServiceLink(name, env[name]) && !CALLER_ENV_VARS.has(name))
     .map((name) => {
       const wanted = name.toUpperCase().slice(PREFIX.length);
       const known = [...KNOWN_ENV_VARS].map((v) => v.slice(PREFIX.length));

@@ -5,7 +5,7 @@ import { join, relative } from 'node:path';
 import { before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { collectConfig } from '../../src/config/load.js';
-import { editDistance, KNOWN_ENV_VARS } from '../../src/config/unknown-names.js';
+import { CALLER_ENV_VARS, editDistance, KNOWN_ENV_VARS } from '../../src/config/unknown-names.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { productionEnv } from './support.js';
 
@@ -67,6 +67,13 @@ describe('config: a misspelled setting is refused, naming the closest one', () =
     );
   });
 
+  it("the callers' SIDECAR_URL is not a setting, and not refused (one envFrom for both containers)", async () => {
+    assert.deepEqual(await refusals({ SIDECAR_URL: 'http://127.0.0.1:8080' }), []);
+    assert.deepEqual(await refusals({ SIDECAR_URLS: 'http://127.0.0.1:8080' }), [
+      'SIDECAR_URLS: is not a setting; the settings are in docs/configuration.md',
+    ]);
+  });
+
   it('a config-file key that no setting declares: refused, naming the closest key', async () => {
     const file = join(keys.dir, 'misspelled.yaml');
     await writeFile(file, 'idempotency:\n  requierd: true\nlogLevl: debug\n');
@@ -92,7 +99,7 @@ function filesUnder(dir: string): string[] {
   });
 }
 
-describe('config: every SIDECAR_* variable the project sets or tells operators to set is a setting', () => {
+describe("config: every SIDECAR_* variable the project sets or tells operators to set is a setting (or the callers' SIDECAR_URL)", () => {
   it('in the manifests, the Dockerfile, the README, docs/, scripts/, the bench and the test support', () => {
     const files = [
       ...['deploy', 'docs', 'scripts', 'bench', 'test/support'].flatMap((dir) => filesUnder(join(ROOT, dir))),
@@ -108,7 +115,8 @@ describe('config: every SIDECAR_* variable the project sets or tells operators t
         ? new RegExp(`(?<=['"\`])${name}|${name}(?=['"]?:)`, 'g')
         : new RegExp(name, 'g');
       for (const [found] of readFileSync(file, 'utf8').matchAll(pattern)) {
-        if (!KNOWN_ENV_VARS.has(found)) unknown.push(`${relative(ROOT, file)}: ${found}`);
+        if (!KNOWN_ENV_VARS.has(found) && !CALLER_ENV_VARS.has(found))
+          unknown.push(`${relative(ROOT, file)}: ${found}`);
       }
     }
     assert.deepEqual(unknown, []);
