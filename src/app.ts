@@ -14,6 +14,7 @@ import { createRouter } from './proxy/routes.js';
 import { ClockCorrection } from './signing/clock-correction.js';
 import { publicKeyFingerprint } from './signing/keys.js';
 import { createSigner, type SwappableSigner } from './signing/signer.js';
+import { loadPkcs11Binding } from './signing/pkcs11-binding.js';
 import { startPkcs11Signer, type Pkcs11Signer } from './signing/pkcs11-signer.js';
 import { createSecretRotation, PasswordHolder } from './secret-rotation.js';
 import type { ReloadReport } from './config/secret-watch.js';
@@ -266,25 +267,29 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
  */
 function signerFor(config: Config, log: Logger, onKey: (fingerprint: string) => void): SwappableSigner | Pkcs11Signer {
   if (config.signer.kind === 'file') return createSigner(config.signer.privateKey);
-  return startPkcs11Signer(config.signer, {
-    onDown: (reason) =>
-      log.error(
-        { event: 'signer.down', signer: 'pkcs11', reason },
-        'the PKCS#11 token failed a signature: requests are answered 503 sidecar.signer.unavailable (nothing sent) until it is open again',
-      ),
-    onReopenFailed: (reason) =>
-      log.error(
-        { event: 'signer.reopen_failed', signer: 'pkcs11', reason },
-        'the PKCS#11 token cannot be opened yet; retrying with backoff',
-      ),
-    onUp: (keyFingerprint) => {
-      onKey(keyFingerprint);
-      log.info(
-        { event: 'signer.up', signer: 'pkcs11', keyFingerprint },
-        'the PKCS#11 token is open again: signing resumed',
-      );
+  return startPkcs11Signer(
+    config.signer,
+    {
+      onDown: (reason) =>
+        log.error(
+          { event: 'signer.down', signer: 'pkcs11', reason },
+          'the PKCS#11 token failed a signature: requests are answered 503 sidecar.signer.unavailable (nothing sent) until it is open again',
+        ),
+      onReopenFailed: (reason) =>
+        log.error(
+          { event: 'signer.reopen_failed', signer: 'pkcs11', reason },
+          'the PKCS#11 token cannot be opened yet; retrying with backoff',
+        ),
+      onUp: (keyFingerprint) => {
+        onKey(keyFingerprint);
+        log.info(
+          { event: 'signer.up', signer: 'pkcs11', keyFingerprint },
+          'the PKCS#11 token is open again: signing resumed',
+        );
+      },
     },
-  });
+    loadPkcs11Binding(),
+  );
 }
 
 /**

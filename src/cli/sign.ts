@@ -1,5 +1,6 @@
 import { ConfigError } from '../errors.js';
 import { publicKeyFingerprint } from '../signing/keys.js';
+import { loadPkcs11Binding } from '../signing/pkcs11-binding.js';
 import { startPkcs11Signer, type Pkcs11Signer } from '../signing/pkcs11-signer.js';
 import { createSigner, type SwappableSigner } from '../signing/signer.js';
 import { pkcs11SettingsFromEnv } from '../tools/pkcs11-settings.js';
@@ -124,7 +125,11 @@ async function signerOf(
   if ('errors' in settings) return settings.errors.map((err) => err.message).join('; ');
   const ignore = (): void => undefined;
   try {
-    const signer = startPkcs11Signer(settings.config, { onDown: ignore, onReopenFailed: ignore, onUp: ignore });
+    const signer = startPkcs11Signer(
+      settings.config,
+      { onDown: ignore, onReopenFailed: ignore, onUp: ignore },
+      loadPkcs11Binding(),
+    );
     return { signer, fingerprint: publicKeyFingerprint(signer.key.publicKey) };
   } catch (err) {
     if (err instanceof ConfigError) return err.message;

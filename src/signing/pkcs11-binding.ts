@@ -15,7 +15,7 @@ export interface Pkcs11Attribute {
 /** The calls of pkcs11js's PKCS11 class the sidecar makes (pkcs11js index.d.ts). */
 export interface Pkcs11Library {
   load(path: string): void;
-  C_Initialize(): void;
+  C_Initialize(options?: { flags?: number }): void;
   C_Finalize(): void;
   C_GetSlotList(tokenPresent: boolean): Handle[];
   C_GetTokenInfo(slot: Handle): { readonly label: string };
@@ -72,6 +72,7 @@ const CONSTANT_NAMES = [
   'CKM_SHA256_RSA_PKCS',
   'CKM_RSA_PKCS_KEY_PAIR_GEN',
   'CKF_SERIAL_SESSION',
+  'CKF_OS_LOCKING_OK',
   'CKF_RW_SESSION',
   'CKU_USER',
 ] as const;

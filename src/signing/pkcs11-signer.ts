@@ -18,16 +18,11 @@ import { settingName } from '../config/schema.js';
 import type { Pkcs11SignerConfig } from '../config/signer-settings.js';
 import type { Secret } from '../config/secret.js';
 import { publicKeyFingerprint } from './keys.js';
-import {
-  describePkcs11Error,
-  loadPkcs11Binding,
-  type Handle,
-  type Pkcs11Binding,
-  type Pkcs11Library,
-} from './pkcs11-binding.js';
+import { describePkcs11Error, type Handle, type Pkcs11Binding, type Pkcs11Library } from './pkcs11-binding.js';
 import {
   finalizeQuietly,
   findSigningKey,
+  initialize,
   loadModule,
   openToken,
   type OpenedToken,
@@ -110,7 +105,8 @@ const pinDigest = (pin: Secret): string => createHash('sha256').update(pin.revea
 export function startPkcs11Signer(
   config: Pkcs11SignerConfig,
   events: Pkcs11SignerEvents,
-  binding: Pkcs11Binding | undefined = loadPkcs11Binding(),
+  /** loadPkcs11Binding(): undefined when pkcs11js is not installed. */
+  binding: Pkcs11Binding | undefined,
 ): Pkcs11Signer {
   const { library, binding: loaded } = loadModule(binding, config.module);
   let opened: Opened | undefined;
@@ -143,7 +139,7 @@ export function startPkcs11Signer(
       delay = Math.min(delay * 2, REOPEN_MAX_DELAY_MS);
       if (stopped || (refusedPin !== undefined && refusedPin === pinDigest(pin))) continue;
       try {
-        library.C_Initialize();
+        initialize(loaded, library);
         opened = openAll(loaded, library, config, pin);
         refusedPin = undefined;
         events.onUp(publicKeyFingerprint(opened.key.publicKey));

@@ -68,11 +68,20 @@ export function loadModule(
     throw new ConfigError(name('module'), `${path} is not a PKCS#11 library (it has no C_GetFunctionList)`);
   }
   try {
-    library.C_Initialize();
+    initialize(binding, library);
   } catch (err) {
     throw new ConfigError(name('module'), `${path}: C_Initialize failed (${describePkcs11Error(err)})`);
   }
   return { binding, library };
+}
+
+/**
+ * C_Initialize with CKF_OS_LOCKING_OK: signatures run on several of libuv's threads at once, and a module
+ * initialised with no arguments may assume one thread only (PKCS#11 2.40 section 5.4; SoftHSM2 then takes no
+ * locks, and concurrent signatures corrupt its state).
+ */
+export function initialize(binding: Pkcs11Binding, library: Pkcs11Library): void {
+  library.C_Initialize({ flags: binding.constants.CKF_OS_LOCKING_OK });
 }
 
 /** Finalises a library, ignoring what a broken token answers: it is being let go. */
@@ -90,7 +99,12 @@ function findSlot(library: Pkcs11Library, token: TokenSettings['token']): { slot
   if ('label' in token) {
     const found = labelled.filter(({ label }) => label === token.label);
     if (found.length === 1 && found[0] !== undefined) return found[0];
-    const seen = labelled.map(({ label }) => `"${label}"`).join(', ') || 'none';
+    // An uninitialised token (SoftHSM2's free slot) has an empty label: not a token anyone could mean.
+    const seen =
+      labelled
+        .filter(({ label }) => label !== '')
+        .map(({ label }) => `"${label}"`)
+        .join(', ') || 'none';
     throw new ConfigError(
       name('tokenLabel'),
       found.length === 0

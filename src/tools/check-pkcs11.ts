@@ -2,6 +2,7 @@ import { constants, verify } from 'node:crypto';
 import type { Pkcs11SignerConfig } from '../config/signer-settings.js';
 import { ConfigError } from '../errors.js';
 import { publicKeyFingerprint } from '../signing/keys.js';
+import { loadPkcs11Binding } from '../signing/pkcs11-binding.js';
 import { startPkcs11Signer } from '../signing/pkcs11-signer.js';
 import type { CheckReport } from './check-report.js';
 
@@ -15,11 +16,15 @@ const TEST_MESSAGE = 'POST.https://signing-sidecar.invalid/check.0.check.e30=';
 export async function checkPkcs11(config: Pkcs11SignerConfig, report: CheckReport): Promise<void> {
   let signer;
   try {
-    signer = startPkcs11Signer(config, {
-      onDown: () => undefined,
-      onReopenFailed: () => undefined,
-      onUp: () => undefined,
-    });
+    signer = startPkcs11Signer(
+      config,
+      {
+        onDown: () => undefined,
+        onReopenFailed: () => undefined,
+        onUp: () => undefined,
+      },
+      loadPkcs11Binding(),
+    );
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     report.line('✘', 'PKCS#11 token', err.message);

@@ -12,8 +12,8 @@ import type { FileSignerConfig } from '../../src/config/signer-settings.js';
 import { productionEnv, refusal } from './support.js';
 
 function fileSigner(config: Config): FileSignerConfig {
-  assert.equal(config.signer.kind, 'file');
-  return config.signer as FileSignerConfig;
+  if (config.signer.kind !== 'file') assert.fail(`signer ${config.signer.kind}, not file`);
+  return config.signer;
 }
 
 describe('config: refuses to start with one line naming the setting', () => {
