@@ -14,8 +14,7 @@ import { createRouter } from './proxy/routes.js';
 import { ClockCorrection } from './signing/clock-correction.js';
 import { publicKeyFingerprint } from './signing/keys.js';
 import { createSigner, type SwappableSigner } from './signing/signer.js';
-import { loadPkcs11Binding } from './signing/pkcs11-binding.js';
-import { startPkcs11Signer, type Pkcs11Signer } from './signing/pkcs11-signer.js';
+import type { Pkcs11Signer } from './signing/pkcs11-signer.js';
 import { createSecretRotation, PasswordHolder } from './secret-rotation.js';
 import type { ReloadReport } from './config/secret-watch.js';
 import { createTokenClient } from './token/token-client.js';
@@ -92,7 +91,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   }
   // The PKCS#11 token is opened here, before anything listens: a token that refuses (PIN, key, module) stops the
   // start with the line that names the setting. Its later events only fire once `metrics` exists.
-  const signer = signerFor(config, log, (next) => metrics.signingKey(next));
+  const signer = await signerFor(config, log, (next) => metrics.signingKey(next));
   const fingerprint = publicKeyFingerprint(signer.kind === 'file' ? signer.currentKey() : signer.key.publicKey);
   const metrics = new SidecarMetrics({
     version: packageVersion(),
@@ -262,11 +261,20 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
 
 /**
  * The signer the settings ask for: the key file's (crypto.sign on libuv's threads), or the PKCS#11 token's, opened
- * now (throws a ConfigError naming the setting it refuses). The token's outages are logged: its reason is a CKR_*
+ * now (rejects a ConfigError naming the setting it refuses). The token's outages are logged: its reason is a CKR_*
  * name, never anything the module wrote.
  */
-function signerFor(config: Config, log: Logger, onKey: (fingerprint: string) => void): SwappableSigner | Pkcs11Signer {
+async function signerFor(
+  config: Config,
+  log: Logger,
+  onKey: (fingerprint: string) => void,
+): Promise<SwappableSigner | Pkcs11Signer> {
   if (config.signer.kind === 'file') return createSigner(config.signer.privateKey);
+  // Loaded only for this signer: a pod signing with its key file does not carry the PKCS#11 code.
+  const [{ startPkcs11Signer }, { loadPkcs11Binding }] = await Promise.all([
+    import('./signing/pkcs11-signer.js'),
+    import('./signing/pkcs11-binding.js'),
+  ]);
   return startPkcs11Signer(
     config.signer,
     {

@@ -194,6 +194,8 @@ export function startPkcs11Signer(
       const state = opened;
       if (state === undefined || stopped) throw sidecarErrors.signerUnavailable();
       const session = await acquire(state);
+      // The token went down (and may be open again, with new handles) while this one waited for a session.
+      if (opened !== state) throw sidecarErrors.signerUnavailable();
       const { library: lib, binding: b, mechanism } = state.token;
       const input = signInput(mechanism, Buffer.from(signingString, 'utf8'));
       inFlight++;
