@@ -20,6 +20,12 @@ FROM ${NODE_IMAGE} AS prod-deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+# The one native build: pkcs11js, the optional PKCS#11 binding (SIDECAR_SIGNER=pkcs11, docs/operations.md), against
+# this image's own Node headers. The compiler stays in this stage: the runtime gets the built binding and no vendor
+# PKCS#11 module (those are mounted into the pod).
+RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ \
+ && npm_config_nodedir=/usr/local npm rebuild pkcs11js --foreground-scripts \
+ && rm -rf /var/lib/apt/lists/*
 
 # --- runtime -----------------------------------------------------------------------------------------------
 FROM ${NODE_IMAGE} AS runtime

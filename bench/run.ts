@@ -1,6 +1,7 @@
 // npm run bench [-- --smoke] [-- --state-store redis]: the sidecar against the floor proxy on throughput per core,
 // latency added at 200/s and memory (at rest, under load, under twice the load's connections, over a soak); with
-// redis, a second sidecar on a throwaway redis-server and what an Idempotency-Key costs there. All on 127.0.0.1,
+// redis, a second sidecar on a throwaway redis-server and what an Idempotency-Key costs there; where SoftHSM2 and the
+// pkcs11js binding are there, a sidecar signing in a SoftHSM2 token with the same key, in the same rounds. All on 127.0.0.1,
 // every phase bounded in time; the children and the key are removed at the end, on failure and on Ctrl-C. The
 // last line of stdout is one JSON object of the figures (docs/performance.md). A full run exits 1 when a target
 // is missed; --smoke (every phase, a few seconds each, for CI) never does.
@@ -11,6 +12,7 @@ import { openLoop, saturate, signLimit, watchRss, type Latency } from './load.js
 import { killAllNow, rssMb, stopAll } from './processes.js';
 import { commandP50, startRedis } from './redis.js';
 import * as stack from './stack.js';
+import { createBenchToken, pkcs11Missing, type BenchToken } from './pkcs11.js';
 
 const { values: flags } = parseArgs({
   options: { smoke: { type: 'boolean', default: false }, 'state-store': { type: 'string', default: 'memory' } },
@@ -24,6 +26,7 @@ const [CONNECTIONS, RATE, SOAK_RATE] = [64, 200, 1000];
 
 let workspace: stack.Workspace | undefined;
 let redis: Awaited<ReturnType<typeof startRedis>> | undefined;
+let token: BenchToken | undefined;
 const say = (text: string): boolean => process.stderr.write(`${text}\n`);
 const round = (n: number, digits = 3): number => Number(n.toFixed(digits));
 const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1] ?? Number.NaN;
@@ -35,13 +38,24 @@ async function bench(): Promise<void> {
   const [sidecar, floor] = [await stack.startSidecar(ws, gateway.url), await stack.startFloor(ws, gateway.url)];
   if (flags['state-store'] === 'redis') redis = await startRedis();
   const onRedis = redis ? await stack.startSidecar(ws, gateway.url, redis.url) : undefined;
+  // The same key in a SoftHSM2 token: ratio_to_limit_pkcs11, reported, no target (a software token in the same
+  // process; a network HSM's figure is its own round trips).
+  const missing = pkcs11Missing();
+  if (missing !== undefined) say(`pkcs11 phase skipped: ${missing}`);
+  else token = createBenchToken(ws.key);
+  const onToken = token ? await stack.startSidecar(ws, gateway.url, undefined, token.env) : undefined;
   stack.removeWorkspace(ws); // every child has read the key and the password: off the disk now, whatever happens
   await sleep(SECONDS.idle * 1000);
   const [idleRss, floorIdleRss] = [rssMb(sidecar.pid), rssMb(floor.pid)];
 
   say(`saturated with ${CONNECTIONS} connections, ${SECONDS.saturate} s each in ${ROUNDS} rounds`);
   const turns = { warmupSeconds: SECONDS.warmup, seconds: SECONDS.saturate, rounds: ROUNDS, connections: CONNECTIONS };
-  const [sat, floorSat, redisSat] = await saturate([sidecar, floor, ...(onRedis ? [onRedis] : [])], turns);
+  const procs = [sidecar, floor, ...(onRedis ? [onRedis] : []), ...(onToken ? [onToken] : [])];
+  const saturated = await saturate(procs, turns);
+  const [sat, floorSat] = saturated;
+  const redisSat = onRedis ? saturated[2] : undefined;
+  const tokenSat = onToken ? saturated.at(-1) : undefined;
+  await onToken?.stop();
   if (!sat || !floorSat) throw new Error('a saturated process has no figures');
   const limit = signLimit(ws.key, SECONDS.sign); // with every child idle
 
@@ -73,7 +87,7 @@ async function bench(): Promise<void> {
 
   const added = (p: 'p50' | 'p99', via: Latency): number => round(via[p] - lat.direct[p]);
   const errorsBy = {
-    saturated: sat.errors + floorSat.errors + (fleet?.sat.errors ?? 0),
+    saturated: sat.errors + floorSat.errors + (fleet?.sat.errors ?? 0) + (tokenSat?.errors ?? 0),
     latency: lat.direct.errors + lat.floor.errors + lat.sidecar.errors,
     redis: fleet ? fleet.plain.errors + fleet.idempotent.errors : 0,
     overload: over?.errors ?? 1,
@@ -98,6 +112,7 @@ async function bench(): Promise<void> {
     rss_mb_overload: round(over?.rssMaxMb ?? Number.NaN, 1),
     rss_growth_mb_soak: round(growth, 1),
     errors: Object.values(errorsBy).reduce((a, b) => a + b, 0),
+    ...(tokenSat && { ratio_to_limit_pkcs11: round(tokenSat.perCore / limit) }),
     ...(fleet && {
       ratio_to_limit_redis: round(fleet.sat.perCore / limit),
       added_p50_ms_at_200_redis: added('p50', fleet.plain),
@@ -131,6 +146,7 @@ async function bench(): Promise<void> {
 async function cleanup(): Promise<void> {
   await Promise.all([stopAll(), redis?.close()]);
   if (workspace) stack.removeWorkspace(workspace);
+  token?.remove();
 }
 
 // Ctrl-C or a kill: stop the children and remove the key. Any other exit: kill what is left, remove the key.
@@ -139,6 +155,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const)
 process.once('exit', () => {
   killAllNow();
   if (workspace) stack.removeWorkspace(workspace);
+  token?.remove();
 });
 try {
   await bench();

@@ -56,12 +56,20 @@ process.stdin.once('end', () => process.exit(1)).resume();
 while (!sidecar.tokens.hasValidToken()) await new Promise((resolve) => setTimeout(resolve, 20));
 console.log(JSON.stringify({ url: sidecar.proxyUrl }));`;
 
-/** `redisUrl`: the sidecar keeps its shared state there instead of in memory. */
-export function startSidecar(ws: Workspace, gatewayUrl: string, redisUrl?: string): Promise<Child> {
+/**
+ * `redisUrl`: the sidecar keeps its shared state there instead of in memory. `signerEnv`: another signer's settings
+ * (the PKCS#11 token of bench/pkcs11.ts).
+ */
+export function startSidecar(
+  ws: Workspace,
+  gatewayUrl: string,
+  redisUrl?: string,
+  signerEnv: NodeJS.ProcessEnv = {},
+): Promise<Child> {
   if (!existsSync(dist('src', 'app.js'))) throw new Error('dist/ is missing: run "npm run build" first');
   const store = redisUrl ? { SIDECAR_STATE_STORE: 'redis', SIDECAR_REDIS_URL: redisUrl } : {};
   const program = ['--input-type=module', '--eval', SIDECAR_PROGRAM];
-  return startNode([...SHIPPED_FLAGS, ...program], { ...sidecarEnv(ws, gatewayUrl), ...store });
+  return startNode([...SHIPPED_FLAGS, ...program], { ...sidecarEnv(ws, gatewayUrl), ...store, ...signerEnv });
 }
 
 /** bench/floor-proxy.ts, built like the sidecar (tsx's loader alone would add some 35 MB to its RSS). */

@@ -14,7 +14,8 @@ import { createProxyHandler } from './proxy/handler.js';
 import { createRouter } from './proxy/routes.js';
 import { ClockCorrection } from './signing/clock-correction.js';
 import { publicKeyFingerprint } from './signing/keys.js';
-import { createSigner } from './signing/signer.js';
+import { createSigner, type SwappableSigner } from './signing/signer.js';
+import type { Pkcs11Signer } from './signing/pkcs11-signer.js';
 import { createSecretRotation, PasswordHolder } from './secret-rotation.js';
 import type { ReloadReport } from './config/secret-watch.js';
 import { createTokenClient } from './token/token-client.js';
@@ -92,13 +93,17 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   for (const warning of config.warnings) {
     log.warn({ event: 'config.warning', setting: warning.setting }, warning.message);
   }
-  const fingerprint = publicKeyFingerprint(config.privateKey);
+  // The PKCS#11 token is opened here, before anything listens: a token that refuses (PIN, key, module) stops the
+  // start with the line that names the setting. Its later events only fire once `metrics` exists.
+  const signer = await signerFor(config, log, (next) => metrics.signingKey(next));
+  const fingerprint = publicKeyFingerprint(signer.kind === 'file' ? signer.currentKey() : signer.key.publicKey);
   const metrics = new SidecarMetrics({
     version: packageVersion(),
     environment: config.environment,
     keyFingerprint: fingerprint,
   });
   metrics.initRoutes(config.signedRoutes);
+  metrics.initSigner(signer.kind);
   const tracing = await tracingFor(config);
   const opened = await openStateStore(config, { metrics: metrics.stateStore, log });
   const store = deps.wrapStore ? deps.wrapStore(opened) : opened;
@@ -124,7 +129,6 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     wipes: epoch,
   });
   const tokens = createTokenManager(config, password, forwarder, metrics, log, deps.now ?? Date.now, fleet, tracing);
-  const signer = createSigner(config.privateKey);
   // Its own listener, connection cap and timeouts: readiness and the egress path do not depend on it.
   // Loaded only when the receiver is on: a pod that receives no postbacks does not carry its code.
   // `queued` is refused with the memory store at start (postback-settings.ts): the store here is Redis.
@@ -144,7 +148,13 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
         continueSenderTrace: config.tracing.propagateUpstream,
       })
     : undefined;
-  const secrets = createSecretRotation(config, { signer, password, forwarder, postbacks, recordMac }, metrics, log);
+  const secrets = createSecretRotation(
+    config,
+    fingerprint,
+    { signer, password, forwarder, postbacks, recordMac },
+    metrics,
+    log,
+  );
   const tracker = new ConnectionTracker();
   const handle = createProxyHandler({
     base: config.base,
@@ -186,7 +196,8 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   let started = false;
   const isStarted = () => (started ||= proxy.listening);
   const serving = () => isStarted() && proxy.listening && !tracker.draining;
-  const isReady = () => serving() && (!readinessRequiresToken || tokens.hasValidToken());
+  // No signature can be made while the PKCS#11 token is down: the pod leaves its Service until it is back.
+  const isReady = () => serving() && signer.available() && (!readinessRequiresToken || tokens.hasValidToken());
   const { shutdown, stopped } = createShutdown({
     proxy,
     admin: () => admin,
@@ -201,7 +212,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     maxDelayMs: config.shutdown.maxDelayMs,
     beginDraining: () => tracker.beginDraining(),
   });
-  metrics.trackLiveState({ isReady, inFlight: () => tracker.active });
+  metrics.trackLiveState({ isReady, inFlight: () => tracker.active, signer });
   const admin = createAdminServer({
     registry: metrics.registry,
     health: {
@@ -237,6 +248,17 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
       upstreamProxy: config.upstream.proxy?.origin ?? 'none',
       environment: config.environment,
       keyFingerprint: fingerprint,
+      signer: signer.kind,
+      ...(signer.kind === 'pkcs11'
+        ? {
+            pkcs11: {
+              token: signer.tokenLabel,
+              keyLabel: signer.key.label,
+              keyId: signer.key.id,
+              mechanism: signer.mechanism,
+            },
+          }
+        : {}),
       stateStore: store.kind,
       tracing: tracing.enabled,
     },
@@ -246,9 +268,51 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     secrets.stop();
     epoch?.stop();
     inbox?.requeue?.stop();
+    if (signer.kind === 'pkcs11') signer.stop();
   });
   const reload = () => secrets.reloadNow();
   return { proxyUrl, adminUrl, postbackUrl, metrics, tokens, store, log, isReady, reload, shutdown, stopped };
+}
+
+/**
+ * The signer the settings ask for: the key file's (crypto.sign on libuv's threads), or the PKCS#11 token's, opened
+ * now (rejects a ConfigError naming the setting it refuses). The token's outages are logged: its reason is a CKR_*
+ * name, never anything the module wrote.
+ */
+async function signerFor(
+  config: Config,
+  log: Logger,
+  onKey: (fingerprint: string) => void,
+): Promise<SwappableSigner | Pkcs11Signer> {
+  if (config.signer.kind === 'file') return createSigner(config.signer.privateKey);
+  // Loaded only for this signer: a pod signing with its key file does not carry the PKCS#11 code.
+  const [{ startPkcs11Signer }, { loadPkcs11Binding }] = await Promise.all([
+    import('./signing/pkcs11-signer.js'),
+    import('./signing/pkcs11-binding.js'),
+  ]);
+  return startPkcs11Signer(
+    config.signer,
+    {
+      onDown: (reason) =>
+        log.error(
+          { event: 'signer.down', signer: 'pkcs11', reason },
+          'the PKCS#11 token failed a signature: requests are answered 503 sidecar.signer.unavailable (nothing sent) until it is open again',
+        ),
+      onReopenFailed: (reason) =>
+        log.error(
+          { event: 'signer.reopen_failed', signer: 'pkcs11', reason },
+          'the PKCS#11 token cannot be opened yet; retrying with backoff',
+        ),
+      onUp: (keyFingerprint) => {
+        onKey(keyFingerprint);
+        log.info(
+          { event: 'signer.up', signer: 'pkcs11', keyFingerprint },
+          'the PKCS#11 token is open again: signing resumed',
+        );
+      },
+    },
+    loadPkcs11Binding(),
+  );
 }
 
 /**

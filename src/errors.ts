@@ -13,6 +13,7 @@ export type SidecarErrorCode =
   | 'sidecar.body.incomplete'
   | 'sidecar.body.budget_exhausted'
   | 'sidecar.token.unavailable'
+  | 'sidecar.signer.unavailable'
   | 'sidecar.upstream.unreachable'
   | 'sidecar.upstream.outcome_unknown'
   | 'sidecar.shutdown.draining'
@@ -90,6 +91,15 @@ export const sidecarErrors = {
     ),
   tokenUnavailable: () =>
     new SidecarError('sidecar.token.unavailable', 503, 'no valid access token yet; try again shortly', true),
+  // The PKCS#11 token (an HSM or cloud KMS) cannot sign now: the request was never signed, so never sent.
+  signerUnavailable: (cause?: unknown) =>
+    new SidecarError(
+      'sidecar.signer.unavailable',
+      503,
+      'the signing key (HSM or KMS) is unavailable; nothing was sent: send it again shortly',
+      true,
+      { cause },
+    ),
   upstreamUnreachable: (cause: unknown) =>
     new SidecarError('sidecar.upstream.unreachable', 502, 'could not connect to the gateway; nothing was sent', true, {
       cause,

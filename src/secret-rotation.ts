@@ -8,6 +8,7 @@ import { FORWARD_SECRET_GRACE_MS, forwardSecretFromFile, postbackKeysFromFile } 
 import { settingName } from './config/schema.js';
 import type { Secret } from './config/secret.js';
 import { caFromFile, macKeysFromFile, passwordFromFile, privateKeyFromFile } from './config/secret-files.js';
+import { pinFromFile } from './config/signer-settings.js';
 import {
   SecretWatcher,
   type ReloadReport,
@@ -18,6 +19,7 @@ import {
 import type { Logger } from './observability/log.js';
 import type { SidecarMetrics } from './observability/metrics.js';
 import { publicKeyFingerprint } from './signing/keys.js';
+import type { Pkcs11Signer } from './signing/pkcs11-signer.js';
 import type { SwappableSigner } from './signing/signer.js';
 import type { RotatableForwarder } from './upstream/forwarder.js';
 
@@ -35,7 +37,8 @@ export class PasswordHolder {
 }
 
 export interface RotationTargets {
-  readonly signer: SwappableSigner;
+  /** The key file's signer takes a new key; the PKCS#11 signer a new PIN for its next session. */
+  readonly signer: SwappableSigner | Pkcs11Signer;
   readonly password: PasswordHolder;
   readonly forwarder: RotatableForwarder;
   /** The postback receiver, when on (docs/postbacks.md): its key file and its forward secret file, when set. */
@@ -47,6 +50,7 @@ export interface RotationTargets {
 
 const MESSAGES: Readonly<Record<WatchedSetting, string>> = {
   private_key: 'signing key rotated: the next signature uses the new key',
+  pkcs11_pin: 'PKCS#11 PIN rotated: the next session the sidecar opens on the token logs in with it',
   password: 'password rotated: the next login uses it (no login now: a login revokes the tokens of every replica)',
   upstream_ca: 'upstream CA rotated: new connections to the gateway trust it; idle ones were closed',
   upstream_proxy_password: 'forward proxy password rotated: the next tunnel through the proxy uses it',
@@ -59,18 +63,7 @@ const MESSAGES: Readonly<Record<WatchedSetting, string>> = {
 
 /** The files this configuration watches: the private key always, the password and the CA when set as files. */
 function watchedFiles(config: Config, targets: RotationTargets, onKey: (fingerprint: string) => void): WatchedFile[] {
-  const files: WatchedFile[] = [
-    watched(config, {
-      name: 'private_key',
-      key: 'privateKeyFile',
-      file: config.privateKeyFile,
-      parse: privateKeyFromFile,
-      install: (key) => {
-        targets.signer.replaceKey(key);
-        onKey(publicKeyFingerprint(key));
-      },
-    }),
-  ];
+  const files: WatchedFile[] = [signerFile(config, targets.signer, onKey)];
   const { password, upstreamCa } = config.secretFiles;
   if (password !== undefined) {
     files.push(
@@ -115,6 +108,36 @@ function watchedFiles(config: Config, targets: RotationTargets, onKey: (fingerpr
     );
   }
   return files;
+}
+
+/** The signer's secret file: the private key file, or the PKCS#11 PIN file. */
+function signerFile(
+  config: Config,
+  signer: RotationTargets['signer'],
+  onKey: (fingerprint: string) => void,
+): WatchedFile {
+  if (config.signer.kind === 'pkcs11') {
+    return watched(config, {
+      name: 'pkcs11_pin',
+      key: 'pkcs11.pinFile',
+      file: config.signer.pinFile,
+      parse: pinFromFile,
+      install: (pin) => {
+        if (signer.kind === 'pkcs11') signer.replacePin(pin);
+      },
+    });
+  }
+  return watched(config, {
+    name: 'private_key',
+    key: 'privateKeyFile',
+    file: config.signer.privateKeyFile,
+    parse: privateKeyFromFile,
+    install: (key) => {
+      if (signer.kind !== 'file') return;
+      signer.replaceKey(key);
+      onKey(publicKeyFingerprint(key));
+    },
+  });
 }
 
 /** The forward proxy's password and CA files, when set. */
@@ -206,11 +229,12 @@ function watched<T>(config: Config, spec: SecretFileSpec<T>): WatchedFile {
  */
 export function createSecretRotation(
   config: Config,
+  keyFingerprint: string,
   targets: RotationTargets,
   metrics: SidecarMetrics,
   log: Logger,
 ): SecretWatcher {
-  let fingerprint = publicKeyFingerprint(config.privateKey);
+  let fingerprint = keyFingerprint;
   const onKey = (next: string): void => {
     fingerprint = next;
     metrics.signingKey(next);

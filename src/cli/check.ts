@@ -2,6 +2,7 @@ import type { Config } from '../config/config.js';
 import { collectConfig } from '../config/load.js';
 import { publicKeyFingerprint } from '../signing/keys.js';
 import { CheckReport } from '../tools/check-report.js';
+import { checkPkcs11 } from '../tools/check-pkcs11.js';
 import { checkPostbacks } from '../tools/check-postbacks.js';
 import { checkStateStore } from '../tools/check-state-store.js';
 import { judgeSkew } from '../tools/clock-skew.js';
@@ -16,7 +17,9 @@ const USAGE = 'usage: signing-sidecar check';
 const HELP = `${USAGE}
 
 Loads the same settings as \`serve\` (SIDECAR_* environment variables, SIDECAR_CONFIG_FILE) and checks, one
-line each: the config (every refused setting, one line each), the private key (size, fingerprint, file mode),
+line each: the config (every refused setting, one line each), the private key (size, fingerprint, file mode; with
+SIDECAR_SIGNER=pkcs11 the module, the token, the key's label, ID, size and mechanism, and a test signature made by
+the token and verified with its public key),
 the connection to the base URL (TCP and TLS; with a forward proxy, the CONNECT tunnel first, on a line of its
 own, and TLS to the gateway through it), a password login, this host's clock against the gateway's
 Date header and, when the postback receiver is on, its public URL, keys, sources and whether the forward URL
@@ -92,14 +95,15 @@ export const check: Command = async (argv, io) => {
   const report = new CheckReport(io.stdout);
   const config = await loadOrReport(io.env, report);
   if (config === undefined) return EXIT.failed;
-  const bits = config.privateKey.asymmetricKeyDetails?.modulusLength ?? 0;
-  report.line(
-    '✔',
-    'private key',
-    `RSA ${bits} bits, public key fingerprint ${publicKeyFingerprint(config.privateKey)}`,
-  );
-  const perms = await keyPermissions(config.privateKeyFile);
-  report.line(perms.mark, 'key file permissions', perms.detail);
+  if (config.signer.kind === 'pkcs11') {
+    await checkPkcs11(config.signer, report);
+  } else {
+    const { privateKey, privateKeyFile } = config.signer;
+    const bits = privateKey.asymmetricKeyDetails?.modulusLength ?? 0;
+    report.line('✔', 'private key', `RSA ${bits} bits, public key fingerprint ${publicKeyFingerprint(privateKey)}`);
+    const perms = await keyPermissions(privateKeyFile);
+    report.line(perms.mark, 'key file permissions', perms.detail);
+  }
   await checkGateway(config, report);
   await checkPostbacks(config.postback, report);
   await checkStateStore(config, report);

@@ -2,6 +2,7 @@ import { startSidecar, type RunningSidecar } from '../app.js';
 import type { Config } from '../config/config.js';
 import { collectConfig } from '../config/load.js';
 import { settingName } from '../config/schema.js';
+import { ConfigError } from '../errors.js';
 import { parseCommandLine } from '../tools/usage.js';
 import { EXIT, type Command, type CommandIo } from './command.js';
 
@@ -50,6 +51,8 @@ export const serve: Command = async (argv, io) => {
   try {
     sidecar = await startSidecar(loaded.config);
   } catch (err) {
+    // What the PKCS#11 token refused at start (module, token, PIN, key): named by its setting, like the others.
+    if (err instanceof ConfigError) return configurationError(io, err.message);
     const refusal = listenRefusal(err, loaded.config);
     if (refusal === undefined) throw err;
     return configurationError(io, refusal);

@@ -1,4 +1,9 @@
-import { createSigner } from '../signing/signer.js';
+import { ConfigError } from '../errors.js';
+import { publicKeyFingerprint } from '../signing/keys.js';
+import { loadPkcs11Binding } from '../signing/pkcs11-binding.js';
+import { startPkcs11Signer, type Pkcs11Signer } from '../signing/pkcs11-signer.js';
+import { createSigner, type SwappableSigner } from '../signing/signer.js';
+import { pkcs11SettingsFromEnv } from '../tools/pkcs11-settings.js';
 import { signingString, unixTimestamp } from '../signing/signing-string.js';
 import { newNonce } from '../signing/nonce.js';
 import { canonicalFullUrl } from '../tools/full-url.js';
@@ -18,7 +23,8 @@ body, so you can compare byte for byte with your own implementation. Sends nothi
   --data B64       the body's data string: standard base64 with padding, used exactly as given
   --payload JSON   alternative to --data: the payload text, base64-encoded byte for byte; it must be a JSON
                    object, as the sidecar requires
-  --key FILE       PEM RSA private key (default: $SIDECAR_PRIVATE_KEY_FILE)
+  --key FILE       PEM RSA private key (default: $SIDECAR_PRIVATE_KEY_FILE; with SIDECAR_SIGNER=pkcs11 and no
+                   --key, the PKCS#11 token of the SIDECAR_PKCS11_* settings signs, as \`serve\` would)
   --method M       HTTP method, uppercase (default POST)
   --timestamp T    X-Timestamp, Unix seconds (default: now)
   --nonce N        X-Nonce, 16-64 of [A-Za-z0-9_-] (default: 16 random bytes, base64url)
@@ -51,8 +57,10 @@ interface Request {
 function resolve(opts: SignOptions, env: NodeJS.ProcessEnv): Request | string {
   if (opts.url === undefined) return '--url is required';
   if ((opts.data === undefined) === (opts.payload === undefined)) return 'give exactly one of --data or --payload';
-  const keyFile = opts.key ?? env.SIDECAR_PRIVATE_KEY_FILE;
-  if (keyFile === undefined || keyFile === '') return '--key is required (or set SIDECAR_PRIVATE_KEY_FILE)';
+  const pkcs11 = opts.key === undefined && env.SIDECAR_SIGNER === 'pkcs11';
+  const keyFile = pkcs11 ? '' : (opts.key ?? env.SIDECAR_PRIVATE_KEY_FILE);
+  if (!pkcs11 && (keyFile === undefined || keyFile === ''))
+    return '--key is required (or set SIDECAR_PRIVATE_KEY_FILE, or SIDECAR_SIGNER=pkcs11 and its settings)';
   const method = opts.method ?? 'POST';
   const data = opts.data ?? Buffer.from(opts.payload ?? '', 'utf8').toString('base64');
   const timestamp = opts.timestamp ?? unixTimestamp(Date.now());
@@ -70,7 +78,7 @@ function resolve(opts: SignOptions, env: NodeJS.ProcessEnv): Request | string {
   } catch (err) {
     return `--url: ${(err as Error).message}`;
   }
-  return { method, url, timestamp, nonce, data, keyFile };
+  return { method, url, timestamp, nonce, data, keyFile: keyFile ?? '' };
 }
 
 function prefixed(flag: string, problem: string | undefined): string | undefined {
@@ -100,17 +108,42 @@ function render(req: Request, text: string, signature: string, fingerprint: stri
   ].join('\n');
 }
 
+/** The key file's signer, or (keyFile empty) the PKCS#11 token's; a string says why neither can sign. */
+async function signerOf(
+  keyFile: string,
+  env: NodeJS.ProcessEnv,
+): Promise<{ signer: SwappableSigner | Pkcs11Signer; fingerprint: string } | string> {
+  if (keyFile !== '') {
+    try {
+      const key = await loadPrivateKeyFile(keyFile);
+      return { signer: createSigner(key.key), fingerprint: key.fingerprint };
+    } catch (err) {
+      return (err as Error).message;
+    }
+  }
+  const settings = pkcs11SettingsFromEnv(env);
+  if ('errors' in settings) return settings.errors.map((err) => err.message).join('; ');
+  const ignore = (): void => undefined;
+  try {
+    const signer = startPkcs11Signer(
+      settings.config,
+      { onDown: ignore, onReopenFailed: ignore, onUp: ignore },
+      loadPkcs11Binding(),
+    );
+    return { signer, fingerprint: publicKeyFingerprint(signer.key.publicKey) };
+  } catch (err) {
+    if (err instanceof ConfigError) return err.message;
+    throw err;
+  }
+}
+
 export const sign: Command = async (argv, io) => {
   const opts = parseCommandLine(argv, SIGN_FLAGS, io, { usage: USAGE, help: HELP });
   if (typeof opts === 'number') return opts;
   const req = resolve(opts, io.env);
   if (typeof req === 'string') return usageFailure(io, USAGE, req);
-  let key;
-  try {
-    key = await loadPrivateKeyFile(req.keyFile);
-  } catch (err) {
-    return runtimeFailure(io, (err as Error).message);
-  }
+  const signer = await signerOf(req.keyFile, io.env);
+  if (typeof signer === 'string') return runtimeFailure(io, signer);
   if (opts.url !== undefined && opts.url.trim() !== req.url) {
     io.stderr.write(`note: URL canonicalised by spec 5.2: ${opts.url.trim()} -> ${req.url}\n`);
   }
@@ -121,7 +154,14 @@ export const sign: Command = async (argv, io) => {
     nonce: req.nonce,
     data: req.data,
   });
-  const signature = await createSigner(key.key).sign(text);
-  io.stdout.write(render(req, text, signature, key.fingerprint, opts.json === true));
+  let signature: string;
+  try {
+    signature = await signer.signer.sign(text);
+  } catch {
+    return runtimeFailure(io, 'the PKCS#11 token did not sign');
+  } finally {
+    if (signer.signer.kind === 'pkcs11') signer.signer.stop();
+  }
+  io.stdout.write(render(req, text, signature, signer.fingerprint, opts.json === true));
   return EXIT.ok;
 };

@@ -1,10 +1,10 @@
-import type { KeyObject } from 'node:crypto';
 import type { BaseAddress } from './base-url.js';
 import type { PostbackConfig } from './postback-settings.js';
 import type { UpstreamProxyConfig } from './proxy-settings.js';
 import type { StateConfig } from './state-settings.js';
 import type { Settings } from './schema.js';
 import type { Secret } from './secret.js';
+import type { SignerConfig } from './signer-settings.js';
 
 export type Environment = 'staging' | 'production';
 export type LogLevel = Settings['logLevel'];
@@ -26,8 +26,8 @@ export interface Config {
   readonly environment: Environment;
   readonly username: string;
   readonly password: Secret;
-  readonly privateKey: KeyObject;
-  readonly privateKeyFile: string;
+  /** What holds the private key: a key file, or a PKCS#11 token (an HSM or a cloud KMS). */
+  readonly signer: SignerConfig;
   /**
    * The other secret files the sidecar watches for rotation (secret-watch.ts), when set, and how often their
    * content is read (SIDECAR_SECRET_POLL_INTERVAL_MS).

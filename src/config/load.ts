@@ -18,7 +18,8 @@ import { schemaRefusals } from './schema-refusals.js';
 import { unknownEnvVars } from './unknown-names.js';
 import { Secret } from './secret.js';
 import { tracingRequested } from './tracing.js';
-import { caFromFile, contentDigest, passwordFromFile, privateKeyFromFile } from './secret-files.js';
+import { caFromFile, contentDigest, passwordFromFile } from './secret-files.js';
+import { loadSignerSettings, type SignerConfig, type SignerResult } from './signer-settings.js';
 
 // The YAML parser is loaded only for a YAML config file: most pods are configured by env vars alone, and every
 // module a pod loads stays in its memory for its whole life.
@@ -37,6 +38,9 @@ export type ConfigResult =
 type PathKey =
   | 'passwordFile'
   | 'privateKeyFile'
+  | 'pkcs11.module'
+  | 'pkcs11.pinFile'
+  | 'pkcs11.publicKeyFile'
   | 'upstream.caFile'
   | 'upstream.proxy.passwordFile'
   | 'upstream.proxy.caFile'
@@ -84,8 +88,8 @@ class Settings {
     readonly invalid: ReadonlySet<string>,
   ) {}
 
-  required(key: 'baseUrl' | 'environment' | 'username' | 'privateKeyFile'): string {
-    const value = key === 'privateKeyFile' ? this.path(key) : this.schema.get(key).trim();
+  required(key: 'baseUrl' | 'environment' | 'username'): string {
+    const value = this.schema.get(key).trim();
     if (value === '') throw new ConfigError(settingName(key), 'is required');
     return value;
   }
@@ -174,11 +178,23 @@ function loadPassword(settings: Settings): { file: string | undefined; password:
   return { file: undefined, password: new Secret(inline), digest: undefined };
 }
 
-function loadPrivateKey(settings: Settings): { file: string; key: Config['privateKey']; digest: string } {
-  const file = settings.required('privateKeyFile');
-  const setting = settingName('privateKeyFile');
-  const text = readSecretFile(setting, file);
-  return { file, key: privateKeyFromFile(setting, file, text), digest: contentDigest(text) };
+/** Which signer holds the key (signer-settings.ts): its config, or null when refused. */
+function signerSettings(settings: Settings, refusals: Refusals): SignerResult | null {
+  if ([...settings.invalid].some((key) => key === 'signer' || key === 'privateKeyFile' || key.startsWith('pkcs11.')))
+    return null;
+  const result = loadSignerSettings({
+    signer: settings.schema.get('signer'),
+    privateKeyFile: settings.path('privateKeyFile'),
+    pkcs11: {
+      ...settings.schema.get('pkcs11'),
+      module: settings.path('pkcs11.module'),
+      pinFile: settings.path('pkcs11.pinFile'),
+      publicKeyFile: settings.path('pkcs11.publicKeyFile'),
+    },
+    readFile: readSecretFile,
+  });
+  refusals.errors.push(...result.errors);
+  return result.config === undefined ? null : result;
 }
 
 function loadCa(settings: Settings): { file: string | undefined; pem: string | undefined; digest: string | undefined } {
@@ -323,7 +339,7 @@ function collect(env: NodeJS.ProcessEnv): Collected {
   }
   const username = refusals.check(['username'], () => settings.required('username'));
   const password = refusals.check(['passwordFile', 'password'], () => loadPassword(settings));
-  const key = refusals.check(['privateKeyFile'], () => loadPrivateKey(settings));
+  const signer = signerSettings(settings, refusals);
   const ca = refusals.check(['upstream.caFile'], () => loadCa(settings));
   refusals.check(['token.refreshAheadMinSeconds', 'token.refreshAheadMaxSeconds'], () => {
     if (schema.get('token.refreshAheadMinSeconds') > schema.get('token.refreshAheadMaxSeconds')) {
@@ -356,7 +372,7 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     environment === undefined ||
     username === undefined ||
     password === undefined ||
-    key === undefined ||
+    signer === null ||
     ca === undefined ||
     routes === undefined ||
     host === undefined ||
@@ -373,13 +389,12 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     environment,
     username,
     password: password.password,
-    privateKey: key.key,
-    privateKeyFile: key.file,
+    signer: signer.config as SignerConfig,
     secretFiles: {
       password: password.file,
       upstreamCa: ca.file,
       pollIntervalMs: schema.get('secretPollIntervalMs'),
-      loadedDigests: loadedDigests([key, password, ca, ...proxy.loaded, ...postback.loaded]),
+      loadedDigests: loadedDigests([...signer.loaded, password, ca, ...proxy.loaded, ...postback.loaded]),
     },
     listen: { ...schema.get('listen'), host, allowedHosts },
     admin: { ...schema.get('admin'), host: adminHost },

@@ -26,6 +26,7 @@ export const CONFIG_FILE_ENV = {
   whenUnset: 'none',
 } as const;
 
+export const SIGNERS = ['file', 'pkcs11'] as const;
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export const STATE_STORES = ['memory', 'redis'] as const;
 export const REDIS_MODES = ['standalone', 'sentinel', 'cluster'] as const;
@@ -85,12 +86,76 @@ export const SETTINGS = {
     sensitive: true,
     whenUnset: 'exactly one of the two',
   },
+  signer: {
+    doc: "`file` (the key file below) or `pkcs11` (an HSM or cloud KMS: [PKCS#11](operations.md#the-private-key-in-an-hsm-or-a-cloud-kms)); the other signer's settings are refused.",
+    format: [...SIGNERS],
+    default: 'file' as (typeof SIGNERS)[number],
+    env: 'SIDECAR_SIGNER',
+  },
   privateKeyFile: {
-    doc: 'Unencrypted PEM RSA key ([rules](#private-key-and-password-files)).',
+    doc: '`file`: unencrypted PEM RSA key ([rules](#private-key-and-password-files)).',
     format: 'text',
     default: '',
     env: 'SIDECAR_PRIVATE_KEY_FILE',
-    whenUnset: 'required',
+    whenUnset: 'required for `file`',
+  },
+  // The PKCS#11 signer (docs/operations.md#the-private-key-in-an-hsm-or-a-cloud-kms): SIDECAR_SIGNER=pkcs11 only.
+  pkcs11: {
+    module: {
+      doc: 'Path of the PKCS#11 library (`.so`) of the HSM or KMS.',
+      format: 'text',
+      default: '',
+      env: 'SIDECAR_PKCS11_MODULE',
+      whenUnset: 'required for `pkcs11`',
+    },
+    tokenLabel: {
+      doc: 'Label of the token holding the key; or the slot below.',
+      format: 'text',
+      default: '',
+      env: 'SIDECAR_PKCS11_TOKEN_LABEL',
+      whenUnset: 'one of the two for `pkcs11`',
+    },
+    slot: {
+      doc: 'Slot ID of the token (decimal), when it has no usable label.',
+      format: 'text',
+      default: '',
+      env: 'SIDECAR_PKCS11_SLOT',
+      whenUnset: 'one of the two for `pkcs11`',
+    },
+    keyLabel: {
+      doc: '`CKA_LABEL` of the private key; with the ID, both must match.',
+      format: 'text',
+      default: '',
+      env: 'SIDECAR_PKCS11_KEY_LABEL',
+      whenUnset: 'this, the ID or both for `pkcs11`',
+    },
+    keyId: {
+      doc: '`CKA_ID` of the private key, hex.',
+      format: 'text',
+      default: '',
+      env: 'SIDECAR_PKCS11_KEY_ID',
+      whenUnset: 'this, the label or both for `pkcs11`',
+    },
+    pinFile: {
+      doc: "The token user's PIN file; [re-read](#secret-rotation): the next session opens with it.",
+      format: 'text',
+      default: '',
+      env: 'SIDECAR_PKCS11_PIN_FILE',
+      whenUnset: 'required for `pkcs11`',
+    },
+    sessions: {
+      doc: 'Signatures at once (a pool of sessions); `auto`: the signing threads (`UV_THREADPOOL_SIZE`, 4).',
+      format: 'auto-or-whole-number',
+      default: 'auto' as number | 'auto',
+      env: 'SIDECAR_PKCS11_SESSIONS',
+    },
+    publicKeyFile: {
+      doc: "PEM public key the token's key must match (the one the gateway holds); checked at start.",
+      format: 'text',
+      default: '',
+      env: 'SIDECAR_PUBLIC_KEY_FILE',
+      whenUnset: 'not checked',
+    },
   },
   listen: {
     host: {

@@ -12,6 +12,7 @@ import { contentDigest } from './secret-files.js';
 /** The metric label of each watched file (signing_sidecar_config_reloads_total{setting}). */
 export type WatchedSetting =
   | 'private_key'
+  | 'pkcs11_pin'
   | 'password'
   | 'upstream_ca'
   | 'upstream_proxy_password'

@@ -54,8 +54,12 @@ export const METRICS = {
   upstreamFailures: 'signing_sidecar_upstream_failures_total',
   /** counter{reason}: resends; reason token_rejected|connect_failed. */
   retries: 'signing_sidecar_retries_total',
-  /** histogram: time to compute one RSA signature. */
+  /** histogram{signer}: time to compute one RSA signature (signer file|pkcs11; failures included). */
   signingDuration: 'signing_sidecar_signing_duration_seconds',
+  /** counter{signer, outcome}: signatures asked of the signer; outcome success|failure, created at zero. */
+  signatures: 'signing_sidecar_signatures_total',
+  /** gauge{signer}: 1 while a signature can be made (the key file: always; PKCS#11: the token is open). */
+  signerUp: 'signing_sidecar_signer_up',
   /** histogram{route}: one gateway round trip (one attempt). */
   gatewayDuration: 'signing_sidecar_gateway_request_duration_seconds',
   /** histogram{route}: whole client request, from first byte in to last byte out. */
@@ -66,7 +70,7 @@ export const METRICS = {
   clockCorrection: 'signing_sidecar_clock_correction_seconds',
   /** counter: measured offsets beyond SIDECAR_CLOCK_SKEW_MAX_CORRECTION_SECONDS, not applied. */
   clockCorrectionsRefused: 'signing_sidecar_clock_corrections_refused_total',
-  /** counter{setting, outcome}: secret files read again; setting private_key|password|upstream_ca|upstream_proxy_password|upstream_proxy_ca|postback_keys|postback_forward_secret|state_mac_keys, outcome success|error. */
+  /** counter{setting, outcome}: secret files read again; setting private_key|pkcs11_pin|password|upstream_ca|upstream_proxy_password|upstream_proxy_ca|postback_keys|postback_forward_secret|state_mac_keys, outcome success|error. */
   configReloads: 'signing_sidecar_config_reloads_total',
   /** gauge{version, environment, key_fingerprint} = 1; one series, the key in use (replaced on a key rotation). */
   buildInfo: 'signing_sidecar_build_info',

@@ -48,7 +48,12 @@ export type UpstreamFailureOutcome = (typeof UPSTREAM_FAILURE_OUTCOMES)[number];
 export interface LiveState {
   readonly isReady: () => boolean;
   readonly inFlight: () => number;
+  /** The signer: its kind and whether it can sign now (signing_sidecar_signer_up). */
+  readonly signer?: { readonly kind: SignerLabel; available(): boolean };
 }
+
+export type SignerLabel = 'file' | 'pkcs11';
+export type SignatureOutcome = 'success' | 'failure';
 
 export interface BuildInfo {
   readonly version: string;
@@ -121,9 +126,26 @@ export class SidecarMetrics {
   // Without labels, prom-client exports this one at zero from the start.
   private readonly signing = new Histogram({
     name: METRICS.signingDuration,
-    help: 'Time to compute one RSA signature.',
+    help: 'Time to compute one RSA signature, by signer (file or pkcs11).',
+    labelNames: ['signer'] as const,
     buckets: LATENCY_BUCKETS,
     registers: [this.registry],
+  });
+  private readonly signatures = new Counter({
+    name: METRICS.signatures,
+    help: 'Signatures asked of the signer, by signer (file or pkcs11) and outcome (success, failure: answered sidecar.signer.unavailable).',
+    labelNames: ['signer', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  private readonly signerUpGauge: Gauge<'signer'> = new Gauge({
+    name: METRICS.signerUp,
+    help: '1 while a signature can be made: the key file always, a PKCS#11 token while it is open.',
+    labelNames: ['signer'] as const,
+    registers: [this.registry],
+    collect: (): void => {
+      const signer = this.live.signer;
+      if (signer !== undefined) this.signerUpGauge.set({ signer: signer.kind }, signer.available() ? 1 : 0);
+    },
   });
   private readonly gatewayLatency = this.histogram(METRICS.gatewayDuration, 'One gateway round trip (one attempt).');
   private readonly requestLatency = this.histogram(
@@ -293,8 +315,15 @@ export class SidecarMetrics {
     this.retries.inc({ reason });
   }
 
-  signed(seconds: number): void {
-    this.signing.observe(seconds);
+  /** The signer's series at zero from the start, so that an alert sees its first failure. */
+  initSigner(signer: SignerLabel): void {
+    this.signing.zero({ signer });
+    for (const outcome of ['success', 'failure'] as const) this.signatures.inc({ signer, outcome }, 0);
+  }
+
+  signed(signer: SignerLabel, outcome: SignatureOutcome, seconds: number): void {
+    this.signatures.inc({ signer, outcome });
+    this.signing.observe({ signer }, seconds);
   }
 
   gatewayRoundTrip(route: string, seconds: number): void {

@@ -20,7 +20,7 @@ type FactoryName = keyof Factories;
 type ShapedByArguments = {
   [K in FactoryName]: CalledBare<Parameters<Factories[K]>> extends true ? never : K;
 }[FactoryName];
-type CalledBare<P> = P extends [] ? true : P extends [infer Only] ? (unknown extends Only ? true : false) : false;
+type CalledBare<P> = P extends [] ? true : P extends [(infer Only)?] ? (unknown extends Only ? true : false) : false;
 
 /** The answers of the factories of ShapedByArguments. */
 function shapedAnswers(maxBodyBytes: number): { readonly [K in ShapedByArguments]: readonly SidecarError[] } {

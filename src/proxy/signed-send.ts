@@ -1,6 +1,6 @@
 import type { BaseAddress } from '../config/base-url.js';
 import { maskSecrets, type Secret } from '../config/secret.js';
-import { asSidecarError, sidecarErrors, type SidecarError } from '../errors.js';
+import { asSidecarError, SidecarError, sidecarErrors } from '../errors.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
 import { NO_TRACING, type TraceContext, type TraceSpan, type Tracing } from '../observability/tracing.js';
 import { signedUrl, upstreamPath, type RequestTarget } from '../signing/canonical-url.js';
@@ -118,6 +118,8 @@ export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): 
   /** Every access token a copy of this request was sent with: none is ever sent twice. */
   const sentWith = new Set<string>();
   let connectFailures = 0;
+  /** The gateway's last 401 FAILED, which a newer token is being tried against. */
+  let previous: SendResult | undefined;
   for (let n = 1; ; n++) {
     const span = tracing.enabled ? attemptSpan(tracing, request, n) : undefined;
     const bearer = token.accessToken;
@@ -125,9 +127,13 @@ export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): 
     try {
       sent = await attempt(deps, request, bearer, deps.clock.timestampMs(now()), span);
     } catch (error) {
-      // A bug (the signer failing, say) is answered sidecar.internal: the span still ends, as an error.
+      // A bug is answered sidecar.internal: the span still ends, as an error.
       span?.fail(asSidecarError(error).code);
       span?.end();
+      // The token (HSM, KMS) could not sign: this copy was never sent. After a 401 FAILED the gateway's own answer
+      // is the true one (it did receive the first copy); before any answer, nothing was sent (retryable).
+      if (error instanceof SidecarError && error.code === 'sidecar.signer.unavailable')
+        return previous ?? failed(error);
       throw error;
     }
     const { outcome, signed } = sent;
@@ -158,6 +164,7 @@ export async function sendSigned(deps: SignedSendDeps, request: SignedRequest): 
     if (code !== undefined && TIMESTAMP_REFUSALS.has(code)) deps.clock.remeasure(response.headers.date, now());
     const answered: SendResult = { kind: 'answered', response, gatewayCode: code, attempts, signed };
     if (!isTokenRejection(response, code) || tokenResends === maxTokenResends) return answered;
+    previous = answered;
     tokenResends++;
     const wait = tracing.startSpan('wait for a token', 'internal', trace, { 'sidecar.token.after_rejection': true });
     try {
@@ -211,10 +218,16 @@ async function attempt(
   const timestamp = unixTimestamp(nowMs);
   const nonce = newNonce();
   const started = performance.now();
-  const signature = await deps.signer.sign(
-    signingString({ method: 'POST', fullUrl, timestamp, nonce, data: request.envelope.data }),
-  );
-  deps.metrics.signed((performance.now() - started) / 1000);
+  let signature: string;
+  try {
+    signature = await deps.signer.sign(
+      signingString({ method: 'POST', fullUrl, timestamp, nonce, data: request.envelope.data }),
+    );
+  } catch (error) {
+    deps.metrics.signed(deps.signer.kind, 'failure', (performance.now() - started) / 1000);
+    throw error;
+  }
+  deps.metrics.signed(deps.signer.kind, 'success', (performance.now() - started) / 1000);
   const sentAt = performance.now();
   const headers: Record<string, string> = {
     ...request.headers,

@@ -1,12 +1,25 @@
 import { constants, sign, type KeyObject } from 'node:crypto';
 
+export type SignerKind = 'file' | 'pkcs11';
+
+/**
+ * The one seam between a request and the private key: a key file (createSigner below) or a PKCS#11 token
+ * (pkcs11-signer.ts). Both give byte-identical signatures for the same key: PKCS#1 v1.5 is deterministic.
+ */
 export interface Signer {
-  /** Standard base64 (with padding) of RSA PKCS#1 v1.5 SHA-256 over the UTF-8 bytes of the signing string. */
+  readonly kind: SignerKind;
+  /**
+   * Standard base64 (with padding) of RSA PKCS#1 v1.5 SHA-256 over the UTF-8 bytes of the signing string. Rejects
+   * with sidecar.signer.unavailable when no signature can be made now (nothing was sent).
+   */
   sign(signingString: string): Promise<string>;
+  /** Whether a signature can be made now: readiness is false while it cannot. */
+  available(): boolean;
 }
 
 /** A Signer whose key can be replaced while requests are being signed (secret rotation). */
 export interface SwappableSigner extends Signer {
+  readonly kind: 'file';
   /** The key the next signature uses; a signature already started finishes with the key it started with. */
   replaceKey(privateKey: KeyObject): void;
   currentKey(): KeyObject;
@@ -22,6 +35,8 @@ export interface SwappableSigner extends Signer {
 export function createSigner(privateKey: KeyObject): SwappableSigner {
   let key = privateKey;
   return {
+    kind: 'file',
+    available: () => true,
     replaceKey(next: KeyObject): void {
       key = next;
     },

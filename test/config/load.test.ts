@@ -7,7 +7,14 @@ import { isLoopbackHost } from '../../src/config/loopback.js';
 import { EVERY_SETTING } from '../../src/config/schema.js';
 import { ConfigError } from '../../src/errors.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
+import type { Config } from '../../src/config/config.js';
+import type { FileSignerConfig } from '../../src/config/signer-settings.js';
 import { productionEnv, refusal } from './support.js';
+
+function fileSigner(config: Config): FileSignerConfig {
+  if (config.signer.kind !== 'file') assert.fail(`signer ${config.signer.kind}, not file`);
+  return config.signer;
+}
 
 describe('config: refuses to start with one line naming the setting', () => {
   let keys: TestKeys;
@@ -77,7 +84,7 @@ describe('config: refuses to start with one line naming the setting', () => {
     const pkcs1 = await makeKeys(2048, 'pkcs1');
     assert.match(pkcs1.privateKeyPem, /BEGIN RSA PRIVATE KEY/);
     assert.equal(
-      loadConfig({ ...env, SIDECAR_PRIVATE_KEY_FILE: pkcs1.privateKeyFile }).privateKey.asymmetricKeyType,
+      fileSigner(loadConfig({ ...env, SIDECAR_PRIVATE_KEY_FILE: pkcs1.privateKeyFile })).privateKey.asymmetricKeyType,
       'rsa',
     );
   });
@@ -398,7 +405,7 @@ describe('config: refuses to start with one line naming the setting', () => {
         // A relative SIDECAR_CONFIG_FILE is itself relative to the working directory.
         SIDECAR_CONFIG_FILE: relative(process.cwd(), file),
       });
-      assert.equal(config.privateKeyFile, join(folder, 'secrets', 'key.pem'));
+      assert.equal(fileSigner(config).privateKeyFile, join(folder, 'secrets', 'key.pem'));
       assert.equal(config.password.reveal(), 'from-folder');
       assert.match(config.upstream.ca ?? '', /BEGIN CERTIFICATE/);
     });
@@ -409,7 +416,7 @@ describe('config: refuses to start with one line naming the setting', () => {
       await writeFile(file, JSON.stringify({ privateKeyFile: 'not-here.pem' }));
       const fromCwd = relative(process.cwd(), keys.privateKeyFile);
       const config = loadConfig({ ...env, SIDECAR_CONFIG_FILE: file, SIDECAR_PRIVATE_KEY_FILE: fromCwd });
-      assert.equal(config.privateKeyFile, fromCwd);
+      assert.equal(fileSigner(config).privateKeyFile, fromCwd);
     });
     it('a refusal names the resolved path, so the operator sees which file was looked for', async () => {
       const folder = join(keys.dir, 'missing-key');

@@ -4,6 +4,7 @@
 // are a gateway answer passed through, a replay, and a replayed outcome_unknown. A code added to the catalogue
 // without a case here fails the first test, by name.
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { request, type IncomingHttpHeaders } from 'node:http';
 import { connect } from 'node:net';
@@ -21,6 +22,8 @@ import { RecordingGateway } from '../support/recording-gateway.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
 import { waitFor } from '../support/wait-for.js';
+import { scratchDir } from '../support/scratch.js';
+import { initToken, newSoftHsm, pkcs11SkipReason, pkcs11ToolKeyPair, removeTokens } from '../support/softhsm.js';
 import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { idempotencyKey } from '../../src/idempotency/key.js';
@@ -309,6 +312,38 @@ describe('every answer the sidecar makes matches the OpenAPI document it serves'
       assert.equal(answer.headers['retry-after'], '1');
     } finally {
       for (const holder of holders) holder.destroy();
+    }
+  });
+
+  it('the signing token gone (signer.unavailable), with nothing sent', { skip: pkcs11SkipReason() }, async () => {
+    // A SoftHSM2 token of this test's own; the sidecar runs in this process, and SoftHSM2 reads its configuration
+    // from the environment at C_Initialize.
+    const hsm = newSoftHsm();
+    process.env.SOFTHSM2_CONF = hsm.env.SOFTHSM2_CONF;
+    const token = { label: 'contract', pin: '135790' };
+    initToken(hsm, token.label, token.pin);
+    pkcs11ToolKeyPair(hsm, token, { label: 'payments', id: 'c1', bits: 2048 });
+    const pinFile = join(scratchDir('contract-pin-'), 'pin');
+    writeFileSync(pinFile, `${token.pin}\n`, { mode: 0o600 });
+    const w = await world({
+      SIDECAR_PRIVATE_KEY_FILE: undefined,
+      SIDECAR_SIGNER: 'pkcs11',
+      SIDECAR_PKCS11_MODULE: hsm.module,
+      SIDECAR_PKCS11_TOKEN_LABEL: token.label,
+      SIDECAR_PKCS11_KEY_LABEL: 'payments',
+      SIDECAR_PKCS11_PIN_FILE: pinFile,
+    });
+    const restore = removeTokens(hsm);
+    try {
+      // A session already open may still sign once; the token's absence is found by the next signature at the latest.
+      const answers = [await call(w.proxyUrl, { body: payment() })];
+      while (answers.at(-1)?.status !== 503 && answers.length < 20)
+        answers.push(await call(w.proxyUrl, { body: payment() }));
+      assertMatches(w, answers.at(-1)!, 'sidecar.signer.unavailable', 503);
+      const signed = w.gateway.requests.filter((r) => r.url !== '/api/v2/auth/token').length;
+      assert.equal(signed, answers.length - 1, 'the payment refused 503 never reached the gateway');
+    } finally {
+      restore();
     }
   });
 

@@ -22,6 +22,7 @@ export const RUNBOOK_ANCHORS = [
   'runbook-gateway-latency',
   'runbook-answer-mismatches',
   'runbook-config-reload-failures',
+  'runbook-signer-failing',
   'runbook-postback-signature-failures',
   'runbook-postback-delivery-failures',
   'runbook-postback-backlog-aging',

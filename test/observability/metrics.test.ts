@@ -8,7 +8,9 @@ const info = { version: '1.2.3', environment: 'staging', keyFingerprint: 'ab'.re
 
 describe('SidecarMetrics', () => {
   it('exposes every alerting series before the first event: error codes, token calls and retries at zero', async () => {
-    const text = await new SidecarMetrics(info).registry.metrics();
+    const metrics = new SidecarMetrics(info);
+    metrics.initSigner('file');
+    const text = await metrics.registry.metrics();
     for (const code of GATEWAY_ERROR_CODES)
       assert.match(text, new RegExp(`^${METRICS.gatewayErrors}\\{code="${code.replace(/\./g, '\\.')}"\\} 0$`, 'm'));
     for (const grant of ['password', 'refresh_token']) {
@@ -25,9 +27,10 @@ describe('SidecarMetrics', () => {
     assert.match(text, new RegExp(`^${METRICS.answerMismatches} 0$`, 'm'));
     assert.match(
       text,
-      new RegExp(`^${METRICS.signingDuration}_count 0$`, 'm'),
+      new RegExp(`^${METRICS.signingDuration}_count{signer="file"} 0$`, 'm'),
       'the signing histogram is there before the first signature',
     );
+    assert.ok(text.includes(`${METRICS.signatures}{signer="file",outcome="failure"} 0`));
   });
 
   it('creates the alerted request failures of every configured route at zero, and nothing else per route', async () => {
@@ -76,14 +79,15 @@ describe('SidecarMetrics', () => {
 
   it('buckets latencies from sub-millisecond to seconds', async () => {
     const metrics = new SidecarMetrics(info);
-    metrics.signed(0.0002);
+    metrics.initSigner('file');
+    metrics.signed('file', 'success', 0.0002);
     metrics.gatewayRoundTrip('/r', 3);
     const text = await metrics.registry.metrics();
     assert.ok(
-      text.includes(`${METRICS.signingDuration}_bucket{le="0.00025"} 1`),
+      text.includes(`${METRICS.signingDuration}_bucket{le="0.00025",signer="file"} 1`),
       'a 0.2 ms signature has its own bucket',
     );
-    assert.ok(text.includes(`${METRICS.signingDuration}_bucket{le="0.0001"} 0`));
+    assert.ok(text.includes(`${METRICS.signingDuration}_bucket{le="0.0001",signer="file"} 0`));
     assert.ok(text.includes(`${METRICS.gatewayDuration}_bucket{le="5",route="/r"} 1`));
     assert.ok(text.includes(`${METRICS.gatewayDuration}_bucket{le="2.5",route="/r"} 0`));
   });

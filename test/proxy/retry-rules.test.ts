@@ -205,7 +205,11 @@ async function run(
   const deadline = new AbortController();
   const deps: SignedSendDeps = {
     base: parseBaseAddress('https://gateway.example.com'),
-    signer: { sign: (text) => Promise.resolve(Buffer.from(text).toString('base64')) },
+    signer: {
+      kind: 'file',
+      available: () => true,
+      sign: (text) => Promise.resolve(Buffer.from(text).toString('base64')),
+    },
     tokens: {
       usableToken: () => (row.token === undefined || row.token === 'valid' ? current : undefined),
       token: () =>

@@ -1,0 +1,27 @@
+import { readFileSync } from 'node:fs';
+import { ConfigError } from '../errors.js';
+import { buildSchema } from '../config/schema.js';
+import { loadSignerSettings, type Pkcs11SignerConfig } from '../config/signer-settings.js';
+
+/**
+ * The PKCS#11 settings alone, from the same SIDECAR_PKCS11_* variables `serve` reads (the tools need no gateway
+ * settings): the config, or every refusal, one line each.
+ */
+export function pkcs11SettingsFromEnv(
+  env: NodeJS.ProcessEnv,
+): { readonly config: Pkcs11SignerConfig } | { readonly errors: readonly ConfigError[] } {
+  const schema = buildSchema(env);
+  const result = loadSignerSettings({
+    signer: 'pkcs11',
+    privateKeyFile: '',
+    pkcs11: { ...schema.get('pkcs11') },
+    readFile: (setting, path) => {
+      try {
+        return readFileSync(path, 'utf8');
+      } catch (err) {
+        throw new ConfigError(setting, `cannot read file ${path}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
+      }
+    },
+  });
+  return result.config?.kind === 'pkcs11' ? { config: result.config } : { errors: result.errors };
+}
