@@ -191,7 +191,10 @@ export class RequeueMemory {
     try {
       for (const entry of [...this.held.values()]) {
         if (entry.epoch === epoch || !this.held.has(entry.postback.id)) continue;
-        if ((await this.inbox.append(entry.postback, entry.receivedMs)) === 'accepted') requeued++;
+        // 'duplicate' counts too: an earlier append of this entry may have been stored and then failed its
+        // acknowledgement (the replicas still resynchronising after the wipe), so it is back all the same.
+        await this.inbox.append(entry.postback, entry.receivedMs);
+        requeued++;
         entry.epoch = epoch;
       }
     } finally {

@@ -30,7 +30,11 @@ interface Replica {
   readonly logs: CapturedOutput;
 }
 
-async function replica(redis: TestRedis, maxBytes = 1_000_000): Promise<Replica> {
+async function replica(
+  redis: TestRedis,
+  maxBytes = 1_000_000,
+  wrapInbox: (inbox: PostbackInbox) => PostbackInbox = (inbox) => inbox,
+): Promise<Replica> {
   const store = new RedisStateStore({
     topology: { mode: 'standalone', url: redis.url },
     accountTag: TAG,
@@ -44,7 +48,7 @@ async function replica(redis: TestRedis, maxBytes = 1_000_000): Promise<Replica>
   const epoch = new StoreEpoch(store, { log, onWiped: () => undefined, intervalMs: 600_000 });
   epoch.start();
   await waitFor('the epoch known', () => epoch.current() !== undefined, 5_000);
-  const memory = new RequeueMemory(createRedisInbox(store), store, epoch, {
+  const memory = new RequeueMemory(wrapInbox(createRedisInbox(store)), store, epoch, {
     maxBytes,
     metrics: new InboxMetrics(registry),
     log,
@@ -136,6 +140,38 @@ describe('the requeue memory', { timeout: 60_000 }, () => {
     // Once appended again under the new epoch, a lookup appends nothing more.
     await a.memory.lookUpNow();
     assert.equal(await counter(a.registry, 'signing_sidecar_postback_requeued_total'), 3);
+  });
+
+  test('a re-append stored but not acknowledged (replicas resynchronising) is tried again, and counted once', async () => {
+    const redis = await startRedis();
+    cleanups.push(() => redis.close());
+    // After a wipe the replicas resynchronise, and WAIT fails: the entry is stored, the append throws. The next try
+    // finds it kept ('duplicate'): it is back in the inbox all the same.
+    let unacknowledged = 0;
+    const a = await replica(redis, 1_000_000, (inbox) => ({
+      ...inbox,
+      append: async (item, nowMs) => {
+        const stored = await inbox.append(item, nowMs);
+        if (unacknowledged > 0) {
+          unacknowledged--;
+          throw new Error('WAIT: too few replicas acknowledged');
+        }
+        return stored;
+      },
+    }));
+    const held = [postback(), postback()];
+    for (const item of held) assert.equal(await a.inbox.append(item, Date.now()), 'accepted');
+    const before = a.epoch.current();
+    unacknowledged = 1;
+    assert.deepEqual(await redis.cli('FLUSHALL'), ['OK']);
+    await a.memory.lookUpNow();
+    await waitFor('the epoch replaced', () => a.epoch.current() !== before, 5_000);
+    await waitFor('the first re-append tried', () => unacknowledged === 0, 5_000);
+    await a.memory.lookUpNow();
+    assert.equal(await counter(a.registry, 'signing_sidecar_postback_requeued_total'), 2, 'both counted, once each');
+    await a.inbox.prepare();
+    const taken = await a.inbox.read('after-wipe', 100, Date.now());
+    assert.deepEqual(taken.map((item) => item.id).sort(), held.map((item) => item.id).sort(), 'both back, once each');
   });
 
   test('bounded: past SIDECAR_POSTBACK_REQUEUE_MEMORY_MB the oldest go first, counted and logged', async () => {
