@@ -8,6 +8,23 @@ import { compile, type TopLevelSpec } from 'vega-lite';
 import type { CheckResult } from './checker.js';
 import type { AnswerEvent, FaultEvent, HistoryEvent, RunEvent } from './history.js';
 
+/** One color a fault kind (Tableau 20's first ones): named here, as the SVG is drawn without a browser. */
+const FAULT_COLORS = [
+  '#4e79a7',
+  '#f28e2b',
+  '#e15759',
+  '#76b7b2',
+  '#59a14f',
+  '#edc948',
+  '#b07aa1',
+  '#ff9da7',
+  '#9c755f',
+  '#bab0ac',
+  '#1f77b4',
+  '#8c564b',
+  '#17becf',
+] as const;
+
 export interface Summary {
   readonly seed: number | null;
   readonly duration_s: number | null;
@@ -65,20 +82,24 @@ export async function timelineSvg(history: readonly HistoryEvent[]): Promise<str
       detail: f.detail ?? '',
     }));
   const answers = history.filter((e): e is AnswerEvent => e.type === 'ok' || e.type === 'fail' || e.type === 'info');
-  const perSecond = new Map<string, { second: number; class: string; answers: number }>();
+  const perSecond = new Map<string, { second: number; next: number; class: string; answers: number }>();
   for (const a of answers) {
     const second = Math.floor(a.t / 1000);
     const key = `${second}/${a.type}`;
-    const row = perSecond.get(key) ?? { second, class: a.type, answers: 0 };
+    const row = perSecond.get(key) ?? { second, next: second + 1, class: a.type, answers: 0 };
     row.answers++;
     perSecond.set(key, row);
   }
   const latency = latencyWindows(answers, 5);
+  // One time axis for the three charts: from the start to the last thing that happened.
+  const lastSecond = Math.ceil(Math.max(0, ...history.map((e) => e.t)) / 1000);
   const width = 900;
   const xScale = { title: 'seconds since start' };
   const spec: TopLevelSpec = {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     config: { font: 'sans-serif', view: { stroke: '#ccc' } },
+    // Each chart its own colors (fault kinds, answer classes, percentiles); a shared scale would merge them.
+    resolve: { scale: { color: 'independent' } },
     vconcat: [
       {
         title: 'Faults',
@@ -87,10 +108,10 @@ export async function timelineSvg(history: readonly HistoryEvent[]): Promise<str
         data: { values: faults },
         mark: { type: 'bar', cornerRadius: 2 },
         encoding: {
-          x: { field: 'start', type: 'quantitative', axis: xScale },
+          x: { field: 'start', type: 'quantitative', axis: xScale, scale: { domain: [0, lastSecond] } },
           x2: { field: 'end' },
           y: { field: 'kind', type: 'nominal', title: null },
-          color: { field: 'kind', type: 'nominal', legend: null },
+          color: { field: 'kind', type: 'nominal', legend: null, scale: { range: [...FAULT_COLORS] } },
           tooltip: [{ field: 'kind' }, { field: 'detail' }],
         },
       },
@@ -99,9 +120,16 @@ export async function timelineSvg(history: readonly HistoryEvent[]): Promise<str
         width,
         height: 160,
         data: { values: [...perSecond.values()] },
-        mark: { type: 'bar', binSpacing: 0 },
+        mark: { type: 'bar' },
         encoding: {
-          x: { field: 'second', type: 'quantitative', axis: xScale },
+          x: {
+            field: 'second',
+            type: 'quantitative',
+            bin: { binned: true, step: 1 },
+            axis: xScale,
+            scale: { domain: [0, lastSecond] },
+          },
+          x2: { field: 'next' },
           y: { field: 'answers', type: 'quantitative', stack: 'zero', title: 'answers/s' },
           color: {
             field: 'class',
@@ -117,9 +145,13 @@ export async function timelineSvg(history: readonly HistoryEvent[]): Promise<str
         data: { values: latency },
         mark: { type: 'line', point: false },
         encoding: {
-          x: { field: 'second', type: 'quantitative', axis: xScale },
-          y: { field: 'ms', type: 'quantitative', scale: { type: 'symlog' }, title: 'ms' },
-          color: { field: 'percentile', type: 'nominal', sort: ['p50', 'p95', 'p99'] },
+          x: { field: 'second', type: 'quantitative', axis: xScale, scale: { domain: [0, lastSecond] } },
+          y: { field: 'ms', type: 'quantitative', scale: { type: 'log' }, title: 'ms' },
+          color: {
+            field: 'percentile',
+            type: 'nominal',
+            scale: { domain: ['p50', 'p95', 'p99'], range: ['#1f77b4', '#ff7f0e', '#9467bd'] },
+          },
         },
       },
     ],
