@@ -70,9 +70,8 @@ describe('chaos report', () => {
         `drawn at a readable size: ${JSON.stringify(box)}`,
       );
       // Vega labels each bar for assistive technology with its fields: one per fault, named by kind.
-      const bands = await page
-        .locator('.concat_0_marks path[aria-roledescription="bar"]')
-        .evaluateAll((paths) => paths.map((path) => path.getAttribute('aria-label') ?? ''));
+      const bars = await page.locator('.concat_0_marks path[aria-roledescription="bar"]').all();
+      const bands = await Promise.all(bars.map(async (bar) => (await bar.getAttribute('aria-label')) ?? ''));
       assert.equal(bands.length, 3, bands.join('\n'));
       for (const kind of ['redis-primary-kill', 'replica-kill', 'password-rotation']) {
         assert.ok(
