@@ -43,8 +43,18 @@ async function main(): Promise<number> {
   return report(result);
 }
 
+/** Stopped on SIGINT or SIGTERM: nothing the run started outlives it. */
+let running: World | undefined;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    console.error(`chaos: ${signal}, stopping everything the run started`);
+    void (running?.close() ?? Promise.resolve()).finally(() => process.exit(2));
+  });
+}
+
 async function run(seed: number, durationS: number, out: string): Promise<HistoryEvent[]> {
   const world = await startWorld(out);
+  running = world;
   const recorder = new Recorder();
   recorder.record({ type: 'run', seed, duration_s: durationS, replicas: world.replicas.length, callers: CALLERS });
   world.application.onPostback((p) =>
@@ -78,11 +88,11 @@ async function run(seed: number, durationS: number, out: string): Promise<Histor
       process,
       random: mulberry32(seed + 1 + process),
     }));
-    let running = true;
-    const loops = callers.map((caller) => callerLoop(world, recorder, caller, () => running, `s${seed}`));
+    let paying = true;
+    const loops = callers.map((caller) => callerLoop(world, recorder, caller, () => paying, `s${seed}`));
     const nemesis = new Nemesis(world, recorder, mulberry32(seed ^ 0x5eed));
     await nemesis.run(durationS * 1000);
-    running = false;
+    paying = false;
     await Promise.all(loops);
     for (const error of nemesis.errors) console.error(`chaos: nemesis: ${error}`);
     await liveness(world, recorder, callers, seed);

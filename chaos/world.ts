@@ -14,6 +14,7 @@ import { makeKeys } from '../test/support/keys.js';
 import { startSentinelSet, type SentinelSet } from '../test/support/redis-topologies.js';
 import type { TestRedis } from '../test/support/redis-server.js';
 import { scratchDir } from '../test/support/scratch.js';
+import { DEFAULT_REDIS_KEY_PREFIX, RedisKeys, accountTag } from '../src/state/redis-keys.js';
 import { startApplication, type Application } from './application.js';
 import { startBalancer, type Balancer } from './balancer.js';
 
@@ -21,7 +22,6 @@ export const USERNAME = 'chaos@example.com';
 /** The sidecar's deadline for the gateway's answer: a `commit-slow` fault answers after it. */
 export const RESPONSE_TIMEOUT_MS = 5_000;
 export const REDIS_COMMAND_TIMEOUT_MS = 500;
-const REDIS_PREFIX = 'signing-sidecar:';
 
 /** One replica slot: its ports stay the same across restarts, as a pod's address behind its Service does. */
 export interface Replica {
@@ -119,6 +119,10 @@ export async function startWorld(logDir: string): Promise<World> {
     SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS: '3000',
     SIDECAR_POSTBACK_VISIBILITY_TIMEOUT_MS: '10000',
   };
+  // The inbox's "every undelivered postback" set, named as the replicas name it (docs/postbacks.md).
+  const inboxKey = new RedisKeys(DEFAULT_REDIS_KEY_PREFIX, accountTag(new URL(simulator.baseUrl).origin, USERNAME)).key(
+    'postback:pending',
+  );
   const replicas: Replica[] = [];
   for (let index = 0; index < 3; index++) {
     const ports = { proxy: await freeStablePort(), admin: await freeStablePort(), postback: await freeStablePort() };
@@ -198,7 +202,7 @@ export async function startWorld(logDir: string): Promise<World> {
     },
     async inboxPending() {
       const node = await world.primaryNode();
-      const [count] = await node.cli('ZCARD', `${REDIS_PREFIX}postback:pending`);
+      const [count] = await node.cli('ZCARD', inboxKey);
       return Number(count);
     },
     async rotatePassword() {
