@@ -92,7 +92,7 @@ export async function timelineSvg(history: readonly HistoryEvent[]): Promise<str
   }
   const latency = latencyWindows(answers, 5);
   // One time axis for the three charts: from the start to the last thing that happened.
-  const lastSecond = Math.ceil(Math.max(0, ...history.map((e) => e.t)) / 1000);
+  const lastSecond = Math.ceil(history.reduce((last, e) => Math.max(last, e.t), 0) / 1000);
   const width = 900;
   const xScale = { title: 'seconds since start' };
   const spec: TopLevelSpec = {

@@ -1,5 +1,6 @@
 // npm run chaos -- [--duration SECONDS] [--seed N] [--out DIR]   a run: history, check, summary and report in DIR
-// npm run chaos -- --check FILE                                  the checker alone on a history (exit 1 on a violation)
+// npm run chaos -- --check FILE [--out DIR]                      the checker alone on a history (exit 1 on a violation);
+//                                                                with --out, its summary and report there too
 import { setMaxListeners } from 'node:events';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -22,24 +23,34 @@ async function main(): Promise<number> {
     options: {
       duration: { type: 'string', default: '60' },
       seed: { type: 'string' },
-      out: { type: 'string', default: 'chaos-out' },
+      out: { type: 'string' },
       check: { type: 'string' },
     },
   });
-  if (values.check !== undefined) return report(check(readHistory(values.check)));
+  if (values.check !== undefined) {
+    const history = readHistory(values.check);
+    const result = check(history);
+    // With --out, the summary and the report of that history too (a run's own, or one to look at again).
+    if (values.out !== undefined) {
+      mkdirSync(values.out, { recursive: true });
+      await writeReport(values.out, history, summarize(history, result));
+    }
+    return report(result);
+  }
+  const out = values.out ?? 'chaos-out';
   const duration = Number(values.duration);
   const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(values.seed);
   if (!Number.isInteger(seed) || !(duration >= 10)) throw new Error('--seed must be an integer, --duration >= 10 s');
-  console.log(`chaos: seed ${seed}, ${duration} s, out ${values.out}`);
-  mkdirSync(values.out, { recursive: true });
+  console.log(`chaos: seed ${seed}, ${duration} s, out ${out}`);
+  mkdirSync(out, { recursive: true });
   // The simulator's shutdown signal has a listener per postback waiting for its retry: hundreds while the
   // application is down, which is no leak.
   setMaxListeners(10_000);
-  const history = await run(seed, duration, values.out);
-  writeFileSync(join(values.out, 'history.jsonl'), toJsonl(history));
+  const history = await run(seed, duration, out);
+  writeFileSync(join(out, 'history.jsonl'), toJsonl(history));
   const result = check(history);
-  await writeReport(values.out, history, summarize(history, result));
-  console.log(`chaos: history, summary.json and report.html in ${values.out}`);
+  await writeReport(out, history, summarize(history, result));
+  console.log(`chaos: history, summary.json and report.html in ${out}`);
   return report(result);
 }
 
