@@ -406,8 +406,11 @@ describe('overlays', () => {
   });
 });
 
-/** An overlay of `resource` with deploy/components/`component` added, as the docs tell operators to write it. */
-function renderWithComponent(component: string, resource: string): Rendered {
+/**
+ * An overlay of `resource` with deploy/components/`component` added, as the docs tell operators to write it; in
+ * `namespace` (the overlay's) when the component generates objects of its own.
+ */
+function renderWithComponent(component: string, resource: string, namespace?: string): Rendered {
   const dir = join(scratch, component, resource.replaceAll('/', '-'));
   mkdirSync(dir, { recursive: true });
   const up = relative(dir, DEPLOY_DIR);
@@ -416,6 +419,7 @@ function renderWithComponent(component: string, resource: string): Rendered {
     [
       'apiVersion: kustomize.config.k8s.io/v1beta1',
       'kind: Kustomization',
+      ...(namespace === undefined ? [] : [`namespace: ${namespace}`]),
       `resources: ['${up}/${resource}']`,
       `components: ['${up}/components/${component}']`,
       '',
@@ -564,6 +568,136 @@ describe('deploy/components/tracing (docs/operations.md, "Tracing")', () => {
       assert.equal(peer.ipBlock, undefined, 'no open egress');
       const all = (policy.spec?.egress ?? []).flatMap(ports).sort();
       assert.deepEqual(all, ['TCP/443', 'TCP/53', `TCP/${port}`, 'UDP/53'].sort(), `${env}: DNS and gateway kept`);
+    }
+  });
+});
+
+describe('deploy/components/pkcs11 (docs/operations.md, "The private key in an HSM or a cloud KMS")', () => {
+  const PIN_SECRET = 'signing-sidecar-pkcs11-pin';
+  const MODULE_COPIER = 'pkcs11-module';
+  /** The component is for the workload overlays, each in its own namespace. */
+  const withPkcs11 = () =>
+    (['staging', 'production'] as const).map((env) => {
+      const namespace = deployment(render(`overlays/${env}`)).metadata?.namespace;
+      return { env, rendered: renderWithComponent('pkcs11', `overlays/${env}`, namespace) };
+    });
+
+  test('renders with each overlay, its ConfigMap in the overlay namespace and mounted read-only', () => {
+    for (const { env, rendered } of withPkcs11()) {
+      const spec = podSpec(rendered);
+      const volume = only(
+        (spec.volumes ?? []).filter((v) => v.configMap?.name?.startsWith('signing-sidecar-pkcs11-')),
+        `${env}: the module configuration volume`,
+      );
+      const configMap = only(
+        rendered.configMaps.filter((c) => c.metadata?.name === volume.configMap?.name),
+        `${env}: ConfigMap ${String(volume.configMap?.name)}`,
+      );
+      assert.equal(configMap.metadata?.namespace, deployment(rendered).metadata?.namespace, `${env}: its namespace`);
+      const mount = only(
+        (sidecar(rendered).volumeMounts ?? []).filter((m) => m.name === volume.name),
+        'configuration mount',
+      );
+      assert.equal(mount.readOnly, true);
+      const configPath = sidecarEnv(rendered).get('KMS_PKCS11_CONFIG') ?? '';
+      const file = configPath.slice(mount.mountPath.length + 1);
+      assert.equal(configPath, `${mount.mountPath}/${file}`, 'KMS_PKCS11_CONFIG names a file of the ConfigMap');
+      assert.match(configMap.data?.[file] ?? '', /label: /, `${file}: the key ring's token label`);
+      for (const text of Object.values(configMap.data ?? {})) assert.doesNotMatch(text, /pin|password|PRIVATE KEY/i);
+    }
+  });
+
+  test('the sidecar accepts the settings: signer pkcs11, no key file, nothing refused', () => {
+    const pinFile = join(scratch, 'pkcs11-pin');
+    writeFileSync(pinFile, 'example-pin\n');
+    const publicKeyFile = join(scratch, 'token-key.pub.pem');
+    writeFileSync(
+      publicKeyFile,
+      generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }),
+    );
+    for (const { env, rendered } of withPkcs11()) {
+      const settings = Object.fromEntries(sidecarEnv(rendered));
+      assert.equal(settings.SIDECAR_PRIVATE_KEY_FILE, undefined, `${env}: no private key file setting remains`);
+      const known = knownSettings();
+      for (const name of Object.keys(settings).filter((n) => n.startsWith('SIDECAR_')))
+        assert.ok(known.has(name), `${name} is not a setting of src/config/schema.ts`);
+      assert.equal(settings.SIDECAR_PUBLIC_KEY_FILE, `${secretMountPath(`overlays/${env}`)}/public-key.pem`);
+      const config = loadConfig({
+        // withStandIns adds a key file for every Secret file setting: unset again, as the component unsets it.
+        ...withStandIns(settings),
+        SIDECAR_PRIVATE_KEY_FILE: undefined,
+        SIDECAR_PKCS11_PIN_FILE: pinFile,
+        SIDECAR_PUBLIC_KEY_FILE: publicKeyFile,
+      });
+      assert.equal(config.signer.kind, 'pkcs11', `${env}: signs through the module`);
+      assert.equal(config.environment, env);
+      if (config.signer.kind !== 'pkcs11') continue;
+      assert.equal(config.signer.module, settings.SIDECAR_PKCS11_MODULE);
+      assert.deepEqual(config.signer.token, { label: settings.SIDECAR_PKCS11_TOKEN_LABEL });
+      assert.ok(config.signer.publicKey, 'the token key is pinned to the public key the gateway holds');
+      assert.equal(String(config.signer.sessions), settings.SIDECAR_PKCS11_SESSIONS);
+      assert.ok(Number(settings.UV_THREADPOOL_SIZE) >= config.signer.sessions, 'a libuv thread per session');
+    }
+  });
+
+  test('the PIN comes from a Secret of its own, read-only, for the sidecar only; never from env or a ConfigMap', () => {
+    for (const { env, rendered } of withPkcs11()) {
+      const spec = podSpec(rendered);
+      const volume = only(
+        (spec.volumes ?? []).filter((v) => v.secret?.secretName === PIN_SECRET),
+        `${env}: PIN Secret volume`,
+      );
+      assert.equal(volume.secret?.defaultMode, 0o440);
+      const pinFile = sidecarEnv(rendered).get('SIDECAR_PKCS11_PIN_FILE') ?? '';
+      for (const c of allContainers(spec)) {
+        const mounts = (c.volumeMounts ?? []).filter((m) => m.name === volume.name);
+        if (c.name !== SIDECAR_CONTAINER) {
+          assert.equal(mounts.length, 0, `${c.name} must not see the PIN`);
+          continue;
+        }
+        const mount = only(mounts, 'PIN mount');
+        assert.equal(mount.readOnly, true);
+        assert.equal(mount.subPath, undefined, 'subPath mounts never receive a rotated PIN');
+        assert.ok(pinFile.startsWith(`${mount.mountPath}/`), 'SIDECAR_PKCS11_PIN_FILE is in the PIN Secret');
+      }
+      for (const c of allContainers(spec)) {
+        for (const e of c.env ?? []) assert.doesNotMatch(e.name, /PIN$/, `${c.name}: no PIN in env`);
+      }
+      for (const cm of rendered.configMaps) assert.ok(!Object.keys(cm.data ?? {}).some((k) => /pin/i.test(k)));
+      assert.ok(
+        (spec.volumes ?? []).some((v) => v.secret?.secretName === `signing-sidecar-${env}`),
+        'the credentials Secret stays (password, postback keys, the public key)',
+      );
+    }
+  });
+
+  test('the module is copied before the sidecar starts, into a volume the sidecar mounts read-only', () => {
+    for (const { env, rendered } of withPkcs11()) {
+      const spec = podSpec(rendered);
+      const names = (spec.initContainers ?? []).map((c) => c.name);
+      // Init containers start one after the other: the native sidecar starts once the copy has exited.
+      assert.ok(names.indexOf(MODULE_COPIER) >= 0, `${env}: an init container ${MODULE_COPIER}`);
+      assert.ok(names.indexOf(MODULE_COPIER) < names.indexOf(SIDECAR_CONTAINER), `${env}: ${names.join(', ')}`);
+      const copier = (spec.initContainers ?? []).find((c) => c.name === MODULE_COPIER);
+      assert.equal(copier?.restartPolicy, undefined, 'a plain init container, run to completion');
+      const modulePath = sidecarEnv(rendered).get('SIDECAR_PKCS11_MODULE') ?? '';
+      const mount = only(
+        (sidecar(rendered).volumeMounts ?? []).filter((m) => modulePath.startsWith(`${m.mountPath}/`)),
+        'the module mount',
+      );
+      assert.equal(mount.readOnly, true, 'the sidecar cannot alter the module');
+      const copierMount = (copier?.volumeMounts ?? []).find((m) => m.name === mount.name);
+      assert.ok(copierMount && copierMount.readOnly !== true, 'the copier writes the same volume');
+      assert.ok(copier?.command?.includes(`${copierMount.mountPath}${modulePath.slice(mount.mountPath.length)}`));
+      assert.ok((spec.volumes ?? []).find((v) => v.name === mount.name)?.emptyDir, 'an emptyDir');
+      // Its own user, and the pod's security rules, as every container of the overlays.
+      const sc = copier?.securityContext;
+      assert.ok(sc?.runAsUser !== undefined && sc.runAsUser !== sidecar(rendered).securityContext?.runAsUser);
+      assert.notEqual(sc?.runAsGroup, sidecar(rendered).securityContext?.runAsGroup);
+      assert.equal(sc?.readOnlyRootFilesystem, true);
+      assert.equal(sc?.allowPrivilegeEscalation, false);
+      assert.deepEqual(sc?.capabilities?.drop, ['ALL']);
+      assert.ok(copier?.resources?.limits?.memory !== undefined && copier.resources.limits.cpu !== undefined);
     }
   });
 });
