@@ -12,10 +12,13 @@ import type { StateStore } from './state-store.js';
 
 /**
  * How long start waits for a first answer from Redis. A healthy Redis answers in milliseconds, and a replica that
- * starts with the store up joins the fleet's token instead of logging in on its own; a Redis that is down costs
- * this much start time once, then the sidecar serves and keeps connecting in the background.
+ * starts with the store up joins the fleet's token instead of logging in on its own. A Redis that fails (refused,
+ * connect timeout, wrong password) ends the wait at its first failure; only a Redis that is slow to answer, without
+ * failing, costs up to this much start time once; then the sidecar serves and keeps connecting in the background.
+ * Long enough for a loaded Sentinel set: a replica that gave up sooner logged in alone, and on a gateway where a
+ * login revokes earlier tokens the fleet's callers got 401 FAILED (found by `npm run chaos`, docs/reliability.md).
  */
-export const FIRST_CONNECT_WAIT_MS = 2_000;
+export const FIRST_CONNECT_WAIT_MS = 10_000;
 
 export interface StoreDeps {
   readonly metrics?: StateStoreMetrics;
@@ -81,6 +84,6 @@ export async function openStateStore(config: Config, deps: StoreDeps = {}): Prom
     ...(metrics !== undefined ? { onCommand: metrics.command.bind(metrics) } : {}),
   });
   if (metrics !== undefined) store.onAvailabilityChange((available) => metrics.available(available));
-  await store.whenAvailable(FIRST_CONNECT_WAIT_MS);
+  await store.whenAvailable(FIRST_CONNECT_WAIT_MS, true);
   return store;
 }

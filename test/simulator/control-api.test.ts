@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import { codeOf, login, makeKeys, send, signedPost, startWithAccount } from './support.js';
+import { PASSWORD, USERNAME, codeOf, login, makeKeys, send, signedPost, startWithAccount } from './support.js';
 import type { RawResponse, TestKeys } from './support.js';
 import type { RunningSimulator } from '@signing-sidecar/simulator';
 import { handleControl } from '../../packages/simulator/src/control-api.js';
@@ -101,6 +101,45 @@ describe('control API', () => {
     assert.equal(slow.status, 200);
     assert.ok(Date.now() - started >= 280);
     assert.deepEqual((await control(sim, 'GET', '/_sim/faults')).json().faults, []);
+  });
+
+  it('commit-reset records the transaction, then cuts the connection with no answer', async () => {
+    await control(sim, 'POST', '/_sim/faults', { kind: 'commit-reset' });
+    const before = sim.transactions().length;
+    await assert.rejects(signedPost(sim, { key: keys.privateKey, token }), /ECONNRESET|socket hang up/);
+    assert.equal(sim.transactions().length, before + 1, 'the payment was made although no answer came');
+    assert.equal((await signedPost(sim, { key: keys.privateKey, token })).status, 200, 'the fault was used up');
+  });
+
+  it('commit-slow records the transaction at once and answers only after delay_ms', async () => {
+    await control(sim, 'POST', '/_sim/faults', { kind: 'commit-slow', delay_ms: 1_500 });
+    const before = sim.transactions().length;
+    const started = Date.now();
+    const answer = signedPost(sim, { key: keys.privateKey, token });
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    assert.equal(sim.transactions().length, before + 1, 'recorded before the answer left');
+    const slow = await answer;
+    assert.equal(slow.status, 200);
+    assert.ok(Date.now() - started >= 1_400, 'answered after the delay');
+    const ids = sim.transactions().map((t) => t.transaction_id);
+    assert.ok(ids.includes(String(slow.json().transaction_id)), 'the late answer names the recorded transaction');
+  });
+
+  it('rotates an account password: the new one logs in, the old one is refused, tokens stay valid', async () => {
+    const rotated = await control(sim, 'PUT', `/_sim/accounts/${encodeURIComponent(USERNAME)}/password`, {
+      password: 'rotated password',
+    });
+    assert.equal(rotated.status, 200);
+    assert.doesNotMatch(rotated.text, /rotated password/);
+    assert.equal((await signedPost(sim, { key: keys.privateKey, token })).status, 200, 'issued tokens still work');
+    await assert.rejects(login(sim), /401/);
+    assert.ok((await login(sim, 'rotated password')).access_token);
+    const bad = await control(sim, 'PUT', `/_sim/accounts/${encodeURIComponent(USERNAME)}/password`, { password: 3 });
+    assert.equal(codeOf(bad), 'sim.password.invalid');
+    const unknown = await control(sim, 'PUT', '/_sim/accounts/nobody%40example.com/password', { password: 'x' });
+    assert.equal(unknown.status, 404);
+    await control(sim, 'PUT', `/_sim/accounts/${encodeURIComponent(USERNAME)}/password`, { password: PASSWORD });
+    token = (await login(sim)).access_token ?? '';
   });
 
   it('applies token-targeted faults to the token endpoint only, and validates fault specs', async () => {

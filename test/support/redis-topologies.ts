@@ -36,6 +36,8 @@ export const SENTINEL_MASTER = 'sidecar-primary';
 export interface SentinelSet {
   readonly primary: TestRedis;
   readonly replica: TestRedis;
+  /** Every data node: the first primary, then its replicas (`replica` first). */
+  readonly nodes: readonly TestRedis[];
   readonly sentinelPorts: readonly number[];
   readonly env: Readonly<Record<string, string>>;
   /** The primary as the Sentinels name it now (host:port). */
@@ -61,17 +63,27 @@ process.once('exit', () => {
 export interface SentinelOptions {
   /** How long the Sentinels wait before they call the primary down (`down-after-milliseconds`); 1 s by default. */
   readonly downAfterMs?: number;
+  /** How many replicas the primary has (default 1). */
+  readonly replicas?: number;
+  /** More redis-server arguments for every node. */
+  readonly args?: readonly string[];
 }
 
 export async function startSentinelSet(options: SentinelOptions = {}): Promise<SentinelSet> {
   // No 5 s wait before a full sync (Redis 7's diskless default): a replica, or a restarted primary, syncs at once.
-  const fastSync = ['--repl-diskless-sync-delay', '0'];
+  const fastSync = ['--repl-diskless-sync-delay', '0', ...(options.args ?? [])];
   const primary = await startRedis({ args: fastSync });
-  const replica = await startRedis({ args: [...fastSync, '--replicaof', '127.0.0.1', String(primary.port)] });
-  await until(
-    async () => (await replica.cli('INFO', 'replication')).some((l) => l.trim() === 'master_link_status:up'),
-    15_000,
-  );
+  const replicaArgs = [...fastSync, '--replicaof', '127.0.0.1', String(primary.port)];
+  const replicas: TestRedis[] = [];
+  for (let i = 0; i < (options.replicas ?? 1); i++) replicas.push(await startRedis({ args: replicaArgs }));
+  const [replica] = replicas as [TestRedis, ...TestRedis[]];
+  const nodes = [primary, ...replicas];
+  for (const node of replicas) {
+    await until(
+      async () => (await node.cli('INFO', 'replication')).some((l) => l.trim() === 'master_link_status:up'),
+      15_000,
+    );
+  }
   const ports = await Promise.all([freeStablePort(), freeStablePort(), freeStablePort()]);
   const files = await Promise.all(
     ports.map((port) => sentinelConfig(port, primary.port, options.downAfterMs ?? 1_000)),
@@ -90,11 +102,11 @@ export async function startSentinelSet(options: SentinelOptions = {}): Promise<S
     await until(async () => {
       const names = new Set((await Promise.all(ports.map(named))).map((lines) => lines.join(':')));
       const [only] = names;
-      const node = [primary, replica].find((candidate) => only === `127.0.0.1:${candidate.port}`);
+      const node = nodes.find((candidate) => only === `127.0.0.1:${candidate.port}`);
       if (names.size !== 1 || only === undefined || node === undefined) return false;
       const info = await node.cli('INFO', 'replication');
-      const inSync =
-        info.some((line) => line.trim() === 'role:master') && info.some((line) => /^slave0:.*state=online/.test(line));
+      const online = info.filter((line) => /^slave\d+:.*state=online/.test(line)).length;
+      const inSync = info.some((line) => line.trim() === 'role:master') && online >= replicas.length;
       if (inSync) agreed = only;
       return inSync;
     }, timeoutMs);
@@ -103,13 +115,15 @@ export async function startSentinelSet(options: SentinelOptions = {}): Promise<S
   // The Sentinels know each other and the replica before a failover can be asked of them.
   const [first] = ports as [number, ...number[]];
   await until(async () => {
-    const replicas = await cliLines(first, 'SENTINEL', 'replicas', SENTINEL_MASTER);
+    const replicaList = await cliLines(first, 'SENTINEL', 'replicas', SENTINEL_MASTER);
     const peers = await cliLines(first, 'SENTINEL', 'sentinels', SENTINEL_MASTER);
-    return replicas.includes(String(replica.port)) && peers.filter((line) => line === 'name').length >= 2;
+    const known = replicas.every((node) => replicaList.includes(String(node.port)));
+    return known && peers.filter((line) => line === 'name').length >= 2;
   }, 15_000);
   return {
     primary,
     replica,
+    nodes,
     sentinelPorts: ports,
     env: {
       SIDECAR_STATE_STORE: 'redis',
@@ -133,7 +147,7 @@ export async function startSentinelSet(options: SentinelOptions = {}): Promise<S
     },
     async close() {
       await Promise.all(children.map((child) => stopChild(child)));
-      await Promise.all([primary.close(), replica.close()]);
+      await Promise.all(nodes.map((node) => node.close()));
     },
   };
 }

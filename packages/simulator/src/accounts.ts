@@ -40,6 +40,8 @@ export interface Account {
   readonly signedPostbacks: boolean;
   /** Constant-time comparison so the simulator does not teach bad habits (or leak via timing). */
   passwordMatches(candidate: string): boolean;
+  /** A password rotation: from now on only `password` logs in (tokens already issued stay valid). */
+  setPassword(password: string): void;
 }
 
 export class AccountConfigError extends Error {
@@ -76,7 +78,7 @@ function loadAccount(input: SimulatorAccountInput, index: number): Account {
   }
   const webhookUrl = input.webhookUrl === undefined || input.webhookUrl === '' ? undefined : input.webhookUrl;
   if (webhookUrl !== undefined) checkWebhookUrl(webhookUrl, fail);
-  const passwordDigest = sha256(input.password);
+  let passwordDigest = sha256(input.password);
   let publicKeys: readonly KeyObject[] = [key];
   return {
     username: input.username,
@@ -91,6 +93,10 @@ function loadAccount(input: SimulatorAccountInput, index: number): Account {
     webhookUrl,
     signedPostbacks: input.signedPostbacks === true,
     passwordMatches: (candidate) => timingSafeEqual(sha256(candidate), passwordDigest),
+    setPassword: (password) => {
+      if (password === '') fail('password is required');
+      passwordDigest = sha256(password);
+    },
   };
 }
 

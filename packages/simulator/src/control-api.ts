@@ -45,6 +45,7 @@ const ROUTES: readonly ControlRoute[] = [
   { method: 'DELETE', pattern: /^faults$/, handler: clearFaults },
   { method: 'GET', pattern: /^postbacks$/, handler: listPostbacks },
   { method: 'PUT', pattern: /^accounts\/([^/]+)\/public-keys$/, handler: setPublicKeys },
+  { method: 'PUT', pattern: /^accounts\/([^/]+)\/password$/, handler: setPassword },
 ];
 
 export async function handleControl(ctx: SimContext, req: IncomingMessage, path: string): Promise<ControlResult> {
@@ -178,6 +179,21 @@ async function addFault(ctx: SimContext, req: IncomingMessage): Promise<ControlR
 function clearFaults(ctx: SimContext): ControlResult {
   ctx.faults.clear();
   return ok({ faults: [] });
+}
+
+/** A password rotation as the vendor's portal does it: `{"password": "..."}`; the old one stops working at once. */
+async function setPassword(ctx: SimContext, req: IncomingMessage, param: string): Promise<ControlResult> {
+  const username = decodeURIComponent(param);
+  const account = ctx.accounts.get(username);
+  if (account === undefined) throw new SimError(404, 'sim.account.not_found', `no account ${username}`);
+  const { password } = await jsonBody(ctx, req);
+  if (typeof password !== 'string' || password === '') {
+    throw badRequest('sim.password.invalid', 'send {"password": "..."}, a non-empty string');
+  }
+  account.setPassword(password);
+  // Never the password itself, nor a digest of it.
+  ctx.logger.info({ event: 'sim.password', account: username }, 'password rotated');
+  return ok({ account: username });
 }
 
 /** A key rotation as the vendor does it: `{"public_keys_pem": [old, new]}`, later `[new]`. */

@@ -1,7 +1,9 @@
 // Fault injection for the next N requests: the failures a vendor's client meets in production, on demand.
-// A fault answers *instead of* processing (nothing is created), except `delay`, which slows a normal answer.
+// A fault answers *instead of* processing (nothing is created), except `delay`, which slows a normal answer, and
+// the two `commit-*` kinds, which process the request (the transaction is recorded) and then lose or stall the
+// answer: the case where a client cannot tell whether its payment was made.
 
-export type FaultKind = '5xx' | 'delay' | 'reset' | '401';
+export type FaultKind = '5xx' | 'delay' | 'reset' | '401' | 'commit-reset' | 'commit-slow';
 /** Which requests a fault applies to: the signed endpoints (default), the token endpoint, or both. */
 export type FaultTarget = 'signed' | 'token' | 'any';
 
@@ -9,7 +11,7 @@ export interface FaultSpec {
   readonly kind: FaultKind;
   /** How many matching requests it affects. Default 1. */
   readonly count?: number;
-  /** For `delay`: how long to wait before answering. Default 2000 ms. */
+  /** For `delay` and `commit-slow`: how long to wait before answering. Default 2000 ms. */
   readonly delayMs?: number;
   /** For `5xx`: the status to answer. Default 503. */
   readonly status?: number;
@@ -32,7 +34,9 @@ export interface FaultInjector {
   clear(): void;
 }
 
-export const FAULT_KINDS: readonly FaultKind[] = ['5xx', 'delay', 'reset', '401'];
+export const FAULT_KINDS: readonly FaultKind[] = ['5xx', 'delay', 'reset', '401', 'commit-reset', 'commit-slow'];
+/** The kinds that let the request be processed (recorded) before they act on the answer. */
+export const AFTER_COMMIT_KINDS: readonly FaultKind[] = ['commit-reset', 'commit-slow'];
 export const FAULT_TARGETS: readonly FaultTarget[] = ['signed', 'token', 'any'];
 const MAX_DELAY_MS = 10 * 60 * 1000;
 

@@ -21,7 +21,7 @@ import { checkSourceIp } from './signed-request.js';
 import { sleepUnlessAborted } from './sleep.js';
 import { handleTokenRequest } from './token-endpoint.js';
 import type { RequestInfo, SimContext } from './context.js';
-import type { ArmedFault } from './faults.js';
+import { AFTER_COMMIT_KINDS, type ArmedFault } from './faults.js';
 
 type RouteKind = 'token' | 'deposit' | 'withdrawal';
 
@@ -84,15 +84,40 @@ async function handle(
   if (req.method !== 'POST') {
     throw new SimError(405, 'request.method.not_allowed', `use POST on ${info.path}`, {}, { allow: 'POST' });
   }
-  if (await applyFault(ctx, req, res, info, kind === 'token' ? 'token' : 'signed')) return;
+  const fault = ctx.faults.take(kind === 'token' ? 'token' : 'signed');
+  const afterCommit = fault !== undefined && AFTER_COMMIT_KINDS.includes(fault.kind) ? fault : undefined;
+  if (fault !== undefined && afterCommit === undefined && (await applyFault(ctx, req, res, info, fault))) return;
   if (kind === 'token') {
-    sendJson(res, ctx.clock, 200, await handleTokenRequest(ctx, req, info));
+    const tokens = await handleTokenRequest(ctx, req, info);
+    if (await answerAfterCommit(ctx, req, info, afterCommit)) sendJson(res, ctx.clock, 200, tokens);
     remember(ctx, info, 200, ACCEPTED, 'tokens issued');
     return;
   }
   const { status, body } = await handlePaymentInit(ctx, req, info, kind);
-  sendJson(res, ctx.clock, status, body);
+  if (await answerAfterCommit(ctx, req, info, afterCommit)) sendJson(res, ctx.clock, status, body);
   remember(ctx, info, status, ACCEPTED, `${kind} ${body.transaction_id ?? ''} created`);
+}
+
+/**
+ * After the request was processed (a transaction recorded, tokens issued): false when a `commit-reset` cut the
+ * connection instead of answering; a `commit-slow` answers late, past the client's deadline when it is long enough.
+ */
+async function answerAfterCommit(
+  ctx: SimContext,
+  req: IncomingMessage,
+  info: RequestInfo,
+  fault: ArmedFault | undefined,
+): Promise<boolean> {
+  if (fault === undefined) return true;
+  ctx.logger.info({ event: 'sim.fault.applied', kind: fault.kind, method: info.method, path: info.path }, 'fault');
+  if (fault.kind === 'commit-reset') {
+    remember(ctx, info, undefined, 'sim.fault.commit_reset', 'processed, then connection reset (injected fault)');
+    resetConnection(req.socket);
+    return false;
+  }
+  if (await sleepUnlessAborted(fault.delayMs, ctx.closing)) return !req.socket.destroyed;
+  req.socket.destroy();
+  return false;
 }
 
 async function servePaymentPage(
@@ -161,10 +186,8 @@ async function applyFault(
   req: IncomingMessage,
   res: ServerResponse,
   info: RequestInfo,
-  target: 'signed' | 'token',
+  fault: ArmedFault,
 ): Promise<boolean> {
-  const fault = ctx.faults.take(target);
-  if (fault === undefined) return false;
   ctx.logger.info({ event: 'sim.fault.applied', kind: fault.kind, method: info.method, path: info.path }, 'fault');
   if (fault.kind === 'delay') {
     if (await sleepUnlessAborted(fault.delayMs, ctx.closing)) return false;

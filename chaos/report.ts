@@ -1,0 +1,232 @@
+// The run's report: summary.json (the figures) and report.html (a timeline: faults as bands, answers per second by
+// class, latency percentiles), drawn with Vega-Lite and rendered to SVG here, so the page needs no script or
+// network to show it.
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { View, parse } from 'vega';
+import { compile, type TopLevelSpec } from 'vega-lite';
+import type { CheckResult } from './checker.js';
+import type { AnswerEvent, FaultEvent, HistoryEvent, RunEvent } from './history.js';
+
+/** One color a fault kind (Tableau 20's first ones): named here, as the SVG is drawn without a browser. */
+const FAULT_COLORS = [
+  '#4e79a7',
+  '#f28e2b',
+  '#e15759',
+  '#76b7b2',
+  '#59a14f',
+  '#edc948',
+  '#b07aa1',
+  '#ff9da7',
+  '#9c755f',
+  '#bab0ac',
+  '#1f77b4',
+  '#8c564b',
+  '#17becf',
+] as const;
+
+export interface Summary {
+  readonly seed: number | null;
+  readonly duration_s: number | null;
+  readonly operations: number;
+  readonly ok: number;
+  readonly fail: number;
+  readonly info: number;
+  readonly info_in_ledger: number;
+  readonly attempts: number;
+  readonly faults: Record<string, number>;
+  readonly violations: string[];
+  readonly logins: number;
+  readonly logins_bound: number;
+  readonly refreshes: number;
+  readonly postbacks_delivered: number;
+  readonly max_postback_delay_s: number;
+}
+
+export function summarize(history: readonly HistoryEvent[], result: CheckResult): Summary {
+  const run = history.find((e): e is RunEvent => e.type === 'run');
+  return {
+    seed: run?.seed ?? null,
+    duration_s: run?.duration_s ?? null,
+    operations: result.payments.total,
+    ok: result.payments.ok,
+    fail: result.payments.fail,
+    info: result.payments.info,
+    info_in_ledger: result.infoInLedger,
+    attempts: result.attempts,
+    faults: result.faults,
+    violations: result.violations.map((v) => `${v.name}: ${v.detail}`),
+    logins: result.logins.password,
+    logins_bound: result.logins.bound,
+    refreshes: result.logins.refresh,
+    postbacks_delivered: result.postbacksDelivered,
+    max_postback_delay_s: result.maxPostbackDelayS,
+  };
+}
+
+export async function writeReport(dir: string, history: readonly HistoryEvent[], summary: Summary): Promise<void> {
+  writeFileSync(join(dir, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`);
+  const svg = await timelineSvg(history);
+  writeFileSync(join(dir, 'report.html'), page(summary, svg));
+}
+
+/** The timeline as one SVG: three charts over the same seconds of the run. */
+export async function timelineSvg(history: readonly HistoryEvent[]): Promise<string> {
+  const faults = history
+    .filter((e): e is FaultEvent => e.type === 'fault')
+    // An instant fault (a password rotation) still gets a visible band.
+    .map((f) => ({
+      kind: f.kind,
+      start: f.start / 1000,
+      end: Math.max(f.end, f.start + 500) / 1000,
+      detail: f.detail ?? '',
+    }));
+  const answers = history.filter((e): e is AnswerEvent => e.type === 'ok' || e.type === 'fail' || e.type === 'info');
+  const perSecond = new Map<string, { second: number; next: number; class: string; answers: number }>();
+  for (const a of answers) {
+    const second = Math.floor(a.t / 1000);
+    const key = `${second}/${a.type}`;
+    const row = perSecond.get(key) ?? { second, next: second + 1, class: a.type, answers: 0 };
+    row.answers++;
+    perSecond.set(key, row);
+  }
+  const latency = latencyWindows(answers, 5);
+  // One time axis for the three charts: from the start to the last thing that happened.
+  const lastSecond = Math.ceil(Math.max(0, ...history.map((e) => e.t)) / 1000);
+  const width = 900;
+  const xScale = { title: 'seconds since start' };
+  const spec: TopLevelSpec = {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    config: { font: 'sans-serif', view: { stroke: '#ccc' } },
+    // Each chart its own colors (fault kinds, answer classes, percentiles); a shared scale would merge them.
+    resolve: { scale: { color: 'independent' } },
+    vconcat: [
+      {
+        title: 'Faults',
+        width,
+        height: Math.max(60, 18 * new Set(faults.map((f) => f.kind)).size),
+        data: { values: faults },
+        mark: { type: 'bar', cornerRadius: 2 },
+        encoding: {
+          x: { field: 'start', type: 'quantitative', axis: xScale, scale: { domain: [0, lastSecond] } },
+          x2: { field: 'end' },
+          y: { field: 'kind', type: 'nominal', title: null },
+          color: { field: 'kind', type: 'nominal', legend: null, scale: { range: [...FAULT_COLORS] } },
+          tooltip: [{ field: 'kind' }, { field: 'detail' }],
+        },
+      },
+      {
+        title: 'Answers per second',
+        width,
+        height: 160,
+        data: { values: [...perSecond.values()] },
+        mark: { type: 'bar' },
+        encoding: {
+          x: {
+            field: 'second',
+            type: 'quantitative',
+            bin: { binned: true, step: 1 },
+            axis: xScale,
+            scale: { domain: [0, lastSecond] },
+          },
+          x2: { field: 'next' },
+          y: { field: 'answers', type: 'quantitative', stack: 'zero', title: 'answers/s' },
+          color: {
+            field: 'class',
+            type: 'nominal',
+            scale: { domain: ['ok', 'fail', 'info'], range: ['#4c9a2a', '#d62728', '#ff9f1c'] },
+          },
+        },
+      },
+      {
+        title: 'Latency of an attempt (5 s windows)',
+        width,
+        height: 160,
+        data: { values: latency },
+        mark: { type: 'line', point: false },
+        encoding: {
+          x: { field: 'second', type: 'quantitative', axis: xScale, scale: { domain: [0, lastSecond] } },
+          y: { field: 'ms', type: 'quantitative', scale: { type: 'log' }, title: 'ms' },
+          color: {
+            field: 'percentile',
+            type: 'nominal',
+            scale: { domain: ['p50', 'p95', 'p99'], range: ['#1f77b4', '#ff7f0e', '#9467bd'] },
+          },
+        },
+      },
+    ],
+  };
+  const view = new View(parse(compile(spec).spec), { renderer: 'none' });
+  const svg = await view.toSVG();
+  view.finalize();
+  return svg;
+}
+
+function latencyWindows(
+  answers: readonly AnswerEvent[],
+  seconds: number,
+): { second: number; percentile: string; ms: number }[] {
+  const windows = new Map<number, number[]>();
+  for (const a of answers) {
+    const start = Math.floor(a.t / 1000 / seconds) * seconds;
+    windows.set(start, [...(windows.get(start) ?? []), a.latency_ms]);
+  }
+  return [...windows].flatMap(([second, samples]) => {
+    const sorted = samples.sort((x, y) => x - y);
+    const at = (q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
+    return [
+      { second, percentile: 'p50', ms: at(0.5) },
+      { second, percentile: 'p95', ms: at(0.95) },
+      { second, percentile: 'p99', ms: at(0.99) },
+    ];
+  });
+}
+
+function page(summary: Summary, svg: string): string {
+  const rows = [
+    ['seed', summary.seed],
+    ['duration', `${summary.duration_s ?? '?'} s`],
+    ['payments', `${summary.operations} (ok ${summary.ok}, fail ${summary.fail}, unknown ${summary.info})`],
+    ['attempts', summary.attempts],
+    [
+      'faults',
+      Object.entries(summary.faults)
+        .map(([kind, n]) => `${kind} ${n}`)
+        .join(', '),
+    ],
+    ['password logins', `${summary.logins} (bound ${summary.logins_bound}), refreshes ${summary.refreshes}`],
+    ['postbacks delivered', summary.postbacks_delivered],
+    ['worst postback delay', `${summary.max_postback_delay_s} s`],
+  ];
+  const violations =
+    summary.violations.length === 0
+      ? '<p class="ok">No violations.</p>'
+      : `<ul class="bad">${summary.violations.map((v) => `<li>${escapeHtml(v)}</li>`).join('')}</ul>`;
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Chaos run, seed ${escapeHtml(String(summary.seed))}</title>
+<style>
+body { font-family: sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin-bottom: 1em; }
+th, td { text-align: left; padding: 0.2em 1em 0.2em 0; }
+.ok { color: #2a7a2a; font-weight: bold; }
+.bad { color: #b00; }
+</style>
+</head>
+<body>
+<h1>Chaos run, seed ${escapeHtml(String(summary.seed))}</h1>
+<table>${rows.map(([k, v]) => `<tr><th>${escapeHtml(String(k))}</th><td>${escapeHtml(String(v))}</td></tr>`).join('\n')}</table>
+<h2>Violations</h2>
+${violations}
+<h2>Timeline</h2>
+<figure id="timeline">${svg}</figure>
+</body>
+</html>
+`;
+}
+
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}

@@ -1,0 +1,229 @@
+// The chaos checker is only worth something if it can fail: a clean history passes, and each doctored copy of it
+// (the faults a broken sidecar would leave in a real history) is caught and named.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { check, type ViolationName } from '../../chaos/checker.js';
+import type { HistoryEvent } from '../../chaos/history.js';
+
+/** Three payments: one ok and completed (its postback delivered), one certainly refused, one of unknown outcome. */
+function cleanHistory(): HistoryEvent[] {
+  const attempt = { process: 1, replica: 0 };
+  return [
+    { t: 0, type: 'run', seed: 7, duration_s: 60, replicas: 3, callers: 16 },
+    { t: 100, type: 'invoke', op: 'deposit', invoice_no: 'inv-1', key: 'k1', ...attempt },
+    { t: 150, type: 'info', invoice_no: 'inv-1', key: 'k1', status: 0, latency_ms: 50, ...attempt },
+    { t: 200, type: 'invoke', op: 'deposit', invoice_no: 'inv-1', key: 'k1', ...attempt, replica: 2 },
+    {
+      t: 260,
+      type: 'ok',
+      invoice_no: 'inv-1',
+      key: 'k1',
+      status: 200,
+      transaction_id: 'tx-1',
+      latency_ms: 60,
+      ...attempt,
+    },
+    { t: 300, type: 'complete', transaction_id: 'tx-1', status: 'SUCCESS' },
+    { t: 400, type: 'invoke', op: 'withdrawal', invoice_no: 'inv-2', key: 'k2', ...attempt },
+    {
+      t: 420,
+      type: 'fail',
+      invoice_no: 'inv-2',
+      key: 'k2',
+      status: 503,
+      code: 'sidecar.idempotency.unavailable',
+      latency_ms: 20,
+      ...attempt,
+    },
+    { t: 500, type: 'invoke', op: 'deposit', invoice_no: 'inv-3', key: 'k3', ...attempt },
+    {
+      t: 5600,
+      type: 'info',
+      invoice_no: 'inv-3',
+      key: 'k3',
+      status: 504,
+      code: 'sidecar.upstream.outcome_unknown',
+      latency_ms: 5100,
+      ...attempt,
+    },
+    { t: 1000, type: 'fault', kind: 'redis-primary-kill', start: 900, end: 8000 },
+    {
+      t: 2000,
+      type: 'postback',
+      transaction_id: 'tx-1',
+      status: 'SUCCESS',
+      postback_id: 'pb_1',
+      attempt: 1,
+      verified: true,
+    },
+    {
+      t: 2100,
+      type: 'postback',
+      transaction_id: 'tx-1',
+      status: 'SUCCESS',
+      postback_id: 'pb_1',
+      attempt: 2,
+      verified: true,
+    },
+    { t: 9000, type: 'invoke', op: 'deposit', invoice_no: 'final-1', key: 'kf', ...attempt, final_round: true },
+    {
+      t: 9100,
+      type: 'ok',
+      invoice_no: 'final-1',
+      key: 'kf',
+      status: 200,
+      transaction_id: 'tx-f',
+      latency_ms: 100,
+      ...attempt,
+      final_round: true,
+    },
+    { t: 9200, type: 'complete', transaction_id: 'tx-f', status: 'SUCCESS' },
+    {
+      t: 9400,
+      type: 'postback',
+      transaction_id: 'tx-f',
+      status: 'SUCCESS',
+      postback_id: 'pb_f',
+      attempt: 1,
+      verified: true,
+    },
+    {
+      t: 9500,
+      type: 'liveness',
+      healed_at: 8000,
+      replicas_ready_at: 8500,
+      final_round_done_at: 9100,
+      inbox_drained_at: 9600,
+    },
+    { t: 9600, type: 'logins', password: 2, refresh: 3 },
+    { t: 9700, type: 'ledger', transaction_id: 'tx-1', invoice_no: 'inv-1', status: 'SUCCESS' },
+    { t: 9700, type: 'ledger', transaction_id: 'tx-3', invoice_no: 'inv-3', status: 'PENDING' },
+    { t: 9700, type: 'ledger', transaction_id: 'tx-f', invoice_no: 'final-1', status: 'SUCCESS' },
+  ] as HistoryEvent[];
+}
+
+const names = (history: readonly HistoryEvent[]): ViolationName[] => [
+  ...new Set(check(history).violations.map((v) => v.name)),
+];
+
+describe('chaos checker', () => {
+  it('finds nothing wrong in a clean history, and counts what it saw', () => {
+    const result = check(cleanHistory());
+    assert.deepEqual(result.violations, []);
+    assert.deepEqual(result.payments, { total: 4, ok: 2, fail: 1, info: 1 });
+    assert.equal(result.infoInLedger, 1, 'the unknown payment was in fact made');
+    assert.deepEqual(result.faults, { 'redis-primary-kill': 1 });
+    assert.deepEqual(result.logins, { password: 2, refresh: 3, bound: 2 });
+    assert.equal(result.postbacksDelivered, 3);
+    assert.equal(result.maxPostbackDelayS, 1.7);
+  });
+
+  it('names a payment made twice: a ledger entry copied under a new transaction_id', () => {
+    const history = cleanHistory();
+    history.push({ t: 9700, type: 'ledger', transaction_id: 'tx-1-bis', invoice_no: 'inv-1', status: 'PENDING' });
+    assert.deepEqual(names(history), ['duplicate-payment']);
+  });
+
+  it('names an ok the gateway does not hold, and an ok naming another transaction', () => {
+    const missing = cleanHistory().filter((e) => !(e.type === 'ledger' && e.transaction_id === 'tx-1'));
+    assert.ok(names(missing).includes('ok-not-in-ledger'));
+    const other = cleanHistory().map((e) =>
+      e.type === 'ledger' && e.transaction_id === 'tx-1' ? { ...e, transaction_id: 'tx-other' } : e,
+    );
+    assert.ok(names(other).includes('ok-wrong-transaction'));
+  });
+
+  it('names a payment every attempt of which certainly failed, yet recorded', () => {
+    const history = cleanHistory();
+    history.push({ t: 9700, type: 'ledger', transaction_id: 'tx-2', invoice_no: 'inv-2', status: 'PENDING' });
+    assert.deepEqual(names(history), ['failed-payment-in-ledger']);
+  });
+
+  it('names a postback dropped: a final status that never reached the application', () => {
+    const history = cleanHistory().filter((e) => !(e.type === 'postback' && e.transaction_id === 'tx-1'));
+    assert.deepEqual(names(history), ['postback-missing']);
+  });
+
+  it('names two statuses swapped between transactions, and a postback the ledger does not hold', () => {
+    const history = cleanHistory().map((e) =>
+      e.type === 'ledger' && e.transaction_id === 'tx-f' ? { ...e, status: 'FAILED' as const } : e,
+    );
+    // tx-f's postback says SUCCESS, the ledger FAILED; and the other way round for tx-1.
+    const swapped = history.map((e) =>
+      e.type === 'postback' && e.transaction_id === 'tx-1' ? { ...e, status: 'FAILED' } : e,
+    );
+    const found = names(swapped);
+    assert.ok(found.includes('postback-status-mismatch'), found.join());
+    const stray = [
+      ...cleanHistory(),
+      {
+        t: 9000,
+        type: 'postback',
+        transaction_id: 'tx-404',
+        status: 'SUCCESS',
+        postback_id: 'pb_x',
+        attempt: 1,
+        verified: true,
+      },
+    ] as HistoryEvent[];
+    assert.deepEqual(names(stray), ['postback-not-in-ledger']);
+  });
+
+  it('names statuses out of order, and a postback whose signature did not verify', () => {
+    const history = [
+      ...cleanHistory(),
+      {
+        t: 2200,
+        type: 'postback',
+        transaction_id: 'tx-1',
+        status: 'FAILED',
+        postback_id: 'pb_2',
+        attempt: 1,
+        verified: true,
+      },
+      {
+        t: 2300,
+        type: 'postback',
+        transaction_id: 'tx-1',
+        status: 'SUCCESS',
+        postback_id: 'pb_3',
+        attempt: 1,
+        verified: false,
+      },
+    ] as HistoryEvent[];
+    assert.deepEqual(names(history).sort(), [
+      'postback-out-of-order',
+      'postback-status-mismatch',
+      'postback-unverified',
+    ]);
+  });
+
+  it('names a 401 or a signature code seen by a caller', () => {
+    const attempt = { process: 3, replica: 1, invoice_no: 'inv-1', key: 'k1', latency_ms: 5 };
+    const history = [
+      ...cleanHistory(),
+      { t: 180, type: 'fail', status: 401, code: 'FAILED', ...attempt },
+      { t: 190, type: 'fail', status: 400, code: 'signature.timestamp.expired', ...attempt },
+    ] as HistoryEvent[];
+    assert.deepEqual(names(history).sort(), ['caller-saw-401', 'caller-saw-signature-error']);
+  });
+
+  it('names password logins beyond what the faults explain', () => {
+    const history = cleanHistory().map((e) => (e.type === 'logins' ? { ...e, password: 3 } : e));
+    assert.deepEqual(names(history), ['logins-unexplained']);
+  });
+
+  it('names each liveness condition missed, and a run that never got there', () => {
+    const late = cleanHistory().map((e) =>
+      e.type === 'liveness'
+        ? { ...e, replicas_ready_at: 8000 + 61_000, inbox_drained_at: null, final_round_done_at: 8000 + 70_000 }
+        : e,
+    );
+    assert.deepEqual(names(late).sort(), ['liveness-final-round', 'liveness-inbox', 'liveness-replicas']);
+    const refused = cleanHistory().map((e) =>
+      e.type === 'ok' && e.final_round === true ? { ...e, type: 'fail' as const, status: 503 } : e,
+    );
+    assert.ok(names(refused).includes('liveness-final-round'));
+    assert.deepEqual(names(cleanHistory().filter((e) => e.type !== 'liveness')), ['liveness-unmeasured']);
+  });
+});

@@ -1,0 +1,82 @@
+// Found by the chaos run (seed 20261126, docs/reliability.md): replicas started together while their Sentinels were
+// slow to name the primary (a loaded machine) waited 2 s, then each logged in alone; on a gateway where a login
+// revokes the tokens before it, they logged each other out and callers got 401 FAILED. Here each Sentinel answers a
+// new connection only after 3 s, as a slow one does, without ever failing.
+import assert from 'node:assert/strict';
+import { createConnection, createServer, type AddressInfo, type Socket } from 'node:net';
+import { describe, it } from 'node:test';
+import { startSimulator } from '@signing-sidecar/simulator';
+import { makeKeys } from '../support/keys.js';
+import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
+import { startSentinelSet } from '../support/redis-topologies.js';
+import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
+import { deposit, postJson } from '../support/sim-world.js';
+
+const SLOW_FIRST_ANSWER_MS = 3_000;
+
+/** A TCP relay to `port` that holds each new connection `delayMs` before it connects it through. */
+async function slowRelay(port: number, delayMs: number): Promise<{ address: string; close: () => Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    sockets.add(client);
+    client.pause();
+    setTimeout(() => {
+      const upstream = createConnection({ host: '127.0.0.1', port });
+      sockets.add(upstream);
+      client.pipe(upstream).pipe(client);
+      client.resume();
+      client.on('error', () => upstream.destroy());
+      upstream.on('error', () => client.destroy());
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    }, delayMs);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port: relayPort } = server.address() as AddressInfo;
+  return {
+    address: `127.0.0.1:${relayPort}`,
+    close: () =>
+      new Promise((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+describe('a fleet started together on a Redis slow to give its first answer', () => {
+  it('waits for the store before its first token: one password login, no 401 FAILED', async () => {
+    const keys = await makeKeys();
+    const [simulator, set] = await Promise.all([
+      startSimulator({
+        accounts: [{ username: TEST_USERNAME, password: TEST_PASSWORD, publicKeyPem: keys.publicKeyPem }],
+        loginRevokesRefresh: true,
+      }),
+      startSentinelSet(),
+    ]);
+    const relays = await Promise.all(set.sentinelPorts.map((port) => slowRelay(port, SLOW_FIRST_ANSWER_MS)));
+    const pods: TestSidecar[] = [];
+    try {
+      const env = await sidecarEnv(keys, simulator.baseUrl, {
+        ...set.env,
+        SIDECAR_REDIS_SENTINELS: relays.map((relay) => relay.address).join(','),
+      });
+      pods.push(...(await Promise.all([0, 1, 2].map(() => startTestSidecar(env)))));
+      await Promise.all(pods.map((pod) => waitUntilReady(pod.sidecar, 30_000)));
+      const answers = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => postJson(pods[i % 3]!.sidecar.proxyUrl, deposit())),
+      );
+      assert.deepEqual(
+        answers.map((a) => a.status),
+        answers.map(() => 200),
+        answers.map((a) => `${a.status} ${a.code ?? ''}`).join(', '),
+      );
+      assert.equal(simulator.tokenGrants().password, 1, 'one login for the fleet');
+      const logs = pods.map((pod) => pod.logs.text).join('');
+      assert.equal(logs.includes('"event":"token.store_fallback"'), false, 'no replica got a token of its own');
+    } finally {
+      await Promise.all(pods.map((pod) => pod.stop()));
+      await Promise.all(relays.map((relay) => relay.close()));
+      await Promise.all([simulator.close(), set.close()]);
+    }
+  });
+});
