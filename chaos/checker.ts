@@ -11,6 +11,7 @@ import type {
   LoginsEvent,
   Outcome,
   PostbackEvent,
+  WipesNoticedEvent,
 } from './history.js';
 
 /** After the last fault heals: every replica ready, the final round answered 200, the inbox empty. */
@@ -32,7 +33,8 @@ export type ViolationName =
   | 'liveness-replicas'
   | 'liveness-final-round'
   | 'liveness-inbox'
-  | 'liveness-unmeasured';
+  | 'liveness-unmeasured'
+  | 'wipe-unnoticed';
 
 export interface Violation {
   readonly name: ViolationName;
@@ -51,6 +53,15 @@ export interface CheckResult {
   readonly postbacksDelivered: number;
   /** From the workload's completion of a transaction to the application's first copy of its postback. */
   readonly maxPostbackDelayS: number;
+  /** `redis-restart-empty` faults that did wipe the data (the Sentinels did not fail over to a replica holding it). */
+  readonly wipes: number;
+  /** The wipes each replica slot counted by the end (its metric over the processes it ran); empty if not recorded. */
+  readonly wipesNoticed: readonly number[];
+  /** Payments made twice that a wipe explains (listed in `explained`), and postbacks a wipe explains losing. */
+  readonly wipeDuplicates: number;
+  readonly postbacksLostToWipes: number;
+  /** What a wipe explains, each named as the violation it would otherwise be: reported, never hidden. */
+  readonly explained: Violation[];
 }
 
 /** At most this many of one violation are listed in full; the rest are counted in one more line. */
@@ -66,15 +77,27 @@ export function check(history: readonly HistoryEvent[]): CheckResult {
   const postbacks = history.filter((e): e is PostbackEvent => e.type === 'postback');
   const completes = history.filter((e): e is CompleteEvent => e.type === 'complete');
   const faults = history.filter((e): e is FaultEvent => e.type === 'fault');
+  // A Redis restarted empty (issue 45) loses the idempotency keys and the postback inbox: what it explains is
+  // reported apart, and only what it explains.
+  const wipes = faults.filter((f) => f.kind === 'redis-restart-empty' && f.wiped !== false);
+  const explained: Violation[] = [];
+  const explain = (name: ViolationName, detail: string): void => void explained.push({ name, detail });
+  for (const wipe of wipes) {
+    if (wipe.noticed_at === null || wipe.noticed_at === undefined)
+      flag('wipe-unnoticed', `the wipe at ${wipe.start} ms (${wipe.detail ?? ''}): no replica counted it`);
+  }
 
-  // No payment twice: an invoice_no is one payment, whatever happened to its attempts.
+  // No payment twice: an invoice_no is one payment, whatever happened to its attempts. A wipe forgets the key, so
+  // an attempt sent before it ended and a retry sent after it started can both be made: counted, not flagged.
   const ledgerByInvoice = groupBy(ledger, (e) => e.invoice_no);
+  const invokesByInvoice = groupBy(invokes, (e) => e.invoice_no);
   for (const [invoice, entries] of ledgerByInvoice) {
     if (entries.length > 1) {
-      flag(
-        'duplicate-payment',
-        `${invoice} recorded ${entries.length} times: ${entries.map((e) => e.transaction_id).join(', ')}`,
-      );
+      const detail = `${invoice} recorded ${entries.length} times: ${entries.map((e) => e.transaction_id).join(', ')}`;
+      const sent = (invokesByInvoice.get(invoice) ?? []).map((e) => e.t);
+      const wipe = wipes.find((w) => sent.some((a) => a <= w.end && sent.some((b) => b > a && b >= w.start)));
+      if (wipe === undefined) flag('duplicate-payment', detail);
+      else explain('duplicate-payment', `${detail}; its key forgotten by the wipe at ${wipe.start} ms`);
     }
   }
 
@@ -141,21 +164,40 @@ export function check(history: readonly HistoryEvent[]): CheckResult {
     // The gateway sends PENDING's successor once: a final status followed by another one is out of order.
     if (statuses.length > 1) flag('postback-out-of-order', `${id}: ${statuses.join(' then ')}`);
   }
+  // After a wipe the replicas append again what they accepted and have not seen delivered; only a replica stopped
+  // between the postback's start and the wipe's end takes its copy with it. The history does not say which replica
+  // accepted a postback, so any replica stopped then explains it.
+  const completedAt = new Map(completes.map((c) => [c.transaction_id, c.t]));
+  const stops = faults.filter((f) => f.kind === 'replica-kill' || f.kind === 'rolling-restart');
   for (const held of ledger) {
     if (held.status === 'PENDING') continue;
     const received = (postbacksById.get(held.transaction_id) ?? []).filter((e) => e.verified);
     if (!received.some((e) => e.status === held.status)) {
-      flag(
-        'postback-missing',
-        `${held.transaction_id} (${held.invoice_no}): ${held.status} never reached the application`,
-      );
+      const detail = `${held.transaction_id} (${held.invoice_no}): ${held.status} never reached the application`;
+      const sentAt = completedAt.get(held.transaction_id);
+      const wipe =
+        sentAt === undefined
+          ? undefined
+          : wipes.find(
+              (w) =>
+                sentAt <= w.end &&
+                stops.some((k) =>
+                  k.kind === 'replica-kill'
+                    ? k.start >= sentAt && k.start <= w.end
+                    : k.end >= sentAt && k.start <= w.end,
+                ),
+            );
+      if (wipe === undefined) flag('postback-missing', detail);
+      else explain('postback-missing', `${detail}; lost by the wipe at ${wipe.start} ms with a replica stopped`);
     }
   }
 
   // Logins: one for the fleet's first token, and one more at most for each fault that can take the fleet's token
   // record away (a Redis failover may lose its last write; a pause may hide it from every replica at once).
   const loginsEvent = history.find((e): e is LoginsEvent => e.type === 'logins');
-  const redisFaults = faults.filter((f) => f.kind === 'redis-primary-kill' || f.kind === 'redis-pause').length;
+  const redisFaults = faults.filter(
+    (f) => f.kind === 'redis-primary-kill' || f.kind === 'redis-pause' || f.kind === 'redis-restart-empty',
+  ).length;
   const bound = 1 + redisFaults;
   const logins = { password: loginsEvent?.password ?? 0, refresh: loginsEvent?.refresh ?? 0, bound };
   if (logins.password > bound) {
@@ -190,6 +232,11 @@ export function check(history: readonly HistoryEvent[]): CheckResult {
     logins,
     postbacksDelivered: postbacks.filter((e) => e.verified).length,
     maxPostbackDelayS: Math.round(maxDelayMs / 100) / 10,
+    wipes: wipes.length,
+    wipesNoticed: history.find((e): e is WipesNoticedEvent => e.type === 'wipes_noticed')?.per_replica ?? [],
+    wipeDuplicates: explained.filter((e) => e.name === 'duplicate-payment').length,
+    postbacksLostToWipes: explained.filter((e) => e.name === 'postback-missing').length,
+    explained,
   };
 }
 

@@ -82,6 +82,17 @@ export interface FaultEvent {
   readonly end: number;
   /** What exactly was hit (a replica's index, a count, a clock offset), for a reader. */
   readonly detail?: string;
+  /** `redis-restart-empty`: whether the primary the Sentinels name afterwards lost a marker written before. */
+  readonly wiped?: boolean;
+  /** `redis-restart-empty`: when a replica's `signing_sidecar_state_store_wipes_total` first rose (null: not in 15 s). */
+  readonly noticed_at?: number | null;
+}
+
+/** At the end: the wipes each replica slot counted (its metric, summed over the processes it ran). */
+export interface WipesNoticedEvent {
+  readonly t: number;
+  readonly type: 'wipes_noticed';
+  readonly per_replica: readonly number[];
 }
 
 /** Password logins and refreshes the gateway granted over the whole run. */
@@ -111,13 +122,15 @@ export type HistoryEvent =
   | PostbackEvent
   | FaultEvent
   | LoginsEvent
-  | LivenessEvent;
+  | LivenessEvent
+  | WipesNoticedEvent;
 
 export const FAULT_KINDS = [
   'replica-kill',
   'rolling-restart',
   'redis-primary-kill',
   'redis-pause',
+  'redis-restart-empty',
   'app-down',
   'app-500',
   'gateway-commit-reset',

@@ -1,14 +1,20 @@
 // The nemesis: faults drawn from the seed (which fault, when, how long, whom it hits), several at once when they
 // touch different parts (replicas, Redis, the application, the gateway, its clock), each recorded with its start
 // and end. Wall-clock timing and the machine's load still vary between runs of one seed: the schedule is the seed's.
-import type { FaultKind } from './history.js';
+import type { FaultEvent, FaultKind } from './history.js';
 import type { Recorder } from './recorder.js';
 import { REDIS_COMMAND_TIMEOUT_MS, RESPONSE_TIMEOUT_MS, sleep, type World } from './world.js';
 
 type Group = 'replicas' | 'redis' | 'application' | 'gateway' | 'clock' | 'password';
+export type PlanKind = FaultKind | 'application';
+
+/** A key outside the sidecar's prefix, written before a restart-empty: gone afterwards means the data was wiped. */
+const WIPE_MARKER = 'chaos:wipe-marker';
+/** How long a replica may take to count a wipe (the sidecar reads its store epoch every 2 s). */
+const WIPE_NOTICE_BOUND_MS = 15_000;
 
 interface FaultPlan {
-  readonly kind: FaultKind | 'application';
+  readonly kind: PlanKind;
   readonly group: Group;
   readonly weight: number;
 }
@@ -18,6 +24,8 @@ const PLANS: readonly FaultPlan[] = [
   { kind: 'rolling-restart', group: 'replicas', weight: 1 },
   { kind: 'redis-primary-kill', group: 'redis', weight: 2 },
   { kind: 'redis-pause', group: 'redis', weight: 2 },
+  // Rare: it destroys the fleet's data by design (issue 45), and each one costs what the checker then explains.
+  { kind: 'redis-restart-empty', group: 'redis', weight: 1 },
   { kind: 'application', group: 'application', weight: 2 },
   { kind: 'gateway-commit-reset', group: 'gateway', weight: 2 },
   { kind: 'gateway-commit-slow', group: 'gateway', weight: 2 },
@@ -33,18 +41,32 @@ export class Nemesis {
   private readonly active = new Set<Promise<void>>();
   readonly errors: string[] = [];
 
+  private readonly forced: FaultPlan[];
+
+  /** `forced`: fault kinds that take the place of the draws made from a third of the run on, one each (--fault). */
   constructor(
     private readonly world: World,
     private readonly recorder: Recorder,
     private readonly random: () => number,
-  ) {}
+    forced: readonly PlanKind[] = [],
+  ) {
+    this.forced = forced.map((kind) => {
+      const plan = PLANS.find((candidate) => candidate.kind === kind);
+      if (plan === undefined) throw new Error(`no fault ${kind}: ${PLANS.map((p) => p.kind).join(', ')}`);
+      return plan;
+    });
+  }
 
   /** Starts faults until `untilMs` (recorder time); resolves once the last one has healed. */
   async run(untilMs: number): Promise<void> {
     // The first seconds without faults: every caller has had answers before anything breaks.
     await sleep(3_000);
     while (this.recorder.now() < untilMs) {
-      const plan = this.pick();
+      // Drawn even when a forced fault takes its place: the rest of the seed's schedule stays the same.
+      const drawn = this.pick();
+      const forced = this.recorder.now() >= untilMs / 3 ? this.forced[0] : undefined;
+      const plan = forced !== undefined && !this.busy.has(forced.group) ? forced : drawn;
+      if (plan === forced) this.forced.shift();
       if (!this.busy.has(plan.group)) {
         this.busy.add(plan.group);
         const task = this.inflict(plan)
@@ -117,6 +139,8 @@ export class Nemesis {
           await world.redis.settled(60_000);
         });
       }
+      case 'redis-restart-empty':
+        return this.restartEmpty();
       case 'redis-pause': {
         const pauseMs = this.between(REDIS_COMMAND_TIMEOUT_MS * 2, 2_500);
         const node = await world.primaryNode();
@@ -176,6 +200,54 @@ export class Nemesis {
     }
   }
 
+  /**
+   * Issue 45's hazard: the primary SIGKILLed and restarted at once, on its port, with no data and no persistence,
+   * well within the Sentinels' down-after (1 s): no failover, and its replicas resynchronise to the empty dataset.
+   * Recorded with whether the data was in fact wiped (a marker written before is gone from the primary the Sentinels
+   * name afterwards: a failover after all would have kept it) and when a replica first counted the wipe.
+   */
+  private async restartEmpty(): Promise<void> {
+    const { world } = this;
+    const node = await world.primaryNode();
+    const before = `127.0.0.1:${node.port}`;
+    await node.cli('SET', WIPE_MARKER, String(this.recorder.now()));
+    await node.cli('WAIT', String(world.redis.nodes.length - 1), '2000');
+    const noticedBefore = sum(await world.wipeCounts());
+    const start = this.recorder.now();
+    let detail = `port ${node.port}`;
+    const event: { wiped?: boolean; noticed_at?: number | null } = {};
+    let end = start;
+    try {
+      const crashAt = performance.now();
+      await node.crash();
+      // A primary however it was first started: a node promoted by an earlier failover has --replicaof in its args.
+      await node.start(['--replicaof', 'no', 'one']);
+      const restartMs = Math.round(performance.now() - crashAt);
+      const after = await world.redis.settled(60_000);
+      end = this.recorder.now();
+      const [exists] = await (await world.primaryNode()).cli('EXISTS', WIPE_MARKER);
+      event.wiped = exists === '0';
+      detail +=
+        ` restarted empty in ${restartMs} ms, ${after === before ? 'no failover' : `failed over to ${after}`}: ` +
+        (event.wiped ? 'the dataset wiped' : 'the data kept (no wipe)');
+      if (event.wiped) {
+        event.noticed_at = null;
+        const deadline = performance.now() + WIPE_NOTICE_BOUND_MS;
+        while (performance.now() < deadline) {
+          if (sum(await world.wipeCounts()) > noticedBefore) {
+            event.noticed_at = this.recorder.now();
+            break;
+          }
+          await sleep(250);
+        }
+      }
+    } finally {
+      if (end === start) end = this.recorder.now();
+      const fault: Omit<FaultEvent, 't'> = { type: 'fault', kind: 'redis-restart-empty', start, end, detail, ...event };
+      this.recorder.record(fault);
+    }
+  }
+
   /** Arms a gateway fault and waits until the requests it was armed for have met it (or 30 s passed). */
   private gatewayFault(kind: FaultKind, spec: Record<string, unknown>): Promise<void> {
     return this.span(kind, JSON.stringify(spec), async () => {
@@ -203,3 +275,5 @@ export class Nemesis {
     return JSON.parse(text) as unknown;
   }
 }
+
+const sum = (values: readonly number[]): number => values.reduce((total, value) => total + value, 0);

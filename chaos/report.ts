@@ -23,6 +23,7 @@ const FAULT_COLORS = [
   '#1f77b4',
   '#8c564b',
   '#17becf',
+  '#d37295',
 ] as const;
 
 export interface Summary {
@@ -41,6 +42,13 @@ export interface Summary {
   readonly refreshes: number;
   readonly postbacks_delivered: number;
   readonly max_postback_delay_s: number;
+  /** `redis-restart-empty` faults that wiped the data, and what each replica slot counted. */
+  readonly wipes: number;
+  readonly wipes_noticed: readonly number[];
+  /** What the wipes explain (payments made twice, postbacks lost), listed in `explained_by_wipes`. */
+  readonly wipe_duplicates: number;
+  readonly postbacks_lost_to_wipes: number;
+  readonly explained_by_wipes: string[];
 }
 
 export function summarize(history: readonly HistoryEvent[], result: CheckResult): Summary {
@@ -61,6 +69,11 @@ export function summarize(history: readonly HistoryEvent[], result: CheckResult)
     refreshes: result.logins.refresh,
     postbacks_delivered: result.postbacksDelivered,
     max_postback_delay_s: result.maxPostbackDelayS,
+    wipes: result.wipes,
+    wipes_noticed: result.wipesNoticed,
+    wipe_duplicates: result.wipeDuplicates,
+    postbacks_lost_to_wipes: result.postbacksLostToWipes,
+    explained_by_wipes: result.explained.map((v) => `${v.name}: ${v.detail}`),
   };
 }
 
@@ -197,11 +210,20 @@ function page(summary: Summary, svg: string): string {
     ['password logins', `${summary.logins} (bound ${summary.logins_bound}), refreshes ${summary.refreshes}`],
     ['postbacks delivered', summary.postbacks_delivered],
     ['worst postback delay', `${summary.max_postback_delay_s} s`],
+    [
+      'Redis wipes',
+      `${summary.wipes} (counted by each replica: ${summary.wipes_noticed.join(', ') || '?'}); explained by them: ` +
+        `${summary.wipe_duplicates} payments made twice, ${summary.postbacks_lost_to_wipes} postbacks lost`,
+    ],
   ];
   const violations =
     summary.violations.length === 0
       ? '<p class="ok">No violations.</p>'
       : `<ul class="bad">${summary.violations.map((v) => `<li>${escapeHtml(v)}</li>`).join('')}</ul>`;
+  const explained =
+    summary.explained_by_wipes.length === 0
+      ? ''
+      : `<h2>Explained by a wipe</h2>\n<ul>${summary.explained_by_wipes.map((v) => `<li>${escapeHtml(v)}</li>`).join('')}</ul>`;
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -220,6 +242,7 @@ th, td { text-align: left; padding: 0.2em 1em 0.2em 0; }
 <table>${rows.map(([k, v]) => `<tr><th>${escapeHtml(String(k))}</th><td>${escapeHtml(String(v))}</td></tr>`).join('\n')}</table>
 <h2>Violations</h2>
 ${violations}
+${explained}
 <h2>Timeline</h2>
 <figure id="timeline">${svg}</figure>
 </body>

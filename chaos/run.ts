@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 import { mulberry32 } from '../test/support/random.js';
 import { check, LIVENESS_BOUND_MS, type CheckResult } from './checker.js';
 import { readHistory, toJsonl, type HistoryEvent, type LedgerStatus } from './history.js';
-import { Nemesis } from './nemesis.js';
+import { Nemesis, type PlanKind } from './nemesis.js';
 import { Recorder } from './recorder.js';
 import { summarize, writeReport } from './report.js';
 import { callerLoop, pay, type Caller } from './workload.js';
@@ -25,6 +25,8 @@ async function main(): Promise<number> {
       seed: { type: 'string' },
       out: { type: 'string' },
       check: { type: 'string' },
+      // A fault kind that must occur (repeatable): it takes the place of a draw from a third of the run on.
+      fault: { type: 'string', multiple: true },
     },
   });
   if (values.check !== undefined) {
@@ -46,7 +48,7 @@ async function main(): Promise<number> {
   // The simulator's shutdown signal has a listener per postback waiting for its retry: hundreds while the
   // application is down, which is no leak.
   setMaxListeners(10_000);
-  const history = await run(seed, duration, out);
+  const history = await run(seed, duration, out, (values.fault ?? []) as PlanKind[]);
   writeFileSync(join(out, 'history.jsonl'), toJsonl(history));
   const result = check(history);
   await writeReport(out, history, summarize(history, result));
@@ -63,7 +65,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-async function run(seed: number, durationS: number, out: string): Promise<HistoryEvent[]> {
+async function run(seed: number, durationS: number, out: string, forced: readonly PlanKind[]): Promise<HistoryEvent[]> {
   const world = await startWorld(out);
   running = world;
   const recorder = new Recorder();
@@ -101,7 +103,7 @@ async function run(seed: number, durationS: number, out: string): Promise<Histor
     }));
     let paying = true;
     const loops = callers.map((caller) => callerLoop(world, recorder, caller, () => paying, `s${seed}`));
-    const nemesis = new Nemesis(world, recorder, mulberry32(seed ^ 0x5eed));
+    const nemesis = new Nemesis(world, recorder, mulberry32(seed ^ 0x5eed), forced);
     await nemesis.run(durationS * 1000);
     paying = false;
     await Promise.all(loops);
@@ -111,6 +113,7 @@ async function run(seed: number, durationS: number, out: string): Promise<Histor
   } finally {
     reading = false;
     await ledgerReader;
+    recorder.record({ type: 'wipes_noticed', per_replica: await world.wipeCounts() });
     const grants = world.simulator.tokenGrants();
     recorder.record({ type: 'logins', password: grants.password, refresh: grants.refresh });
     await world.close();
@@ -174,6 +177,13 @@ function report(result: CheckResult): number {
       `password logins ${result.logins.password} (bound ${result.logins.bound}); postbacks delivered ` +
       `${result.postbacksDelivered}, worst delay ${result.maxPostbackDelayS} s`,
   );
+  if (result.wipes > 0 || result.faults['redis-restart-empty'] !== undefined) {
+    console.log(
+      `chaos: ${result.wipes} Redis wipes (counted by each replica: ${result.wipesNoticed.join(', ')}); explained ` +
+        `by them: ${result.wipeDuplicates} payments made twice, ${result.postbacksLostToWipes} postbacks lost`,
+    );
+  }
+  for (const item of result.explained) console.log(`EXPLAINED BY A WIPE ${item.name}: ${item.detail}`);
   for (const violation of result.violations) console.log(`VIOLATION ${violation.name}: ${violation.detail}`);
   console.log(
     result.violations.length === 0 ? 'chaos: no violations' : `chaos: ${result.violations.length} violations`,

@@ -14,6 +14,7 @@ import { makeKeys } from '../test/support/keys.js';
 import { startSentinelSet, type SentinelSet } from '../test/support/redis-topologies.js';
 import type { TestRedis } from '../test/support/redis-server.js';
 import { scratchDir } from '../test/support/scratch.js';
+import { METRICS } from '../src/observability/metric-names.js';
 import { DEFAULT_REDIS_KEY_PREFIX, RedisKeys, accountTag } from '../src/state/redis-keys.js';
 import { startApplication, type Application } from './application.js';
 import { startBalancer, type Balancer } from './balancer.js';
@@ -47,6 +48,11 @@ export interface World {
   allReady(): Promise<boolean>;
   /** The data node the Sentinels name primary now. */
   primaryNode(): Promise<TestRedis>;
+  /**
+   * The wipes each replica slot counted (`signing_sidecar_state_store_wipes_total`), summed over the processes it
+   * ran: a process's counter is read just before it is stopped, as a scrape would have, since a restart resets it.
+   */
+  wipeCounts(): Promise<number[]>;
   /** Undelivered postbacks in the fleet's inbox (the current primary's `postback:pending`). */
   inboxPending(): Promise<number>;
   /** A password rotation: the gateway's side and the Secret file together. */
@@ -128,6 +134,13 @@ export async function startWorld(logDir: string): Promise<World> {
     const ports = { proxy: await freeStablePort(), admin: await freeStablePort(), postback: await freeStablePort() };
     replicas.push({ index, ports, process: undefined, inService: false });
   }
+  const wipesOfStopped = replicas.map(() => 0);
+  const wipesOf = async (replica: Replica): Promise<number> => {
+    if (replica.process === undefined) return 0;
+    const res = await fetch(`http://127.0.0.1:${replica.ports.admin}/metrics`, { signal: AbortSignal.timeout(2_000) });
+    const line = (await res.text()).split('\n').find((l) => l.startsWith(`${METRICS.stateStoreWipes} `));
+    return Number(line?.split(' ')[1] ?? 0);
+  };
   const replicaAt = (index: number): Replica => {
     const replica = replicas[index];
     if (replica === undefined) throw new Error(`no replica ${index}`);
@@ -180,6 +193,7 @@ export async function startWorld(logDir: string): Promise<World> {
       const replica = replicaAt(index);
       replica.inService = false;
       balancer.setTargets(liveTargets(replicas));
+      wipesOfStopped[index] = (wipesOfStopped[index] ?? 0) + (await wipesOf(replica).catch(() => 0));
       const running = replica.process;
       replica.process = undefined;
       if (running === undefined) return;
@@ -199,6 +213,11 @@ export async function startWorld(logDir: string): Promise<World> {
       const node = redis.nodes.find((candidate) => address === `127.0.0.1:${candidate.port}`);
       if (node === undefined) throw new Error(`the Sentinels name an unknown primary ${address}`);
       return node;
+    },
+    async wipeCounts() {
+      return Promise.all(
+        replicas.map(async (replica) => (wipesOfStopped[replica.index] ?? 0) + (await wipesOf(replica).catch(() => 0))),
+      );
     },
     async inboxPending() {
       const node = await world.primaryNode();

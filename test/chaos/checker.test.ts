@@ -226,4 +226,65 @@ describe('chaos checker', () => {
     assert.ok(names(refused).includes('liveness-final-round'));
     assert.deepEqual(names(cleanHistory().filter((e) => e.type !== 'liveness')), ['liveness-unmeasured']);
   });
+
+  describe('a Redis restarted empty (issue 45): what it costs is counted, what it does not explain stays flagged', () => {
+    /** inv-1's first attempt (100 ms, no answer) and its keyed retry (200 ms) straddle a wipe at 150-180 ms. */
+    const wipe = {
+      t: 190,
+      type: 'fault',
+      kind: 'redis-restart-empty',
+      start: 150,
+      end: 180,
+      detail: 'port 1',
+      wiped: true,
+      noticed_at: 2150,
+    } as const;
+    const copied = { t: 9700, type: 'ledger', transaction_id: 'tx-1-bis', invoice_no: 'inv-1', status: 'PENDING' };
+
+    it('counts a payment made twice across a wipe, and lists it, without flagging it', () => {
+      const history = [...cleanHistory(), wipe, copied] as HistoryEvent[];
+      const result = check(history);
+      assert.deepEqual(result.violations, []);
+      assert.equal(result.wipes, 1);
+      assert.equal(result.wipeDuplicates, 1);
+      assert.deepEqual(
+        result.explained.map((e) => e.name),
+        ['duplicate-payment'],
+      );
+      assert.match(result.explained[0]?.detail ?? '', /inv-1 recorded 2 times: tx-1, tx-1-bis/);
+      assert.equal(result.logins.bound, 3, 'a wipe may cost one login');
+    });
+
+    it('flags the same payment made twice when no wipe, or a wipe before the first attempt, explains it', () => {
+      assert.deepEqual(names([...cleanHistory(), copied] as HistoryEvent[]), ['duplicate-payment']);
+      const before = { ...wipe, start: 20, end: 60 };
+      assert.deepEqual(names([...cleanHistory(), before, copied] as HistoryEvent[]), ['duplicate-payment']);
+      const noWipe = { ...wipe, wiped: false };
+      assert.deepEqual(names([...cleanHistory(), noWipe, copied] as HistoryEvent[]), ['duplicate-payment']);
+    });
+
+    it('counts a postback lost when a replica was stopped between its start and the wipe; else flags it', () => {
+      const dropped = cleanHistory().filter((e) => !(e.type === 'postback' && e.transaction_id === 'tx-1'));
+      // tx-1 completed at 300 ms; a wipe at 1000-1200 ms.
+      const later = { ...wipe, start: 1000, end: 1200, noticed_at: 3000 };
+      const killed = { t: 5000, type: 'fault', kind: 'replica-kill', start: 800, end: 5000, detail: 'replica 1' };
+      const explained = check([...dropped, later, killed] as HistoryEvent[]);
+      assert.deepEqual(explained.violations, []);
+      assert.equal(explained.postbacksLostToWipes, 1);
+      assert.deepEqual(names([...dropped, later] as HistoryEvent[]), ['postback-missing'], 'every replica lived');
+      const killedBefore = { ...killed, start: 200 };
+      assert.deepEqual(
+        names([...dropped, later, killedBefore] as HistoryEvent[]),
+        ['postback-missing'],
+        'the replica died before the postback was sent',
+      );
+    });
+
+    it('flags a wipe no replica noticed, and reads what each replica counted', () => {
+      const unnoticed = { ...wipe, noticed_at: null };
+      assert.deepEqual(names([...cleanHistory(), unnoticed] as HistoryEvent[]), ['wipe-unnoticed']);
+      const counted = { t: 9650, type: 'wipes_noticed', per_replica: [1, 1, 0] };
+      assert.deepEqual(check([...cleanHistory(), wipe, counted] as HistoryEvent[]).wipesNoticed, [1, 1, 0]);
+    });
+  });
 });

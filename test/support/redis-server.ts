@@ -97,7 +97,8 @@ export interface TestRedis {
   readonly password: string | undefined;
   readonly passwordFile: string | undefined;
   readonly dir: string;
-  start(): Promise<void>;
+  /** `extraArgs` for this start only, after the others (e.g. ['--replicaof', 'no', 'one'] overrides a replicaof). */
+  start(extraArgs?: readonly string[]): Promise<void>;
   stop(): Promise<void>;
   crash(): Promise<void>;
   restart(): Promise<void>;
@@ -121,9 +122,9 @@ export async function startRedis(options: RedisOptions = {}): Promise<TestRedis>
   if (user) args.push('--user', user.name, 'on', `>${user.password}`, ...(options.acl ?? SIDECAR_ACL_RULES));
   let child: ChildProcess | undefined;
 
-  const start = async () => {
+  const start = async (extraArgs: readonly string[] = []) => {
     if (child) return;
-    child = await spawnServer(args);
+    child = await spawnServer([...args, ...extraArgs]);
   };
   const stopWith = async (signal: NodeJS.Signals) => {
     const current = child;
