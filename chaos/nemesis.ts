@@ -1,6 +1,8 @@
 // The nemesis: faults drawn from the seed (which fault, when, how long, whom it hits), several at once when they
 // touch different parts (replicas, Redis, the application, the gateway, its clock), each recorded with its start
 // and end. Wall-clock timing and the machine's load still vary between runs of one seed: the schedule is the seed's.
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import type { FaultEvent, FaultKind } from './history.js';
 import type { Recorder } from './recorder.js';
 import { REDIS_COMMAND_TIMEOUT_MS, RESPONSE_TIMEOUT_MS, sleep, type World } from './world.js';
@@ -220,6 +222,10 @@ export class Nemesis {
     try {
       const crashAt = performance.now();
       await node.crash();
+      // Empty means empty: a node that was once a replica kept the snapshot of its last full sync (dump.rdb, written
+      // whatever `--save` says), and would load it, coming back as it was then, epoch included: a rollback, which
+      // the sidecar's epoch does not tell from no wipe at all (seen in CI with seed 20261126; its own issue).
+      rmSync(join(node.dir, 'dump.rdb'), { force: true });
       // A primary however it was first started: a node promoted by an earlier failover has --replicaof in its args.
       await node.start(['--replicaof', 'no', 'one']);
       const restartMs = Math.round(performance.now() - crashAt);
