@@ -2,7 +2,7 @@ import { ConfigError } from '../errors.js';
 import { CONFIG_FILE_ENV, EVERY_SETTING } from './schema.js';
 
 // A setting whose name is misspelled is not applied, and nothing else would say so: SIDECAR_IDEMPOTENCY_REQUIERD=true
-// leaves payments without an Idempotency-Key accepted (security review, issue 42). Every SIDECAR_* variable and
+// leaves payments without an Idempotency-Key accepted. Every SIDECAR_* variable and
 // every config-file key must therefore be a setting, or the sidecar does not start; the refusal names the closest.
 
 const PREFIX = 'SIDECAR_';

@@ -1,6 +1,6 @@
-// The egress listener's contract as an OpenAPI 3.1 document (issue 39), built from the code's own declarations: the
-// signed routes configured, the error catalogue (src/errors.ts: code, status, retryable, message) and the headers the
-// listener reads and writes. Never written by hand: `npm run docs:openapi` writes docs/openapi.json from the
+// The egress listener's contract as an OpenAPI 3.1 document (docs/clients.md), built from the code's own
+// declarations: the signed routes configured, the error catalogue (src/errors.ts: code, status, retryable, message)
+// and the headers the listener reads and writes. Never written by hand: `npm run docs:openapi` writes docs/openapi.json from the
 // defaults (a test fails when it is stale), and the admin listener serves GET /openapi.json for the routes this
 // sidecar was configured with. Internal services generate clients from it (docs/clients.md).
 import type { Config } from '../config/config.js';
