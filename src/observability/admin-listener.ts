@@ -1,9 +1,9 @@
 // The admin listener's limits (docs/security.md, "The admin listener"). It listens on 0.0.0.0:9464 so that the
 // kubelet and Prometheus reach it, so any pod of the cluster can connect to it. Its answers are small and public
 // (probes, metrics: no secret); what it must withstand is being held. With Node's defaults (no connection cap, 60 s
-// for headers, 16 KiB of them), 9,000 connections each holding 15 KB of unfinished headers took the sidecar from 70 to 257 MB, past the pod's
-// 256 MiB limit, and the memory stayed after they closed: an OOM kill, and payments stop. docs/operations.md,
-// "Admin listener", says what an attacker can still do.
+// for headers, 16 KiB of them), 9,000 connections each holding 15 KB of unfinished headers took the sidecar from 70
+// to 257 MB, past the pod's 256 MiB limit, and the memory stayed after they closed: an OOM kill, and payments stop.
+// docs/operations.md, "Admin listener", says what an attacker can still do.
 import type { IncomingMessage, Server, ServerOptions, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 
