@@ -88,3 +88,17 @@ describe('documentation links', () => {
     assert.deepEqual(broken, []);
   });
 });
+
+describe("the README's requirements", () => {
+  // A package the tests need but the README does not name fails on a reader's machine; one the README names but
+  // nothing installs leaves CI's fresh machine without it.
+  it('name exactly the Debian packages that npm test installs', () => {
+    const script = readFileSync(join(ROOT, 'scripts/test-prerequisites.sh'), 'utf8');
+    const installed = new Set([...script.matchAll(/\[[\w-]+\]=([\w-]+)/g)].map((m) => m[1]));
+    installed.delete('kubectl');
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8').replace(/\s+/g, ' ');
+    const named = /these Debian packages: ([^.]+)\./.exec(readme)?.[1]?.split(', ');
+    assert.deepEqual(new Set(named), installed);
+    assert.match(readme, /needs `kubectl`/);
+  });
+});
