@@ -1,4 +1,4 @@
-// Sends one deposit through the signing sidecar and follows its retry contract (docs/clients.md).
+// Sends one deposit through the signing sidecar and does with each answer what docs/clients.md says.
 // JDK 11+ only (java.net.http): `java Deposit.java`. Reads SIDECAR_URL (default http://127.0.0.1:8080). Prints the
 // answer's transaction_link and exits 0, or exits 1 naming the code of the answer that ended it.
 // The JDK has no JSON parser: the three top-level fields read here are picked out of the answer by a pattern; a

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Sends one deposit through the signing sidecar and follows its retry contract (docs/clients.md).
+"""Sends one deposit through the signing sidecar and does with each answer what docs/clients.md says.
 
 Standard library only. Reads SIDECAR_URL (default http://127.0.0.1:8080). Prints the answer's transaction_link and
 exits 0, or exits 1 naming the code of the answer that ended it.
