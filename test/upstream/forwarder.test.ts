@@ -4,7 +4,7 @@ import { after, before, describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseBaseAddress } from '../../src/config/base-url.js';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
-import { answerCorrelation } from '../../src/proxy/signed-send.js';
+import { answerCorrelation } from '../../src/upstream/gateway-answer.js';
 import {
   createForwarder,
   errorCode,
