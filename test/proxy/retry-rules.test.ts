@@ -35,6 +35,8 @@ interface Row {
   readonly fleet?: boolean;
   /** The request's deadline passes (its signal aborts) right after this many calls to the forwarder. */
   readonly deadlineAfterSends?: number;
+  /** The hook before the write refuses this copy (1 = the first call to the forwarder): nothing of it is written. */
+  readonly refuseWrite?: number;
   /** Calls to the forwarder, including those that never left. */
   readonly sends: number;
   readonly expect: { status: number; code?: string; retryable?: boolean; attempts: number };
@@ -138,6 +140,19 @@ const ROWS: Record<string, Row> = {
     sends: 1,
     expect: { status: 502, code: 'sidecar.upstream.unreachable', retryable: true, attempts: 0 },
   },
+  'the hook before the write refuses the first copy: its error goes back, nothing sent': {
+    steps: [],
+    refuseWrite: 1,
+    sends: 1,
+    expect: { status: 503, code: 'sidecar.idempotency.unavailable', retryable: true, attempts: 0 },
+  },
+  '401 FAILED, then the hook before the write refuses the resend: the gateway 401 goes back': {
+    steps: ['failed_401'],
+    afterRejection: 'fresh_token',
+    refuseWrite: 2,
+    sends: 2,
+    expect: { status: 401, attempts: 1 },
+  },
   'no token yet, one is fetched on demand: sent': {
     steps: ['ok_200'],
     token: 'fetched_on_demand',
@@ -236,12 +251,14 @@ async function run(
       shared: row.fleet === true,
     },
     forwarder: {
-      send: (request) => {
+      send: async (request) => {
         sent.push(request);
         if (sent.length === row.deadlineAfterSends) deadline.abort();
+        // As the forwarder does: the hook runs once a connection is lent, and its refusal is send()'s.
+        await request.beforeWrite?.();
         const step = steps.shift();
         assert.ok(step !== undefined, 'the sidecar sent more often than the rules allow');
-        return Promise.resolve(outcomeOf(step));
+        return outcomeOf(step);
       },
     },
     connectRetryDeadlineMs: 5_000,
@@ -253,6 +270,10 @@ async function run(
     envelope,
     headers: {},
     callerHeaders: {},
+    beforeWrite: () =>
+      sent.length === row.refuseWrite
+        ? Promise.reject(sidecarErrors.idempotencyUnavailable(new Error('store down')))
+        : Promise.resolve(),
     signal: deadline.signal,
     trace: traced.trace,
   });
