@@ -28,7 +28,8 @@ export interface ExchangeRequest {
    * Runs before every copy is written, once its connection is lent and it is signed, right before its first byte
    * leaves (a recovery point: "this request is being sent"). Rejecting with a SidecarError refuses the copy: nothing
    * is written, and the request is answered that error, or, when a 401 FAILED came back before, that 401 (the
-   * gateway's true answer). A hook that acts once per request keeps its own flag.
+   * gateway's true answer); any other rejection is a bug (sidecar.internal). A hook that acts once per request keeps
+   * its own flag. The forwarder runs it (UpstreamRequest.beforeWrite, which says when exactly).
    */
   readonly beforeWrite?: (() => Promise<void>) | undefined;
 }

@@ -18,8 +18,10 @@ export interface UpstreamRequest {
    */
   readonly checkAnswer?: AnswerCheck | undefined;
   /**
-   * Runs once a connection is lent to this send and right before its first byte is written. Rejecting refuses the
-   * send: nothing is written, the connection goes back unused, and send() rejects with the same reason.
+   * Runs once a connection is lent to this send (past the wait for a free one) and right before the send is handed
+   * to it: nothing of the request is written yet. A kept-alive connection is up already; a new one is connected by
+   * undici after this, and a failure there is still not_sent. Rejecting refuses the send: nothing is written, the
+   * connection goes back unused, and send() rejects with the same reason.
    */
   readonly beforeWrite?: (() => Promise<void>) | undefined;
   /**
