@@ -10,7 +10,10 @@ import { SidecarMetrics } from './observability/metrics.js';
 import { NO_TRACING, type Tracing } from './observability/tracing.js';
 import { createCallerCheck } from './proxy/caller-check.js';
 import { BodyBudget } from './proxy/body-budget.js';
+import { exchangeEvents } from './proxy/exchange-events.js';
 import { createProxyHandler } from './proxy/handler.js';
+import { requestDeadlineMs } from './proxy/request-deadline.js';
+import { requestSigning } from './proxy/request-signing.js';
 import { createRouter } from './proxy/routes.js';
 import { ClockCorrection } from './signing/clock-correction.js';
 import { publicKeyFingerprint } from './signing/keys.js';
@@ -21,9 +24,9 @@ import type { ReloadReport } from './config/secret-watch.js';
 import { createTokenClient } from './token/token-client.js';
 import { TokenManager } from './token/token-manager.js';
 import { fleetTokenFor, type FleetToken } from './token/fleet-token.js';
-import { causeFamily, createForwarder, type Forwarder } from './upstream/forwarder.js';
+import { createForwarder, type Forwarder } from './upstream/forwarder.js';
 import { createShutdown } from './shutdown.js';
-import { keeperFromConfig, requestDeadlineFromConfig } from './idempotency/from-config.js';
+import { keeperFromConfig } from './idempotency/from-config.js';
 import { openStateStore } from './state/open-store.js';
 import { RecordMac } from './state/record-mac.js';
 import type { RedisStateStore } from './state/redis-store.js';
@@ -114,11 +117,11 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   epoch?.start();
   const clock = new ClockCorrection(config.clock, metrics);
   // Every gateway answer's Date header is measured, token grants' too: the first payment after start is already
-  // signed with the corrected time.
-  // and every failed send is counted by the hop that failed (the gateway, or the forward proxy in front of it).
+  // signed with the corrected time. Every failed send is counted by the hop that failed (the gateway, or the forward
+  // proxy in front of it).
   const forwarder = createForwarder(config.base, config.upstream, {
     onAnswer: (answer) => clock.observe(answer.headers.date, Date.now()),
-    onFailure: (failure) => metrics.upstreamFailure(causeFamily(failure.error), failure.kind),
+    onFailure: (failure) => metrics.upstreamFailure(failure.hop, failure.kind),
     tracing,
   });
   const password = new PasswordHolder(config.password);
@@ -156,12 +159,25 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     log,
   );
   const tracker = new ConnectionTracker();
+  const now = deps.now ?? Date.now;
+  // From the token wait the manager really has and the connection settings: the longest a request's work may take.
+  const requestDeadline = requestDeadlineMs({ ...config.upstream, tokenWaitMs: tokens.waitForTokenMs });
   const handle = createProxyHandler({
-    base: config.base,
-    clock,
-    signer,
-    tokens,
-    forwarder,
+    gateway: {
+      tokens,
+      forwarder,
+      sign: requestSigning({
+        base: config.base,
+        signer,
+        clock,
+        metrics,
+        now,
+        tracing,
+        propagateUpstream: config.tracing.propagateUpstream,
+      }),
+      events: exchangeEvents({ metrics, tracing, clock, now }),
+      connectRetryDeadlineMs: config.upstream.connectRetryDeadlineMs,
+    },
     metrics,
     log,
     route: createRouter(config.signedRoutes),
@@ -173,16 +189,13 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
       poolBytes: Math.max(EGRESS_BODY_POOL_BYTES, config.maxBodyBytes),
     }),
     answerCorrelationFields: config.upstream.answerCorrelationFields,
-    connectRetryDeadlineMs: config.upstream.connectRetryDeadlineMs,
     idempotency: {
-      keeper: keeperFromConfig(config, store, log, deps.now ?? Date.now, recordMac),
+      keeper: keeperFromConfig(config, requestDeadline, store, log, now, recordMac),
       required: config.idempotency.required,
     },
-    requestDeadlineMs: requestDeadlineFromConfig(config),
+    requestDeadlineMs: requestDeadline,
     draining: () => tracker.draining,
     tracing,
-    propagateUpstream: config.tracing.propagateUpstream,
-    ...(deps.now ? { now: deps.now } : {}),
   });
   // One request listener for tracking and handling: a server 'request' event with several listeners copies the
   // listener array on every request.

@@ -2,28 +2,17 @@ import type { Config } from '../config/config.js';
 import type { Logger } from '../observability/log.js';
 import type { RecordMac } from '../state/record-mac.js';
 import type { StateStore } from '../state/state-store.js';
-import { DEFAULT_WAIT_FOR_TOKEN_MS } from '../token/token-manager.js';
-import { claimDeadlineMs, requestDeadlineMs } from './deadline.js';
+import { claimDeadlineMs } from './deadline.js';
 import { IdempotencyKeeper } from './keeper.js';
-
-/** The request deadline the settings give (deadline.ts). */
-export function requestDeadlineFromConfig(config: Config): number {
-  const { connectTimeoutMs, responseTimeoutMs, connectRetryDeadlineMs } = config.upstream;
-  // app.ts gives TokenManager no waitForTokenMs: it waits its default.
-  return requestDeadlineMs({
-    tokenWaitMs: DEFAULT_WAIT_FOR_TOKEN_MS,
-    connectTimeoutMs,
-    responseTimeoutMs,
-    connectRetryDeadlineMs,
-  });
-}
 
 /**
  * The keeper the settings describe, on the sidecar's one state store (memory for a pod, Redis for a fleet), its
- * records signed with `recordMac` (SIDECAR_STATE_MAC_KEY_FILE) when given.
+ * records signed with `recordMac` (SIDECAR_STATE_MAC_KEY_FILE) when given. Its claims stand for the request deadline
+ * (`requestDeadlineMs`, worked out beside the request from the token and connection settings) and more.
  */
 export function keeperFromConfig(
   config: Config,
+  requestDeadlineMs: number,
   store: StateStore,
   log: Logger,
   now: () => number,
@@ -32,7 +21,7 @@ export function keeperFromConfig(
   return new IdempotencyKeeper({
     store,
     ttlMs: config.idempotency.ttlSeconds * 1000,
-    claimDeadlineMs: claimDeadlineMs(requestDeadlineFromConfig(config), storeWriteMs(config)),
+    claimDeadlineMs: claimDeadlineMs(requestDeadlineMs, storeWriteMs(config)),
     now,
     log,
     ...(recordMac === undefined ? {} : { recordMac }),

@@ -101,7 +101,7 @@ export const METRICS = {
   idempotency: 'signing_sidecar_idempotency_total',
 } as const;
 
-/** Which hop a failed send belongs to (upstream/outcome.ts, causeFamily): a label of upstreamFailures. */
+/** Which hop a failed send belongs to (upstream/upstream-errors.ts, causeFamily): a label of upstreamFailures. */
 export const CAUSE_FAMILIES = ['proxy', 'gateway', 'sidecar'] as const;
 export type CauseFamily = (typeof CAUSE_FAMILIES)[number];
 

@@ -5,19 +5,21 @@ import type { Claim, IdempotencyKeeper } from '../idempotency/keeper.js';
 import { IDEMPOTENCY_KEY_HEADER, idempotencyKey, type IdempotencyKey } from '../idempotency/key.js';
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
-import { NO_TRACING } from '../observability/tracing.js';
+import { NO_TRACING, type Tracing } from '../observability/tracing.js';
 import { StateStoreUnavailableError } from '../state/state-store.js';
-import { causeFamily, errorCode } from '../upstream/forwarder.js';
+import { answerCorrelation } from '../upstream/gateway-answer.js';
+import { errorCode } from '../upstream/forwarder.js';
 import { isJsonContentType, readBody, wrapEnvelope } from './body.js';
 import type { CallerCheck } from './caller-check.js';
 import type { BodyBudget } from './body-budget.js';
-import { forwardableRequestHeaders, forwardableResponseHeaders, callerTraceContext } from './headers.js';
+import { exchange, type ExchangeDeps } from './gateway-exchange.js';
+import { forwardableRequestHeaders, forwardableResponseHeaders } from './headers.js';
 import { requestId } from './listener.js';
 import { logVerifyFailure } from './request-log.js';
 import { errorSettlement, ProxyRequest, type RequestParts, type Settlement } from './request.js';
 import { startServerSpan } from './request-span.js';
+import type { SignedCopy, SignedRequest } from './request-signing.js';
 import { UNMATCHED_ROUTE, type RouteMatch } from './routes.js';
-import { answerCorrelation, errorLabel, sendSigned, type SignedSendDeps } from './signed-send.js';
 
 export interface IdempotencyDeps {
   readonly keeper: Pick<IdempotencyKeeper, 'claim' | 'complete' | 'release'>;
@@ -25,7 +27,9 @@ export interface IdempotencyDeps {
   readonly required: boolean;
 }
 
-export interface HandlerDeps extends SignedSendDeps {
+export interface HandlerDeps {
+  /** The exchange with the gateway: tokens, signing per copy, the forwarder, the retry contract's deadline. */
+  readonly gateway: ExchangeDeps<SignedRequest, SignedCopy>;
   readonly route: (method: string, requestTarget: string) => RouteMatch;
   readonly maxBodyBytes: number;
   /** Refuses requests not addressed to the sidecar by name, or made by a browser (caller-check.ts). */
@@ -42,6 +46,8 @@ export interface HandlerDeps extends SignedSendDeps {
   readonly requestDeadlineMs: number;
   /** True once shutdown began: answers then carry Connection: close. */
   readonly draining: () => boolean;
+  /** The request's server span (docs/operations.md#tracing). */
+  readonly tracing?: Tracing;
 }
 
 /**
@@ -105,33 +111,27 @@ async function handle(
     request.holdClaim(claim.ticket);
   }
   const headers = forwardableRequestHeaders(req.headers, deps.forwardedRequestHeaders);
-  // Propagation on but tracing off: the sidecar makes no span of its own, so the caller's context goes on unchanged.
-  // With tracing on, each attempt sends its own instead (signed-send.ts).
-  if (deps.propagateUpstream === true && request.span === undefined)
-    Object.assign(headers, callerTraceContext(req.headers));
   headers['x-request-id'] = request.id;
   const checkAnswer = answerCorrelation(deps.answerCorrelationFields, envelope.payload);
   // Shutdown may have answered while the body was arriving, telling the client nothing was sent: keep it so.
   if (!request.beginSending()) throw sidecarErrors.shuttingDown();
-  const { signal } = request;
-  const result = await sendSigned(deps, {
+  const result = await exchange(deps.gateway, {
     route: match.route,
     target: match.target,
     envelope,
     headers,
+    callerHeaders: req.headers,
     checkAnswer,
-    signal,
+    signal: request.signal,
     trace: request.span?.context,
   });
   if (result.kind === 'failed') {
-    const { error, attempts } = result;
-    // Which hop failed (the gateway, or the forward proxy in front of it), for the upstream failures only.
-    const family = error.code.startsWith('sidecar.upstream.') ? causeFamily(error.cause) : undefined;
-    return errorSettlement(error, { attempts, causeCode: errorCode(error.cause), causeFamily: family, payload });
+    const { error, attempts, hop } = result;
+    return errorSettlement(error, { attempts, causeCode: errorCode(error.cause), causeFamily: hop, payload });
   }
-  const { response, gatewayCode, attempts } = result;
-  if (gatewayCode === 'signature.verify.failed') logVerifyFailure(deps.log, request.id, result, envelope.data);
-  const code = errorLabel(response.status, gatewayCode) ?? 'ok';
+  const { response, gatewayCode, label, attempts } = result;
+  if (gatewayCode === 'signature.verify.failed') logVerifyFailure(deps.log, request.id, result.copy, envelope.data);
+  const code = label ?? 'ok';
   const { status, body } = response;
   const answerHeaders = forwardableResponseHeaders(response.headers);
   return {

@@ -3,7 +3,7 @@ import type { Logger } from '../observability/log.js';
 import type { TraceContext } from '../observability/tracing.js';
 import { signingString } from '../signing/signing-string.js';
 import type { RequestId } from './listener.js';
-import type { SignedResult } from './signed-send.js';
+import type { SignedCopy } from './request-signing.js';
 
 function sha256Hex(value: string | Buffer): string {
   // The one-shot form: no Hash object per call.
@@ -21,7 +21,7 @@ export interface RequestOutcome {
   readonly attempts: number;
   /** The network error code behind unreachable / outcome_unknown (never the error's message). */
   readonly causeCode?: string | undefined;
-  /** Which hop that error belongs to: proxy, gateway or sidecar (upstream/outcome.ts, causeFamily). */
+  /** Which hop that error belongs to: proxy, gateway or sidecar (upstream/upstream-errors.ts, causeFamily). */
   readonly causeFamily?: string | undefined;
   /** The client's body; only its length and SHA-256 are logged. */
   readonly payload?: Buffer | undefined;
@@ -86,10 +86,11 @@ export function logRequest(
  * signature.verify.failed is the most common integration failure. The signing string is logged with `data`
  * replaced by its SHA-256, so an operator can diff it against the gateway's expectation without the payload.
  */
-export function logVerifyFailure(log: Logger, requestId: RequestId, result: SignedResult, data: string): void {
-  const redacted = signingString({ method: 'POST', ...result.signed, data: `sha256:${sha256Hex(data)}` });
+export function logVerifyFailure(log: Logger, requestId: RequestId, copy: SignedCopy, data: string): void {
+  const { fullUrl, timestamp, nonce } = copy;
+  const redacted = signingString({ method: 'POST', fullUrl, timestamp, nonce, data: `sha256:${sha256Hex(data)}` });
   log.warn(
-    { event: 'signature.verify.failed', requestId, signingString: redacted, fullUrl: result.signed.fullUrl },
+    { event: 'signature.verify.failed', requestId, signingString: redacted, fullUrl },
     'gateway could not verify the signature; compare this signing string with the one the gateway expects',
   );
 }

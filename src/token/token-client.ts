@@ -1,7 +1,7 @@
 import type { BaseAddress } from '../config/base-url.js';
 import { maskSecrets, Secret } from '../config/secret.js';
 import type { Forwarder, UpstreamResponse } from '../upstream/forwarder.js';
-import { jsonObject } from '../upstream/json-body.js';
+import { jsonObject } from '../upstream/gateway-answer.js';
 import type { GrantResult, GrantedTokens } from './token-set.js';
 
 export const TOKEN_PATH = '/api/v2/auth/token';

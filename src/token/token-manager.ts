@@ -33,7 +33,7 @@ const STORE_RECHECK_MS = 1_000;
 const SETTLE_MAX_MS = 5_000;
 /**
  * How long a request waits for a login or refresh in flight when waitForTokenMs is not given (no setting changes
- * it); the idempotency deadline (src/idempotency/deadline.ts) counts it twice.
+ * it); the request deadline (src/proxy/request-deadline.ts) counts the wait the manager has twice.
  */
 export const DEFAULT_WAIT_FOR_TOKEN_MS = 10_000;
 
@@ -56,6 +56,8 @@ export class TokenManager {
   private stopped = false;
   private readonly mono: () => number;
   private readonly source: TokenSource;
+  /** How long a request waits for a login or refresh in flight before it is answered 503 (at most twice a request). */
+  readonly waitForTokenMs: number;
 
   constructor(
     client: TokenClient,
@@ -64,6 +66,7 @@ export class TokenManager {
     private readonly log: Logger,
   ) {
     this.mono = options.monotonicNow ?? (() => performance.now());
+    this.waitForTokenMs = options.waitForTokenMs ?? DEFAULT_WAIT_FOR_TOKEN_MS;
     const { fleet } = options;
     const local = new LocalTokenSource(
       client,
@@ -159,7 +162,7 @@ export class TokenManager {
   }
 
   private async awaitFlight(flight: Promise<TokenSet>, signal: AbortSignal | undefined): Promise<TokenSet> {
-    const waitMs = this.options.waitForTokenMs ?? DEFAULT_WAIT_FOR_TOKEN_MS;
+    const waitMs = this.waitForTokenMs;
     const deadline = signal ? AbortSignal.any([signal, AbortSignal.timeout(waitMs)]) : AbortSignal.timeout(waitMs);
     let onAbort: (() => void) | undefined;
     const ended = new Promise<never>((_, reject) => {

@@ -4,7 +4,7 @@ import { buildConnector } from 'undici';
 import type { BaseAddress } from '../config/base-url.js';
 import type { UpstreamProxyConfig } from '../config/proxy-settings.js';
 import { envVarOf } from '../config/schema.js';
-import { errorCode, proxyStatus } from '../upstream/outcome.js';
+import { errorCode, proxyStatus } from '../upstream/upstream-errors.js';
 import { trustedCas } from '../upstream/trusted-cas.js';
 import { tunnelConnector } from '../upstream/tunnel.js';
 import { describeTls, type ProbeResult } from './probe-connection.js';

@@ -1,5 +1,5 @@
 import type { Client } from 'undici';
-import { upstreamErrors, type UpstreamError } from './outcome.js';
+import { upstreamErrors, type UpstreamError } from './upstream-errors.js';
 
 export type Lease =
   | { readonly kind: 'lent'; readonly client: Client }

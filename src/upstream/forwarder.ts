@@ -3,32 +3,38 @@ import type { BaseAddress } from '../config/base-url.js';
 import type { Secret } from '../config/secret.js';
 import { NO_TRACING, type Tracing } from '../observability/tracing.js';
 import { ConnectionLender } from './connection-lender.js';
-import { Exchange } from './exchange.js';
-import { InterimContinueFilter } from './interim-continue.js';
+import type { UpstreamResponse } from './gateway-answer.js';
 import {
-  errorCode,
-  DEFAULT_KEEP_ALIVE_MS,
-  type UpstreamResponse,
-  DEFAULT_MAX_RESPONSE_BYTES,
-  KEEP_ALIVE_HINT_MARGIN_MS,
   MAX_HEAD_BYTES,
+  notSent,
+  sentNoAnswer,
   type Forwarder,
   type ForwarderOptions,
+  type SendFailure,
   type SendOutcome,
   type UpstreamRequest,
-} from './outcome.js';
+} from './gateway-send.js';
+import { InterimContinueFilter } from './interim-continue.js';
+import { SendHandler } from './send-handler.js';
 import { trustedCas } from './trusted-cas.js';
 import { tunnelConnector, type ProxyRoute } from './tunnel.js';
+import { errorCode } from './upstream-errors.js';
 
-export type { Forwarder, ForwarderOptions, SendOutcome, UpstreamRequest, UpstreamResponse } from './outcome.js';
-export { causeFamily, errorCode, proxyStatus, UpstreamError, upstreamErrors } from './outcome.js';
+export type { UpstreamResponse } from './gateway-answer.js';
+export type { Forwarder, ForwarderOptions, SendFailure, SendOutcome, UpstreamRequest } from './gateway-send.js';
+export { causeFamily, errorCode, proxyStatus, UpstreamError, upstreamErrors } from './upstream-errors.js';
+
+const DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
+const DEFAULT_KEEP_ALIVE_MS = 4_000;
+/** A Keep-Alive hint is the gateway's own idle timeout: a socket is not reused this close to its end. */
+const KEEP_ALIVE_HINT_MARGIN_MS = 1_000;
 
 /** What the forwarder reports of every send, whoever made it (a payment, a token grant). */
 export interface ForwarderHooks {
   /** Every gateway answer that belongs to its request: the gateway clock's measurement. */
   readonly onAnswer?: (response: UpstreamResponse) => void;
-  /** Every send that got no answer: counted by the hop that failed. */
-  readonly onFailure?: (failure: Exclude<SendOutcome, { kind: 'response' }>) => void;
+  /** Every send that got no answer: counted by the hop that failed (`failure.hop`). */
+  readonly onFailure?: (failure: SendFailure) => void;
   /** A request that has to wait for a free connection gets a span for the wait. */
   readonly tracing?: Tracing;
 }
@@ -74,10 +80,19 @@ export function createForwarder(
       if (lease.kind === 'refused') wait.fail(errorCode(lease.error));
       wait.end();
     }
-    if (lease.kind === 'refused') return { kind: 'not_sent', error: lease.error, transient: lease.transient };
+    if (lease.kind === 'refused') return notSent(lease.error, lease.transient);
+    if (request.beforeWrite !== undefined) {
+      try {
+        await request.beforeWrite();
+      } catch (refusal) {
+        // Refused before its first byte: the connection carried nothing of it and goes back as it was.
+        lender.release(lease.client, true);
+        throw refusal;
+      }
+    }
     let outcome = await dispatch(lease.client, request, options.responseTimeoutMs, maxBytes);
     const mismatch = outcome.kind === 'response' ? request.checkAnswer?.(outcome.response) : undefined;
-    if (mismatch !== undefined) outcome = { kind: 'sent_no_answer', error: mismatch, timedOut: false };
+    if (mismatch !== undefined) outcome = sentNoAnswer(mismatch, false);
     // A connection that failed mid-exchange is already gone in undici; one that delivered a stray answer is
     // destroyed here, since the answer really meant for this request may still be on its way over it.
     lender.release(lease.client, mismatch === undefined);
@@ -130,7 +145,7 @@ function newClient(base: BaseAddress, options: ForwarderOptions, proxy: () => Pr
     keepAliveTimeout: keepAliveMs,
     keepAliveMaxTimeout: keepAliveMs,
     keepAliveTimeoutThreshold: KEEP_ALIVE_HINT_MARGIN_MS,
-    // One deadline for the whole answer, the Exchange's own (from the first byte written): undici's per-phase
+    // One deadline for the whole answer, the SendHandler's own (from the first byte written): undici's per-phase
     // timers would race it with other codes.
     headersTimeout: 0,
     bodyTimeout: 0,
@@ -142,7 +157,7 @@ function dispatch(client: Client, request: UpstreamRequest, timeoutMs: number, m
     const { path, headers, body, signal } = request;
     client.dispatch(
       { method: 'POST', path, headers, body, idempotent: false },
-      new Exchange(resolve, timeoutMs, maxBytes, signal),
+      new SendHandler(resolve, timeoutMs, maxBytes, signal),
     );
   });
 }

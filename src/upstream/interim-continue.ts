@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net';
 import { Duplex } from 'node:stream';
-import { MAX_HEAD_BYTES } from './outcome.js';
+import { MAX_HEAD_BYTES } from './gateway-send.js';
 
 const CONTINUE_START = Buffer.from('HTTP/1.1 100 ', 'latin1');
 const HEAD_END = Buffer.from('\r\n\r\n', 'latin1');

@@ -2,11 +2,12 @@ import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import { loadConfig } from '../../src/config/load.js';
 import { buildSchema } from '../../src/config/schema.js';
-import { claimDeadlineMs, DEADLINE_MARGIN_MS, requestDeadlineMs } from '../../src/idempotency/deadline.js';
+import { claimDeadlineMs, DEADLINE_MARGIN_MS } from '../../src/idempotency/deadline.js';
 import { keeperFromConfig } from '../../src/idempotency/from-config.js';
 import { idempotencyKey } from '../../src/idempotency/key.js';
 import { decodeRecord } from '../../src/idempotency/record.js';
 import { createLogger } from '../../src/observability/log.js';
+import { requestDeadlineMs } from '../../src/proxy/request-deadline.js';
 import { MemoryStateStore } from '../../src/state/memory-store.js';
 import { DEFAULT_WAIT_FOR_TOKEN_MS } from '../../src/token/token-manager.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
@@ -59,7 +60,9 @@ describe('the deadline a sidecar writes into its claims', () => {
     });
     const store = new MemoryStateStore();
     const now = 1_700_000_000_000;
-    const keeper = keeperFromConfig(config, store, createLogger('silent'), () => now);
+    // As app.ts: the request deadline from the TokenManager's token wait (it is given none: its default).
+    const requestDeadline = requestDeadlineMs({ ...config.upstream, tokenWaitMs: DEFAULT_WAIT_FOR_TOKEN_MS });
+    const keeper = keeperFromConfig(config, requestDeadline, store, createLogger('silent'), () => now);
     const key = idempotencyKey('deadline-key')!;
     assert.equal((await keeper.claim(key, 'fp', 'req-1')).kind, 'new');
     const record = decodeRecord((await store.get(`idempotency:${key.sha256}`))!);

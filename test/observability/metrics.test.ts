@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { GATEWAY_ERROR_CODES, METRICS } from '../../src/observability/metric-names.js';
 import { SidecarMetrics } from '../../src/observability/metrics.js';
-import { errorLabel } from '../../src/proxy/signed-send.js';
+import { errorLabel } from '../../src/upstream/gateway-answer.js';
 
 const info = { version: '1.2.3', environment: 'staging', keyFingerprint: 'ab'.repeat(32) };
 

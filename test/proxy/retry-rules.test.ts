@@ -3,10 +3,13 @@ import { describe, it } from 'node:test';
 import { parseBaseAddress } from '../../src/config/base-url.js';
 import { Secret } from '../../src/config/secret.js';
 import { sidecarErrors } from '../../src/errors.js';
-import { sendSigned, type SendResult, type SignedSendDeps } from '../../src/proxy/signed-send.js';
+import { exchangeEvents } from '../../src/proxy/exchange-events.js';
+import { exchange, type ExchangeDeps, type ExchangeResult } from '../../src/proxy/gateway-exchange.js';
+import { requestSigning, type SignedCopy, type SignedRequest } from '../../src/proxy/request-signing.js';
 import type { TokenSet } from '../../src/token/token-set.js';
-import type { TraceContext } from '../../src/observability/tracing.js';
+import { NO_TRACING, type TraceContext, type Tracing } from '../../src/observability/tracing.js';
 import { UpstreamError, type SendOutcome, type UpstreamRequest } from '../../src/upstream/forwarder.js';
+import { notSent, sentNoAnswer } from '../../src/upstream/gateway-send.js';
 import { RecordingTracing } from '../support/recording-tracing.js';
 
 // The retry contract (README) as a table: each send outcome, times token state, times attempt. A fake forwarder
@@ -32,6 +35,8 @@ interface Row {
   readonly fleet?: boolean;
   /** The request's deadline passes (its signal aborts) right after this many calls to the forwarder. */
   readonly deadlineAfterSends?: number;
+  /** The hook before the write refuses this copy (1 = the first call to the forwarder): nothing of it is written. */
+  readonly refuseWrite?: number;
   /** Calls to the forwarder, including those that never left. */
   readonly sends: number;
   readonly expect: { status: number; code?: string; retryable?: boolean; attempts: number };
@@ -135,6 +140,19 @@ const ROWS: Record<string, Row> = {
     sends: 1,
     expect: { status: 502, code: 'sidecar.upstream.unreachable', retryable: true, attempts: 0 },
   },
+  'the hook before the write refuses the first copy: its error goes back, nothing sent': {
+    steps: [],
+    refuseWrite: 1,
+    sends: 1,
+    expect: { status: 503, code: 'sidecar.idempotency.unavailable', retryable: true, attempts: 0 },
+  },
+  '401 FAILED, then the hook before the write refuses the resend: the gateway 401 goes back': {
+    steps: ['failed_401'],
+    afterRejection: 'fresh_token',
+    refuseWrite: 2,
+    sends: 2,
+    expect: { status: 401, attempts: 1 },
+  },
   'no token yet, one is fetched on demand: sent': {
     steps: ['ok_200'],
     token: 'fetched_on_demand',
@@ -168,21 +186,13 @@ function outcomeOf(step: Step): SendOutcome {
   });
   switch (step) {
     case 'not_sent_transient':
-      return { kind: 'not_sent', error: new UpstreamError('ECONNREFUSED', 'refused'), transient: true };
+      return notSent(new UpstreamError('ECONNREFUSED', 'refused'), true);
     case 'not_sent_permanent':
-      return {
-        kind: 'not_sent',
-        error: new UpstreamError('UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'untrusted'),
-        transient: false,
-      };
+      return notSent(new UpstreamError('UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'untrusted'), false);
     case 'sent_no_answer':
-      return { kind: 'sent_no_answer', error: new UpstreamError('ECONNRESET', 'reset'), timedOut: false };
+      return sentNoAnswer(new UpstreamError('ECONNRESET', 'reset'), false);
     case 'sent_timed_out':
-      return {
-        kind: 'sent_no_answer',
-        error: new UpstreamError('ERR_GATEWAY_RESPONSE_TIMEOUT', 'slow'),
-        timedOut: true,
-      };
+      return sentNoAnswer(new UpstreamError('ERR_GATEWAY_RESPONSE_TIMEOUT', 'slow'), true);
     case 'failed_401':
       return answer(401, { code: 'FAILED', message: 'token expired' });
     case 'replayed_401':
@@ -194,22 +204,40 @@ function outcomeOf(step: Step): SendOutcome {
   }
 }
 
+interface Traced {
+  readonly deps?: { readonly tracing?: Tracing; readonly propagateUpstream?: boolean };
+  readonly trace?: TraceContext;
+}
+
 async function run(
   row: Row,
-  traced: { deps?: Partial<SignedSendDeps>; trace?: TraceContext } = {},
-): Promise<{ result: SendResult; sent: UpstreamRequest[] }> {
+  traced: Traced = {},
+): Promise<{ result: ExchangeResult<SignedCopy>; sent: UpstreamRequest[] }> {
   const steps = [...row.steps];
   const sent: UpstreamRequest[] = [];
   const noop = (): void => undefined;
   const current = tokenSet(1);
   const deadline = new AbortController();
-  const deps: SignedSendDeps = {
-    base: parseBaseAddress('https://gateway.example.com'),
-    signer: {
-      kind: 'file',
-      available: () => true,
-      sign: (text) => Promise.resolve(Buffer.from(text).toString('base64')),
-    },
+  const tracing = traced.deps?.tracing ?? NO_TRACING;
+  const clock = { timestampMs: (localMs: number) => localMs, remeasure: noop };
+  const deps: ExchangeDeps<SignedRequest, SignedCopy> = {
+    sign: requestSigning({
+      base: parseBaseAddress('https://gateway.example.com'),
+      signer: {
+        kind: 'file',
+        available: () => true,
+        sign: (text) => Promise.resolve(Buffer.from(text).toString('base64')),
+      },
+      clock,
+      metrics: { signed: noop },
+      tracing,
+      propagateUpstream: traced.deps?.propagateUpstream === true,
+    }),
+    events: exchangeEvents({
+      metrics: { gatewayRoundTrip: noop, gatewayError: noop, retry: noop, answerMismatch: noop },
+      tracing,
+      clock,
+    }),
     tokens: {
       usableToken: () => (row.token === undefined || row.token === 'valid' ? current : undefined),
       token: () =>
@@ -223,38 +251,36 @@ async function run(
       shared: row.fleet === true,
     },
     forwarder: {
-      send: (request) => {
+      send: async (request) => {
         sent.push(request);
         if (sent.length === row.deadlineAfterSends) deadline.abort();
+        // As the forwarder does: the hook runs once a connection is lent, and its refusal is send()'s.
+        await request.beforeWrite?.();
         const step = steps.shift();
         assert.ok(step !== undefined, 'the sidecar sent more often than the rules allow');
-        return Promise.resolve(outcomeOf(step));
+        return outcomeOf(step);
       },
     },
-    metrics: {
-      signed: noop,
-      gatewayRoundTrip: noop,
-      gatewayError: noop,
-      retry: noop,
-      answerMismatch: noop,
-    },
-    clock: { timestampMs: (localMs) => localMs, remeasure: noop },
     connectRetryDeadlineMs: 5_000,
-    ...traced.deps,
   };
   const envelope = { data: 'e30=', json: '{"data":"e30="}' };
-  const result = await sendSigned(deps, {
+  const result = await exchange(deps, {
     route: '/api/v2/transaction/init',
     target: { path: '/api/v2/transaction/init', query: '' },
     envelope,
     headers: {},
+    callerHeaders: {},
+    beforeWrite: () =>
+      sent.length === row.refuseWrite
+        ? Promise.reject(sidecarErrors.idempotencyUnavailable(new Error('store down')))
+        : Promise.resolve(),
     signal: deadline.signal,
     trace: traced.trace,
   });
   return { result, sent };
 }
 
-describe('retry rules (sendSigned with a fake forwarder)', () => {
+describe('retry rules (the gateway exchange with a fake forwarder)', () => {
   for (const [name, row] of Object.entries(ROWS)) {
     it(name, async () => {
       const { result, sent } = await run(row);
@@ -296,7 +322,7 @@ describe('retry rules (sendSigned with a fake forwarder)', () => {
   });
 });
 
-describe('attempt spans (sendSigned with a recording tracing)', () => {
+describe('attempt spans (the gateway exchange with a recording tracing)', () => {
   const TRACE = { traceId: 'c'.repeat(32), spanId: 'd'.repeat(16), traceFlags: 1 };
   const ATTEMPT = 'POST /api/v2/transaction/init';
 

@@ -132,7 +132,7 @@ describe('fleet token: one token for every replica', () => {
     const next = await b.tokens.tokenAfterRejection(old.generation);
     assert.equal(gateway.calls.length, calls, 'no gateway call');
     assert.equal(next.accessToken.reveal(), access(a));
-    assert.ok(next.generation > old.generation, 'a newer generation, so signed-send resends once');
+    assert.ok(next.generation > old.generation, 'a newer generation, so the gateway exchange resends once');
     assert.match(b.logs.text, /"event":"token.adopted","generation":2/);
   });
 

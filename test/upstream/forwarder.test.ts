@@ -4,7 +4,7 @@ import { after, before, describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseBaseAddress } from '../../src/config/base-url.js';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
-import { answerCorrelation } from '../../src/proxy/signed-send.js';
+import { answerCorrelation } from '../../src/upstream/gateway-answer.js';
 import {
   createForwarder,
   errorCode,
@@ -243,6 +243,44 @@ describe('forwarder: did any byte leave?', () => {
     assert.equal(stray.kind, 'sent_no_answer');
     assert.deepEqual(seen, ['Tue, 24 Nov 2026 10:00:00 GMT']);
     assert.deepEqual(failures, ['sent_no_answer'], 'the stray answer is a failure of the gateway hop');
+  });
+
+  it('the hook before the write: runs with nothing of the request written; refusing it writes nothing, keeps the connection', async (t) => {
+    let received = 0;
+    const gateway = await tcpServer(t, (socket) =>
+      socket.on('data', (chunk: Buffer) => {
+        received += chunk.length;
+        socket.write(NO_CONTENT);
+      }),
+    );
+    const forwarder = forwarderFor(t, gateway.url, { connections: 1 });
+    assert.equal((await forwarder.send(REQUEST)).kind, 'response');
+    const before = received;
+    const refusal = new Error('the recovery point could not be written');
+    let seenAtHook: number | undefined;
+    const refused = forwarder.send({
+      ...REQUEST,
+      beforeWrite: () => {
+        seenAtHook = received;
+        return Promise.reject(refusal);
+      },
+    });
+    await assert.rejects(refused, refusal, "send() rejects with the hook's own reason");
+    await sleep(50);
+    assert.equal(seenAtHook, before, 'the hook ran before any byte of its request');
+    assert.equal(received, before, 'a refused send writes nothing');
+    let hookRan = false;
+    const allowed = await forwarder.send({
+      ...REQUEST,
+      beforeWrite: () => {
+        hookRan = received === before;
+        return Promise.resolve();
+      },
+    });
+    assert.equal(allowed.kind, 'response');
+    assert.equal(hookRan, true);
+    assert.ok(received > before, 'an allowed send is written');
+    assert.equal(gateway.accepted(), 1, 'the refused send gave its connection back unharmed');
   });
 
   it("the gateway's Keep-Alive hint never stretches reuse past SIDECAR_UPSTREAM_KEEPALIVE_TIMEOUT_MS", async (t) => {

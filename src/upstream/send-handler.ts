@@ -1,4 +1,6 @@
 import type { Dispatcher } from 'undici';
+import type { UpstreamResponse } from './gateway-answer.js';
+import { notSent, sentNoAnswer, type SendOutcome } from './gateway-send.js';
 import {
   causeCode,
   errorCode,
@@ -6,16 +8,14 @@ import {
   isTransientConnectError,
   upstreamErrors,
   UpstreamError,
-  type SendOutcome,
-  type UpstreamResponse,
-} from './outcome.js';
+} from './upstream-errors.js';
 
 /**
  * One request's life in undici. It settles exactly once: with the final answer, or with whether the failure came
  * before any byte was written. undici calls onRequestStart on a connected socket right before it writes the
  * first byte, so "sent or not" is decided by that moment, never guessed from an error code.
  */
-export class Exchange implements Dispatcher.DispatchHandler {
+export class SendHandler implements Dispatcher.DispatchHandler {
   private started = false;
   private status = 0;
   private headers: Record<string, string | string[]> = {};
@@ -74,8 +74,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
-    if (!this.started) this.finish({ kind: 'not_sent', error, transient: isTransientConnectError(error) });
-    else this.finish({ kind: 'sent_no_answer', error: withCauseCode(error), timedOut: isTimeout(error) });
+    if (!this.started) this.finish(notSent(error, isTransientConnectError(error)));
+    else this.finish(sentNoAnswer(withCauseCode(error), isTimeout(error)));
   }
 
   private finish(outcome: SendOutcome): void {

@@ -1,0 +1,81 @@
+import type { CauseFamily } from '../observability/metric-names.js';
+import type { TraceContext } from '../observability/tracing.js';
+import type { AnswerCheck, UpstreamResponse } from './gateway-answer.js';
+import type { ProxyRoute } from './tunnel.js';
+import { causeFamily } from './upstream-errors.js';
+
+// One send to the gateway: what goes in, what comes out, and the Forwarder that makes it (forwarder.ts).
+
+export interface UpstreamRequest {
+  /** Path and query for the request line (already prefixed with the base path). */
+  readonly path: string;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+  /**
+   * Checked on a complete answer before its connection is offered to another request. An error means the answer
+   * cannot belong to this request (a stray copy of an earlier one): the connection is destroyed and the send ends
+   * as sent_no_answer with that error.
+   */
+  readonly checkAnswer?: AnswerCheck | undefined;
+  /**
+   * Runs once a connection is lent to this send (past the wait for a free one) and right before the send is handed
+   * to it: nothing of the request is written yet. A kept-alive connection is up already; a new one is connected by
+   * undici after this, and a failure there is still not_sent. Rejecting refuses the send: nothing is written, the
+   * connection goes back unused, and send() rejects with the same reason.
+   */
+  readonly beforeWrite?: (() => Promise<void>) | undefined;
+  /**
+   * The request's deadline: aborted while waiting for a connection or before the first byte is written, the request
+   * ends not sent; aborted afterwards, sent with no answer (ERR_REQUEST_DEADLINE).
+   */
+  readonly signal?: AbortSignal;
+  /** The span of this attempt: a wait for a free connection is traced under it. */
+  readonly trace?: TraceContext | undefined;
+}
+
+/**
+ * The one question that decides whether a failure may be retried: did any byte of the request leave?
+ * `not_sent`: the connection never came up (refused, DNS, TLS handshake, connect timeout): safe to retry.
+ * `sent_no_answer`: the request was being written or was written: the gateway may have acted on it.
+ * A failure says which hop failed (`hop`: upstream-errors.ts, causeFamily), for the metrics and the request's log line.
+ */
+export type SendOutcome =
+  | { readonly kind: 'response'; readonly response: UpstreamResponse }
+  /** `transient`: a network failure that may heal (refused, DNS, timeout); false for e.g. an untrusted certificate. */
+  | { readonly kind: 'not_sent'; readonly error: Error; readonly transient: boolean; readonly hop: CauseFamily }
+  | { readonly kind: 'sent_no_answer'; readonly error: Error; readonly timedOut: boolean; readonly hop: CauseFamily };
+
+export type SendFailure = Exclude<SendOutcome, { kind: 'response' }>;
+
+/** A send that failed before any byte left. */
+export function notSent(error: Error, transient: boolean): SendFailure {
+  return { kind: 'not_sent', error, transient, hop: causeFamily(error) };
+}
+
+/** A send that failed after bytes may have left: the gateway may have acted on it. */
+export function sentNoAnswer(error: Error, timedOut: boolean): SendFailure {
+  return { kind: 'sent_no_answer', error, timedOut, hop: causeFamily(error) };
+}
+
+export interface ForwarderOptions {
+  readonly ca: string | undefined;
+  /** The forward proxy every connection tunnels through (tunnel.ts); undefined: straight to the gateway. */
+  readonly proxy?: ProxyRoute | undefined;
+  readonly connectTimeoutMs: number;
+  readonly responseTimeoutMs: number;
+  readonly connections: number;
+  readonly keepAliveTimeoutMs?: number;
+  /** Gateway answers are small JSON; a cap keeps a misbehaving upstream from exhausting memory. */
+  readonly maxResponseBytes?: number;
+}
+
+export interface Forwarder {
+  send(request: UpstreamRequest): Promise<SendOutcome>;
+  /** Waits for requests in flight, then closes. */
+  close(): Promise<void>;
+  /** Aborts requests in flight (sent_no_answer; those not yet written get not_sent) and closes. */
+  destroy(): Promise<void>;
+}
+
+/** The largest answer head accepted (Node's own default): a larger one is refused, not passed on. */
+export const MAX_HEAD_BYTES = 16 * 1024;
