@@ -4,9 +4,9 @@
 import type { KeyObject } from 'node:crypto';
 import { ConfigError } from '../errors.js';
 import { attempt } from './collect-errors.js';
-import type { ConfigWarning, Environment } from './config.js';
+import type { ConfigWarning } from './config-warning.js';
 import { heapForStore, MEMORY_STORE_HEAP_SHARE_WARNED, MIB, memoryStoreMaxBytes } from './memory-budget.js';
-import { envVarOf, settingName, type Settings } from './schema.js';
+import { envVarOf, settingName, type Environment, type Settings } from './schema.js';
 import { caFromFile, macKeysFromFile, passwordFromFile } from './secret-files.js';
 import type { Secret } from './secret.js';
 
