@@ -26,7 +26,7 @@ export const FORMATS = {
   /**
    * A file's path. One written in the config file resolves against the file's folder (like the simulator's
    * --config), so a config folder works from any working directory; one from an env var stays relative to the
-   * working directory. Surrounding whitespace is dropped (settings-values.ts does both for every such setting).
+   * working directory. Surrounding whitespace is dropped (setting-values.ts does both for every such setting).
    */
   'file-path': {
     validate: (value) => {
@@ -35,7 +35,7 @@ export const FORMATS = {
   },
   /**
    * Comma-separated in the environment, a list in the config file; each item trimmed and empty ones dropped
-   * (settings-values.ts), so `a, b,` is `a` and `b`.
+   * (setting-values.ts), so `a, b,` is `a` and `b`.
    */
   'text-list': {
     validate: (value) => {

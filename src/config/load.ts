@@ -225,7 +225,14 @@ function collect(env: NodeJS.ProcessEnv): Collected {
   const password = refusals.check(['passwordFile', 'password'], () => loadPassword(settings));
   const signer = refusals.refusedAny('signer', 'privateKeyFile', 'pkcs11')
     ? null
-    : refusals.group(loadSignerSettings({ ...settings, readFile: readSecretFile }));
+    : refusals.group(
+        loadSignerSettings({
+          signer: settings.signer,
+          privateKeyFile: settings.privateKeyFile,
+          pkcs11: settings.pkcs11,
+          readFile: readSecretFile,
+        }),
+      );
   const upstream = refusals.refusedAny('upstream.caFile', 'upstream.proxy')
     ? null
     : refusals.group(loadUpstreamSettings({ raw: settings.upstream, base, env, readFile: readSecretFile }));
