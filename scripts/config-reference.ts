@@ -13,6 +13,7 @@ const TABLE_MARK = '<!-- the settings table -->';
 
 const VALUE_OF_FORMAT: Readonly<Record<FormatName, string>> = {
   text: 'text',
+  'file-path': 'path',
   'text-list': 'list',
   'positive-int': 'integer > 0',
   'whole-number': 'integer >= 0',
@@ -25,14 +26,12 @@ const VALUE_OF_FORMAT: Readonly<Record<FormatName, string>> = {
 const code = (text: string): string => `\`${text}\``;
 
 /** What the value column says: the format, or the values a setting may take. */
-function valueOf(format: SettingFormat, env: string): string {
-  if (Array.isArray(format)) return format.map(code).join(', ');
-  // A file path is text to the schema; the reference says how a relative one resolves.
-  if (format === 'text' && env.endsWith('_FILE')) return 'path';
-  return VALUE_OF_FORMAT[format];
+function valueOf(format: SettingFormat): string {
+  return Array.isArray(format) ? format.map(code).join(', ') : VALUE_OF_FORMAT[format];
 }
 
 function defaultOf(setting: KeyedSetting): string {
+  if (setting.required === true) return 'required';
   if (setting.whenUnset !== undefined) return setting.whenUnset;
   const value = setting.default;
   if (Array.isArray(value)) return value.length === 0 ? 'none' : code(value.join(','));
@@ -49,13 +48,7 @@ function settingsTable(): string {
     row(['---', '---', '---', '---', '---']),
     row([code(CONFIG_FILE_ENV.env), '', 'path', CONFIG_FILE_ENV.whenUnset, CONFIG_FILE_ENV.doc]),
     ...EVERY_SETTING.map((setting) =>
-      row([
-        code(setting.env),
-        code(setting.key),
-        valueOf(setting.format, setting.env),
-        defaultOf(setting),
-        setting.doc,
-      ]),
+      row([code(setting.env), code(setting.key), valueOf(setting.format), defaultOf(setting), setting.doc]),
     ),
   ];
   return rows.join('\n');

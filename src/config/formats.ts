@@ -23,7 +23,20 @@ export const FORMATS = {
       if (typeof value !== 'string') throw new Error('must be of type String');
     },
   },
-  /** Comma-separated in the environment, a list in the config file. */
+  /**
+   * A file's path. One written in the config file resolves against the file's folder (like the simulator's
+   * --config), so a config folder works from any working directory; one from an env var stays relative to the
+   * working directory. Surrounding whitespace is dropped (setting-values.ts does both for every such setting).
+   */
+  'file-path': {
+    validate: (value) => {
+      if (typeof value !== 'string') throw new Error('must be of type String');
+    },
+  },
+  /**
+   * Comma-separated in the environment, a list in the config file; each item trimmed and empty ones dropped
+   * (setting-values.ts), so `a, b,` is `a` and `b`.
+   */
   'text-list': {
     validate: (value) => {
       if (!Array.isArray(value)) throw new Error('must be of type Array');

@@ -1,7 +1,7 @@
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { ConfigError } from '../errors.js';
-import type { ConfigWarning } from './config.js';
+import type { ConfigWarning } from './config-warning.js';
 import { isLoopbackHost } from './loopback.js';
 import { settingName } from './schema.js';
 

@@ -6,20 +6,22 @@ import type * as Yaml from 'yaml';
 import { ConfigError } from '../errors.js';
 import { attempt } from './collect-errors.js';
 import { parseBaseAddress, type BaseAddress } from './base-url.js';
-import type { Config, ConfigWarning, Environment } from './config.js';
+import type { Config } from './config.js';
+import type { ConfigWarning } from './config-warning.js';
 import { forwardedRequestHeaders } from './forwarded-headers.js';
 import { allowedHostNames, checkListenHost, unresolvableHosts, type HostKey } from './listen-host.js';
 import { loadPostbackSettings } from './postback-settings.js';
-import { loadProxySettings } from './proxy-settings.js';
 import { heapLimitBytes } from './memory-budget.js';
 import { loadStateSettings } from './state-settings.js';
-import { buildSchema, CONFIG_FILE_ENV, envVarOf, settingName, type ConfigSchema } from './schema.js';
+import { buildSchema, CONFIG_FILE_ENV, envVarOf, settingName, type Settings } from './schema.js';
 import { schemaRefusals } from './schema-refusals.js';
+import { settingValues } from './setting-values.js';
 import { unknownEnvVars } from './unknown-names.js';
 import { Secret } from './secret.js';
-import { tracingRequested } from './tracing.js';
-import { caFromFile, contentDigest, passwordFromFile } from './secret-files.js';
-import { loadSignerSettings, type SignerConfig, type SignerResult } from './signer-settings.js';
+import { tracingSettings } from './tracing.js';
+import { contentDigest, passwordFromFile } from './secret-files.js';
+import { loadSignerSettings } from './signer-settings.js';
+import { loadUpstreamSettings } from './upstream-settings.js';
 
 // The YAML parser is loaded only for a YAML config file: most pods are configured by env vars alone, and every
 // module a pod loads stays in its memory for its whole life.
@@ -34,21 +36,6 @@ convict.addParser([
 /** Every refusal at once, or the Config: what `serve` and `check` print. */
 export type ConfigResult =
   { readonly ok: true; readonly config: Config } | { readonly ok: false; readonly errors: readonly ConfigError[] };
-
-type PathKey =
-  | 'passwordFile'
-  | 'privateKeyFile'
-  | 'pkcs11.module'
-  | 'pkcs11.pinFile'
-  | 'pkcs11.publicKeyFile'
-  | 'upstream.caFile'
-  | 'upstream.proxy.passwordFile'
-  | 'upstream.proxy.caFile'
-  | 'postback.publicKeyFile'
-  | 'postback.forwardSecretFile'
-  | 'state.macKeyFile'
-  | 'state.redis.passwordFile'
-  | 'state.redis.caFile';
 
 /**
  * Parser messages quote the text around a syntax error, and a config file may hold the password: only the
@@ -77,33 +64,17 @@ function readSecretFile(setting: string, path: string): string {
   }
 }
 
-/** The settings after the file and the environment were applied, and the keys their validation refused. */
-class Settings {
-  constructor(
-    readonly schema: ConfigSchema,
-    private readonly env: NodeJS.ProcessEnv,
-    /** Folder of SIDECAR_CONFIG_FILE, when one was loaded. */
-    private readonly fileDir: string | undefined,
-    /** Keys already refused by the schema validation: the checks that read them are skipped. */
-    readonly invalid: ReadonlySet<string>,
-  ) {}
+/** What each group's parser gives: its config (or undefined), and its refusals and warnings. */
+interface GroupResult {
+  readonly errors: readonly ConfigError[];
+  readonly warnings?: readonly ConfigWarning[];
+}
 
-  required(key: 'baseUrl' | 'environment' | 'username'): string {
-    const value = this.schema.get(key).trim();
-    if (value === '') throw new ConfigError(settingName(key), 'is required');
-    return value;
-  }
-
-  /**
-   * A file path. One written in the config file resolves against the file's folder (like the simulator's --config),
-   * so a config folder works from any working directory; one from an env var stays relative to the working directory.
-   */
-  path(key: PathKey): string {
-    const value = this.schema.get(key).trim();
-    const envVar = envVarOf(key);
-    const fromEnv = envVar !== undefined && this.env[envVar] !== undefined;
-    return value === '' || fromEnv || this.fileDir === undefined ? value : resolve(this.fileDir, value);
-  }
+/** The settings' values (setting-values.ts), and the keys the schema validation refused. */
+interface Loaded {
+  readonly settings: Settings;
+  /** Keys already refused by the schema validation: the checks that read them are skipped. */
+  readonly invalid: ReadonlySet<string>;
 }
 
 /** Collects refusals so that one run reports them all; checks that depend on a refused value are skipped. */
@@ -122,13 +93,25 @@ class Refusals {
     if (keys.some((key) => this.invalid.has(key))) return undefined;
     return attempt(this.errors, run);
   }
+
+  /** Whether a setting under one of these groups ("postback.") or of these keys was refused. */
+  refusedAny(...keysOrGroups: readonly string[]): boolean {
+    return [...this.invalid].some((key) => keysOrGroups.some((name) => key === name || key.startsWith(`${name}.`)));
+  }
+
+  /** Adds a group parser's refusals and warnings; its result, or null when it refused anything. */
+  group<R extends GroupResult>(result: R): R | null {
+    this.errors.push(...result.errors);
+    this.warnings.push(...(result.warnings ?? []));
+    return result.errors.length > 0 ? null : result;
+  }
 }
 
 /**
  * Applies the config file and the environment (convict applies env vars over the file: defaults < file < env) and
  * validates them. A file that cannot be loaded is the only refusal reported: nothing else can be judged without it.
  */
-function loadSettings(env: NodeJS.ProcessEnv, errors: ConfigError[]): Settings | undefined {
+function loadSettings(env: NodeJS.ProcessEnv, errors: ConfigError[]): Loaded | undefined {
   const schema = buildSchema(env);
   const file = env[CONFIG_FILE_ENV.env];
   let fileDir: string | undefined;
@@ -143,11 +126,23 @@ function loadSettings(env: NodeJS.ProcessEnv, errors: ConfigError[]): Settings |
   }
   const { errors: refused, invalid } = schemaRefusals(schema);
   errors.push(...refused);
-  return new Settings(schema, env, fileDir, invalid);
+  return { settings: settingValues(schema, { env, fileDir }), invalid };
+}
+
+/** A setting the schema marks required: its value trimmed, refused when empty. */
+function required<K extends 'baseUrl' | 'environment' | 'username'>(
+  settings: Settings,
+  key: K,
+): Exclude<Settings[K], ''> {
+  const text: string = settings[key];
+  const value = text.trim();
+  if (value === '') throw new ConfigError(settingName(key), 'is required');
+  // The schema checked the value's format (an environment is one of its values), blank aside.
+  return value as Exclude<Settings[K], ''>;
 }
 
 function baseAddress(settings: Settings): BaseAddress {
-  const raw = settings.required('baseUrl');
+  const raw = required(settings, 'baseUrl');
   try {
     return parseBaseAddress(raw);
   } catch (err) {
@@ -155,17 +150,8 @@ function baseAddress(settings: Settings): BaseAddress {
   }
 }
 
-function environmentOf(settings: Settings): Environment {
-  const environment = settings.required('environment');
-  if (environment !== 'staging' && environment !== 'production') {
-    throw new ConfigError(settingName('environment'), `must be staging or production, not "${environment}"`);
-  }
-  return environment;
-}
-
 function loadPassword(settings: Settings): { file: string | undefined; password: Secret; digest: string | undefined } {
-  const file = settings.path('passwordFile');
-  const inline = settings.schema.get('password');
+  const { passwordFile: file, password: inline } = settings;
   const both = `${settingName('passwordFile')} / ${settingName('password')}`;
   // Refused rather than ranked: with both set, the one not used is the one the operator may think is in effect.
   if (file !== '' && inline !== '') throw new ConfigError(both, 'both are set; set only one (prefer the file)');
@@ -178,33 +164,6 @@ function loadPassword(settings: Settings): { file: string | undefined; password:
   return { file: undefined, password: new Secret(inline), digest: undefined };
 }
 
-/** Which signer holds the key (signer-settings.ts): its config, or null when refused. */
-function signerSettings(settings: Settings, refusals: Refusals): SignerResult | null {
-  if ([...settings.invalid].some((key) => key === 'signer' || key === 'privateKeyFile' || key.startsWith('pkcs11.')))
-    return null;
-  const result = loadSignerSettings({
-    signer: settings.schema.get('signer'),
-    privateKeyFile: settings.path('privateKeyFile'),
-    pkcs11: {
-      ...settings.schema.get('pkcs11'),
-      module: settings.path('pkcs11.module'),
-      pinFile: settings.path('pkcs11.pinFile'),
-      publicKeyFile: settings.path('pkcs11.publicKeyFile'),
-    },
-    readFile: readSecretFile,
-  });
-  refusals.errors.push(...result.errors);
-  return result.config === undefined ? null : result;
-}
-
-function loadCa(settings: Settings): { file: string | undefined; pem: string | undefined; digest: string | undefined } {
-  const file = settings.path('upstream.caFile');
-  if (file === '') return { file: undefined, pem: undefined, digest: undefined };
-  const setting = settingName('upstream.caFile');
-  const text = readSecretFile(setting, file);
-  return { file, pem: caFromFile(setting, file, text), digest: contentDigest(text) };
-}
-
 function loadedDigests(
   loaded: ReadonlyArray<{ file: string | undefined; digest: string | undefined }>,
 ): Record<string, string> {
@@ -213,13 +172,8 @@ function loadedDigests(
   return digests;
 }
 
-/** Comma-separated in the environment (empty items dropped), a list in the file. */
-function textList(values: readonly unknown[]): string[] {
-  return values.map((value) => String(value).trim()).filter((value) => value !== '');
-}
-
-function signedRoutes(settings: Settings): string[] {
-  const routes = textList(settings.schema.get('signedRoutes'));
+function signedRoutes(settings: Settings): readonly string[] {
+  const routes = settings.signedRoutes;
   if (routes.length === 0) {
     // An empty list starts a sidecar that answers every payment 404 while its readiness says ok.
     throw new ConfigError(settingName('signedRoutes'), 'lists no path; give at least one (or leave it unset)');
@@ -234,88 +188,18 @@ function signedRoutes(settings: Settings): string[] {
 
 /** The proxy's own host, checked by the listen-host rules (listen-host.ts). */
 function listenHost(settings: Settings, warnings: ConfigWarning[]): string {
-  const host = settings.schema.get('listen.host').trim();
-  const warning = checkListenHost(host, settings.schema.get('listen.allowNonLoopback'));
+  const host = settings.listen.host.trim();
+  const warning = checkListenHost(host, settings.listen.allowNonLoopback);
   if (warning !== undefined) warnings.push(warning);
   return host;
 }
 
-/** The receiver's group (postback-settings.ts): its config (undefined when off), or null when refused. */
-function postbackSettings(
-  settings: Settings,
-  environment: Environment | undefined,
-  refusals: Refusals,
-): { config: Config['postback']; loaded: ReadonlyArray<{ file: string; digest: string }> } | null {
-  const invalid = [...settings.invalid].filter((key) => key.startsWith('postback.'));
-  if (invalid.length > 0) return null;
-  const { schema } = settings;
-  const otherPorts = (['listen.port', 'admin.port'] as const)
-    .filter((key) => !settings.invalid.has(key))
-    .map((key) => ({ key, port: schema.get(key) }))
-    .filter(({ port }) => port !== 0);
-  const raw = {
-    ...schema.get('postback'),
-    publicKeyFile: settings.path('postback.publicKeyFile'),
-    forwardSecretFile: settings.path('postback.forwardSecretFile'),
-    allowCidrs: textList(schema.get('postback.allowCidrs')),
-    retrySchedule: textList(schema.get('postback.retrySchedule')),
-  };
-  const stateStore = settings.invalid.has('state.store') ? undefined : schema.get('state.store');
-  const { config, errors, warnings, loaded } = loadPostbackSettings({
-    raw,
-    environment,
-    stateStore,
-    otherPorts,
-    readFile: readSecretFile,
-  });
-  refusals.errors.push(...errors);
-  refusals.warnings.push(...warnings);
-  return errors.length > 0 ? null : { config, loaded };
-}
-
-/** The forward proxy's group (proxy-settings.ts): its config (undefined: direct), or null when refused. */
-function proxySettings(
-  settings: Settings,
-  base: Config['base'] | undefined,
-  env: NodeJS.ProcessEnv,
-  refusals: Refusals,
-): { config: Config['upstream']['proxy']; loaded: ReadonlyArray<{ file: string; digest: string }> } | null {
-  if ([...settings.invalid].some((key) => key.startsWith('upstream.proxy.'))) return null;
-  const raw = {
-    ...settings.schema.get('upstream.proxy'),
-    passwordFile: settings.path('upstream.proxy.passwordFile'),
-    caFile: settings.path('upstream.proxy.caFile'),
-  };
-  const { config, errors, loaded } = loadProxySettings({ raw, base, env, readFile: readSecretFile });
-  refusals.errors.push(...errors);
-  return errors.length > 0 ? null : { config, loaded };
-}
-
-/** The shared state store's group (state-settings.ts): its config, or null when refused. */
-function stateSettings(
-  settings: Settings,
-  environment: Environment | undefined,
-  refusals: Refusals,
-): Config['state'] | null {
-  if ([...settings.invalid].some((key) => key.startsWith('state.'))) return null;
-  const raw = {
-    ...settings.schema.get('state'),
-    macKeyFile: settings.path('state.macKeyFile'),
-    redis: {
-      ...settings.schema.get('state.redis'),
-      passwordFile: settings.path('state.redis.passwordFile'),
-      caFile: settings.path('state.redis.caFile'),
-    },
-  };
-  const { config, errors, warnings } = loadStateSettings({
-    raw,
-    environment,
-    readFile: readSecretFile,
-    heapLimitBytes: heapLimitBytes(),
-  });
-  refusals.errors.push(...errors);
-  refusals.warnings.push(...warnings);
-  return config ?? null;
+/** The listener ports besides the receiver's (0 excluded): the receiver refuses to share one. */
+function otherPorts(loaded: Loaded): ReadonlyArray<{ key: string; port: number }> {
+  const ports = { 'listen.port': loaded.settings.listen.port, 'admin.port': loaded.settings.admin.port };
+  return Object.entries(ports)
+    .filter(([key, port]) => !loaded.invalid.has(key) && port !== 0)
+    .map(([key, port]) => ({ key, port }));
 }
 
 interface Collected {
@@ -328,42 +212,69 @@ interface Collected {
 
 function collect(env: NodeJS.ProcessEnv): Collected {
   const errors: ConfigError[] = unknownEnvVars(env);
-  const settings = loadSettings(env, errors);
-  if (settings === undefined) return { config: undefined, errors, hosts: [] };
-  const { schema } = settings;
-  const refusals = new Refusals(settings.invalid);
+  const loaded = loadSettings(env, errors);
+  if (loaded === undefined) return { config: undefined, errors, hosts: [] };
+  const { settings } = loaded;
+  const refusals = new Refusals(loaded.invalid);
   const base = refusals.check(['baseUrl'], () => baseAddress(settings));
-  const environment = refusals.check(['environment'], () => environmentOf(settings));
+  const environment = refusals.check(['environment'], () => required(settings, 'environment'));
   if (environment === 'production' && base !== undefined && base.protocol !== 'https:') {
     refusals.add(settingName('baseUrl'), 'production requires an https:// base address');
   }
-  const username = refusals.check(['username'], () => settings.required('username'));
+  const username = refusals.check(['username'], () => required(settings, 'username'));
   const password = refusals.check(['passwordFile', 'password'], () => loadPassword(settings));
-  const signer = signerSettings(settings, refusals);
-  const ca = refusals.check(['upstream.caFile'], () => loadCa(settings));
+  const signer = refusals.refusedAny('signer', 'privateKeyFile', 'pkcs11')
+    ? null
+    : refusals.group(
+        loadSignerSettings({
+          signer: settings.signer,
+          privateKeyFile: settings.privateKeyFile,
+          pkcs11: settings.pkcs11,
+          readFile: readSecretFile,
+        }),
+      );
+  const upstream = refusals.refusedAny('upstream.caFile', 'upstream.proxy')
+    ? null
+    : refusals.group(loadUpstreamSettings({ raw: settings.upstream, base, env, readFile: readSecretFile }));
   refusals.check(['token.refreshAheadMinSeconds', 'token.refreshAheadMaxSeconds'], () => {
-    if (schema.get('token.refreshAheadMinSeconds') > schema.get('token.refreshAheadMaxSeconds')) {
+    if (settings.token.refreshAheadMinSeconds > settings.token.refreshAheadMaxSeconds) {
       const max = envVarOf('token.refreshAheadMaxSeconds') ?? 'token.refreshAheadMaxSeconds';
       throw new ConfigError(settingName('token.refreshAheadMinSeconds'), `must not exceed ${max}`);
     }
   });
   const routes = refusals.check(['signedRoutes'], () => signedRoutes(settings));
-  const proxy = proxySettings(settings, base, env, refusals);
-  const postback = postbackSettings(settings, environment, refusals);
-  const state = stateSettings(settings, environment, refusals);
+  const postback = refusals.refusedAny('postback')
+    ? null
+    : refusals.group(
+        loadPostbackSettings({
+          raw: settings.postback,
+          environment,
+          stateStore: loaded.invalid.has('state.store') ? undefined : settings.state.store,
+          otherPorts: otherPorts(loaded),
+          readFile: readSecretFile,
+        }),
+      );
+  const state = refusals.refusedAny('state')
+    ? null
+    : refusals.group(
+        loadStateSettings({
+          raw: settings.state,
+          environment,
+          readFile: readSecretFile,
+          heapLimitBytes: heapLimitBytes(),
+        }),
+      );
   const host = refusals.check(['listen.host', 'listen.allowNonLoopback'], () =>
     listenHost(settings, refusals.warnings),
   );
-  const allowedHosts = refusals.check(['listen.allowedHosts'], () =>
-    allowedHostNames(textList(schema.get('listen.allowedHosts'))),
-  );
+  const allowedHosts = refusals.check(['listen.allowedHosts'], () => allowedHostNames(settings.listen.allowedHosts));
   const forwarded = refusals.check(['forwardRequestHeaders'], () =>
-    forwardedRequestHeaders(textList(schema.get('forwardRequestHeaders'))),
+    forwardedRequestHeaders(settings.forwardRequestHeaders),
   );
   const hosts: Array<{ key: HostKey; host: string }> = [];
   if (host !== undefined) hosts.push({ key: 'listen.host', host });
   // An empty admin host listens on every interface, like its default 0.0.0.0: nothing to resolve.
-  const adminHost = settings.invalid.has('admin.host') ? '' : schema.get('admin.host').trim();
+  const adminHost = loaded.invalid.has('admin.host') ? '' : settings.admin.host.trim();
   if (adminHost !== '') hosts.push({ key: 'admin.host', host: adminHost });
   errors.push(...refusals.errors);
   if (
@@ -372,15 +283,14 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     environment === undefined ||
     username === undefined ||
     password === undefined ||
-    signer === null ||
-    ca === undefined ||
+    signer?.config === undefined ||
     routes === undefined ||
     host === undefined ||
     allowedHosts === undefined ||
     forwarded === undefined ||
+    upstream?.config === undefined ||
     postback === null ||
-    state === null ||
-    proxy === null
+    state?.config === undefined
   ) {
     return { config: undefined, errors, hosts };
   }
@@ -389,32 +299,27 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     environment,
     username,
     password: password.password,
-    signer: signer.config as SignerConfig,
+    signer: signer.config,
     secretFiles: {
       password: password.file,
-      upstreamCa: ca.file,
-      pollIntervalMs: schema.get('secretPollIntervalMs'),
-      loadedDigests: loadedDigests([...signer.loaded, password, ca, ...proxy.loaded, ...postback.loaded]),
+      upstreamCa: upstream.config.caFile,
+      pollIntervalMs: settings.secretPollIntervalMs,
+      loadedDigests: loadedDigests([...signer.loaded, password, ...upstream.loaded, ...postback.loaded]),
     },
-    listen: { ...schema.get('listen'), host, allowedHosts },
-    admin: { ...schema.get('admin'), host: adminHost },
-    upstream: {
-      ...schema.get('upstream'),
-      ca: ca.pem,
-      answerCorrelationFields: textList(schema.get('upstream.answerCorrelationFields')),
-      proxy: proxy.config,
-    },
+    listen: { ...settings.listen, host, allowedHosts },
+    admin: { ...settings.admin, host: adminHost },
+    upstream: upstream.config,
     signedRoutes: routes,
     forwardedRequestHeaders: forwarded,
-    maxBodyBytes: schema.get('maxBodyBytes'),
-    token: schema.get('token'),
-    clock: schema.get('clock'),
-    shutdown: schema.get('shutdown'),
-    idempotency: schema.get('idempotency'),
+    maxBodyBytes: settings.maxBodyBytes,
+    token: settings.token,
+    clock: settings.clock,
+    shutdown: settings.shutdown,
+    idempotency: settings.idempotency,
     postback: postback.config,
-    state,
-    tracing: { ...schema.get('tracing'), enabled: tracingRequested(env) },
-    logLevel: schema.get('logLevel'),
+    state: state.config,
+    tracing: tracingSettings(settings.tracing, env),
+    logLevel: settings.logLevel,
     warnings: refusals.warnings,
   };
   return { config, errors, hosts };

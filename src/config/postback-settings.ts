@@ -4,10 +4,10 @@ import { createSecretKey, type KeyObject } from 'node:crypto';
 import { BlockList, isIP } from 'node:net';
 import { ConfigError } from '../errors.js';
 import { attempt } from './collect-errors.js';
-import type { ConfigWarning, Environment } from './config.js';
+import type { ConfigWarning } from './config-warning.js';
 import { isLoopbackHost } from './loopback.js';
 import { parsePublicKeys } from './public-keys.js';
-import { settingName, type Settings } from './schema.js';
+import { settingName, withoutConsumed, type Environment, type GroupConfig, type Settings } from './schema.js';
 import { contentDigest } from './secret-files.js';
 
 /** The webhook URL registered with the gateway, split as spec 5.2 signs it (the postback layer joins the parts). */
@@ -28,23 +28,10 @@ export interface PostbackSourceAllowList {
   readonly list: BlockList;
 }
 
-/** The receiver's settings: those used as they are keep the schema's type, the others are parsed or loaded. */
-export interface PostbackConfig extends Readonly<
-  Omit<
-    Settings['postback'],
-    | 'listen'
-    | 'publicUrl'
-    | 'publicKeyFile'
-    | 'allowCidrs'
-    | 'retrySchedule'
-    | 'delivery'
-    | 'forwardSecretFile'
-    | 'forwardSigning'
-  >
-> {
+/** What the receiver's parser makes of the settings it does not use as they are. */
+interface PostbackParsed {
   /** `auto` resolved: `queued` in production with Redis, `direct` otherwise. */
   readonly delivery: PostbackDelivery;
-  readonly listen: Readonly<Settings['postback']['listen']>;
   readonly publicUrl: PostbackPublicUrl;
   /** The gateway's postback keys (several during a rotation); empty only when unsigned postbacks are accepted. */
   readonly publicKeys: readonly KeyObject[];
@@ -61,8 +48,14 @@ export interface PostbackConfig extends Readonly<
   readonly forwardSecretFile: string | undefined;
 }
 
+/** Settings read into a parsed field of another name (retryScheduleMs, forwardSecret). */
+const CONSUMED = ['retrySchedule', 'forwardSigning'] as const;
+
+/** The receiver's settings: those used as they are keep the schema's type, the others are parsed or loaded. */
+export type PostbackConfig = GroupConfig<Settings['postback'], PostbackParsed, (typeof CONSUMED)[number]>;
+
 export interface PostbackInput {
-  /** The `postback` settings after the schema validation, the key file's path resolved like the other paths. */
+  /** The `postback` settings after the schema validation (setting-values.ts: paths resolved, lists trimmed). */
   readonly raw: Settings['postback'];
   /** The state store (SIDECAR_STATE_STORE): `queued` delivery keeps its postbacks in Redis. */
   readonly stateStore: string | undefined;
@@ -125,7 +118,7 @@ function forwardSigning(
   warnings: ConfigWarning[],
 ): ForwardSigning | undefined {
   const { raw } = input;
-  const file = raw.forwardSecretFile.trim();
+  const file = raw.forwardSecretFile;
   const fileSetting = settingName('postback.forwardSecretFile');
   const signingSetting = settingName('postback.forwardSigning');
   if (raw.forwardSigning === 'off') {
@@ -376,26 +369,18 @@ export function loadPostbackSettings(input: PostbackInput): PostbackSettingsResu
   if (schedule === undefined || signing === undefined) return refused;
   if (raw.allowCidrs.length > 0 && allow === undefined) return refused;
   const config: PostbackConfig = {
+    ...withoutConsumed(raw, CONSUMED),
     forwardUrl: forward,
-    listen: { host: raw.listen.host.trim(), port: raw.listen.port },
+    listen: { ...raw.listen, host: raw.listen.host.trim() },
     publicUrl,
     publicKeys: keys,
     publicKeyFile: raw.publicKeyFile === '' ? undefined : raw.publicKeyFile,
-    acceptUnsigned: raw.acceptUnsigned,
     allowCidrs: allow,
-    forwardTimeoutMs: raw.forwardTimeoutMs,
-    maxAgeSeconds: raw.maxAgeSeconds,
-    maxFutureSeconds: raw.maxFutureSeconds,
-    deliveredTtlSeconds: raw.deliveredTtlSeconds,
-    maxConnections: raw.maxConnections,
     delivery: resolveDelivery(raw.delivery, input),
     orderField: raw.orderField.trim(),
-    deliveryConcurrency: raw.deliveryConcurrency,
     retryScheduleMs: schedule,
-    visibilityTimeoutMs: raw.visibilityTimeoutMs,
     forwardSecret: signing.secret,
     forwardSecretFile: signing.file,
-    requeueMemoryMb: raw.requeueMemoryMb,
   };
   const loaded =
     signing.file !== undefined && signing.digest !== undefined ? [{ file: signing.file, digest: signing.digest }] : [];

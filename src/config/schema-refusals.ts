@@ -41,6 +41,7 @@ export function schemaRefusals(schema: ConfigSchema): SchemaRefusals {
   const missing: ConfigError[] = [];
   const undeclared: ConfigError[] = [];
   const invalid = new Set<string>();
+  let requiredUnset = false;
 
   const walk = (tree: SettingsTree, values: Values, prefix: string): void => {
     for (const [name, node] of Object.entries(tree)) {
@@ -50,6 +51,11 @@ export function schemaRefusals(schema: ConfigSchema): SchemaRefusals {
         if (!Object.hasOwn(values, name)) {
           invalid.add(key);
           missing.push(missingError(key));
+          continue;
+        }
+        if (node.required === true && typeof value === 'string' && value.trim() === '') {
+          // load.ts refuses it as "is required", in its place among the other refusals.
+          requiredUnset = true;
           continue;
         }
         try {
@@ -83,7 +89,8 @@ export function schemaRefusals(schema: ConfigSchema): SchemaRefusals {
   walk(SETTINGS, schema.getProperties(), '');
 
   const errors = [...refused, ...missing, ...undeclared];
-  if (errors.length === 0) {
+  // A required setting left blank is refused anyway: convict would add its own, unnamed refusal of the same value.
+  if (errors.length === 0 && !requiredUnset) {
     try {
       schema.validate({ allowed: 'strict' });
     } catch (err) {

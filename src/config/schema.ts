@@ -15,8 +15,10 @@ export interface Setting {
   readonly default: unknown;
   /** Kept out of convict's dumps and out of refusals. */
   readonly sensitive?: true;
-  /** What the reference shows instead of the default when the default means "not set" ("required", "off"). */
+  /** What the reference shows instead of the default when the default means "not set" ("off", "none"). */
   readonly whenUnset?: string;
+  /** Empty (or blank) is refused, "is required"; the reference shows `required`. */
+  readonly required?: true;
 }
 
 /** The env var that names the config file: read by load.ts itself, not a setting of the file. */
@@ -26,6 +28,8 @@ export const CONFIG_FILE_ENV = {
   whenUnset: 'none',
 } as const;
 
+export const ENVIRONMENTS = ['staging', 'production'] as const;
+export type Environment = (typeof ENVIRONMENTS)[number];
 export const SIGNERS = ['file', 'pkcs11'] as const;
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export const STATE_STORES = ['memory', 'redis'] as const;
@@ -55,25 +59,25 @@ export const SETTINGS = {
     format: 'text',
     default: '',
     env: 'SIDECAR_BASE_URL',
-    whenUnset: 'required',
+    required: true,
   },
   environment: {
     doc: '`staging` or `production` (which requires `https://`).',
-    format: 'text',
-    default: '',
+    format: [...ENVIRONMENTS],
+    default: '' as Environment | '',
     env: 'SIDECAR_ENVIRONMENT',
-    whenUnset: 'required',
+    required: true,
   },
   username: {
     doc: 'Vendor account email.',
     format: 'text',
     default: '',
     env: 'SIDECAR_USERNAME',
-    whenUnset: 'required',
+    required: true,
   },
   passwordFile: {
     doc: 'Account password file; preferred.',
-    format: 'text',
+    format: 'file-path',
     default: '',
     env: 'SIDECAR_PASSWORD_FILE',
     whenUnset: 'exactly one of the two',
@@ -94,7 +98,7 @@ export const SETTINGS = {
   },
   privateKeyFile: {
     doc: '`file`: unencrypted PEM RSA key ([rules](#private-key-and-password-files)).',
-    format: 'text',
+    format: 'file-path',
     default: '',
     env: 'SIDECAR_PRIVATE_KEY_FILE',
     whenUnset: 'required for `file`',
@@ -103,7 +107,7 @@ export const SETTINGS = {
   pkcs11: {
     module: {
       doc: 'Path of the PKCS#11 library (`.so`) of the HSM or KMS.',
-      format: 'text',
+      format: 'file-path',
       default: '',
       env: 'SIDECAR_PKCS11_MODULE',
       whenUnset: 'required for `pkcs11`',
@@ -138,7 +142,7 @@ export const SETTINGS = {
     },
     pinFile: {
       doc: "The token user's PIN file; [re-read](#secret-rotation): the next session opens with it.",
-      format: 'text',
+      format: 'file-path',
       default: '',
       env: 'SIDECAR_PKCS11_PIN_FILE',
       whenUnset: 'required for `pkcs11`',
@@ -151,7 +155,7 @@ export const SETTINGS = {
     },
     publicKeyFile: {
       doc: "PEM public key the token's key must match (the one the gateway holds); checked at start.",
-      format: 'text',
+      format: 'file-path',
       default: '',
       env: 'SIDECAR_PUBLIC_KEY_FILE',
       whenUnset: 'not checked',
@@ -202,7 +206,7 @@ export const SETTINGS = {
   upstream: {
     caFile: {
       doc: 'Extra PEM CAs for the gateway, beside the system roots.',
-      format: 'text',
+      format: 'file-path',
       default: '',
       env: 'SIDECAR_UPSTREAM_CA_FILE',
     },
@@ -265,13 +269,13 @@ export const SETTINGS = {
       },
       passwordFile: {
         doc: 'Proxy password file; [re-read](#secret-rotation) for new tunnels.',
-        format: 'text',
+        format: 'file-path',
         default: '',
         env: 'SIDECAR_UPSTREAM_PROXY_PASSWORD_FILE',
       },
       caFile: {
         doc: 'Extra PEM CAs for an `https://` proxy (never the gateway); re-read.',
-        format: 'text',
+        format: 'file-path',
         default: '',
         env: 'SIDECAR_UPSTREAM_PROXY_CA_FILE',
       },
@@ -408,7 +412,7 @@ export const SETTINGS = {
     },
     publicKeyFile: {
       doc: "Gateway's PEM RSA key(s), >= 2048 bits; several in a rotation; re-read.",
-      format: 'text',
+      format: 'file-path',
       default: '',
       env: 'SIDECAR_POSTBACK_PUBLIC_KEY_FILE',
       whenUnset: 'required unless unsigned are accepted',
@@ -428,7 +432,7 @@ export const SETTINGS = {
     },
     forwardSecretFile: {
       doc: '`whsec_` secret: [signs](postbacks.md#signed-for-the-application) what the application gets; re-read.',
-      format: 'text',
+      format: 'file-path',
       default: '',
       env: 'SIDECAR_POSTBACK_FORWARD_SECRET_FILE',
       whenUnset: 'required in production',
@@ -523,7 +527,7 @@ export const SETTINGS = {
     },
     macKeyFile: {
       doc: '`redis`: [MAC keys](fleet.md#who-can-write-under-the-prefix) of idempotency records and queued postbacks, base64, >= 32 bytes, one a line (the first signs); [re-read](fleet.md#rotating-the-mac-key).',
-      format: 'text',
+      format: 'file-path',
       default: '',
       env: 'SIDECAR_STATE_MAC_KEY_FILE',
       whenUnset: 'required in production with `redis`',
@@ -577,7 +581,7 @@ export const SETTINGS = {
       },
       sentinelPasswordFile: {
         doc: "Sentinels' `requirepass` file, read per connection.",
-        format: 'text',
+        format: 'file-path',
         default: '',
         env: 'SIDECAR_REDIS_SENTINEL_PASSWORD_FILE',
       },
@@ -602,13 +606,13 @@ export const SETTINGS = {
       },
       passwordFile: {
         doc: 'Redis password file, read per connection ([rotation](fleet.md#rotating-the-redis-password)).',
-        format: 'text',
+        format: 'file-path',
         default: '',
         env: 'SIDECAR_REDIS_PASSWORD_FILE',
       },
       caFile: {
         doc: 'Extra PEM CAs for Redis.',
-        format: 'text',
+        format: 'file-path',
         default: '',
         env: 'SIDECAR_REDIS_CA_FILE',
       },
@@ -657,11 +661,38 @@ export interface SettingsTree {
 /** convict's own test: a schema node with a default is a setting, any other object a group of them. */
 export const isSetting = (node: Setting | SettingsTree): node is Setting => 'default' in node;
 
-/** The settings' values, as SETTINGS declares them (the default gives each one's type). */
-type ValuesOf<T> = { [K in keyof T]: T[K] extends { readonly default: infer D } ? D : ValuesOf<T[K]> };
+/** The settings' values, as SETTINGS declares them (the default gives each one's type), read-only. */
+type ValuesOf<T> = {
+  readonly [K in keyof T]: T[K] extends { readonly default: infer D }
+    ? D extends ReadonlyArray<infer Item>
+      ? readonly Item[]
+      : D
+    : ValuesOf<T[K]>;
+};
 
-/** Every setting's value after convict applied the file and the environment: what load.ts validates further. */
+/**
+ * Every setting's value after convict applied the file and the environment, and setting-values.ts each format's
+ * treatment (paths resolved, lists trimmed): what the groups' parsers validate further.
+ */
 export type Settings = ValuesOf<typeof SETTINGS>;
+
+/**
+ * A group's config, derived from its settings: those its parser uses as they are keep the schema's type, beside
+ * what it makes of the others (`Parsed`, which replaces the settings of the same name); `Consumed` are settings
+ * read into a parsed field of another name.
+ */
+export type GroupConfig<Values, Parsed, Consumed extends keyof Values = never> = Omit<Values, keyof Parsed | Consumed> &
+  Readonly<Parsed>;
+
+/** A group's settings without those its parser consumes: the rest of its config, as GroupConfig types it. */
+export function withoutConsumed<Values extends object, Consumed extends keyof Values>(
+  values: Values,
+  consumed: readonly Consumed[],
+): Omit<Values, Consumed> {
+  const rest: Partial<Values> = { ...values };
+  for (const key of consumed) delete rest[key];
+  return rest as Omit<Values, Consumed>;
+}
 
 convict.addFormats(FORMATS);
 

@@ -4,9 +4,9 @@
 import type { KeyObject } from 'node:crypto';
 import { ConfigError } from '../errors.js';
 import { attempt } from './collect-errors.js';
-import type { ConfigWarning, Environment } from './config.js';
+import type { ConfigWarning } from './config-warning.js';
 import { heapForStore, MEMORY_STORE_HEAP_SHARE_WARNED, MIB, memoryStoreMaxBytes } from './memory-budget.js';
-import { envVarOf, settingName, type Settings } from './schema.js';
+import { envVarOf, settingName, type Environment, type Settings } from './schema.js';
 import { caFromFile, macKeysFromFile, passwordFromFile } from './secret-files.js';
 import type { Secret } from './secret.js';
 
@@ -109,9 +109,8 @@ export function parseRedisUrl(raw: string): { url: string; tls: boolean } {
   return { url: text, tls: url.protocol === 'rediss:' };
 }
 
-/** `host:port` entries (IPv6 in brackets), at least one. */
-function nodeList(key: 'sentinels' | 'nodes', raw: readonly string[]): RedisNode[] {
-  const entries = raw.map((entry) => entry.trim()).filter((entry) => entry !== '');
+/** `host:port` entries (IPv6 in brackets), at least one (a list's items come trimmed, empty ones dropped). */
+function nodeList(key: 'sentinels' | 'nodes', entries: readonly string[]): RedisNode[] {
   if (entries.length === 0) throw fail(key, 'needs at least one host:port');
   return entries.map((entry) => {
     const match = /^(\[[0-9a-fA-F:.]+\]|[^:\s/@]+):(\d{1,5})$/.exec(entry);

@@ -1,3 +1,15 @@
+import type { Settings } from './schema.js';
+
+/**
+ * Traces (docs/operations.md#tracing). `enabled`: the OpenTelemetry SDK's environment asks for them (an OTLP
+ * endpoint set, OTEL_SDK_DISABLED not true); the SDK reads the rest of its OTEL_* settings itself.
+ */
+export type TracingConfig = Settings['tracing'] & { readonly enabled: boolean };
+
+export function tracingSettings(values: Settings['tracing'], env: NodeJS.ProcessEnv): TracingConfig {
+  return { ...values, enabled: tracingRequested(env) };
+}
+
 /**
  * Whether the environment asks for traces: an OTLP endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT or
  * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), the SDK is not disabled (OTEL_SDK_DISABLED=true) and trace export is not

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { ConfigError } from '../errors.js';
 import { buildSchema } from '../config/schema.js';
+import { settingValues } from '../config/setting-values.js';
 import { loadSignerSettings, type Pkcs11SignerConfig } from '../config/signer-settings.js';
 
 /**
@@ -14,7 +15,7 @@ export function pkcs11SettingsFromEnv(
   const result = loadSignerSettings({
     signer: 'pkcs11',
     privateKeyFile: '',
-    pkcs11: { ...schema.get('pkcs11') },
+    pkcs11: settingValues(schema, { env, fileDir: undefined }).pkcs11,
     readFile: (setting, path) => {
       try {
         return readFileSync(path, 'utf8');

@@ -110,7 +110,11 @@ describe('config: refuses to start with one line naming the setting', () => {
     );
   });
   it('refuses an environment other than staging/production', () =>
-    refuse({ SIDECAR_ENVIRONMENT: 'prod' }, 'SIDECAR_ENVIRONMENT', /staging or production/));
+    refuse(
+      { SIDECAR_ENVIRONMENT: 'prod' },
+      'SIDECAR_ENVIRONMENT',
+      /one of the possible values: \["staging","production"\]/,
+    ));
   it('refuses a non-numeric port, naming the env var', () =>
     refuse({ SIDECAR_LISTEN_PORT: 'eighty' }, 'SIDECAR_LISTEN_PORT (listen.port)', /port/));
 
@@ -417,6 +421,82 @@ describe('config: refuses to start with one line naming the setting', () => {
       const fromCwd = relative(process.cwd(), keys.privateKeyFile);
       const config = loadConfig({ ...env, SIDECAR_CONFIG_FILE: file, SIDECAR_PRIVATE_KEY_FILE: fromCwd });
       assert.equal(fileSigner(config).privateKeyFile, fromCwd);
+    });
+    // What makes each group read its path settings; the setting under test comes from the file alone (its env var
+    // is unset). A path setting missing here fails the walk below: add what makes its group read it.
+    const readers: ReadonlyArray<readonly [prefix: string, env: NodeJS.ProcessEnv]> = [
+      ['passwordFile', { SIDECAR_PASSWORD: undefined }],
+      ['privateKeyFile', {}],
+      [
+        'pkcs11.',
+        {
+          SIDECAR_SIGNER: 'pkcs11',
+          SIDECAR_PRIVATE_KEY_FILE: undefined,
+          SIDECAR_PKCS11_MODULE: '/opt/hsm/module.so',
+          SIDECAR_PKCS11_TOKEN_LABEL: 'token',
+          SIDECAR_PKCS11_KEY_LABEL: 'key',
+        },
+      ],
+      ['upstream.caFile', {}],
+      [
+        'upstream.proxy.passwordFile',
+        { SIDECAR_UPSTREAM_PROXY_URL: 'http://proxy.example:3128', SIDECAR_UPSTREAM_PROXY_USERNAME: 'user' },
+      ],
+      ['upstream.proxy.caFile', { SIDECAR_UPSTREAM_PROXY_URL: 'https://proxy.example:3129' }],
+      [
+        'postback.',
+        {
+          SIDECAR_POSTBACK_FORWARD_URL: 'http://127.0.0.1:3000/postbacks',
+          SIDECAR_POSTBACK_PUBLIC_URL: 'https://sidecar.example/postbacks',
+        },
+      ],
+      [
+        'state.redis.sentinelPasswordFile',
+        {
+          SIDECAR_STATE_STORE: 'redis',
+          SIDECAR_REDIS_MODE: 'sentinel',
+          SIDECAR_REDIS_SENTINELS: 'sentinel.internal:26379',
+          SIDECAR_REDIS_SENTINEL_MASTER: 'mymaster',
+        },
+      ],
+      ['state.', { SIDECAR_STATE_STORE: 'redis', SIDECAR_REDIS_URL: 'rediss://redis.internal:6380' }],
+    ];
+
+    it("every path setting of the schema, written relative in the config file, is looked for in the file's folder", async () => {
+      const folder = join(keys.dir, 'every-path');
+      await mkdir(folder, { recursive: true });
+      const pin = join(keys.dir, 'every-path-pin');
+      await writeFile(pin, '1234\n', { mode: 0o600 });
+      const paths = EVERY_SETTING.filter((setting) => setting.format === 'file-path');
+      assert.ok(paths.some((setting) => setting.key === 'state.redis.sentinelPasswordFile'));
+      for (const setting of paths) {
+        const reader = readers.find(([prefix]) => setting.key === prefix || setting.key.startsWith(prefix));
+        assert.ok(reader, `${setting.key}: no entry in readers`);
+        const name = `absent-${setting.key}`;
+        const tree: Record<string, unknown> = {};
+        const parts = setting.key.split('.');
+        let group = tree;
+        for (const part of parts.slice(0, -1)) group = (group[part] ??= {}) as Record<string, unknown>;
+        group[parts.at(-1)!] = name;
+        const file = join(folder, `${setting.key}.json`);
+        await writeFile(file, JSON.stringify(tree));
+        const result = await collectConfig({
+          ...env,
+          SIDECAR_PKCS11_PIN_FILE: reader[0] === 'pkcs11.' ? pin : undefined,
+          ...reader[1],
+          [setting.env]: undefined,
+          SIDECAR_CONFIG_FILE: file,
+        });
+        // Either refused for the file it looked for, or (the PKCS#11 module, opened later) configured with it.
+        const outcome = result.ok ? JSON.stringify(result.config) : result.errors.map((err) => err.message).join('\n');
+        const expected = join(folder, name);
+        assert.ok(outcome.includes(result.ok ? `"${expected}"` : `file ${expected}:`), `${setting.key}: ${outcome}`);
+      }
+    });
+    it('every *_FILE setting is a path setting (so it is resolved like the others)', () => {
+      for (const setting of EVERY_SETTING.filter(({ env: name }) => name.endsWith('_FILE'))) {
+        assert.equal(setting.format, 'file-path', setting.key);
+      }
     });
     it('a refusal names the resolved path, so the operator sees which file was looked for', async () => {
       const folder = join(keys.dir, 'missing-key');

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import { collectConfig, loadConfig } from '../../src/config/load.js';
@@ -203,6 +203,22 @@ describe('config: the shared state store (SIDECAR_STATE_STORE, SIDECAR_REDIS_*)'
     const forgotten = loadConfig({ ...env, SIDECAR_REDIS_URL: 'redis://redis.internal:6379' });
     assert.equal(forgotten.state.store, 'memory');
     assert.match(forgotten.warnings[0]!.message, /SIDECAR_STATE_STORE is memory: Redis is not used/);
+  });
+
+  it("a relative sentinelPasswordFile in the config file is read from the file's folder, like every path", async () => {
+    const folder = join(keys.dir, 'sentinel-config');
+    await mkdir(folder, { recursive: true });
+    await writeFile(join(folder, 'spw'), 'sentinel-secret\n', { mode: 0o600 });
+    const file = join(folder, 'sidecar.yaml');
+    await writeFile(
+      file,
+      'state:\n  redis:\n    mode: sentinel\n    sentinels: [sentinel.internal:26379]\n    sentinelMaster: mymaster\n    sentinelPasswordFile: spw\n',
+    );
+    const config = loadConfig({ ...redisEnv({ SIDECAR_REDIS_URL: undefined }), SIDECAR_CONFIG_FILE: file });
+    const topology = config.state.redis?.topology;
+    assert.equal(topology?.mode, 'sentinel');
+    assert.equal(topology.sentinelPasswordFile, join(folder, 'spw'));
+    assert.equal(topology.sentinelPassword?.reveal(), 'sentinel-secret');
   });
 
   describe('the MAC of the records in Redis (SIDECAR_STATE_MAC_KEY_FILE, docs/fleet.md)', () => {
