@@ -1,16 +1,17 @@
 import { createServer } from 'node:http';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config/config.js';
-import { ConnectionTracker } from './lifecycle.js';
-import { listen } from './proxy/listener.js';
+import { BodyBudget } from './inbound/body-budget.js';
+import { InFlightRequests } from './inbound/in-flight.js';
+import { listen } from './inbound/listener.js';
 import { createAdminServer } from './observability/health.js';
 import { openApiDocument, openApiInputs } from './observability/openapi.js';
 import { createLogger, type Logger } from './observability/log.js';
 import { SidecarMetrics } from './observability/metrics.js';
 import { NO_TRACING, type Tracing } from './observability/tracing.js';
 import { createCallerCheck } from './proxy/caller-check.js';
-import { BodyBudget } from './proxy/body-budget.js';
 import { createProxyHandler } from './proxy/handler.js';
+import type { ProxyRequest } from './proxy/request.js';
 import { createRouter } from './proxy/routes.js';
 import { ClockCorrection } from './signing/clock-correction.js';
 import { publicKeyFingerprint } from './signing/keys.js';
@@ -155,7 +156,9 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     metrics,
     log,
   );
-  const tracker = new ConnectionTracker();
+  const tracker = new InFlightRequests<ProxyRequest>();
+  // From shutdown's first step on: readiness is false and every answer asks its client to close the connection.
+  let draining = false;
   const handle = createProxyHandler({
     base: config.base,
     clock,
@@ -179,7 +182,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
       required: config.idempotency.required,
     },
     requestDeadlineMs: requestDeadlineFromConfig(config),
-    draining: () => tracker.draining,
+    draining: () => draining,
     tracing,
     propagateUpstream: config.tracing.propagateUpstream,
     ...(deps.now ? { now: deps.now } : {}),
@@ -195,7 +198,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const readinessRequiresToken = config.admin.readinessRequiresToken;
   let started = false;
   const isStarted = () => (started ||= proxy.listening);
-  const serving = () => isStarted() && proxy.listening && !tracker.draining;
+  const serving = () => isStarted() && proxy.listening && !draining;
   // No signature can be made while the PKCS#11 token is down: the pod leaves its Service until it is back.
   const isReady = () => serving() && signer.available() && (!readinessRequiresToken || tokens.hasValidToken());
   const { shutdown, stopped } = createShutdown({
@@ -210,7 +213,9 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     log,
     drainDelayMs: config.shutdown.drainDelayMs,
     maxDelayMs: config.shutdown.maxDelayMs,
-    beginDraining: () => tracker.beginDraining(),
+    beginDraining: () => {
+      draining = true;
+    },
   });
   metrics.trackLiveState({ isReady, inFlight: () => tracker.active, signer });
   const admin = createAdminServer({

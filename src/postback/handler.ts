@@ -2,14 +2,14 @@
 // answer tells the gateway whether to redeliver (503) or stop (200, or a refusal that would only repeat).
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { SidecarError } from '../errors.js';
 import { sourceAllowed, type PostbackSourceAllowList } from '../config/postback-settings.js';
 import type { Logger } from '../observability/log.js';
 import type { PostbackMetrics } from '../observability/postback-metrics.js';
 import { NO_TRACING, type TraceContext, type TraceSpan, type Tracing } from '../observability/tracing.js';
-import { readBody } from '../proxy/body.js';
-import type { BodyBudget } from '../proxy/body-budget.js';
-import { endAfterUnreadBody, requestId } from '../proxy/listener.js';
+import { writeAnswer } from '../inbound/answer.js';
+import { readBoundedBody } from '../inbound/body.js';
+import type { BodyBudget } from '../inbound/body-budget.js';
+import { requestId } from '../inbound/request-id.js';
 import { StateStoreUnavailableError } from '../state/state-store.js';
 import { forwardHeaders, type PostbackForwarder } from './forward.js';
 import { orderKeyOf, postbackIdOf, type PostbackInbox } from './inbox.js';
@@ -95,14 +95,11 @@ async function body(req: IncomingMessage, deps: PostbackHandlerDeps, delivery: D
   const reserved = deps.budget.reserve(Number.isFinite(declared) ? declared : undefined, MAX_POSTBACK_BYTES);
   if (reserved === undefined) throw postbackRefusals.busy();
   delivery.reserved = reserved;
-  try {
-    const raw = await readBody(req, MAX_POSTBACK_BYTES);
-    delivery.bodyRead = true;
-    return raw;
-  } catch (err) {
-    if (err instanceof SidecarError && err.status === 413) throw postbackRefusals.tooLarge(MAX_POSTBACK_BYTES);
-    throw postbackRefusals.bodyInvalid('the body was not received completely', err);
-  }
+  const read = await readBoundedBody(req, MAX_POSTBACK_BYTES);
+  if (read.kind === 'too_large') throw postbackRefusals.tooLarge(read.limit);
+  if (read.kind === 'incomplete') throw postbackRefusals.bodyInvalid('the body was not received completely');
+  delivery.bodyRead = true;
+  return read.bytes;
 }
 
 /**
@@ -229,22 +226,16 @@ function errorName(err: unknown): string {
 }
 
 function respond(req: IncomingMessage, res: ServerResponse, answer: Answer, id: string, bodyRead: boolean): void {
-  const text = JSON.stringify(answer.body);
-  const headers: Record<string, string | number> = {
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(text),
-    'x-request-id': id,
-  };
+  const headers: Record<string, string | number> = { 'content-type': 'application/json', 'x-request-id': id };
   if (answer.status === 503) headers['retry-after'] = RETRY_AFTER_SECONDS;
   if (answer.status === 405) headers.allow = 'POST';
   // Answered before its body was read (403, 404, 405, 413, busy, a broken body): the connection closes rather than
   // reading the rest, which a hostile sender could stream until the request deadline.
   if (!bodyRead) headers.connection = 'close';
-  if (!res.headersSent) res.writeHead(answer.status, headers);
   // A sender whose body is too large is told so even if it writes the whole body before reading: the rest is read
-  // and dropped within bounds (endAfterUnreadBody in proxy/listener.ts). Other early refusals close at once: their senders are not trusted.
-  if (answer.status === 413) endAfterUnreadBody(req, res, text);
-  else res.end(text);
+  // and dropped within bounds. Other early refusals close at once: their senders are not trusted.
+  const ending = answer.status === 413 ? 'after-unread-body' : 'now';
+  writeAnswer(req, res, { status: answer.status, headers, body: JSON.stringify(answer.body) }, ending);
 }
 
 function logLine(

@@ -1,6 +1,6 @@
 // The receiver's own listener (docs/postbacks.md), apart from the egress one: a slow or hostile sender on the public side
 // can hold at most this server's connections, never the egress listener's or the gateway client's.
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { KeyObject } from 'node:crypto';
 import type { Socket } from 'node:net';
 import {
@@ -9,8 +9,9 @@ import {
   type PostbackConfig,
   type PostbackSourceAllowList,
 } from '../config/postback-settings.js';
-import { BodyBudget, type BodyBudgetSizes } from '../proxy/body-budget.js';
-import { listen } from '../proxy/listener.js';
+import { BodyBudget, type BodyBudgetSizes } from '../inbound/body-budget.js';
+import { InFlightRequests } from '../inbound/in-flight.js';
+import { listen } from '../inbound/listener.js';
 import type { Logger } from '../observability/log.js';
 import type { InboxMetrics, PostbackMetrics } from '../observability/postback-metrics.js';
 import type { Tracing } from '../observability/tracing.js';
@@ -83,34 +84,6 @@ export interface PostbackReceiver {
   close(maxMs: number): Promise<void>;
 }
 
-/** The answers still open, so that close() waits for the work rather than guessing. */
-class OpenAnswers {
-  private readonly open = new Set<ServerResponse>();
-  private readonly idleWaiters = new Set<() => void>();
-
-  add(res: ServerResponse): void {
-    this.open.add(res);
-    res.once('close', () => {
-      this.open.delete(res);
-      if (this.open.size === 0) for (const wake of [...this.idleWaiters]) wake();
-    });
-  }
-
-  /** Resolves when none is open, or after `ms`. */
-  waitIdle(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      if (this.open.size === 0) return resolve();
-      const done = () => {
-        clearTimeout(timer);
-        this.idleWaiters.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.idleWaiters.add(done);
-    });
-  }
-}
-
 function handlerFor(
   config: PostbackConfig,
   deps: PostbackReceiverDeps,
@@ -162,11 +135,18 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
           nowMs: deps.nowMs ?? Date.now,
           ...(deps.tracing === undefined ? {} : { tracing: deps.tracing }),
         });
-  const answers = new OpenAnswers();
+  // The postbacks whose answers are still open, so that close() waits for the work rather than guessing.
+  const inFlight = new InFlightRequests();
   const server = createServer({ ...RECEIVER_LISTENER, ...deps.listener }, (req, res) => {
-    answers.add(res);
     if (!server.listening) res.setHeader('connection', 'close');
-    void handle(req, res);
+    const done = handle(req, res);
+    inFlight.track({
+      onClose: (listener) => res.once('close', listener),
+      done,
+      get isAnswered() {
+        return res.headersSent;
+      },
+    });
   });
   server.maxConnections = config.maxConnections;
   server.on('connection', (socket: Socket) => limitRefusedSource(socket, config.allowCidrs));
@@ -186,10 +166,10 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
       const delivered = worker?.stop(maxMs);
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
-      await answers.waitIdle(maxMs);
+      await inFlight.waitIdle(maxMs);
       // Forwards still waiting are aborted: each is answered 503 and its claim released, so it is redelivered.
       stopping.abort();
-      await answers.waitIdle(ABORTED_ANSWER_MS);
+      await inFlight.waitIdle(ABORTED_ANSWER_MS);
       server.closeAllConnections();
       // Postbacks not delivered by then stay pending in the inbox; another replica takes them over.
       await delivered;
