@@ -1,6 +1,7 @@
 import { createServer } from 'node:http';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config/config.js';
+import type { PostbackConfig } from './config/postback-settings.js';
 import { BodyBudget } from './inbound/body-budget.js';
 import { InFlightRequests } from './inbound/in-flight.js';
 import { listen } from './inbound/listener.js';
@@ -30,6 +31,7 @@ import { RecordMac } from './state/record-mac.js';
 import type { RedisStateStore } from './state/redis-store.js';
 import type { StateStore } from './state/state-store.js';
 import type { PostbackInbox } from './postback/inbox.js';
+import type { PostbackDelivery } from './postback/receiver.js';
 import type { RequeueMemory } from './postback/requeue-memory.js';
 import { StoreEpoch } from './state/store-epoch.js';
 import { packageVersion } from './version.js';
@@ -132,23 +134,23 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const tokens = createTokenManager(config, password, forwarder, metrics, log, deps.now ?? Date.now, fleet, tracing);
   // Its own listener, connection cap and timeouts: readiness and the egress path do not depend on it.
   // Loaded only when the receiver is on: a pod that receives no postbacks does not carry its code.
-  // `queued` is refused with the memory store at start (postback-settings.ts): the store here is Redis.
-  const inbox =
-    config.postback?.delivery === 'queued' && opened.kind === 'redis'
-      ? await queuedInbox(opened as RedisStateStore, epoch, config.postback.requeueMemoryMb, recordMac, metrics, log)
+  const delivery =
+    config.postback === undefined
+      ? undefined
+      : await postbackDelivery(config.postback, opened, epoch, recordMac, metrics, log);
+  const postbacks =
+    config.postback && delivery
+      ? (await import('./postback/receiver.js')).createPostbackReceiver(config.postback, {
+          store,
+          delivery: delivery.sink,
+          metrics: metrics.postbacks,
+          log,
+          nowMs: deps.now ?? Date.now,
+          storeCommandTimeoutMs: config.state.redis?.commandTimeoutMs ?? 0,
+          tracing,
+          continueSenderTrace: config.tracing.propagateUpstream,
+        })
       : undefined;
-  const postbacks = config.postback
-    ? (await import('./postback/receiver.js')).createPostbackReceiver(config.postback, {
-        store,
-        ...(inbox === undefined ? {} : { inbox: { inbox: inbox.inbox, metrics: metrics.inbox } }),
-        metrics: metrics.postbacks,
-        log,
-        nowMs: deps.now ?? Date.now,
-        storeCommandTimeoutMs: config.state.redis?.commandTimeoutMs ?? 0,
-        tracing,
-        continueSenderTrace: config.tracing.propagateUpstream,
-      })
-    : undefined;
   const secrets = createSecretRotation(
     config,
     fingerprint,
@@ -239,7 +241,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const proxyUrl = await listen(proxy, config.listen.host, config.listen.port);
   const adminUrl = await listen(admin, config.admin.host, config.admin.port);
   const postbackUrl = await postbacks?.start();
-  inbox?.requeue?.start();
+  delivery?.requeue?.start();
   tokens.start();
   await secrets.start();
   log.info(
@@ -272,7 +274,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   void stopped.then(() => {
     secrets.stop();
     epoch?.stop();
-    inbox?.requeue?.stop();
+    delivery?.requeue?.stop();
     if (signer.kind === 'pkcs11') signer.stop();
   });
   const reload = () => secrets.reloadNow();
@@ -343,23 +345,29 @@ function recordMacFor(config: Config, store: StateStore, metrics: SidecarMetrics
 }
 
 /**
- * `queued` delivery's inbox on Redis; with a requeue memory (SIDECAR_POSTBACK_REQUEUE_MEMORY_MB), what this replica
- * accepts is also held until delivered and appended again if Redis loses it (docs/fleet.md). Loaded only when on.
+ * Where verified postbacks go, chosen once from SIDECAR_POSTBACK_DELIVERY: `direct`, forwarded at once; `queued`,
+ * kept in the inbox on Redis. With a requeue memory (SIDECAR_POSTBACK_REQUEUE_MEMORY_MB), what this replica accepts
+ * is also held until delivered and appended again if Redis loses it (docs/fleet.md). Loaded only when on.
  */
-async function queuedInbox(
-  store: RedisStateStore,
+async function postbackDelivery(
+  config: PostbackConfig,
+  store: StateStore,
   epoch: StoreEpoch | undefined,
-  requeueMemoryMb: number,
   recordMac: RecordMac | undefined,
   metrics: SidecarMetrics,
   log: Logger,
-): Promise<{ readonly inbox: PostbackInbox; readonly requeue: RequeueMemory | undefined }> {
-  const inbox = (await import('./postback/inbox.js')).createRedisInbox(store, recordMac);
-  if (epoch === undefined || requeueMemoryMb === 0) return { inbox, requeue: undefined };
+): Promise<{ readonly sink: PostbackDelivery; readonly requeue?: RequeueMemory }> {
+  if (config.delivery === 'direct') return { sink: { kind: 'direct' } };
+  // The settings refuse `queued` without SIDECAR_STATE_STORE=redis (postback-settings.ts): this is a Redis store.
+  if (store.kind !== 'redis') throw new Error('queued postback delivery needs the Redis state store');
+  const redis = store as RedisStateStore;
+  const inbox = (await import('./postback/inbox.js')).createRedisInbox(redis, recordMac);
+  const queued = (kept: PostbackInbox) => ({ kind: 'queued', inbox: kept, metrics: metrics.inbox }) as const;
+  if (epoch === undefined || config.requeueMemoryMb === 0) return { sink: queued(inbox) };
   const { RequeueMemory } = await import('./postback/requeue-memory.js');
-  const maxBytes = requeueMemoryMb * 1024 * 1024;
-  const requeue = new RequeueMemory(inbox, store, epoch, { maxBytes, metrics: metrics.inbox, log });
-  return { inbox: requeue.wrap(), requeue };
+  const maxBytes = config.requeueMemoryMb * 1024 * 1024;
+  const requeue = new RequeueMemory(inbox, redis, epoch, { maxBytes, metrics: metrics.inbox, log });
+  return { sink: queued(requeue.wrap()), requeue };
 }
 
 function createTokenManager(
