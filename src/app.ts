@@ -51,7 +51,7 @@ const EGRESS_LISTENER = {
 /** More open connections than a pod's services need; past it, new ones are refused rather than piling up. */
 const EGRESS_MAX_CONNECTIONS = 1_024;
 /**
- * How many body bytes the egress listener holds at once (src/proxy/body-budget.ts). A request in flight holds five to
+ * How many body bytes the egress listener holds at once (src/inbound/body-budget.ts). A request in flight holds five to
  * eight times its body (its bytes, their parse, the base64 envelope, the bytes sent): 40 bodies near 1 MiB raised
  * the RSS by 246 MB, past the pod's 256 MiB limit, and 1,024 connections could hold 1 GiB of bodies. A payment is a
  * few hundred bytes: a body up to 4 KiB never waits. Larger ones share 8 MiB (8 bodies near the default 1 MiB limit
