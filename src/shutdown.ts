@@ -1,10 +1,11 @@
 import type { Server } from 'node:http';
 import { sidecarErrors } from './errors.js';
-import { closeServer, type ConnectionTracker } from './lifecycle.js';
+import type { InFlightRequests } from './inbound/in-flight.js';
+import { closeServer } from './inbound/listener.js';
 import type { Logger } from './observability/log.js';
 import type { Tracing } from './observability/tracing.js';
 import type { PostbackReceiver } from './postback/receiver.js';
-import { errorSettlement } from './proxy/request.js';
+import { errorSettlement, type ProxyRequest } from './proxy/request.js';
 import type { StateStore } from './state/state-store.js';
 import { sleep } from './token/backoff.js';
 import type { TokenManager } from './token/token-manager.js';
@@ -24,7 +25,7 @@ export interface ShutdownParts {
   readonly proxy: Server;
   readonly admin: () => Server;
   /** The egress requests: their answers, and their handling, which goes on after shutdown answered them. */
-  readonly tracker: ConnectionTracker;
+  readonly tracker: InFlightRequests<ProxyRequest>;
   readonly tokens: TokenManager;
   readonly forwarder: Forwarder;
   readonly store: StateStore;

@@ -262,6 +262,7 @@ export async function startBareReceiver(
   const metrics = new SidecarMetrics({ version: 't', environment: 'staging', keyFingerprint: 'f' });
   const receiver = createPostbackReceiver(loadConfig(env).postback!, {
     store,
+    delivery: { kind: 'direct' },
     metrics: metrics.postbacks,
     log: options.log ?? createLogger('silent', new CapturedOutput()),
     ...(options.listener === undefined ? {} : { listener: options.listener }),
