@@ -1,9 +1,10 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Secret } from '../config/secret.js';
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
 import { StateStoreUnavailableError } from '../state/state-store.js';
 import { recordFromSet, setFromRecord, type Acquired, type Basis } from './fleet-record.js';
-import { LOCK_TAKEN, type FleetGrants, type FleetToken } from './fleet-token.js';
+import { LOCK_TAKEN, LOOK_AGAIN_MS, type FleetGrants, type FleetToken } from './fleet-token.js';
 import { decideGrant } from './grant-decision.js';
 import type { LocalTokenSource } from './local-source.js';
 import type { TokenClient } from './token-client.js';
@@ -19,6 +20,14 @@ const SYNC_INTERVAL_MS = 10_000;
  * token or theirs is the newer one (a publication can be missed while their subscription is being restored).
  */
 const LOCK_TAKEN_RETRY_MS = 250;
+/** How often a replica looking again for a refused token's successor checks whether the store is back. */
+const STORE_POLL_MS = 100;
+/**
+ * How long a replica whose lone refresh was refused waits for the store before it logs in alone (which would revoke
+ * every other replica's token): a restart's few seconds and one reconnect delay. With the look at the record after
+ * it (LOOK_AGAIN_MS), within the 10 s a request waits for a token.
+ */
+const STORE_BACK_WAIT_MS = 5_000;
 
 /**
  * Fleet mode: the replica's token is the fleet's (fleet-token.ts), as a TokenSet on this replica's clock. While the
@@ -74,7 +83,25 @@ export class FleetTokenSource implements TokenSource {
     if (held.set && decideGrant(this.local.state(held), 'store-away') === 'keep') return held.set;
     this.metrics.tokenStoreFallback();
     this.log.warn({ event: 'token.store_fallback' }, 'state store unavailable; getting a token for this replica alone');
-    return this.local.acquire(held, trace);
+    return this.local.acquire(held, trace, () => this.lookAgain(held, trace));
+  }
+
+  /**
+   * This replica's refresh alone was refused: another replica most likely rotated that refresh token and shares the
+   * successor on the store. Waits a little for the store, then for the record to bring it; the store still away:
+   * the login alone follows. With the store back, a login goes through the fleet (its lock and cooldown).
+   */
+  private async lookAgain(held: HeldToken, trace: TraceContext | undefined): Promise<TokenSet | undefined> {
+    const storeBy = performance.now() + STORE_BACK_WAIT_MS;
+    while (!this.fleet.store.isAvailable()) {
+      if (performance.now() >= storeBy) return undefined;
+      await sleep(STORE_POLL_MS);
+    }
+    this.log.info(
+      { event: 'token.looking_again', withinMs: LOOK_AGAIN_MS },
+      "refresh refused; waiting for the fleet's record to bring a newer token before a login",
+    );
+    return this.fromStore(held, trace, performance.now() + LOOK_AGAIN_MS);
   }
 
   /**
@@ -98,10 +125,14 @@ export class FleetTokenSource implements TokenSource {
   }
 
   /** undefined when the store is away. */
-  private async fromStore(held: HeldToken, trace: TraceContext | undefined): Promise<TokenSet | undefined> {
+  private async fromStore(
+    held: HeldToken,
+    trace: TraceContext | undefined,
+    lookAgainUntil?: number,
+  ): Promise<TokenSet | undefined> {
     if (!this.fleet.store.isAvailable()) return undefined;
     try {
-      return this.fromFleet(await this.fleet.acquire(this.basis(held), this.grants(held, trace)));
+      return this.fromFleet(await this.fleet.acquire(this.basis(held), this.grants(held, trace), lookAgainUntil));
     } catch (err) {
       if (err instanceof StateStoreUnavailableError) return undefined;
       throw err;
