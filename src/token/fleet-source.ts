@@ -4,7 +4,7 @@ import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
 import { StateStoreUnavailableError } from '../state/state-store.js';
 import { recordFromSet, setFromRecord, type Acquired, type Basis } from './fleet-record.js';
-import { LOCK_TAKEN, LOOK_AGAIN_MS, type FleetGrants, type FleetToken } from './fleet-token.js';
+import { LOCK_TAKEN, type FleetGrants, type FleetToken } from './fleet-token.js';
 import { decideGrant } from './grant-decision.js';
 import type { LocalTokenSource } from './local-source.js';
 import type { TokenClient } from './token-client.js';
@@ -22,12 +22,6 @@ const SYNC_INTERVAL_MS = 10_000;
 const LOCK_TAKEN_RETRY_MS = 250;
 /** How often a replica looking again for a refused token's successor checks whether the store is back. */
 const STORE_POLL_MS = 100;
-/**
- * How long a replica whose lone refresh was refused waits for the store before it logs in alone (which would revoke
- * every other replica's token): a restart's few seconds and one reconnect delay. With the look at the record after
- * it (LOOK_AGAIN_MS), within the 10 s a request waits for a token.
- */
-const STORE_BACK_WAIT_MS = 5_000;
 
 /**
  * Fleet mode: the replica's token is the fleet's (fleet-token.ts), as a TokenSet on this replica's clock. While the
@@ -92,16 +86,17 @@ export class FleetTokenSource implements TokenSource {
    * the login alone follows. With the store back, a login goes through the fleet (its lock and cooldown).
    */
   private async lookAgain(held: HeldToken, trace: TraceContext | undefined): Promise<TokenSet | undefined> {
-    const storeBy = performance.now() + STORE_BACK_WAIT_MS;
-    while (!this.fleet.store.isAvailable()) {
+    const { fleet } = this;
+    const storeBy = performance.now() + fleet.storeBackWaitMs;
+    while (!fleet.store.isAvailable()) {
       if (performance.now() >= storeBy) return undefined;
       await sleep(STORE_POLL_MS);
     }
     this.log.info(
-      { event: 'token.looking_again', withinMs: LOOK_AGAIN_MS },
+      { event: 'token.looking_again', withinMs: fleet.lookAgainMs },
       "refresh refused; waiting for the fleet's record to bring a newer token before a login",
     );
-    return this.fromStore(held, trace, performance.now() + LOOK_AGAIN_MS);
+    return this.fromStore(held, trace, performance.now() + fleet.lookAgainMs);
   }
 
   /**

@@ -52,7 +52,13 @@ const REFUSED = Symbol('refused');
  * reconnect delay (REDIS_RECONNECT_MAX_MS, 1 s) after the others', then one read and one write; with room for a
  * loaded host. Requests wait for it (well within the token wait).
  */
-export const LOOK_AGAIN_MS = 3_000;
+export const DEFAULT_LOOK_AGAIN_MS = 3_000;
+/**
+ * How long a replica whose lone refresh was refused (the store away) waits for the store before it logs in alone,
+ * which would revoke every other replica's token: a restart's few seconds and one reconnect delay. With the look at
+ * the record after it, within the 10 s a request waits for a token.
+ */
+export const DEFAULT_STORE_BACK_WAIT_MS = 5_000;
 
 /** The two grants, as the replica makes them (counted and logged there). */
 export interface FleetGrants {
@@ -67,6 +73,8 @@ export interface FleetTokenOptions {
   readonly grantTimeoutMs?: number;
   readonly loginCooldownMs?: number;
   readonly pollMs?: number;
+  readonly lookAgainMs?: number;
+  readonly storeBackWaitMs?: number;
   /** The gateway's time as this replica best knows it (ms): the record's expiries are on the gateway's clock. */
   readonly gatewayNow?: () => number;
   /** Tells when Redis lost its dataset (store-epoch.ts): the lock and the record are gone. */
@@ -95,6 +103,10 @@ export class FleetToken {
   private readonly grantTimeoutMs: number;
   /** At most one password login per this interval in the whole fleet (a replica alone keeps it for itself). */
   readonly loginCooldownMs: number;
+  /** A refresh refused: how long the record is read again for a newer token before a login (DEFAULT_LOOK_AGAIN_MS). */
+  readonly lookAgainMs: number;
+  /** A lone refresh refused: how long to wait for the store before a login alone (DEFAULT_STORE_BACK_WAIT_MS). */
+  readonly storeBackWaitMs: number;
   private stopped = false;
   readonly gatewayNow: () => number;
   private readonly accessUsable = (record: SharedTokenRecord): boolean => this.records.accessUsable(record);
@@ -108,6 +120,8 @@ export class FleetToken {
     this.lockTtlMs = options.lockTtlMs ?? DEFAULT_LOCK_TTL_MS;
     this.grantTimeoutMs = options.grantTimeoutMs ?? DEFAULT_GRANT_TIMEOUT_MS;
     this.loginCooldownMs = options.loginCooldownMs ?? DEFAULT_LOGIN_COOLDOWN_MS;
+    this.lookAgainMs = options.lookAgainMs ?? DEFAULT_LOOK_AGAIN_MS;
+    this.storeBackWaitMs = options.storeBackWaitMs ?? DEFAULT_STORE_BACK_WAIT_MS;
     this.gatewayNow = options.gatewayNow ?? Date.now;
     this.lock = new FleetLock(store, this.lockTtlMs, options.pollMs ?? DEFAULT_POLL_MS);
     this.records = new FleetRecords(store, this.lock, reporter, this.gatewayNow);
@@ -137,11 +151,11 @@ export class FleetToken {
 
   /**
    * A new token for the fleet: adopted, or fetched under the lock. `lookAgainUntil` (performance.now() ms): a refresh
-   * of this replica's was refused, so until then only a newer record is taken, no grant made (LOOK_AGAIN_MS).
+   * of this replica's was refused, so until then only a newer record is taken, no grant made (lookAgainMs).
    */
   async acquire(basis: Basis, grants: FleetGrants, lookAgainUntil?: number): Promise<Acquired> {
     const { records } = this;
-    const giveUpAt = performance.now() + this.lockTtlMs + this.grantTimeoutMs + LOOK_AGAIN_MS;
+    const giveUpAt = performance.now() + this.lockTtlMs + this.grantTimeoutMs + this.lookAgainMs;
     let waitingSince: number | undefined;
     let lookingUntil = lookAgainUntil;
     for (;;) {
@@ -160,10 +174,10 @@ export class FleetToken {
         const got = await this.underLock(lock, basis, grants, lookingUntil === undefined);
         if (got === REFUSED) {
           this.log.info(
-            { event: 'token.looking_again', withinMs: LOOK_AGAIN_MS },
+            { event: 'token.looking_again', withinMs: this.lookAgainMs },
             "the fleet's refresh token was refused; waiting for the record to bring a newer token before a login",
           );
-          lookingUntil = performance.now() + LOOK_AGAIN_MS;
+          lookingUntil = performance.now() + this.lookAgainMs;
           continue;
         }
         if (got !== MOVED) return got;
@@ -331,7 +345,7 @@ export class FleetToken {
           ? 'alive'
           : 'expired';
     const refusedAt = record?.refusedAtMs;
-    const refusedLately = refusedAt !== undefined && this.gatewayNow() < refusedAt + LOOK_AGAIN_MS;
+    const refusedLately = refusedAt !== undefined && this.gatewayNow() < refusedAt + this.lookAgainMs;
     return {
       accessUsable: record !== undefined && this.accessUsable(record),
       refresh,
