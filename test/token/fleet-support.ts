@@ -154,8 +154,15 @@ export interface Replica {
   metric(name: string): Promise<number>;
 }
 
-/** Short lock, poll and cooldown times so that the tests run in well under a second each. */
-export const FAST: FleetTokenOptions = { lockTtlMs: 2_000, grantTimeoutMs: 1_000, loginCooldownMs: 50, pollMs: 20 };
+/** Short lock, poll, cooldown and look-again times so that the tests run in well under a second each. */
+export const FAST: FleetTokenOptions = {
+  lockTtlMs: 2_000,
+  grantTimeoutMs: 1_000,
+  loginCooldownMs: 50,
+  pollMs: 20,
+  lookAgainMs: 100,
+  storeBackWaitMs: 100,
+};
 
 export function replica(
   shared: StateStore,
