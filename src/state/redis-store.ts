@@ -4,9 +4,15 @@ import type { StateStoreCommand, StateStoreOutcome } from '../observability/stat
 import { createRedisLink, type RedisConnectionOptions, type RedisLink, type TopologyView } from './redis-client.js';
 import { describeRedisError, RedisCommandTimeout, ReplicasBehind } from './redis-errors.js';
 import { DEFAULT_REDIS_KEY_PREFIX, RedisKeys } from './redis-keys.js';
-import { COMPARE_AND_DELETE, COMPARE_AND_SET, type LuaScript } from './redis-scripts.js';
+import { COMPARE_AND_DELETE, COMPARE_AND_SET, WRITE_IF, type LuaScript } from './redis-scripts.js';
 import { StoreAvailability } from './store-availability.js';
-import { StateStoreUnavailableError, type StateStore, type WriteOptions } from './state-store.js';
+import {
+  StateStoreUnavailableError,
+  type Condition,
+  type StateStore,
+  type Write,
+  type WriteOptions,
+} from './state-store.js';
 
 /** SIDECAR_REDIS_COMMAND_TIMEOUT_MS's default: the longest a request ever waits on Redis. */
 export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 100;
@@ -108,6 +114,20 @@ export class RedisStateStore implements StateStore {
     const args = [expected === undefined ? '0' : '1', expected ?? '', value, String(ttl(ttlMs))];
     const written = (await this.run('compare_and_set', () => this.script(COMPARE_AND_SET, [key], args))) === 1;
     if (written && options.acknowledged === true) await this.replicated(key);
+    return written;
+  }
+
+  async writeIf(
+    conditions: readonly Condition[],
+    writes: readonly Write[],
+    options: WriteOptions = {},
+  ): Promise<boolean> {
+    const keyNames = [...conditions.map((c) => c.key), ...writes.map((w) => w.key)];
+    const args = [String(conditions.length)];
+    for (const { holds } of conditions) args.push(holds === undefined ? '0' : '1', holds ?? '');
+    for (const { value, ttlMs } of writes) args.push(value, String(ttl(ttlMs)));
+    const written = (await this.run('write_if', () => this.script(WRITE_IF, keyNames, args))) === 1;
+    if (written && options.acknowledged === true) await this.replicated(keyNames[0] ?? '');
     return written;
   }
 
