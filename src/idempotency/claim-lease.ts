@@ -12,16 +12,59 @@ export function leaseKeyOf(storeKey: string, claim: string): string {
   return `${storeKey}:lease:${claim}`;
 }
 
-/** Renewal writes are pinned like the claim: the memory store must not evict a live holder's lease. */
-const PINNED = { pinned: true } as const;
+/** What the keeper asks of a claim's lease. */
+export interface Lease {
+  /** Whether this replica may take the lease as its own without asking the store: renewed in time, never lost. */
+  readonly heldHere: boolean;
+  readonly isLost: boolean;
+  /** A write that carried the lease (the move to `sending`) renewed it, from `writtenAt` (performance.now()). */
+  renewedAt(writtenAt: number): void;
+  /** The store refused a write on this claim: it is someone else's now. */
+  markLost(): void;
+  stop(): void;
+  /** One renewal: true while the lease is this claim's. Rejects with StateStoreUnavailableError (no answer). */
+  renew(): Promise<boolean>;
+}
 
 /**
- * One claim's lease, renewed every third of its length while its request lives. A renewal that finds the lease
+ * The memory store's: it lives and dies with this process, and so does every claim in it, so no claim there can
+ * outlive its holder. Nothing is written; only a write the store refused ends it.
+ */
+export class ProcessLease implements Lease {
+  private lost = false;
+
+  get heldHere(): boolean {
+    return !this.lost;
+  }
+
+  get isLost(): boolean {
+    return this.lost;
+  }
+
+  renewedAt(): void {
+    // Nothing expires.
+  }
+
+  markLost(): void {
+    this.lost = true;
+  }
+
+  stop(): void {
+    // No timer.
+  }
+
+  renew(): Promise<boolean> {
+    return Promise.resolve(!this.lost);
+  }
+}
+
+/**
+ * One claim's lease in a store shared by replicas (Redis), renewed every third of its length while its request lives. A renewal that finds the lease
  * key gone (its holder was paused or cut off past it) writes it again only while the record is still this claim's;
  * one that finds the record changed (a retry took the claim over, or recorded outcome_unknown) marks the lease lost.
  * A renewal the store does not answer changes nothing: the lease then lapses by itself, here as in the store.
  */
-export class ClaimLease {
+export class StoreLease implements Lease {
   /** Until when (performance.now()) the lease surely stands in the store: it was renewed before then minus its length. */
   private standsUntil: number;
   private lost = false;
@@ -43,7 +86,6 @@ export class ClaimLease {
     this.timer.unref();
   }
 
-  /** Whether this replica may take the lease as its own without asking the store: renewed in time, never lost. */
   get heldHere(): boolean {
     return !this.lost && performance.now() < this.standsUntil;
   }
@@ -52,12 +94,10 @@ export class ClaimLease {
     return this.lost;
   }
 
-  /** A write that carried the lease (the move to `sending`) renewed it, from `writtenAt` (performance.now()). */
   renewedAt(writtenAt: number): void {
     this.standsUntil = Math.max(this.standsUntil, writtenAt + this.leaseMs);
   }
 
-  /** The store refused a write on this claim: it is someone else's now. */
   markLost(): void {
     this.lost = true;
     this.stop();
@@ -67,10 +107,7 @@ export class ClaimLease {
     clearInterval(this.timer);
   }
 
-  /**
-   * One renewal (one at a time): true while the lease is this claim's. Rejects with StateStoreUnavailableError when
-   * the store does not answer.
-   */
+  /** One at a time: a renewal asked for while one is on its way shares it. */
   renew(): Promise<boolean> {
     if (this.lost) return Promise.resolve(false);
     this.renewing ??= this.renewOnce().finally(() => (this.renewing = undefined));
@@ -80,14 +117,14 @@ export class ClaimLease {
   private async renewOnce(): Promise<boolean> {
     const started = performance.now();
     const { store, leaseKey, leaseMs } = this;
-    if (await store.compareAndSet(leaseKey, LEASE_VALUE, LEASE_VALUE, leaseMs, PINNED)) {
+    if (await store.compareAndSet(leaseKey, LEASE_VALUE, LEASE_VALUE, leaseMs)) {
       this.renewedAt(started);
       return true;
     }
     // Lapsed: written again only if the record is still this claim's, in one step with that check.
     const value = this.recordValue();
     const lease = { key: leaseKey, value: LEASE_VALUE, ttlMs: leaseMs };
-    if (await store.writeIf([{ key: this.storeKey, holds: value }], [lease], PINNED)) {
+    if (await store.writeIf([{ key: this.storeKey, holds: value }], [lease])) {
       this.renewedAt(started);
       return true;
     }

@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { sidecarErrors } from '../errors.js';
 import type { Logger } from '../observability/log.js';
 import { NO_RECORD_MAC, type RecordMac } from '../state/record-mac.js';
-import { StateStoreUnavailableError, type Condition, type StateStore } from '../state/state-store.js';
-import { ClaimLease, LEASE_VALUE, leaseKeyOf } from './claim-lease.js';
+import { StateStoreUnavailableError, type Condition, type StateStore, type Write } from '../state/state-store.js';
+import { LEASE_VALUE, leaseKeyOf, ProcessLease, StoreLease, type Lease } from './claim-lease.js';
 import type { IdempotencyKey } from './key.js';
 import {
   decodeRecord,
@@ -96,7 +96,7 @@ interface Hold {
   current: string;
   /** Values a write that timed out may have left instead (release tries them too). */
   readonly uncertain: string[];
-  readonly lease: ClaimLease;
+  readonly lease: Lease;
 }
 
 /**
@@ -221,11 +221,10 @@ export class IdempotencyKeeper {
   private async moveToSending(ticket: Ticket, hold: Hold): Promise<void> {
     const { storeKey } = ticket;
     const sending = this.mac.seal(storeKey, encodeRecord({ ...hold.record, stage: 'sending' }));
-    const leaseKey = leaseKeyOf(storeKey, hold.record.claim);
     const writtenAt = performance.now();
     const writes = [
       { key: storeKey, value: sending, ttlMs: this.inProgressTtlMs(hold.record) },
-      { key: leaseKey, value: LEASE_VALUE, ttlMs: this.options.leaseMs },
+      ...this.leaseWrites(storeKey, hold.record),
     ];
     let moved: boolean;
     try {
@@ -257,7 +256,11 @@ export class IdempotencyKeeper {
   private async setClaim(storeKey: string, record: InProgressRecord, value: string): Promise<boolean> {
     const { store } = this.options;
     try {
-      return await store.writeIf([{ key: storeKey, holds: undefined }], this.claimWrites(storeKey, record, value), CLAIM);
+      return await store.writeIf(
+        [{ key: storeKey, holds: undefined }],
+        this.claimWrites(storeKey, record, value),
+        CLAIM,
+      );
     } catch (err) {
       await store.compareAndDelete(storeKey, value).catch(() => false);
       throw err;
@@ -282,20 +285,29 @@ export class IdempotencyKeeper {
     const conditions: Condition[] = [{ key: storeKey, holds: found }];
     if (deadLeaseKey !== undefined) conditions.push({ key: deadLeaseKey, holds: undefined });
     const writtenAt = performance.now();
-    if (!(await this.options.store.writeIf(conditions, this.claimWrites(storeKey, mine, value), CLAIM))) return undefined;
+    if (!(await this.options.store.writeIf(conditions, this.claimWrites(storeKey, mine, value), CLAIM)))
+      return undefined;
     this.options.log.warn(
-      { event: 'idempotency.taken_over', requestId: owner, deadRequestId: dead.owner, idempotencyKeySha256: key.sha256 },
+      {
+        event: 'idempotency.taken_over',
+        requestId: owner,
+        deadRequestId: dead.owner,
+        idempotencyKeySha256: key.sha256,
+      },
       "an earlier request's replica stopped before sending; this request took its claim and sends the payment",
     );
     return { kind: 'new', ticket: this.hold(key, storeKey, mine, value, writtenAt), tookOverFrom: dead.owner };
   }
 
-  /** Whether the holder of `record` is gone: its lease key expired. A record without a stage has no lease. */
+  /**
+   * Whether the holder of `record` is gone: its lease key expired. A record without a stage (an older sidecar's) has
+   * no lease, nor has any in memory.
+   */
   private async holderSeen(
     storeKey: string,
     record: InProgressRecord,
   ): Promise<{ readonly dead: boolean; readonly leaseKey: string | undefined }> {
-    if (record.stage === undefined) return { dead: false, leaseKey: undefined };
+    if (record.stage === undefined || !this.leased) return { dead: false, leaseKey: undefined };
     const leaseKey = leaseKeyOf(storeKey, record.claim);
     return { dead: (await this.options.store.get(leaseKey)) === undefined, leaseKey };
   }
@@ -312,28 +324,47 @@ export class IdempotencyKeeper {
   }
 
   /** The record and its lease, as a claim (or a takeover) writes them. */
-  private claimWrites(storeKey: string, record: InProgressRecord, value: string) {
-    return [
-      { key: storeKey, value, ttlMs: this.inProgressTtlMs(record) },
-      { key: leaseKeyOf(storeKey, record.claim), value: LEASE_VALUE, ttlMs: this.options.leaseMs },
-    ];
+  private claimWrites(storeKey: string, record: InProgressRecord, value: string): Write[] {
+    return [{ key: storeKey, value, ttlMs: this.inProgressTtlMs(record) }, ...this.leaseWrites(storeKey, record)];
+  }
+
+  /** The lease key's write beside each write of a claim: none in memory (ProcessLease). */
+  private leaseWrites(storeKey: string, record: InProgressRecord): Write[] {
+    if (!this.leased) return [];
+    return [{ key: leaseKeyOf(storeKey, record.claim), value: LEASE_VALUE, ttlMs: this.options.leaseMs }];
+  }
+
+  /**
+   * Whether claims carry a lease in the store: only where other replicas share it. The memory store dies with the
+   * one process that holds all its claims, so none there can outlive its holder.
+   */
+  private get leased(): boolean {
+    return this.options.store.kind === 'redis';
   }
 
   /** This replica's hold on a claim it has just written: the local claim, the hold and its renewing lease. */
-  private hold(key: IdempotencyKey, storeKey: string, record: InProgressRecord, value: string, writtenAt: number): Ticket {
+  private hold(
+    key: IdempotencyKey,
+    storeKey: string,
+    record: InProgressRecord,
+    value: string,
+    writtenAt: number,
+  ): Ticket {
     const ticket: Ticket = { storeKey, keySha256: key.sha256, fingerprint: record.fingerprint, value };
     const hold: Hold = {
       record,
       current: value,
       uncertain: [],
-      lease: new ClaimLease(
-        this.options.store,
-        storeKey,
-        leaseKeyOf(storeKey, record.claim),
-        () => hold.current,
-        this.options.leaseMs,
-        writtenAt,
-      ),
+      lease: this.leased
+        ? new StoreLease(
+            this.options.store,
+            storeKey,
+            leaseKeyOf(storeKey, record.claim),
+            () => hold.current,
+            this.options.leaseMs,
+            writtenAt,
+          )
+        : new ProcessLease(),
     };
     this.holds.set(ticket, hold);
     this.inFlight.set(storeKey, { fingerprint: record.fingerprint, deadline: record.deadline, value });
