@@ -263,6 +263,7 @@ export class IdempotencyKeeper {
       );
     } catch (err) {
       await store.compareAndDelete(storeKey, value).catch(() => false);
+      if (this.leased) await store.compareAndDelete(leaseKeyOf(storeKey, record.claim), LEASE_VALUE).catch(() => false);
       throw err;
     }
   }
