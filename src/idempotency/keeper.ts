@@ -167,8 +167,9 @@ export class IdempotencyKeeper {
   }
 
   /**
-   * Records the answer the caller got. Never rejects: the caller gets its answer whatever the store does, and a
-   * record left in_progress reads as outcome_unknown after its deadline (never as "send it").
+   * Records the answer the caller got. Never rejects: the caller gets its answer whatever the store does. A record
+   * left `sending` reads as outcome_unknown once its lease ran out (never as "send it"); one left `claimed` had sent
+   * nothing, and a retry may take it over.
    */
   async complete(ticket: Ticket, answer: KeptAnswer): Promise<void> {
     const record = encodeRecord({ state: 'done', fingerprint: ticket.fingerprint, answer } satisfies DoneRecord);
