@@ -379,6 +379,12 @@ export const SETTINGS = {
       default: 86_400,
       env: 'SIDECAR_IDEMPOTENCY_TTL_SECONDS',
     },
+    leaseMs: {
+      doc: "How long a key's claim outlives its replica's last renewal (renewed every third); then a retry [takes it over](idempotency.md#when-a-replica-dies-mid-request). Redis: >= 2 x `SIDECAR_REDIS_COMMAND_TIMEOUT_MS`.",
+      format: 'positive-int',
+      default: 5_000,
+      env: 'SIDECAR_IDEMPOTENCY_LEASE_MS',
+    },
   },
   // The postback receiver (docs/postbacks.md): off unless forwardUrl is set.
   postback: {

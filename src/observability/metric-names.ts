@@ -106,12 +106,14 @@ export const CAUSE_FAMILIES = ['proxy', 'gateway', 'sidecar'] as const;
 export type CauseFamily = (typeof CAUSE_FAMILIES)[number];
 
 /**
- * What a request's Idempotency-Key did: new (claimed, sent), replayed (stored answer), in_progress (409),
- * key_reused (422), abandoned (a dead replica's in_progress record answered outcome_unknown), unavailable (503,
+ * What a request's Idempotency-Key did: new (claimed, sent), taken_over (claimed from a dead replica that had sent
+ * nothing, sent), replayed (stored answer), in_progress (409),
+ * key_reused (422), abandoned (a dead replica's record, past its deadline or `sending` with its lease run out, answered outcome_unknown), unavailable (503,
  * store unreachable), key_invalid (400), key_required (428), unverified (500: the record failed its MAC).
  */
 export const IDEMPOTENCY_OUTCOMES = [
   'new',
+  'taken_over',
   'replayed',
   'in_progress',
   'key_reused',

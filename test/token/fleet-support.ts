@@ -5,7 +5,13 @@ import { Secret } from '../../src/config/secret.js';
 import { createLogger } from '../../src/observability/log.js';
 import { SidecarMetrics } from '../../src/observability/metrics.js';
 import { MemoryStateStore } from '../../src/state/memory-store.js';
-import { StateStoreUnavailableError, type StateStore } from '../../src/state/state-store.js';
+import {
+  StateStoreUnavailableError,
+  type Condition,
+  type StateStore,
+  type Write,
+  type WriteOptions,
+} from '../../src/state/state-store.js';
 import { FleetToken, type FleetTokenOptions } from '../../src/token/fleet-token.js';
 import type { TokenClient } from '../../src/token/token-client.js';
 import { TokenManager } from '../../src/token/token-manager.js';
@@ -119,6 +125,9 @@ export class ReplicaStore implements StateStore {
   compareAndSet(key: string, expected: string | undefined, value: string, ttlMs: number): Promise<boolean> {
     if (key === this.failKey) return Promise.reject(new StateStoreUnavailableError('blip on this key (test)'));
     return this.call(() => this.shared.compareAndSet(key, expected, value, ttlMs));
+  }
+  writeIf(conditions: readonly Condition[], writes: readonly Write[], options?: WriteOptions): Promise<boolean> {
+    return this.call(() => this.shared.writeIf(conditions, writes, options));
   }
   compareAndDelete(key: string, expected: string): Promise<boolean> {
     return this.call(() => this.shared.compareAndDelete(key, expected));
