@@ -4,7 +4,7 @@ import { dirname, resolve } from 'node:path';
 import convict from 'convict';
 import type * as Yaml from 'yaml';
 import { ConfigError } from '../errors.js';
-import { attempt } from './collect-errors.js';
+import { attempt } from './attempt.js';
 import { parseBaseAddress, type BaseAddress } from './base-url.js';
 import type { Config } from './config.js';
 import type { ConfigWarning } from './config-warning.js';

@@ -3,7 +3,7 @@
 import { createSecretKey, type KeyObject } from 'node:crypto';
 import { BlockList, isIP } from 'node:net';
 import { ConfigError } from '../errors.js';
-import { attempt } from './collect-errors.js';
+import { attempt } from './attempt.js';
 import type { ConfigWarning } from './config-warning.js';
 import { isLoopbackHost } from './loopback.js';
 import { parsePublicKeys } from './public-keys.js';

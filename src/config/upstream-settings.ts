@@ -2,7 +2,7 @@
 // loadUpstreamSettings and adds its refusals to the others; the forward proxy among them is proxy-settings.ts's.
 import type { ConfigError } from '../errors.js';
 import type { BaseAddress } from './base-url.js';
-import { attempt } from './collect-errors.js';
+import { attempt } from './attempt.js';
 import { loadProxySettings, type UpstreamProxyConfig } from './proxy-settings.js';
 import { settingName, type GroupConfig, type Settings } from './schema.js';
 import { caFromFile, contentDigest } from './secret-files.js';

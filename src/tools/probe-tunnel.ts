@@ -6,7 +6,7 @@ import type { UpstreamProxyConfig } from '../config/proxy-settings.js';
 import { envVarOf } from '../config/schema.js';
 import { errorCode, proxyStatus } from '../upstream/upstream-errors.js';
 import { trustedCas } from '../upstream/trusted-cas.js';
-import { tunnelConnector } from '../upstream/tunnel.js';
+import { forwardProxyConnector } from '../upstream/forward-proxy-tunnel.js';
 import { describeTls, type ProbeResult } from './probe-connection.js';
 
 export interface TunnelProbe {
@@ -28,7 +28,7 @@ export function probeTunnel(
 ): Promise<TunnelProbe> {
   const cas = trustedCas(ca);
   const gatewayConnect = buildConnector({ timeout: timeoutMs, ...(cas === undefined ? {} : { ca: cas }) });
-  const connect = tunnelConnector(() => proxy, gatewayConnect, timeoutMs);
+  const connect = forwardProxyConnector(() => proxy, gatewayConnect, timeoutMs);
   const url = new URL(base.origin);
   const target = `${url.hostname}:${url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : url.port}`;
   const via = `CONNECT ${target} via ${proxy.origin}`;

@@ -1,4 +1,4 @@
-// Delivered once: replays, redeliveries, concurrent copies, a failing internal service, a key rotation, and a
+// Delivered once: replays, redeliveries, concurrent copies, a failing application, a key rotation, and a
 // replay memory that cannot answer.
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
@@ -12,7 +12,7 @@ import { CapturedOutput } from '../support/sidecar.js';
 import {
   deliver,
   gatewayKeys,
-  InternalWebhook,
+  ApplicationStub,
   keyFile,
   payloadJson,
   signPostback,
@@ -32,7 +32,7 @@ before(async () => {
 after(() => world.stop());
 
 const forwardedCount = (payload: string) =>
-  world.webhook.received.filter((r) => r.body.toString('utf8') === payload).length;
+  world.application.received.filter((r) => r.body.toString('utf8') === payload).length;
 
 describe('delivered once', () => {
   test('the same signed request replayed (same nonce) gets 200 without a second forward', async () => {
@@ -57,7 +57,7 @@ describe('delivered once', () => {
   });
 
   test('concurrent copies of one payload are forwarded once; the others are told to come back', async () => {
-    world.webhook.delayMs = 300;
+    world.application.delayMs = 300;
     try {
       const payload = payloadJson();
       const copies = await Promise.all(
@@ -77,13 +77,13 @@ describe('delivered once', () => {
       assert.deepEqual(later.body, { status: 'duplicate' });
       assert.equal(forwardedCount(payload), 1);
     } finally {
-      world.webhook.delayMs = 0;
+      world.application.delayMs = 0;
     }
   });
 
-  test('the internal service failing then recovering: 503 + Retry-After, then the redelivery goes through once', async () => {
+  test('the application failing then recovering: 503 + Retry-After, then the redelivery goes through once', async () => {
     const payload = payloadJson();
-    world.webhook.status = () => 500;
+    world.application.status = () => 500;
     try {
       const failed = await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem, { payload }));
       assert.equal(failed.status, 503);
@@ -91,7 +91,7 @@ describe('delivered once', () => {
       assert.equal(failed.headers.get('retry-after'), '5');
       assert.equal(failed.body.retryable, true);
     } finally {
-      world.webhook.status = () => 200;
+      world.application.status = () => 200;
     }
     const redelivered = await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem, { payload }));
     assert.deepEqual(redelivered.body, { status: 'forwarded' });
@@ -102,8 +102,8 @@ describe('delivered once', () => {
 });
 
 describe('forward failures', () => {
-  test('an internal service that does not answer in time: 503, nothing remembered', async () => {
-    const slow = await new InternalWebhook().start();
+  test('an application that does not answer in time: 503, nothing remembered', async () => {
+    const slow = await new ApplicationStub().start();
     slow.delayMs = 2_000;
     const other = await startSignedReceiver(gateway, { SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS: '200' }, slow);
     try {
@@ -119,7 +119,7 @@ describe('forward failures', () => {
     }
   });
 
-  test('an internal service that cannot be reached: 503', async () => {
+  test('an application that cannot be reached: 503', async () => {
     const other = await startSignedReceiver(gateway, {
       SIDECAR_POSTBACK_FORWARD_URL: 'http://127.0.0.1:1/nothing-listens',
     });
@@ -180,7 +180,7 @@ describe('key rotation', () => {
         const answer = await deliver(rotating.receiverUrl, await signPostback(key.privateKeyPem));
         assert.equal(answer.status, 200);
       }
-      assert.equal(rotating.webhook.received.length, 2);
+      assert.equal(rotating.application.received.length, 2);
     } finally {
       await rotating.stop();
     }
@@ -208,7 +208,7 @@ describe('the replay memory unavailable', () => {
       assert.equal(answer.status, 503);
       assert.equal(answer.code, 'postback.state.unavailable');
       assert.equal(answer.headers.get('retry-after'), '5');
-      assert.equal(bare.webhook.received.length, 0);
+      assert.equal(bare.application.received.length, 0);
       assert.match(
         await bare.metrics.registry.metrics(),
         /signing_sidecar_postbacks_total\{outcome="store_unavailable"\} 1/,

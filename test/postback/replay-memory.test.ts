@@ -4,7 +4,7 @@ import { ReplayMemory } from '../../src/postback/replay-memory.js';
 import { MemoryStateStore } from '../../src/state/memory-store.js';
 
 describe('postback replay memory: the forward claim', () => {
-  const options = { nonceTtlMs: 95_000, deliveredTtlMs: 86_400_000, forwardTimeoutMs: 10_000 };
+  const options = { nonceTtlMs: 95_000, deliveredTtlMs: 86_400_000, deliveryTimeoutMs: 10_000 };
 
   it('outlives the forward and the store commands around it, so a redelivery meanwhile is not forwarded too', async () => {
     let now = 0;

@@ -7,7 +7,7 @@ import { startRedis, type TestRedis } from '../support/redis-server.js';
 import {
   deliver,
   gatewayKeys,
-  InternalWebhook,
+  ApplicationStub,
   payloadJson,
   signPostback,
   startSignedReceiver,
@@ -16,15 +16,15 @@ import {
 
 let redis: TestRedis;
 let gateway: TestKeys;
-let webhook: InternalWebhook;
+let application: ApplicationStub;
 let first: ReceiverWorld;
 let second: ReceiverWorld;
 
 before(async () => {
-  [redis, gateway, webhook] = await Promise.all([
+  [redis, gateway, application] = await Promise.all([
     startRedis({ user: true }),
     gatewayKeys(),
-    new InternalWebhook().start(),
+    new ApplicationStub().start(),
   ]);
   const env = {
     SIDECAR_STATE_STORE: 'redis',
@@ -32,17 +32,17 @@ before(async () => {
     SIDECAR_REDIS_USERNAME: redis.username,
     SIDECAR_REDIS_PASSWORD_FILE: redis.passwordFile,
   };
-  first = await startSignedReceiver(gateway, env, webhook);
-  second = await startSignedReceiver(gateway, env, webhook);
+  first = await startSignedReceiver(gateway, env, application);
+  second = await startSignedReceiver(gateway, env, application);
 });
 after(async () => {
   await first.running.stop();
   await second.running.stop();
-  await webhook.stop();
+  await application.stop();
   await redis.close();
 });
 
-const forwarded = (payload: string) => webhook.received.filter((r) => r.body.toString('utf8') === payload).length;
+const forwarded = (payload: string) => application.received.filter((r) => r.body.toString('utf8') === payload).length;
 
 describe('two replicas on one Redis', () => {
   test('the same signed postback replayed to the other replica is answered 200 and not forwarded again', async () => {
@@ -60,7 +60,7 @@ describe('two replicas on one Redis', () => {
   });
 
   test('concurrent copies on both replicas are forwarded once', async () => {
-    webhook.delayMs = 300;
+    application.delayMs = 300;
     try {
       const payload = payloadJson();
       const copies = await Promise.all(
@@ -72,7 +72,7 @@ describe('two replicas on one Redis', () => {
       assert.deepEqual(answers.map((a) => a.status).sort(), [200, 503, 503, 503]);
       assert.equal(forwarded(payload), 1);
     } finally {
-      webhook.delayMs = 0;
+      application.delayMs = 0;
     }
   });
 

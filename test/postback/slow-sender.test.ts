@@ -63,7 +63,7 @@ describe('slow senders', () => {
     const result = await trickle([head, ...body], 200);
     assert.ok(result.ms < 4_000, `closed after ${result.ms} ms`);
     assert.match(result.text, /^HTTP\/1\.1 408/);
-    assert.equal(world.webhook.received.length, 0);
+    assert.equal(world.application.received.length, 0);
   });
 
   test('a sender refused before its body is read (404, 405) cannot go on streaming it: the connection closes', async () => {

@@ -17,7 +17,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
 import { handleControl } from '../../packages/simulator/src/control-api.js';
 import type { SimContext } from '../../packages/simulator/src/context.js';
-import { InternalWebhook } from '../postback/support.js';
+import { ApplicationStub } from '../postback/support.js';
 import { freePort } from '../support/free-port.js';
 import { makeKeys as makeSidecarKeys } from '../support/keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
@@ -42,7 +42,7 @@ const STEP_MS = 15_000;
 
 let sim: RunningSimulator;
 let running: TestSidecar;
-let webhook: InternalWebhook;
+let webhook: ApplicationStub;
 let browser: Browser;
 let directKeys: TestKeys;
 let attacker: Server | undefined;
@@ -50,7 +50,7 @@ let attacker: Server | undefined;
 before(async () => {
   const [sidecarKeys, keys] = await Promise.all([makeSidecarKeys(), makeKeys()]);
   directKeys = keys;
-  webhook = await new InternalWebhook().start();
+  webhook = await new ApplicationStub().start();
   const receiverPort = await freePort();
   const webhookUrl = `http://127.0.0.1:${receiverPort}/hooks/payments`;
   sim = await startSimulator({

@@ -5,7 +5,7 @@ import { errorCode, proxyErrors, UpstreamError } from './upstream-errors.js';
 import { trustedCas } from './trusted-cas.js';
 
 /** The forward proxy as a connection needs it; read afresh at each CONNECT, so a rotated password is used next. */
-export interface ProxyRoute {
+export interface ForwardProxyRoute {
   /** `http://host:port` or `https://host:port`. */
   readonly origin: string;
   readonly username: string | undefined;
@@ -35,7 +35,11 @@ const CERTIFICATE_CODE = /^(ERR_TLS_CERT|CERT_|UNABLE_TO_|SELF_SIGNED|DEPTH_ZERO
  * Here every failure before the tunnel carries the gateway's TLS is an UpstreamError with an ERR_PROXY_* code and
  * happens inside the connect step, before undici writes any byte of the request: "nothing sent", by construction.
  */
-export function tunnelConnector(route: () => ProxyRoute, gatewayConnect: Connector, timeoutMs: number): Connector {
+export function forwardProxyConnector(
+  route: () => ForwardProxyRoute,
+  gatewayConnect: Connector,
+  timeoutMs: number,
+): Connector {
   return (options, callback) => {
     const proxy = route();
     let settled = false;
@@ -104,7 +108,7 @@ function defaultPort(protocol: string): string {
   return protocol === 'https:' ? '443' : '80';
 }
 
-function connectHeaders(options: ConnectOptions, proxy: ProxyRoute): Record<string, string> {
+function connectHeaders(options: ConnectOptions, proxy: ForwardProxyRoute): Record<string, string> {
   const headers: Record<string, string> = { host: authority(options) };
   if (proxy.username !== undefined && proxy.password !== undefined) {
     const credentials = Buffer.from(`${proxy.username}:${proxy.password.reveal()}`, 'utf8').toString('base64');
