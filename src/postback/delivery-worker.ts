@@ -1,7 +1,7 @@
 // `queued` delivery: each replica reads the inbox as one consumer of the group and delivers the postbacks to the
-// application, at most `concurrency` at once. A 2xx within SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS ends a postback; anything else
-// waits in the retry set for its next attempt (the schedule, or a longer Retry-After), and after the last one goes
-// to the dead letters.
+// application, at most `concurrency` at once. A 2xx within SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS ends a postback;
+// anything else waits in the retry set for its next attempt (the schedule, or a longer Retry-After), and after the
+// last one goes to the dead letters.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../observability/log.js';
 import type { InboxMetrics } from '../observability/postback-metrics.js';

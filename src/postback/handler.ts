@@ -1,6 +1,7 @@
 // One postback from the gateway, answered once: source, route, body, verification, replay memory, then the sink
-// (delivered to the application, or kept in the inbox). The answer tells the gateway whether to redeliver (503) or stop (200, or a refusal that would
-// only repeat). Each step returns what it learnt; the answer, the log line and the span are made from that.
+// (delivered to the application, or kept in the inbox). The answer tells the gateway whether to redeliver (503) or
+// stop (200, or a refusal that would only repeat). Each step returns what it learnt; the answer, the log line and
+// the span are made from that.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { sourceAllowed, type PostbackSourceAllowList } from '../config/postback-settings.js';
@@ -154,9 +155,9 @@ async function deliver(deps: PostbackHandlerDeps, postback: VerifiedPostback, ar
 }
 
 /**
- * Records the postback as delivered (to the application, or kept in the inbox). A failure is only logged: the postback is
- * delivered or kept all the same, and a 503 would make the gateway send it again; only a redelivery that the
- * gateway makes anyway could now go through twice, and the log line says so.
+ * Records the postback as delivered (to the application, or kept in the inbox). A failure is only logged: the
+ * postback is delivered or kept all the same, and a 503 would make the gateway send it again; only a redelivery
+ * that the gateway makes anyway could now go through twice, and the log line says so.
  */
 async function remember(
   deps: PostbackHandlerDeps,

@@ -31,7 +31,7 @@ redis.call('HSET', KEYS[1], 'last_attempt_ms', ARGV[3])
 local f = redis.call('HMGET', KEYS[1], 'payload', 'headers', 'order', 'mac')
 return {attempts, f[1], f[2], f[3], f[4]}`);
 
-/** Shared by RECORD_OUTCOME and DROP: takes `id` out of its line; the next postback of the transaction goes to the stream. */
+/** Shared by RECORD_OUTCOME and DROP: takes `id` out of its line; its transaction's next one goes to the stream. */
 const LEAVE_LINE = `local function leave_line(line, stream, id)
   if redis.call('LINDEX', line, 0) == id then
     redis.call('LPOP', line)

@@ -114,7 +114,7 @@ export interface PostbackInbox {
    * read whose answer was lost on the way (a command timeout) left them with it, unknown to it.
    */
   recover(consumer: string, count: number, nowMs: number, delivering: ReadonlySet<string>): Promise<TakenPostback[]>;
-  /** Postbacks another consumer took more than `minIdleMs` ago and did not record an outcome for (it died): now `consumer`'s. */
+  /** Postbacks another consumer took over `minIdleMs` ago and recorded no outcome for (it died): `consumer`'s now. */
   claimStale(consumer: string, minIdleMs: number, count: number, nowMs: number): Promise<TakenPostback[]>;
   /** Records a delivery's outcome; false when another replica recorded one first, or the postback was dropped. */
   record(postback: TakenPostback, deliveryOutcome: DeliveryOutcome, nowMs: number): Promise<boolean>;

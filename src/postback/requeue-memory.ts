@@ -45,9 +45,9 @@ export interface RequeueMemoryOptions {
 
 /**
  * Holds accepted postbacks (in arrival order, within maxBytes: the oldest go first, counted) until a lookup finds
- * them gone from the inbox under the same epoch, or this replica's own delivery records them delivered. On a wipe it appends
- * again every postback held that was appended under an older epoch, oldest first, so one transaction's postbacks
- * held here keep their order; an append that fails is tried again at the next lookup.
+ * them gone from the inbox under the same epoch, or this replica's own delivery records them delivered. On a wipe it
+ * appends again every postback held that was appended under an older epoch, oldest first, so one transaction's
+ * postbacks held here keep their order; an append that fails is tried again at the next lookup.
  */
 export class RequeueMemory {
   private readonly held = new Map<string, Held>();

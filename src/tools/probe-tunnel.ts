@@ -10,15 +10,15 @@ import { forwardProxyConnector } from '../upstream/forward-proxy-tunnel.js';
 import { describeTls, type ProbeResult } from './probe-connection.js';
 
 export interface TunnelProbe {
-  /** The proxy hop: reached, and did it open the tunnel. */
+  /** The forward proxy hop: reached, and did it open the tunnel. */
   readonly proxy: ProbeResult;
   /** The gateway through the tunnel (TLS, certificate and name); undefined when no tunnel was opened. */
   readonly gateway: ProbeResult | undefined;
 }
 
 /**
- * Opens one tunnel exactly as `serve` does (tunnel.ts, the same connector and trust) and says which hop failed:
- * the proxy (unreachable, or its answer to the CONNECT: 407, 403, 502...) or the gateway through it.
+ * Opens one tunnel exactly as `serve` does (forward-proxy-tunnel.ts, the same connector and trust) and says which hop
+ * failed: the forward proxy (unreachable, or its answer to the CONNECT: 407, 403, 502...) or the gateway through it.
  */
 export function probeTunnel(
   base: BaseAddress,

@@ -81,7 +81,7 @@ describe('delivered once', () => {
     }
   });
 
-  test('the application failing then recovering: 503 + Retry-After, then the redelivery goes through once', async () => {
+  test('the application failing, then recovering: 503 + Retry-After, then the redelivery goes through once', async () => {
     const payload = payloadJson();
     world.application.status = () => 500;
     try {
