@@ -186,7 +186,7 @@ function signedRoutes(settings: Settings): readonly string[] {
   return routes;
 }
 
-/** The proxy's own host, checked by the listen-host rules (listen-host.ts). */
+/** The egress listener's own host, checked by the listen-host rules (listen-host.ts). */
 function listenHost(settings: Settings, warnings: ConfigWarning[]): string {
   const host = settings.listen.host.trim();
   const warning = checkListenHost(host, settings.listen.allowNonLoopback);

@@ -23,7 +23,7 @@ export type UpstreamConfig = GroupConfig<Settings['upstream'], UpstreamParsed>;
 export interface UpstreamInput {
   /** The `upstream` settings after the schema validation (setting-values.ts: paths resolved, lists trimmed). */
   readonly raw: Settings['upstream'];
-  /** The gateway, for the proxy from HTTPS_PROXY / NO_PROXY; undefined when it was refused. */
+  /** The gateway, for the forward proxy from HTTPS_PROXY / NO_PROXY; undefined when it was refused. */
   readonly base: BaseAddress | undefined;
   readonly env: NodeJS.ProcessEnv;
   readonly readFile: (setting: string, path: string) => string;

@@ -1,6 +1,6 @@
 // `check` for the postback receiver: the settings that config validation already proved (URL form, keys) are
-// shown with what they resolve to, and the one thing config cannot know is probed: can the internal service be
-// reached. No postback is sent: the internal service would take it for a real one.
+// shown with what they resolve to, and the one thing config cannot know is probed: can the application be
+// reached. No postback is sent: the application would take it for a real one.
 import type { PostbackConfig } from '../config/postback-settings.js';
 import { publicKeyFingerprint } from '../signing/keys.js';
 import { signedPostbackUrl } from '../postback/public-url.js';
@@ -52,7 +52,7 @@ export async function checkPostbacks(postback: PostbackConfig | undefined, repor
     hostname: forward.hostname,
     isLoopback: false,
   };
-  // The forwarder trusts the system roots only, so the probe does too.
+  // The application client trusts the system roots only, so the probe does too.
   const probe = await probeConnection(base, undefined, Math.min(postback.forwardTimeoutMs, 5_000));
   const detail = probe.mark === '✔' && base.protocol === 'http:' ? 'TCP ok' : probe.detail;
   report.line(probe.mark, 'postback forward URL reachable', `${forward.origin}${forward.pathname}: ${detail}`);

@@ -51,7 +51,7 @@ function verdict(status: number, body: unknown, config: Config): Omit<LoginResul
 }
 
 /**
- * POSTs the password grant (spec 4.1) once, through the same forwarder, path and body as `serve`. Also records
+ * POSTs the password grant (spec 4.1) once, through the same gateway client, path and body as `serve`. Also records
  * the Date header and local timing for the skew check, which works even when the login is refused. The tokens
  * in the answer are discarded unprinted.
  */

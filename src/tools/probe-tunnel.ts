@@ -56,14 +56,14 @@ function describeFailure(error: Error | null, via: string): TunnelProbe {
   const status = proxyStatus(error);
   if (status !== undefined) {
     return {
-      proxy: { mark: '✘', detail: `${via}: the proxy refused it, ${status}${refusalHint(status)}` },
+      proxy: { mark: '✘', detail: `${via}: the forward proxy refused it, ${status}${refusalHint(status)}` },
       gateway: undefined,
     };
   }
   if (code.startsWith('ERR_PROXY_') && code !== 'ERR_PROXY_TUNNEL_CLOSED') {
     return { proxy: { mark: '✘', detail: `${via}: ${code}, ${error?.message ?? ''}` }, gateway: undefined };
   }
-  // The proxy opened the tunnel: what failed is the gateway's TLS through it.
+  // The forward proxy opened the tunnel: what failed is the gateway's TLS through it.
   const hint =
     code.startsWith('ERR_TLS_') || /CERT|SELF_SIGNED|UNABLE_TO/.test(code)
       ? ` (trust the gateway CA with ${envVarOf('upstream.caFile') ?? 'SIDECAR_UPSTREAM_CA_FILE'})`
@@ -78,7 +78,7 @@ function refusalHint(status: number): string {
   if (status === 407) {
     return ` authentication required (check ${envVarOf('upstream.proxy.username')} and ${envVarOf('upstream.proxy.passwordFile')})`;
   }
-  if (status === 403) return " forbidden (the proxy's rules do not allow CONNECT to this host and port)";
-  if (status >= 500) return ' (the proxy could not reach the gateway: its DNS, route or the gateway itself)';
+  if (status === 403) return " forbidden (the forward proxy's rules do not allow CONNECT to this host and port)";
+  if (status >= 500) return ' (the forward proxy could not reach the gateway: its DNS, route or the gateway itself)';
   return '';
 }
