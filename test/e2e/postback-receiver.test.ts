@@ -108,7 +108,7 @@ describe('signed postbacks from the simulator', () => {
         attempts.map((a) => a.status),
         [503, 503, 200],
       );
-      assert.equal(receivedFor(id).length, 3, 'two failed forwards, one that went through');
+      assert.equal(receivedFor(id).length, 3, 'two failed deliveries, one that went through');
       assert.equal(receivedFor(id).filter((r) => r.headers['x-postback-verified'] === 'signature').length, 3);
     } finally {
       application.status = () => 200;

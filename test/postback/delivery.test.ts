@@ -31,20 +31,20 @@ before(async () => {
 });
 after(() => world.stop());
 
-const forwardedCount = (payload: string) =>
+const deliveredCount = (payload: string) =>
   world.application.received.filter((r) => r.body.toString('utf8') === payload).length;
 
 describe('delivered once', () => {
-  test('the same signed request replayed (same nonce) gets 200 without a second forward', async () => {
+  test('the same signed request replayed (same nonce) gets 200 without a second delivery', async () => {
     const postback = await signPostback(gateway.privateKeyPem);
     assert.deepEqual((await deliver(world.receiverUrl, postback)).body, { status: 'forwarded' });
     const replay = await deliver(world.receiverUrl, postback);
     assert.equal(replay.status, 200);
     assert.deepEqual(replay.body, { status: 'duplicate' });
-    assert.equal(forwardedCount(postback.payload), 1);
+    assert.equal(deliveredCount(postback.payload), 1);
   });
 
-  test('a redelivery with a fresh nonce (our 200 was lost) gets 200 without a second forward', async () => {
+  test('a redelivery with a fresh nonce (our 200 was lost) gets 200 without a second delivery', async () => {
     const payload = payloadJson();
     assert.equal(
       (await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem, { payload }))).status,
@@ -53,10 +53,10 @@ describe('delivered once', () => {
     const again = await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem, { payload }));
     assert.equal(again.status, 200);
     assert.deepEqual(again.body, { status: 'duplicate' });
-    assert.equal(forwardedCount(payload), 1);
+    assert.equal(deliveredCount(payload), 1);
   });
 
-  test('concurrent copies of one payload are forwarded once; the others are told to come back', async () => {
+  test('concurrent copies of one payload are delivered once; the others are told to come back', async () => {
     world.application.delayMs = 300;
     try {
       const payload = payloadJson();
@@ -71,11 +71,11 @@ describe('delivered once', () => {
         assert.equal(answer.headers.get('retry-after'), '5');
         assert.equal(answer.body.retryable, true);
       }
-      assert.equal(forwardedCount(payload), 1);
-      // The gateway's redelivery of a refused copy, after the first one went through: 200, not forwarded again.
+      assert.equal(deliveredCount(payload), 1);
+      // The gateway's redelivery of a refused copy, after the first one went through: 200, not delivered again.
       const later = await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem, { payload }));
       assert.deepEqual(later.body, { status: 'duplicate' });
-      assert.equal(forwardedCount(payload), 1);
+      assert.equal(deliveredCount(payload), 1);
     } finally {
       world.application.delayMs = 0;
     }
@@ -97,11 +97,11 @@ describe('delivered once', () => {
     assert.deepEqual(redelivered.body, { status: 'forwarded' });
     const third = await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem, { payload }));
     assert.deepEqual(third.body, { status: 'duplicate' });
-    assert.equal(forwardedCount(payload), 2, 'the failed attempt and the one that went through');
+    assert.equal(deliveredCount(payload), 2, 'the failed attempt and the one that went through');
   });
 });
 
-describe('forward failures', () => {
+describe('delivery failures', () => {
   test('an application that does not answer in time: 503, nothing remembered', async () => {
     const slow = await new ApplicationStub().start();
     slow.delayMs = 2_000;
@@ -198,7 +198,7 @@ class UnavailableStore extends MemoryStateStore {
 }
 
 describe('the replay memory unavailable', () => {
-  test('answers 503 with Retry-After and forwards nothing (never without the replay check)', async () => {
+  test('answers 503 with Retry-After and delivers nothing (never without the replay check)', async () => {
     const bare = await startBareReceiver(gateway, {
       store: new UnavailableStore(),
       log: createLogger('info', new CapturedOutput()),

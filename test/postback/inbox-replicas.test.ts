@@ -19,7 +19,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 interface Fleet {
   readonly redis: TestRedis;
   readonly gateway: TestKeys;
-  /** Starts one more replica on the same Redis, forwarding to `webhookUrl`. */
+  /** Starts one more replica on the same Redis, delivering to `webhookUrl`. */
   readonly replica: (env?: NodeJS.ProcessEnv) => Promise<SpawnedSidecar & { readonly receiverUrl: string }>;
 }
 

@@ -1,5 +1,5 @@
 // Senders that hold the receiver: a head that never ends and a body that trickles are cut by the receiver's own
-// deadlines (shortened here through the test hook; 10 s and 15 s in production), and nothing is forwarded.
+// deadlines (shortened here through the test hook; 10 s and 15 s in production), and nothing is delivered.
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
@@ -50,7 +50,7 @@ describe('slow senders', () => {
     assert.match(result.text, /^HTTP\/1\.1 408/);
   });
 
-  test('a body that trickles in past the request deadline is cut with 408 and nothing is forwarded', async () => {
+  test('a body that trickles in past the request deadline is cut with 408 and nothing is delivered', async () => {
     const postback = await signPostback(privateKeyPem);
     const head =
       `POST ${PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +

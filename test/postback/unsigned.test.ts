@@ -51,7 +51,7 @@ describe('unsigned postbacks accepted from the allowed ranges', () => {
   });
   after(() => world.stop());
 
-  test('are forwarded marked unsigned, whatever the sender claimed, and delivered once', async () => {
+  test('are delivered marked unsigned, whatever the sender claimed, and delivered once', async () => {
     const postback = unsigned();
     const answer = await deliver(world.receiverUrl, postback);
     assert.equal(answer.status, 200);

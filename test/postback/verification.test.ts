@@ -72,7 +72,7 @@ describe('a genuine signed postback', () => {
   });
 });
 
-describe('refused, and never forwarded', () => {
+describe('refused, and never delivered', () => {
   const refused = async (postback: { headers: Record<string, string>; body: string }, status: number, code: string) => {
     const count = world.application.received.length;
     const answer = await deliver(world.receiverUrl, postback);
@@ -80,7 +80,7 @@ describe('refused, and never forwarded', () => {
     assert.equal(answer.code, code);
     assert.equal(answer.body.retryable, false);
     assert.equal(typeof answer.body.message, 'string');
-    assert.equal(world.application.received.length, count, 'nothing forwarded');
+    assert.equal(world.application.received.length, count, 'nothing delivered');
   };
 
   test('a signature by another key (forged)', async () => {
@@ -150,7 +150,7 @@ describe('refused, and never forwarded', () => {
       });
       assert.equal(answer.status, 401, name);
       assert.equal(answer.code, 'postback.signature.invalid', name);
-      assert.equal(world.application.received.length, count, `${name}: nothing forwarded`);
+      assert.equal(world.application.received.length, count, `${name}: nothing delivered`);
     }
     // None of them burnt the genuine postback's nonce.
     assert.deepEqual((await deliver(world.receiverUrl, genuine)).body, { status: 'forwarded' });
