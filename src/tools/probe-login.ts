@@ -56,11 +56,11 @@ function verdict(status: number, body: unknown, config: Config): Omit<LoginResul
  * in the answer are discarded unprinted.
  */
 export async function probeLogin(config: Config): Promise<LoginResult> {
-  const forwarder = createForwarder(config.base, { ...config.upstream, connections: 1 });
+  const gatewayClient = createForwarder(config.base, { ...config.upstream, connections: 1 });
   const path = `${config.base.pathPrefix}${TOKEN_PATH}`;
   try {
     const sentMs = Date.now();
-    const outcome = await forwarder.send({
+    const outcome = await gatewayClient.send({
       path,
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(passwordGrant(config.username, config.password)),
@@ -79,7 +79,7 @@ export async function probeLogin(config: Config): Promise<LoginResult> {
     const skew = typeof date === 'string' ? { dateHeader: date, sentMs, receivedMs } : undefined;
     return { ...verdict(status, parseBody(body), config), skew };
   } finally {
-    await forwarder.close();
+    await gatewayClient.close();
   }
 }
 
