@@ -1,6 +1,6 @@
 // The simulator's sandbox pages in a real browser (Debian's Chromium, driven by playwright-core): a deposit made
 // through the sidecar, its transaction_link opened, "Pay" or "Decline" pressed, and the signed postback followed
-// through the sidecar's postback receiver to an internal webhook; the dashboard showing a refused request with
+// through the sidecar's postback receiver to the application; the dashboard showing a refused request with
 // its spec code; and the payment form refusing another site's post.
 //
 // UPDATE_SCREENSHOTS=1 writes the screenshots docs/simulator.md shows (docs/images/); without it the run writes
@@ -125,7 +125,7 @@ async function postbackFor(id: string): Promise<{ payload: Payload; verified: st
       const payload = JSON.parse(r.body.toString('utf8')) as Payload;
       if (payload.transaction_id === id) return { payload, verified: String(r.headers['x-postback-verified']) };
     }
-    if (Date.now() > deadline) throw new Error(`no postback for ${id} reached the internal webhook`);
+    if (Date.now() > deadline) throw new Error(`no postback for ${id} reached the application`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
