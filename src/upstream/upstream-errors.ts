@@ -14,7 +14,7 @@ export class UpstreamError extends Error {
 }
 
 export const upstreamErrors = {
-  /** The forwarder is closing or was destroyed: nothing was sent, and retrying will not help. */
+  /** The gateway client is closing or was destroyed: nothing was sent, and retrying will not help. */
   closed: (message: string) => new UpstreamError('ERR_FORWARDER_CLOSED', message),
   /** Every connection stayed busy past connectTimeoutMs: nothing was sent, and the retry loop may sign afresh. */
   poolTimeout: () => new UpstreamError('ERR_GATEWAY_POOL_TIMEOUT', 'no gateway connection free in time'),
