@@ -4,7 +4,7 @@ import { dirname, resolve } from 'node:path';
 import convict from 'convict';
 import type * as Yaml from 'yaml';
 import { ConfigError } from '../errors.js';
-import { attempt } from './collect-errors.js';
+import { attempt } from './attempt.js';
 import { parseBaseAddress, type BaseAddress } from './base-url.js';
 import type { Config } from './config.js';
 import type { ConfigWarning } from './config-warning.js';
@@ -186,7 +186,7 @@ function signedRoutes(settings: Settings): readonly string[] {
   return routes;
 }
 
-/** The proxy's own host, checked by the listen-host rules (listen-host.ts). */
+/** The egress listener's own host, checked by the listen-host rules (listen-host.ts). */
 function listenHost(settings: Settings, warnings: ConfigWarning[]): string {
   const host = settings.listen.host.trim();
   const warning = checkListenHost(host, settings.listen.allowNonLoopback);

@@ -1,6 +1,7 @@
 // One postback from the gateway, answered once: source, route, body, verification, replay memory, then the sink
-// (forwarded or kept). The answer tells the gateway whether to redeliver (503) or stop (200, or a refusal that would
-// only repeat). Each step returns what it learnt; the answer, the log line and the span are made from that.
+// (delivered to the application, or kept in the inbox). The answer tells the gateway whether to redeliver (503) or
+// stop (200, or a refusal that would only repeat). Each step returns what it learnt; the answer, the log line and
+// the span are made from that.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { sourceAllowed, type PostbackSourceAllowList } from '../config/postback-settings.js';
@@ -26,7 +27,7 @@ export interface PostbackHandlerDeps {
   readonly allow: PostbackSourceAllowList | undefined;
   readonly verify: PostbackVerifier;
   readonly memory: ReplayMemory;
-  /** Where a verified postback goes: forwarded now, or kept in the inbox (sink.ts). */
+  /** Where a verified postback goes: delivered now, or kept in the inbox (sink.ts). */
   readonly sink: PostbackSink;
   /** Bytes of large bodies buffered at once, across the receiver's connections. */
   readonly budget: BodyBudget;
@@ -122,7 +123,7 @@ async function receive(req: IncomingMessage, deps: PostbackHandlerDeps, arrival:
 
 /**
  * Records the nonce, then hands the postback to the sink once: the replay memory's claim keeps two copies arriving
- * at once from both being forwarded (or appended), and a copy of one delivered already is answered `duplicate`.
+ * at once from both being delivered (or appended), and a copy of one delivered already is answered `duplicate`.
  */
 async function deliver(deps: PostbackHandlerDeps, postback: VerifiedPostback, arrival: Arrival): Promise<Handled> {
   const { memory } = deps;
@@ -154,9 +155,9 @@ async function deliver(deps: PostbackHandlerDeps, postback: VerifiedPostback, ar
 }
 
 /**
- * Records the postback as delivered (forwarded, or kept in the inbox). A failure is only logged: the postback is
- * delivered or kept all the same, and a 503 would make the gateway send it again; only a redelivery that the
- * gateway makes anyway could now go through twice, and the log line says so.
+ * Records the postback as delivered (to the application, or kept in the inbox). A failure is only logged: the
+ * postback is delivered or kept all the same, and a 503 would make the gateway send it again; only a redelivery
+ * that the gateway makes anyway could now go through twice, and the log line says so.
  */
 async function remember(
   deps: PostbackHandlerDeps,
@@ -217,8 +218,8 @@ function logLine(deps: PostbackHandlerDeps, handled: Handled, arrival: Arrival, 
     nonceReplayed: handled.nonceReplayed,
     payloadDigest: postback?.digest,
     postbackId: delivery?.postbackId,
-    internalStatus: delivery?.internalStatus,
-    forwardFailure: delivery?.forwardFailure,
+    internalStatus: delivery?.applicationStatus,
+    forwardFailure: delivery?.deliveryFailure,
     error: handled.error,
     durationMs: Math.round(ms),
     traceId: arrival.trace?.traceId,
@@ -247,7 +248,7 @@ export function createPostbackHandler(deps: PostbackHandlerDeps) {
         'sidecar.postback.outcome': answer.outcome,
         'sidecar.code': code,
         'sidecar.postback.verified': handled.postback?.verified,
-        'sidecar.postback.forward_status': handled.delivery?.internalStatus,
+        'sidecar.postback.forward_status': handled.delivery?.applicationStatus,
       });
       if (answer.status >= 500) span.fail(code);
       span.end();

@@ -16,8 +16,8 @@ import type { Logger } from '../observability/log.js';
 import type { InboxMetrics, PostbackMetrics } from '../observability/postback-metrics.js';
 import type { Tracing } from '../observability/tracing.js';
 import type { StateStore } from '../state/state-store.js';
-import { createPostbackForwarder, type PostbackForwarder } from './forward.js';
-import { createForwardSigner } from './forward-signing.js';
+import { createApplicationClient, type ApplicationClient } from './application-client.js';
+import { createDeliverySigner } from './delivery-signing.js';
 import { createDeliveryWorker, type DeliveryWorker } from './delivery-worker.js';
 import { createPostbackHandler } from './handler.js';
 import type { PostbackInbox } from './inbox.js';
@@ -28,8 +28,8 @@ import { createPostbackVerifier } from './verify-postback.js';
 
 /**
  * A sender gets 10 s for its headers and 15 s for the whole request (the body deadline: a body trickling in is
- * cut with 408); an idle keep-alive connection is closed after 5 s. The answer may take up to the forward
- * timeout: no timeout applies to it here.
+ * cut with 408); an idle keep-alive connection is closed after 5 s. The answer may take up to the delivery
+ * timeout (SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS): no timeout applies to it here.
  */
 const RECEIVER_LISTENER = {
   headersTimeout: 10_000,
@@ -73,7 +73,7 @@ export interface PostbackReceiverDeps {
   readonly listener?: { readonly headersTimeout?: number; readonly requestTimeout?: number };
 }
 
-/** `direct`: forwarded to the application at once; `queued`: kept in the inbox on Redis for the delivery worker. */
+/** `direct`: delivered to the application at once; `queued`: kept in the inbox on Redis for the delivery worker. */
 export type PostbackDelivery =
   | { readonly kind: 'direct' }
   | { readonly kind: 'queued'; readonly inbox: PostbackInbox; readonly metrics: InboxMetrics };
@@ -90,23 +90,23 @@ export interface PostbackReceiver {
   close(maxMs: number): Promise<void>;
 }
 
-/** The sink the handler hands postbacks to and, `queued`, the worker that forwards them from the inbox. */
+/** The sink the handler hands postbacks to and, `queued`, the worker that delivers them from the inbox. */
 function deliveryFor(
   config: PostbackConfig,
   deps: PostbackReceiverDeps,
-  forwarder: PostbackForwarder,
+  application: ApplicationClient,
   stopping: AbortSignal,
 ): { readonly sink: PostbackSink; readonly worker?: DeliveryWorker } {
   const { delivery } = deps;
   const nowMs = deps.nowMs ?? Date.now;
   if (delivery.kind === 'direct') {
-    return { sink: directSink({ forwarder, metrics: deps.metrics, stopping, tracing: deps.tracing }) };
+    return { sink: directSink({ application, metrics: deps.metrics, stopping, tracing: deps.tracing }) };
   }
   const sink = inboxSink({ inbox: delivery.inbox, orderField: config.orderField, nowMs, tracing: deps.tracing });
   const worker = createDeliveryWorker({
     inbox: delivery.inbox,
     metrics: delivery.metrics,
-    forwarder,
+    application,
     concurrency: config.deliveryConcurrency,
     scheduleMs: config.retryScheduleMs,
     visibilityTimeoutMs: config.visibilityTimeoutMs,
@@ -121,9 +121,9 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
   const stopping = new AbortController();
   let keys = config.publicKeys;
   const signer =
-    config.forwardSecret === undefined ? undefined : createForwardSigner(config.forwardSecret, deps.nowMs ?? Date.now);
-  const forwarder = createPostbackForwarder(config.forwardUrl, config.forwardTimeoutMs, signer);
-  const { sink, worker } = deliveryFor(config, deps, forwarder, stopping.signal);
+    config.forwardSecret === undefined ? undefined : createDeliverySigner(config.forwardSecret, deps.nowMs ?? Date.now);
+  const application = createApplicationClient(config.forwardUrl, config.forwardTimeoutMs, signer);
+  const { sink, worker } = deliveryFor(config, deps, application, stopping.signal);
   const handle = createPostbackHandler({
     path: config.publicUrl.path,
     allow: config.allowCidrs,
@@ -135,7 +135,7 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
     memory: new ReplayMemory(deps.store, {
       nonceTtlMs: nonceTtlSeconds(config) * 1000,
       deliveredTtlMs: config.deliveredTtlSeconds * 1000,
-      forwardTimeoutMs: config.forwardTimeoutMs,
+      deliveryTimeoutMs: config.forwardTimeoutMs,
       storeCommandTimeoutMs: deps.storeCommandTimeoutMs ?? 0,
     }),
     sink,
@@ -166,7 +166,7 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
     replaceKeys: (next) => {
       keys = next;
     },
-    replaceForwardSecret: (secret) => forwarder.replaceSecret(secret),
+    replaceForwardSecret: (secret) => application.replaceSecret(secret),
     async start() {
       const url = await listen(server, config.listen.host, config.listen.port);
       worker?.start();
@@ -178,13 +178,13 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
       await inFlight.waitIdle(maxMs);
-      // Forwards still waiting are aborted: each is answered 503 and its claim released, so it is redelivered.
+      // Deliveries still waiting are aborted: each is answered 503 and its claim released, so it is redelivered.
       stopping.abort();
       await inFlight.waitIdle(ABORTED_ANSWER_MS);
       server.closeAllConnections();
       // Postbacks not delivered by then stay pending in the inbox; another replica takes them over.
       await delivered;
-      await Promise.all([closed, forwarder.close()]);
+      await Promise.all([closed, application.close()]);
     },
   };
 }

@@ -1,9 +1,9 @@
-// Where a verified postback goes: forwarded to the application at once (`direct`), or kept in the inbox for the
+// Where a verified postback goes: delivered to the application at once (`direct`), or kept in the inbox for the
 // delivery worker (`queued`). The receiver builds one of them from the delivery the wiring chose; the handler only
 // hands postbacks to it.
 import type { PostbackMetrics } from '../observability/postback-metrics.js';
 import type { TraceContext, TraceSpan, Tracing } from '../observability/tracing.js';
-import { forwardHeaders, type PostbackForwarder } from './forward.js';
+import { deliveryHeaders, type ApplicationClient } from './application-client.js';
 import { orderKeyOf, postbackIdOf, type PostbackInbox } from './inbox.js';
 import { postbackRefusals, type PostbackRefusal } from './refusal.js';
 import type { VerifiedPostback } from './verify-postback.js';
@@ -20,13 +20,16 @@ export interface Arrival {
 export interface DeliveryReport {
   /** The postback's id (X-Postback-Id, webhook-id). */
   readonly postbackId: string;
-  /** `direct`: the application's status, or why there is none. */
-  readonly internalStatus?: number | undefined;
-  readonly forwardFailure?: string | undefined;
+  /** `direct`: the application's status, or why there is none (logged as `internalStatus`, `forwardFailure`). */
+  readonly applicationStatus?: number | undefined;
+  readonly deliveryFailure?: string | undefined;
 }
 
 export type Handed =
-  /** Forwarded (the application answered 2xx), or kept in the inbox (accepted, or there already: duplicate). */
+  /**
+   * Delivered (`forwarded`: the application answered 2xx), or kept in the inbox (accepted, or there already:
+   * duplicate).
+   */
   | {
       readonly kind: 'taken';
       readonly outcome: 'forwarded' | 'accepted' | 'duplicate';
@@ -40,11 +43,11 @@ export interface PostbackSink {
   hand(postback: VerifiedPostback, arrival: Arrival): Promise<Handed>;
 }
 
-/** `direct`: one forward to the application now; anything but a 2xx asks the gateway to redeliver. */
+/** `direct`: one delivery to the application now; anything but a 2xx asks the gateway to redeliver. */
 export function directSink(deps: {
-  readonly forwarder: PostbackForwarder;
+  readonly application: ApplicationClient;
   readonly metrics: PostbackMetrics;
-  /** Aborted when the receiver stops waiting for forwards at shutdown. */
+  /** Aborted when the receiver stops waiting for deliveries at shutdown. */
   readonly stopping: AbortSignal;
   readonly tracing?: Tracing | undefined;
 }): PostbackSink {
@@ -53,10 +56,10 @@ export function directSink(deps: {
       const span = deps.tracing?.enabled ? deps.tracing.startSpan('postback delivery', 'client', trace) : undefined;
       const traceHeaders = span?.context === undefined ? undefined : deps.tracing?.headers(span.context);
       const postbackId = postbackIdOf(postback.digest);
-      const result = await deps.forwarder.forward(postback, requestId, deps.stopping, traceHeaders);
+      const result = await deps.application.deliver(postback, requestId, deps.stopping, traceHeaders);
       if (span !== undefined) endDelivery(span, result.status, result.failure);
       deps.metrics.forwarded(result.seconds);
-      const report = { postbackId, internalStatus: result.status, forwardFailure: result.failure };
+      const report = { postbackId, applicationStatus: result.status, deliveryFailure: result.failure };
       if (result.status !== undefined && result.status >= 200 && result.status < 300) {
         return { kind: 'taken', outcome: 'forwarded', report };
       }
@@ -64,14 +67,14 @@ export function directSink(deps: {
         result.status === undefined
           ? `could not be delivered (${result.failure ?? 'error'})`
           : `answered ${result.status}`;
-      const refusal = postbackRefusals.forwardFailed(`the internal service ${why}; deliver it again later`);
+      const refusal = postbackRefusals.deliveryFailed(`the application ${why}; deliver it again later`);
       return { kind: 'refused', refusal, report };
     },
   };
 }
 
 /**
- * `queued`: appended to the inbox, answered at once; the delivery worker forwards it, those with the same
+ * `queued`: appended to the inbox, answered at once; the delivery worker delivers it, those with the same
  * `orderField` value (one transaction's) in arrival order. The append is idempotent (the postback's id is its
  * payload's digest): a copy that arrives after an append whose answer was lost (a 503) is `duplicate`, and its 200
  * waits for the replicas like the first append did.
@@ -92,7 +95,7 @@ export function inboxSink(deps: {
         {
           id: postbackId,
           payload: postback.payload.toString('utf8'),
-          headers: forwardHeaders(postback, requestId, traceHeaders),
+          headers: deliveryHeaders(postback, requestId, traceHeaders),
           orderKey: orderKeyOf(postback.payload, deps.orderField, postbackId),
         },
         deps.nowMs(),

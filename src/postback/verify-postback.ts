@@ -61,7 +61,7 @@ function envelopeData(body: Buffer): string {
 }
 
 /**
- * Fatal: bytes that are not UTF-8 would otherwise be checked as U+FFFD and forwarded as they are, so that the
+ * Fatal: bytes that are not UTF-8 would otherwise be checked as U+FFFD and delivered as they are, so that the
  * application parses other text than the one checked here. A byte order mark is kept, so JSON.parse refuses it.
  */
 const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
