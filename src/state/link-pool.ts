@@ -2,12 +2,12 @@ import type { RedisLink } from './redis-client.js';
 
 /**
  * Connections of their own for acknowledged writes (a write, then WAIT on the connection that made it). WAIT blocks
- * the connection it runs on until the replicas hold its writes or its timeout passes, and it counts every write that
- * connection made: on the store's shared connection, one caller's WAIT held every command queued behind it and
- * waited for the other callers' writes too. Here each acknowledged write leases a link for its write and its WAIT,
- * alone; the rest of the store's commands stay on the shared connection. Four: a keyed request makes about three
- * acknowledged writes of a millisecond or two each with a nearby replica, so four in flight carry well over 200
- * requests a second, and a stalled replica holds four connections, not the store.
+ * the connection it runs on until the replicas hold its writes or its timeout passes: on the store's shared
+ * connection, one caller's WAIT held every command queued behind it (tokens, reads, the inbox's reads). Here each
+ * acknowledged write sends its write and its WAIT on the least busy of these links; the rest of the store's commands
+ * stay on the shared connection. A link is not leased: under load, writes of several callers pipeline on one link and
+ * one WAIT answers for all of them (it counts every write the link made before it), so a busy replica costs latency,
+ * never a cap on writes in flight. Four: a stalled replica blocks four WAITs at a time, not one after the other.
  */
 export const ACKNOWLEDGED_WRITE_CONNECTIONS = 4;
 
@@ -19,76 +19,37 @@ export class PoolNotConnected extends Error {
   }
 }
 
-/** Every link was leased for longer than the caller could wait: nothing was sent. */
-export class PoolExhausted extends Error {
-  override readonly name = 'PoolExhausted';
-  constructor(readonly timeoutMs: number) {
-    super(`no connection for acknowledged writes free within ${timeoutMs} ms`);
-  }
-}
-
-/** Links leased one caller at a time, first come first served. */
+/** Links shared by acknowledged writes, each sent to the connected link with the fewest of them in flight. */
 export class LinkPool {
-  private readonly free: RedisLink[];
-  private readonly waiting: ((link: RedisLink) => void)[] = [];
+  private readonly inFlight = new Map<RedisLink, number>();
 
   constructor(readonly links: readonly RedisLink[]) {
-    this.free = [...links];
-    // A link (re)connecting is one more a waiter can have (at start, the links connect one after the other).
-    for (const link of links) link.onReady(() => this.handOver());
+    for (const link of links) this.inFlight.set(link, 0);
   }
 
-  /** At least one link is connected (the store is available only then, as for its other connections). */
-  anyReady(): boolean {
-    return this.links.some((link) => link.isReady);
+  /** Every link is connected (the store counts as available only then, as for its other connections). */
+  allReady(): boolean {
+    return this.links.every((link) => link.isReady);
   }
 
-  /**
-   * Runs `use` on a connected link nobody else uses until it settles. Waits at most `timeoutMs` for one to be free,
-   * then rejects with PoolExhausted having sent nothing: a write given up on is never sent later.
-   */
-  async lease<T>(timeoutMs: number, use: (link: RedisLink) => Promise<T>): Promise<T> {
-    const link = await this.acquire(timeoutMs);
+  /** Runs `use` (a write and its WAIT) on the least busy connected link; PoolNotConnected when none is. */
+  async use<T>(use: (link: RedisLink) => Promise<T>): Promise<T> {
+    const link = this.leastBusy();
+    if (link === undefined) throw new PoolNotConnected();
+    this.inFlight.set(link, (this.inFlight.get(link) ?? 0) + 1);
     try {
       return await use(link);
     } finally {
-      this.release(link);
+      this.inFlight.set(link, (this.inFlight.get(link) ?? 1) - 1);
     }
   }
 
-  private acquire(timeoutMs: number): Promise<RedisLink> {
-    const link = this.takeReady();
-    if (link !== undefined) return Promise.resolve(link);
-    if (!this.anyReady()) return Promise.reject(new PoolNotConnected());
-    return new Promise((resolve, reject) => {
-      const take = (granted: RedisLink) => {
-        clearTimeout(timer);
-        resolve(granted);
-      };
-      const timer = setTimeout(() => {
-        this.waiting.splice(this.waiting.indexOf(take), 1);
-        reject(new PoolExhausted(timeoutMs));
-      }, timeoutMs);
-      this.waiting.push(take);
-    });
-  }
-
-  private release(link: RedisLink): void {
-    this.free.push(link);
-    this.handOver();
-  }
-
-  /** Free connected links to the longest waiters. */
-  private handOver(): void {
-    while (this.waiting.length > 0) {
-      const link = this.takeReady();
-      if (link === undefined) return;
-      this.waiting.shift()?.(link);
+  private leastBusy(): RedisLink | undefined {
+    let best: RedisLink | undefined;
+    for (const link of this.links) {
+      if (!link.isReady) continue;
+      if (best === undefined || (this.inFlight.get(link) ?? 0) < (this.inFlight.get(best) ?? 0)) best = link;
     }
-  }
-
-  private takeReady(): RedisLink | undefined {
-    const index = this.free.findIndex((link) => link.isReady);
-    return index < 0 ? undefined : this.free.splice(index, 1)[0];
+    return best;
   }
 }

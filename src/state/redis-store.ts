@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ErrorReply } from '@redis/client';
 import type { Logger } from '../observability/log.js';
 import type { StateStoreCommand, StateStoreOutcome } from '../observability/state-store-metrics.js';
-import { ACKNOWLEDGED_WRITE_CONNECTIONS, LinkPool, PoolExhausted } from './link-pool.js';
+import { ACKNOWLEDGED_WRITE_CONNECTIONS, LinkPool } from './link-pool.js';
 import { createRedisLink, type RedisConnectionOptions, type RedisLink, type TopologyView } from './redis-client.js';
 import { describeRedisError, RedisCommandTimeout, ReplicasBehind } from './redis-errors.js';
 import { DEFAULT_REDIS_KEY_PREFIX, RedisKeys } from './redis-keys.js';
@@ -246,10 +246,8 @@ export class RedisStateStore implements StateStore {
   }
 
   /**
-   * One write; acknowledged (`options.acknowledged` and replicas configured), it and its WAIT run on a connection
-   * leased for them alone, and the WAIT follows only when `written` says the reply wrote something. A lease not
-   * granted within the command timeout fails as a timeout with nothing sent, without marking the store down: Redis
-   * answers, only the replicas are slow.
+   * One write; acknowledged (`options.acknowledged` and replicas configured), it and its WAIT go on one of the
+   * acknowledged writes' connections, and the WAIT follows only when `written` says the reply wrote something.
    */
   private async write<T>(
     command: StateStoreCommand,
@@ -263,15 +261,15 @@ export class RedisStateStore implements StateStore {
     if (wanted === 0 || pool === undefined) return this.run(command, () => send(this.client));
     const started = performance.now();
     try {
-      return await pool.lease(this.timeoutMs, async (link) => {
+      return await pool.use(async (link) => {
         const reply = await this.run(command, () => send(link), link);
         if (written(reply)) await this.replicated(link, key, wanted);
         return reply;
       });
     } catch (err) {
       if (err instanceof StateStoreUnavailableError) throw err;
-      this.observe(command, err instanceof PoolExhausted ? 'timeout' : 'unavailable', started);
-      throw new StateStoreUnavailableError(`redis ${command}: ${describeRedisError(err)}`, { cause: err });
+      this.observe(command, 'unavailable', started);
+      throw new StateStoreUnavailableError(`redis ${command}: not connected`, { cause: err });
     }
   }
 
@@ -419,7 +417,7 @@ export class RedisStateStore implements StateStore {
 
   private markUpIfConnected(): void {
     if (this.closed || !this.client.isReady || !this.subscriber.isReady) return;
-    if (this.acknowledging !== undefined && !this.acknowledging.anyReady()) return;
+    if (this.acknowledging !== undefined && !this.acknowledging.allReady()) return;
     clearInterval(this.probe);
     this.probe = undefined;
     this.availability.up();
