@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ErrorReply } from '@redis/client';
 import type { Logger } from '../observability/log.js';
 import type { StateStoreCommand, StateStoreOutcome } from '../observability/state-store-metrics.js';
-import { ACKNOWLEDGED_WRITE_CONNECTIONS, LinkPool } from './link-pool.js';
+import { ACKNOWLEDGED_WRITE_CONNECTIONS, LinkPool, PoolNotConnected } from './link-pool.js';
 import { createRedisLink, type RedisConnectionOptions, type RedisLink, type TopologyView } from './redis-client.js';
 import { describeRedisError, RedisCommandTimeout, ReplicasBehind } from './redis-errors.js';
 import { DEFAULT_REDIS_KEY_PREFIX, RedisKeys } from './redis-keys.js';
@@ -111,7 +111,6 @@ export class RedisStateStore implements StateStore {
   async setIfAbsent(key: string, value: string, ttlMs: number, options: WriteOptions = {}): Promise<boolean> {
     const stored = this.keys.key(key);
     const ms = ttl(ttlMs);
-    // Acknowledged only when written: a key already held was written (and waited for) by someone else.
     return this.write('set_if_absent', key, options, (link) => link.setIfAbsent(stored, value, ms), isTrue);
   }
 
@@ -247,7 +246,8 @@ export class RedisStateStore implements StateStore {
 
   /**
    * One write; acknowledged (`options.acknowledged` and replicas configured), it and its WAIT go on one of the
-   * acknowledged writes' connections, and the WAIT follows only when `written` says the reply wrote something.
+   * acknowledged writes' connections, and the WAIT follows only when `written` says the reply wrote something (a
+   * key already held was written, and waited for, by someone else).
    */
   private async write<T>(
     command: StateStoreCommand,
@@ -256,18 +256,17 @@ export class RedisStateStore implements StateStore {
     send: (link: RedisLink) => Promise<T>,
     written: (reply: T) => boolean,
   ): Promise<T> {
-    const wanted = options.acknowledged === true ? await this.replicasWanted() : 0;
     const pool = this.acknowledging;
-    if (wanted === 0 || pool === undefined) return this.run(command, () => send(this.client));
+    if (options.acknowledged !== true || pool === undefined) return this.run(command, () => send(this.client));
     const started = performance.now();
     try {
       return await pool.use(async (link) => {
         const reply = await this.run(command, () => send(link), link);
-        if (written(reply)) await this.replicated(link, key, wanted);
+        if (written(reply)) await this.replicated(link, key);
         return reply;
       });
     } catch (err) {
-      if (err instanceof StateStoreUnavailableError) throw err;
+      if (!(err instanceof PoolNotConnected)) throw err;
       this.observe(command, 'unavailable', started);
       throw new StateStoreUnavailableError(`redis ${command}: not connected`, { cause: err });
     }
@@ -279,7 +278,9 @@ export class RedisStateStore implements StateStore {
    * could take back, so the caller must act as for a store that did not answer. WAIT's own timeout is kept inside
    * the command timeout so that Redis answers with its count before the store gives up on the command.
    */
-  private async replicated(link: RedisLink, key: string, wanted: number): Promise<void> {
+  private async replicated(link: RedisLink, key: string): Promise<void> {
+    const wanted = await this.replicasWanted();
+    if (wanted === 0) return;
     // Half the command timeout: room for the reply to travel and be read on a busy event loop before our own deadline.
     const waitMs = Math.max(1, Math.floor(this.timeoutMs / 2));
     await this.run(
