@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ErrorReply } from '@redis/client';
 import type { Logger } from '../observability/log.js';
 import type { StateStoreCommand, StateStoreOutcome } from '../observability/state-store-metrics.js';
+import { ACKNOWLEDGED_WRITE_CONNECTIONS, LinkPool, PoolNotConnected } from './link-pool.js';
 import { createRedisLink, type RedisConnectionOptions, type RedisLink, type TopologyView } from './redis-client.js';
 import { describeRedisError, RedisCommandTimeout, ReplicasBehind } from './redis-errors.js';
 import { DEFAULT_REDIS_KEY_PREFIX, RedisKeys } from './redis-keys.js';
@@ -53,13 +54,16 @@ interface Channel {
  * whose Redis is down starts, serves, and reports the store unavailable until Redis answers. Every command is
  * bounded by the command timeout and fails with StateStoreUnavailableError; commands are never queued while
  * disconnected. Pub/sub runs on a second connection (a subscribed connection takes no other command), which
- * node-redis subscribes again after every reconnect; the store counts as available only when both are up, so a
- * publication after a recovery reaches the subscribers.
+ * node-redis subscribes again after every reconnect. With replica acknowledgement configured, acknowledged writes
+ * run on connections of their own (link-pool.ts), so that a WAIT holds up nothing else. The store counts as
+ * available only when each kind of connection is up, so a publication after a recovery reaches the subscribers.
  */
 export class RedisStateStore implements StateStore {
   readonly kind = 'redis';
   private readonly client: RedisLink;
   private readonly subscriber: RedisLink;
+  /** Acknowledged writes' own connections; none when no write waits for replicas. */
+  private readonly acknowledging: LinkPool | undefined;
   private readonly keys: RedisKeys;
   private readonly timeoutMs: number;
   private readonly availability: StoreAvailability;
@@ -73,6 +77,12 @@ export class RedisStateStore implements StateStore {
     this.availability = new StoreAvailability(options.log, 'redis');
     this.client = this.connect(createRedisLink(options));
     this.subscriber = this.connect(this.client.duplicate());
+    const acknowledges = (options.minReplicasAcked ?? 0) !== 0;
+    this.acknowledging = acknowledges
+      ? new LinkPool(
+          Array.from({ length: ACKNOWLEDGED_WRITE_CONNECTIONS }, () => this.connect(createRedisLink(options))),
+        )
+      : undefined;
   }
 
   /**
@@ -99,12 +109,9 @@ export class RedisStateStore implements StateStore {
   }
 
   async setIfAbsent(key: string, value: string, ttlMs: number, options: WriteOptions = {}): Promise<boolean> {
-    const written = await this.run('set_if_absent', () =>
-      this.client.setIfAbsent(this.keys.key(key), value, ttl(ttlMs)),
-    );
-    // Acknowledged only when written: a key already held was written (and waited for) by someone else.
-    if (written && options.acknowledged === true) await this.replicated(key);
-    return written;
+    const stored = this.keys.key(key);
+    const ms = ttl(ttlMs);
+    return this.write('set_if_absent', key, options, (link) => link.setIfAbsent(stored, value, ms), isTrue);
   }
 
   async compareAndSet(
@@ -115,9 +122,8 @@ export class RedisStateStore implements StateStore {
     options: WriteOptions = {},
   ): Promise<boolean> {
     const args = [expected === undefined ? '0' : '1', expected ?? '', value, String(ttl(ttlMs))];
-    const written = (await this.run('compare_and_set', () => this.script(COMPARE_AND_SET, [key], args))) === 1;
-    if (written && options.acknowledged === true) await this.replicated(key);
-    return written;
+    const write = (link: RedisLink) => this.script(COMPARE_AND_SET, [key], args, link);
+    return (await this.write('compare_and_set', key, options, write, isOne)) === 1;
   }
 
   async writeIf(
@@ -129,9 +135,8 @@ export class RedisStateStore implements StateStore {
     const args = [String(conditions.length)];
     for (const { holds } of conditions) args.push(holds === undefined ? '0' : '1', holds ?? '');
     for (const { value, ttlMs } of writes) args.push(value, String(ttl(ttlMs)));
-    const written = (await this.run('write_if', () => this.script(WRITE_IF, keyNames, args))) === 1;
-    if (written && options.acknowledged === true) await this.replicated(keyNames[0] ?? '');
-    return written;
+    const write = (link: RedisLink) => this.script(WRITE_IF, keyNames, args, link);
+    return (await this.write('write_if', keyNames[0] ?? '', options, write, isOne)) === 1;
   }
 
   async compareAndDelete(key: string, expected: string): Promise<boolean> {
@@ -164,9 +169,8 @@ export class RedisStateStore implements StateStore {
     args: readonly string[],
     options: WriteOptions = {},
   ): Promise<unknown> {
-    const reply = await this.run(command, () => this.script(script, keyNames, [...args]));
-    if (options.acknowledged === true) await this.replicated(keyNames[0] ?? '');
-    return reply;
+    const write = (link: RedisLink) => this.script(script, keyNames, [...args], link);
+    return this.write(command, keyNames[0] ?? '', options, write, () => true);
   }
 
   /** The stored name of a short key name: what a script builds other keys of the account from. */
@@ -234,10 +238,38 @@ export class RedisStateStore implements StateStore {
     this.channels.clear();
     // destroy, not QUIT: the store closes last at shutdown, nothing is in flight, and a QUIT to a Redis that is
     // down would wait for it.
-    for (const connection of [this.subscriber, this.client]) {
+    for (const connection of [this.subscriber, this.client, ...(this.acknowledging?.links ?? [])]) {
       if (connection.isOpen) connection.destroy();
     }
     return Promise.resolve();
+  }
+
+  /**
+   * One write; acknowledged (`options.acknowledged` and replicas configured), it and its WAIT go on one of the
+   * acknowledged writes' connections, and the WAIT follows only when `written` says the reply wrote something (a
+   * key already held was written, and waited for, by someone else).
+   */
+  private async write<T>(
+    command: StateStoreCommand,
+    key: string,
+    options: WriteOptions,
+    send: (link: RedisLink) => Promise<T>,
+    written: (reply: T) => boolean,
+  ): Promise<T> {
+    const pool = this.acknowledging;
+    if (options.acknowledged !== true || pool === undefined) return this.run(command, () => send(this.client));
+    const started = performance.now();
+    try {
+      return await pool.use(async (link) => {
+        const reply = await this.run(command, () => send(link), link);
+        if (written(reply)) await this.replicated(link, key);
+        return reply;
+      });
+    } catch (err) {
+      if (!(err instanceof PoolNotConnected)) throw err;
+      this.observe(command, 'unavailable', started);
+      throw new StateStoreUnavailableError(`redis ${command}: not connected`, { cause: err });
+    }
   }
 
   /**
@@ -246,15 +278,19 @@ export class RedisStateStore implements StateStore {
    * could take back, so the caller must act as for a store that did not answer. WAIT's own timeout is kept inside
    * the command timeout so that Redis answers with its count before the store gives up on the command.
    */
-  private async replicated(key: string): Promise<void> {
+  private async replicated(link: RedisLink, key: string): Promise<void> {
     const wanted = await this.replicasWanted();
     if (wanted === 0) return;
     // Half the command timeout: room for the reply to travel and be read on a busy event loop before our own deadline.
     const waitMs = Math.max(1, Math.floor(this.timeoutMs / 2));
-    await this.run('wait', async () => {
-      const acknowledged = await this.client.wait(this.keys.key(key), wanted, waitMs);
-      if (acknowledged < wanted) throw new ReplicasBehind(acknowledged, wanted);
-    });
+    await this.run(
+      'wait',
+      async () => {
+        const acknowledged = await link.wait(this.keys.key(key), wanted, waitMs);
+        if (acknowledged < wanted) throw new ReplicasBehind(acknowledged, wanted);
+      },
+      link,
+    );
   }
 
   /** The replica count to wait for; `auto` asks the cluster's view at the moment of the write. */
@@ -321,10 +357,15 @@ export class RedisStateStore implements StateStore {
    * whose keys are not all on one side yet is refused until they are (Redis' own advice: retry shortly). Bounded by
    * the command timeout like any command.
    */
-  private async script(script: LuaScript, keyNames: readonly string[], args: string[]): Promise<unknown> {
+  private async script(
+    script: LuaScript,
+    keyNames: readonly string[],
+    args: string[],
+    link: RedisLink = this.client,
+  ): Promise<unknown> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.scriptOnce(script, keyNames, args);
+        return await this.scriptOnce(script, keyNames, args, link);
       } catch (err) {
         const migrating = err instanceof ErrorReply && err.message.startsWith('TRYAGAIN');
         if (!migrating || keyNames.length < 2 || this.closed || attempt * TRYAGAIN_PAUSE_MS >= this.timeoutMs)
@@ -335,13 +376,18 @@ export class RedisStateStore implements StateStore {
   }
 
   /** EVALSHA, or EVAL when this Redis has not seen the script yet (after a restart, a failover, a SCRIPT FLUSH). */
-  private async scriptOnce(script: LuaScript, keyNames: readonly string[], args: string[]): Promise<unknown> {
+  private async scriptOnce(
+    script: LuaScript,
+    keyNames: readonly string[],
+    args: string[],
+    link: RedisLink,
+  ): Promise<unknown> {
     const stored = keyNames.map((name) => this.keys.key(name));
     try {
-      return await this.client.evalSha(script.sha1, stored, args);
+      return await link.evalSha(script.sha1, stored, args);
     } catch (err) {
       if (!(err instanceof ErrorReply) || !err.message.startsWith('NOSCRIPT')) throw err;
-      return await this.client.eval(script.source, stored, args);
+      return await link.eval(script.source, stored, args);
     }
   }
 
@@ -372,6 +418,7 @@ export class RedisStateStore implements StateStore {
 
   private markUpIfConnected(): void {
     if (this.closed || !this.client.isReady || !this.subscriber.isReady) return;
+    if (this.acknowledging !== undefined && !this.acknowledging.allReady()) return;
     clearInterval(this.probe);
     this.probe = undefined;
     this.availability.up();
@@ -403,6 +450,9 @@ function streamEntries(raw: unknown): StreamEntry[] {
   }
   return entries;
 }
+
+const isTrue = (written: boolean): boolean => written;
+const isOne = (reply: unknown): boolean => reply === 1;
 
 /** Redis PX takes whole milliseconds, at least 1. A TTL that is no number is the caller's bug, not an outage. */
 function ttl(ms: number): number {
