@@ -12,7 +12,7 @@ import { createInterface } from 'node:readline';
 import { GCProfiler, getHeapStatistics } from 'node:v8';
 import type { Session } from 'node:inspector/promises';
 
-const TOP_SITES = 15;
+const TOP_SITES = 60;
 let window: { readonly profiler: GCProfiler; readonly usedAtStart: number } | undefined;
 let session: Session | undefined;
 

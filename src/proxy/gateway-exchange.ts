@@ -157,8 +157,8 @@ export async function exchange<R extends ExchangeRequest, C extends SendableCopy
   }
   const maxTokenResends = deps.tokens.shared ? TOKEN_RESENDS.fleet : TOKEN_RESENDS.single;
   let tokenResends = 0;
-  /** Every access token a copy of this request was sent with: none is ever sent twice. */
-  const sentWith = new Set<string>();
+  /** Every access token a copy of this request was sent with: none is ever sent twice (one or two: a list). */
+  const sentWith: string[] = [];
   let connectFailures = 0;
   /** The gateway's last 401 FAILED, which a newer token is being tried against. */
   let previous: ExchangeResult<C> | undefined;
@@ -204,7 +204,7 @@ export async function exchange<R extends ExchangeRequest, C extends SendableCopy
       continue;
     }
     attempts++;
-    sentWith.add(bearer.reveal());
+    sentWith.push(bearer.reveal());
     if (outcome.kind === 'sent_no_answer') {
       events.attemptEnded(request, attempt, outcome, undefined, sentAt);
       const error = sidecarErrors.outcomeUnknown(outcome.timedOut ? 504 : 502, outcome.error);
@@ -235,7 +235,7 @@ export async function exchange<R extends ExchangeRequest, C extends SendableCopy
       return answered;
     }
     // A token already refused for this request is never sent again (the manager gives a newer one; this says so).
-    if (sentWith.has(token.accessToken.reveal())) return answered;
+    if (sentWith.includes(token.accessToken.reveal())) return answered;
     events.retrying('token_rejected');
   }
 }

@@ -24,3 +24,49 @@ export function requestDeadlineMs(settings: RequestTimeSettings): number {
   const attempt = 2 * settings.connectTimeoutMs + settings.responseTimeoutMs;
   return 2 * settings.tokenWaitMs + settings.connectRetryDeadlineMs + 2 * attempt;
 }
+
+/** A request as its deadline sees it: ended by expire() when its time is up. */
+export interface Expiring {
+  expire(): void;
+}
+
+/**
+ * The deadlines of one listener's requests, on one timer. Every request gets the same time from its arrival, so they
+ * fall due in the order they arrived: the map, in insertion order, is in deadline order, and only its first entry
+ * needs a timer. A timer per request was a Timeout object and a closure for every request, for a deadline that
+ * almost never fires. The timer is not cancelled when the map empties: it fires once, finds nothing due, and is
+ * made again by the next request.
+ */
+export class RequestDeadlines {
+  private readonly due = new Map<Expiring, number>();
+  private timer: NodeJS.Timeout | undefined;
+  private readonly fire: () => void;
+
+  constructor(readonly deadlineMs: number) {
+    const fire = (): void => {
+      this.timer = undefined;
+      const now = performance.now();
+      for (const [request, at] of this.due) {
+        if (at > now) return this.arm(at - now);
+        this.due.delete(request);
+        request.expire();
+      }
+    };
+    this.fire = fire;
+  }
+
+  /** From now, `request` has deadlineMs until it is removed. */
+  add(request: Expiring): void {
+    this.due.set(request, performance.now() + this.deadlineMs);
+    if (this.timer === undefined) this.arm(this.deadlineMs);
+  }
+
+  /** The request is done: its deadline no longer applies. */
+  remove(request: Expiring): void {
+    this.due.delete(request);
+  }
+
+  private arm(ms: number): void {
+    this.timer = setTimeout(this.fire, ms).unref();
+  }
+}

@@ -8,6 +8,7 @@ import type { SidecarMetrics } from '../observability/metrics.js';
 import type { TraceSpan } from '../observability/tracing.js';
 import { endAfterUnreadBody, type RequestId } from './listener.js';
 import { logRequest, type RequestOutcome } from './request-log.js';
+import type { RequestDeadlines } from './request-deadline.js';
 import { endServerSpan } from './request-span.js';
 
 /** Who settled the request first: the handler, or shutdown for a request it could wait for no longer. */
@@ -52,8 +53,8 @@ export interface RequestParts {
   readonly keeper: Pick<IdempotencyKeeper, 'complete' | 'release'>;
   /** True once shutdown began: every answer then asks its client to close the connection. */
   readonly draining: () => boolean;
-  /** The request deadline, from its arrival (docs/architecture.md, "The request deadline"). */
-  readonly deadlineMs: number;
+  /** The request deadline, from its arrival (docs/architecture.md, "The request deadline"): one timer for all. */
+  readonly deadlines: RequestDeadlines;
 }
 
 /**
@@ -70,7 +71,6 @@ export class ProxyRequest {
   /** Resolves once the handler settled: the record is written and the line logged. */
   readonly done: Promise<void>;
   private readonly cut = new AbortController();
-  private readonly deadline: NodeJS.Timeout;
   private key: IdempotencyKey | undefined;
   private ticket: Ticket | undefined;
   private sending = false;
@@ -88,12 +88,18 @@ export class ProxyRequest {
     /** The request's server span, when tracing is on: ended with the log line, its ids on that line. */
     readonly span?: TraceSpan,
   ) {
-    // One controller and one timer, cleared once the handler settled: AbortSignal.any() over AbortSignal.timeout()
-    // costs weak references and a finalizer on every request, a hot path's worth of CPU for the same signal.
+    // One controller, and the listener's one timer for every deadline, left once the handler settled:
+    // AbortSignal.any() over AbortSignal.timeout() costs weak references and a finalizer on every request, a hot
+    // path's worth of CPU for the same signal.
     this.signal = this.cut.signal;
-    this.deadline = setTimeout(() => this.cut.abort(timeoutReason()), parts.deadlineMs).unref();
+    parts.deadlines.add(this);
     this.done = new Promise((resolve) => (this.markDone = resolve));
     res.once('close', () => (this.clientClosed = true));
+  }
+
+  /** Called at the request deadline: the request's work ends (the token wait, the connection queue, the send). */
+  expire(): void {
+    this.cut.abort(timeoutReason());
   }
 
   /** The request's Idempotency-Key, once read. */
@@ -163,7 +169,7 @@ export class ProxyRequest {
         if (first.by === 'handler') this.write(settlement, by);
       }
     } finally {
-      clearTimeout(this.deadline);
+      this.parts.deadlines.remove(this);
       this.markDone();
     }
   }
@@ -171,12 +177,13 @@ export class ProxyRequest {
   /** The line's outcome: what the client got; the handler's own view beside it when shutdown answered first. */
   private outcome(first: { settlement: Settlement; by: AnsweredBy }, handler: Settlement): RequestOutcome {
     // One copy for the common case; the rare ones below add to it.
-    const own = {
-      ...handler.outcome,
+    // Not `{ ...outcome, status, ... }`: on Node 20 a spread followed by more properties is a dictionary, about
+    // 1 KB of heap a request (docs/performance.md).
+    const own: RequestOutcome = Object.assign({}, handler.outcome, {
       status: handler.status,
       code: handler.code,
       idempotencyKeySha256: this.key?.sha256,
-    };
+    });
     if (first.by === 'shutdown') {
       const late = { status: own.status, code: own.code };
       const { status, code } = first.settlement;
@@ -195,7 +202,8 @@ export class ProxyRequest {
       return;
     }
     // A copy: the settlement's headers may be an idempotency record's, kept for the next replay.
-    const headers: OutgoingHttpHeaders = { ...settlement.headers, 'x-request-id': this.id };
+    // (Object.assign, not a spread: see outcome().)
+    const headers: OutgoingHttpHeaders = Object.assign({}, settlement.headers, { 'x-request-id': this.id });
     // Decided when the answer is written, not when the request arrived: a request that came in before SIGTERM and
     // is answered after it must close its connection too, or its caller sends the next payment onto a socket that
     // is about to be cut, and gets no answer at all.

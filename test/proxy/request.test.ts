@@ -10,6 +10,7 @@ import type { KeptAnswer } from '../../src/idempotency/record.js';
 import { ConnectionTracker } from '../../src/lifecycle.js';
 import { createLogger } from '../../src/observability/log.js';
 import { requestId } from '../../src/proxy/listener.js';
+import { RequestDeadlines } from '../../src/proxy/request-deadline.js';
 import type { RequestOutcome } from '../../src/proxy/request-log.js';
 import { errorSettlement, ProxyRequest, type Settlement } from '../../src/proxy/request.js';
 
@@ -58,7 +59,7 @@ function request(options: { draining?: boolean; deadlineMs?: number; recordWrite
         release: () => written.then(() => void recorded.records.push({ kind: 'release' })),
       },
       draining: () => options.draining ?? false,
-      deadlineMs: options.deadlineMs ?? 60_000,
+      deadlines: new RequestDeadlines(options.deadlineMs ?? 60_000),
     },
   );
   return { req, res, recorded };
@@ -155,6 +156,26 @@ describe('ProxyRequest: one answer per request', () => {
     const { req } = request({ deadlineMs: 10 });
     await new Promise((resolve) => setTimeout(resolve, 50));
     assert.equal(req.signal.aborted, true);
+    assert.equal((req.signal.reason as DOMException).name, 'TimeoutError');
+  });
+
+  it("one listener's deadlines: each request's own, from its arrival; a settled request's no longer applies", async () => {
+    const deadlines = new RequestDeadlines(60);
+    const expired: string[] = [];
+    const arrive = (name: string) => {
+      const request = { expire: () => expired.push(name) };
+      deadlines.add(request);
+      return request;
+    };
+    const first = arrive('first');
+    arrive('second');
+    deadlines.remove(first); // settled in time
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    arrive('third'); // due 40 ms after the second
+    await new Promise((resolve) => setTimeout(resolve, 45));
+    assert.deepEqual(expired, ['second'], 'the second is due, the third not yet');
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    assert.deepEqual(expired, ['second', 'third']);
   });
 });
 
