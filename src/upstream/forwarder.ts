@@ -69,7 +69,12 @@ export function createForwarder(
   );
 
   const tracing = hooks.tracing ?? NO_TRACING;
-  const exchange = async (request: UpstreamRequest): Promise<SendOutcome> => {
+  const report = (outcome: SendOutcome): SendOutcome => {
+    if (outcome.kind === 'response') hooks.onAnswer?.(outcome.response);
+    else hooks.onFailure?.(outcome);
+    return outcome;
+  };
+  const send = async (request: UpstreamRequest): Promise<SendOutcome> => {
     const wait =
       request.trace !== undefined && !lender.lendsNow()
         ? tracing.startSpan('wait for a gateway connection', 'internal', request.trace)
@@ -80,7 +85,7 @@ export function createForwarder(
       if (lease.kind === 'refused') wait.fail(errorCode(lease.error));
       wait.end();
     }
-    if (lease.kind === 'refused') return notSent(lease.error, lease.transient);
+    if (lease.kind === 'refused') return report(notSent(lease.error, lease.transient));
     if (request.beforeWrite !== undefined) {
       try {
         await request.beforeWrite();
@@ -96,13 +101,7 @@ export function createForwarder(
     // A connection that failed mid-exchange is already gone in undici; one that delivered a stray answer is
     // destroyed here, since the answer really meant for this request may still be on its way over it.
     lender.release(lease.client, mismatch === undefined);
-    return outcome;
-  };
-  const send = async (request: UpstreamRequest): Promise<SendOutcome> => {
-    const outcome = await exchange(request);
-    if (outcome.kind === 'response') hooks.onAnswer?.(outcome.response);
-    else hooks.onFailure?.(outcome);
-    return outcome;
+    return report(outcome);
   };
   const replaceCa = (ca: string | undefined): void => {
     current = { ...current, ca };

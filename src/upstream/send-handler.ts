@@ -92,6 +92,10 @@ function withCauseCode(error: Error): Error {
 }
 
 function definedHeaders(raw: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+  // undici makes a fresh object per answer, seldom with an undefined value: without one it is kept, not copied.
+  let complete = true;
+  for (const name in raw) if (raw[name] === undefined) complete = false;
+  if (complete) return raw as Record<string, string | string[]>;
   const out: Record<string, string | string[]> = {};
   for (const name of Object.keys(raw)) {
     const value = raw[name];
