@@ -126,7 +126,7 @@ async function handle(
     headers,
     callerHeaders: req.headers,
     checkAnswer,
-    signal: request.signal,
+    end: request,
     trace: request.span?.context,
   });
   if (result.kind === 'failed') {

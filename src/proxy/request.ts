@@ -8,6 +8,7 @@ import type { SidecarMetrics } from '../observability/metrics.js';
 import type { TraceSpan } from '../observability/tracing.js';
 import { endAfterUnreadBody, type RequestId } from './listener.js';
 import { logRequest, type RequestOutcome } from './request-log.js';
+import type { RequestEnd } from '../upstream/forwarder.js';
 import type { RequestDeadlines } from './request-deadline.js';
 import { endServerSpan } from './request-span.js';
 
@@ -64,13 +65,16 @@ export interface RequestParts {
  * and by shutdown for a request it can wait for no longer: the first settlement is what the client gets and what
  * the idempotency record keeps; the handler's settlement, whenever it comes, writes the record and the log line.
  */
-export class ProxyRequest {
+export class ProxyRequest implements RequestEnd {
   readonly started = performance.now();
-  /** Aborted at the request deadline, or when shutdown answers the request: its work then ends at once. */
-  readonly signal: AbortSignal;
   /** Resolves once the handler settled: the record is written and the line logged. */
   readonly done: Promise<void>;
-  private readonly cut = new AbortController();
+  /** Why the request's work ended (its deadline, or shutdown's answer); undefined while it goes on. */
+  private endReason: unknown;
+  /** Made only for a wait that takes a signal: most requests never wait (docs/performance.md). */
+  private controller: AbortController | undefined;
+  /** The send in flight, cut if the request ends meanwhile. */
+  private cutSend: (() => void) | undefined;
   private key: IdempotencyKey | undefined;
   private ticket: Ticket | undefined;
   private sending = false;
@@ -88,10 +92,8 @@ export class ProxyRequest {
     /** The request's server span, when tracing is on: ended with the log line, its ids on that line. */
     readonly span?: TraceSpan,
   ) {
-    // One controller, and the listener's one timer for every deadline, left once the handler settled:
-    // AbortSignal.any() over AbortSignal.timeout() costs weak references and a finalizer on every request, a hot
-    // path's worth of CPU for the same signal.
-    this.signal = this.cut.signal;
+    // The listener's one timer for every deadline, left once the handler settled; no AbortSignal until a wait asks
+    // for one: a signal and its listener are 1-2 KB of heap per request, more than the rest of the deadline.
     parts.deadlines.add(this);
     this.done = new Promise((resolve) => (this.markDone = resolve));
     res.once('close', () => (this.clientClosed = true));
@@ -99,7 +101,33 @@ export class ProxyRequest {
 
   /** Called at the request deadline: the request's work ends (the token wait, the connection queue, the send). */
   expire(): void {
-    this.cut.abort(timeoutReason());
+    this.endWork(timeoutReason());
+  }
+
+  /** Whether the request's work has ended: at its deadline, or when shutdown answered it. */
+  get ended(): boolean {
+    return this.endReason !== undefined;
+  }
+
+  /** Aborted when the request's work ends, with the same reason; made when first asked for (by a wait). */
+  get signal(): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController();
+      if (this.ended) this.controller.abort(this.endReason);
+    }
+    return this.controller.signal;
+  }
+
+  /** The send in flight sets `cut`, called if the request's work ends before it unsets it. */
+  whileSending(cut: (() => void) | undefined): void {
+    this.cutSend = cut;
+  }
+
+  private endWork(reason: unknown): void {
+    if (this.ended) return;
+    this.endReason = reason;
+    this.controller?.abort(reason);
+    this.cutSend?.();
   }
 
   /** The request's Idempotency-Key, once read. */
@@ -147,7 +175,7 @@ export class ProxyRequest {
       if (this.isAnswered) return;
       this.first = { settlement, by };
       this.write(settlement, by);
-      this.cut.abort(sidecarErrors.shuttingDown());
+      this.endWork(sidecarErrors.shuttingDown());
       return;
     }
     const first = (this.first ??= { settlement, by });

@@ -21,7 +21,15 @@ import { tunnelConnector, type ProxyRoute } from './tunnel.js';
 import { errorCode } from './upstream-errors.js';
 
 export type { UpstreamResponse } from './gateway-answer.js';
-export type { Forwarder, ForwarderOptions, SendFailure, SendOutcome, UpstreamRequest } from './gateway-send.js';
+export type {
+  Forwarder,
+  ForwarderOptions,
+  RequestEnd,
+  SendFailure,
+  SendOutcome,
+  UpstreamRequest,
+} from './gateway-send.js';
+export { endOf } from './gateway-send.js';
 export { causeFamily, errorCode, proxyStatus, UpstreamError, upstreamErrors } from './upstream-errors.js';
 
 const DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
@@ -79,7 +87,7 @@ export function createForwarder(
       request.trace !== undefined && !lender.lendsNow()
         ? tracing.startSpan('wait for a gateway connection', 'internal', request.trace)
         : undefined;
-    const lease = await lender.acquire(request.signal);
+    const lease = await lender.acquire(request.end);
     if (wait !== undefined) {
       wait.setAttributes({ 'sidecar.connection.lent': lease.kind === 'lent' });
       if (lease.kind === 'refused') wait.fail(errorCode(lease.error));
@@ -153,10 +161,10 @@ function newClient(base: BaseAddress, options: ForwarderOptions, proxy: () => Pr
 
 function dispatch(client: Client, request: UpstreamRequest, timeoutMs: number, maxBytes: number): Promise<SendOutcome> {
   return new Promise<SendOutcome>((resolve) => {
-    const { path, headers, body, signal } = request;
+    const { path, headers, body, end } = request;
     client.dispatch(
       { method: 'POST', path, headers, body, idempotent: false },
-      new SendHandler(resolve, timeoutMs, maxBytes, signal),
+      new SendHandler(resolve, timeoutMs, maxBytes, end),
     );
   });
 }
