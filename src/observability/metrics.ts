@@ -142,6 +142,8 @@ export class SidecarMetrics {
     collect: (): void => this.signatureCounts.flush(),
   });
   private readonly signatureCounts = new CountedSeries(this.signatures, ['signer', 'outcome']);
+  /** The signing histogram's child per signer, made once (as the route histograms' below). */
+  private readonly signingOf = new Map<SignerLabel, Histogram.Internal<'signer'>>();
   private readonly signerUpGauge: Gauge<'signer'> = new Gauge({
     name: METRICS.signerUp,
     help: '1 while a signature can be made: the key file always, a PKCS#11 token while it is open.',
@@ -328,7 +330,9 @@ export class SidecarMetrics {
 
   signed(signer: SignerLabel, outcome: SignatureOutcome, seconds: number): void {
     this.signatureCounts.inc(signer, outcome);
-    this.signing.observe({ signer }, seconds);
+    let child = this.signingOf.get(signer);
+    if (child === undefined) this.signingOf.set(signer, (child = this.signing.labels({ signer })));
+    child.observe(seconds);
   }
 
   gatewayRoundTrip(route: string, seconds: number): void {

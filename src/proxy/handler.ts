@@ -62,6 +62,7 @@ export function createProxyHandler(deps: HandlerDeps): (req: IncomingMessage, re
     metrics: deps.metrics,
     keeper: deps.idempotency.keeper,
     draining: deps.draining,
+    bodyBudget: deps.bodyBudget,
     deadlines: new RequestDeadlines(deps.requestDeadlineMs),
   };
   const tracing = deps.tracing ?? NO_TRACING;
@@ -157,7 +158,7 @@ function reserveBody(deps: HandlerDeps, req: IncomingMessage, request: ProxyRequ
   const declared = Number(req.headers['content-length']);
   const reserved = deps.bodyBudget.reserve(Number.isFinite(declared) ? declared : undefined, deps.maxBodyBytes);
   if (reserved === undefined) throw sidecarErrors.bodyBudgetExhausted();
-  if (reserved > 0) void request.done.then(() => deps.bodyBudget.release(reserved));
+  if (reserved > 0) request.holdBody(reserved);
 }
 
 /** The answer an earlier request with this key got (or outcome_unknown for one abandoned): nothing is sent. */

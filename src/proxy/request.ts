@@ -9,6 +9,7 @@ import type { TraceSpan } from '../observability/tracing.js';
 import { endAfterUnreadBody, type RequestId } from './listener.js';
 import { logRequest, type RequestOutcome } from './request-log.js';
 import type { RequestEnd } from '../upstream/forwarder.js';
+import type { BodyBudget } from './body-budget.js';
 import type { RequestDeadlines } from './request-deadline.js';
 import { endServerSpan } from './request-span.js';
 
@@ -54,6 +55,8 @@ export interface RequestParts {
   readonly keeper: Pick<IdempotencyKeeper, 'complete' | 'release'>;
   /** True once shutdown began: every answer then asks its client to close the connection. */
   readonly draining: () => boolean;
+  /** Shared by the bodies of every request of the listener (body-budget.ts). */
+  readonly bodyBudget: Pick<BodyBudget, 'release'>;
   /** The request deadline, from its arrival (docs/architecture.md, "The request deadline"): one timer for all. */
   readonly deadlines: RequestDeadlines;
 }
@@ -80,6 +83,10 @@ export class ProxyRequest implements RequestEnd {
   private sending = false;
   private first: { readonly settlement: Settlement; readonly by: AnsweredBy } | undefined;
   private clientClosed = false;
+  /** The connection tracker's: told when the client's connection for this request closes. */
+  private closeListener: (() => void) | undefined;
+  /** The body's share of the listener's body budget, given back once the handler settled. */
+  private bodyBytes = 0;
   private markDone: () => void = () => undefined;
 
   constructor(
@@ -96,7 +103,12 @@ export class ProxyRequest implements RequestEnd {
     // for one: a signal and its listener are 1-2 KB of heap per request, more than the rest of the deadline.
     parts.deadlines.add(this);
     this.done = new Promise((resolve) => (this.markDone = resolve));
-    res.once('close', () => (this.clientClosed = true));
+    // One listener for the request's own flag and the tracker's (a listener each cost a closure and once()'s wrapper).
+    const onClose = (): void => {
+      this.clientClosed = true;
+      this.closeListener?.();
+    };
+    res.on('close', onClose);
   }
 
   /** Called at the request deadline: the request's work ends (the token wait, the connection queue, the send). */
@@ -135,6 +147,11 @@ export class ProxyRequest implements RequestEnd {
     this.key = key;
   }
 
+  /** The body's share of the body budget (body-budget.ts), released once the handler has settled. */
+  holdBody(bytes: number): void {
+    this.bodyBytes = bytes;
+  }
+
   /** The claim on the key: from now on the record must be completed or released, which settle() does. */
   holdClaim(ticket: Ticket): void {
     this.ticket = ticket;
@@ -159,9 +176,9 @@ export class ProxyRequest implements RequestEnd {
     return this.first !== undefined || this.res.headersSent;
   }
 
-  /** Calls `listener` once the client's connection for this request is closed. */
+  /** Calls `listener` once the client's connection for this request is closed (one listener: the tracker's). */
   onClose(listener: () => void): void {
-    this.res.once('close', listener);
+    this.closeListener = listener;
   }
 
   /**
@@ -198,6 +215,7 @@ export class ProxyRequest implements RequestEnd {
       }
     } finally {
       this.parts.deadlines.remove(this);
+      if (this.bodyBytes > 0) this.parts.bodyBudget.release(this.bodyBytes);
       this.markDone();
     }
   }
@@ -231,7 +249,8 @@ export class ProxyRequest implements RequestEnd {
     }
     // A copy: the settlement's headers may be an idempotency record's, kept for the next replay.
     // (Object.assign, not a spread: see outcome().)
-    const headers: OutgoingHttpHeaders = Object.assign({}, settlement.headers, { 'x-request-id': this.id });
+    const headers: OutgoingHttpHeaders = Object.assign({}, settlement.headers);
+    headers['x-request-id'] = this.id;
     // Decided when the answer is written, not when the request arrived: a request that came in before SIGTERM and
     // is answered after it must close its connection too, or its caller sends the next payment onto a socket that
     // is about to be cut, and gets no answer at all.

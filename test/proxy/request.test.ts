@@ -59,6 +59,7 @@ function request(options: { draining?: boolean; deadlineMs?: number; recordWrite
         release: () => written.then(() => void recorded.records.push({ kind: 'release' })),
       },
       draining: () => options.draining ?? false,
+      bodyBudget: { release: () => undefined },
       deadlines: new RequestDeadlines(options.deadlineMs ?? 60_000),
     },
   );
