@@ -1,11 +1,11 @@
 // npm run bench [-- --smoke] [-- --state-store redis]: the sidecar against the floor proxy on throughput per core,
-// latency added at 200/s and memory (at rest, under load, under twice the load's connections, over a soak); with
-// redis, a second sidecar on a throwaway redis-server and what an Idempotency-Key costs there; where SoftHSM2 and the
-// pkcs11js binding are there, a sidecar signing in a SoftHSM2 token with the same key, in the same rounds. All on 127.0.0.1,
-// every phase bounded in time; the children and the key are removed at the end, on failure and on Ctrl-C. The
-// last line of stdout is one JSON object of the figures (docs/performance.md). Each figure is the median of its
-// rounds, and each target is judged on the median over the paired rounds (the sidecar's and the floor's turns of one
-// round). A full run on the image's Node major judges, and exits 1 when a target is missed; on another runtime it
+// latency added at 200/s, heap allocated per request (over the latency rounds) and memory (at rest, under load,
+// under twice the load's connections, over a soak); with redis, a second sidecar on a throwaway redis-server and
+// what an Idempotency-Key costs there; where SoftHSM2 and the pkcs11js binding are there, a sidecar signing in a
+// SoftHSM2 token with the same key, in the same rounds. All on 127.0.0.1, every phase bounded in time; the children
+// and the key are removed at the end, on failure and on Ctrl-C. The last line of stdout is one JSON object of the
+// figures (docs/performance.md). Each figure is the median of its rounds, and each target is judged on the median
+// over the paired rounds (the sidecar's and the floor's turns of one round). A full run on the image's Node major judges, and exits 1 when a target is missed; on another runtime it
 // reports the same and says it does not judge; --smoke (every phase, a few seconds each, for CI) never judges.
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';

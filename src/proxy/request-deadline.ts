@@ -9,8 +9,8 @@ export interface RequestTimeSettings {
 
 /**
  * The request deadline, from the request's arrival: the longest its work can take when every step takes as long as
- * its own setting allows, so that it never cuts a request its settings would let finish. It is one AbortSignal per
- * request (request.ts), honoured by the token wait, the connection queue and the exchange.
+ * its own setting allows, so that it never cuts a request its settings would let finish. It ends the request's work
+ * (request.ts): the token wait, the connection queue and the exchange.
  *   2 x token wait + connect retry deadline + 2 x (2 x connect timeout + response timeout)
  * - a token wait, then connection failures retried until the connect retry deadline;
  * - the last attempt may start just before that deadline: a wait for a free connection and the connection itself
