@@ -160,6 +160,38 @@ describe('ProxyRequest: one answer per request', () => {
     assert.equal((req.signal.reason as DOMException).name, 'TimeoutError');
   });
 
+  it('its end cuts the send in flight; a wait that asks later gets a signal already aborted, with the same reason', async () => {
+    const { req } = request({ deadlineMs: 10 });
+    const waiting = req.signal; // a wait that began before the deadline
+    let cut = 0;
+    req.whileSending(() => cut++);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(cut, 1, 'the send in flight is cut at the deadline');
+    assert.equal(req.ended, true);
+    assert.equal(waiting.aborted, true);
+    assert.equal((req.signal.reason as DOMException).name, 'TimeoutError');
+    req.whileSending(undefined);
+    await req.settle(OK);
+    assert.equal(cut, 1, 'once');
+  });
+
+  it("shutdown's answer cuts the send in flight; a send that finished is not cut", async () => {
+    const first = request();
+    let cut = 0;
+    first.req.whileSending(() => cut++);
+    first.req.whileSending(undefined); // its answer came
+    await first.req.settle(errorSettlement(sidecarErrors.shuttingDown(), { attempts: 0 }), 'shutdown');
+    assert.equal(cut, 0);
+    const second = request();
+    second.req.whileSending(() => cut++);
+    await second.req.settle(
+      errorSettlement(sidecarErrors.outcomeUnknown(504, 'shutdown'), { attempts: 0 }),
+      'shutdown',
+    );
+    assert.equal(cut, 1);
+    assert.equal(second.req.ended, true);
+  });
+
   it("one listener's deadlines: each request's own, from its arrival; a settled request's no longer applies", async () => {
     const deadlines = new RequestDeadlines(60);
     const expired: string[] = [];
