@@ -6,10 +6,10 @@ import { errorAnswer, type KeptAnswer } from '../idempotency/record.js';
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
 import type { TraceSpan } from '../observability/tracing.js';
-import { endAfterUnreadBody, type RequestId } from './listener.js';
-import { logRequest, type RequestOutcome } from './request-log.js';
 import type { RequestEnd } from '../upstream/forwarder.js';
 import type { BodyBudget } from './body-budget.js';
+import { endAfterUnreadBody, type RequestId } from './listener.js';
+import { logRequest, type RequestOutcome } from './request-log.js';
 import type { RequestDeadlines } from './request-deadline.js';
 import { endServerSpan } from './request-span.js';
 
