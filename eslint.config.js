@@ -4,8 +4,8 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 // The dependency direction (docs/architecture.md): each layer imports only from the layers before it.
-// errors -> config -> observability -> state -> signing -> upstream -> token -> idempotency -> proxy -> postback
-// -> app, lifecycle, shutdown -> tools, cli -> main. The simulator (packages/simulator) and the sidecar import
+// errors -> config -> observability -> state -> signing -> upstream -> token -> idempotency -> inbound -> proxy
+// -> postback -> app, shutdown -> tools, cli -> main. The simulator (packages/simulator) and the sidecar import
 // nothing of each other: it is an independent verifier, so that a shared mistake cannot make both sides agree, and
 // the sidecar's image does not carry it.
 const INNER = [
@@ -17,6 +17,7 @@ const INNER = [
   'upstream',
   'token',
   'idempotency',
+  'inbound',
   'proxy',
   'postback',
 ];

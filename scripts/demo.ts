@@ -17,8 +17,8 @@ const USAGE = `Usage: npm run demo [-- --keep]
 
 Runs the whole request path on this machine and cleans up: makes a throwaway key pair, starts the gateway
 simulator (HTTPS, self-made CA) and the sidecar, sends a plain-JSON deposit and withdrawal through the sidecar
-as an internal service would, completes the deposit and follows its signed postback: simulator -> the sidecar's
-postback receiver (verifies it) -> a small internal webhook that checks the sidecar's Standard Webhooks signature,
+as a caller would, completes the deposit and follows its signed postback: simulator -> the sidecar's
+postback receiver (verifies it) -> a small application that checks the sidecar's Standard Webhooks signature,
 as an application should, and prints the plain JSON. Exits 0 on success.
 
 It prints the deposit's payment page (transaction_link) and the simulator's dashboard. With --keep it then
@@ -60,10 +60,10 @@ async function run(
 ): Promise<ExitCode> {
   say('1. making a throwaway RSA-2048 key pair');
   const keys = await makeKeyPair(dir);
-  // The secret the sidecar signs its postbacks with and the internal webhook verifies them with (docs/postbacks.md).
+  // The secret the sidecar signs its postbacks with and the application verifies them with (docs/postbacks.md).
   const forwardSecret = `whsec_${randomBytes(32).toString('base64')}`;
-  const webhook = await startWebhook(forwardSecret);
-  cleanup.push(() => closeServer(webhook.server));
+  const application = await startApplication(forwardSecret);
+  cleanup.push(() => closeServer(application.server));
   // The URL registered with the gateway is the receiver's; it must be known before the simulator starts. The port is
   // held until the sidecar takes it, so that nothing started meanwhile (the simulator) is given it.
   const receiverPort = await reservePort();
@@ -84,7 +84,7 @@ async function run(
   });
   cleanup.push(() => sim.close());
   await receiverPort.release();
-  const sidecar = await startDemoSidecar(dir, sim, { receiverUrl, forwardUrl: webhook.url, forwardSecret });
+  const sidecar = await startDemoSidecar(dir, sim, { receiverUrl, forwardUrl: application.url, forwardSecret });
   cleanup.push(() => sidecar.shutdown('demo finished'));
   say(`3. sidecar ${sidecar.proxyUrl} -> gateway ${sim.baseUrl}, token obtained; postbacks on ${receiverUrl}`);
 
@@ -113,13 +113,13 @@ async function run(
   say('   that payment page completes it too: "Pay" or "Decline" in a browser (try it: npm run demo -- --keep)');
   say(`   dashboard (loopback only; requests and their verdicts, transactions, postbacks): ${dashboardUrl(sim)}`);
   await sim.complete(id, 'SUCCESS');
-  say(`6. completed ${id} as SUCCESS; postback: simulator -> sidecar receiver (verifies) -> internal webhook`);
-  const postback = await webhook.next(POSTBACK_WAIT_MS);
-  say(`7. internal webhook: ${describe(postback)}: ${JSON.stringify(postback.payload)}`);
+  say(`6. completed ${id} as SUCCESS; postback: simulator -> sidecar receiver (verifies) -> application`);
+  const postback = await application.next(POSTBACK_WAIT_MS);
+  say(`7. application: ${describe(postback)}: ${JSON.stringify(postback.payload)}`);
   if (postback.webhookId === undefined || postback.verified !== 'signature' || postback.payload.status !== 'SUCCESS') {
     return EXIT.failed;
   }
-  if (keepUntil !== undefined) await keepRunning(sidecar, sim, webhook, say, keepUntil);
+  if (keepUntil !== undefined) await keepRunning(sidecar, sim, application, say, keepUntil);
   say('demo complete: cleaning up');
   return EXIT.ok;
 }
@@ -138,7 +138,7 @@ function dashboardUrl(sim: RunningSimulator): string {
 async function keepRunning(
   sidecar: RunningSidecar,
   sim: RunningSimulator,
-  webhook: DemoWebhook,
+  application: DemoApplication,
   say: (line: string) => void,
   stop: Promise<NodeJS.Signals>,
 ): Promise<void> {
@@ -154,14 +154,14 @@ async function keepRunning(
     '   and press "Pay" or "Decline" (the simulator\'s certificate is from the demo\'s throwaway CA: accept the warning)',
   );
   say(`   dashboard: ${dashboardUrl(sim)}`);
-  say('   postbacks that reach the internal webhook are printed here; Ctrl-C ends the demo');
+  say('   postbacks that reach the application are printed here; Ctrl-C ends the demo');
   let stopped = false;
   const stopping = stop.then(() => {
     stopped = true;
   });
   while (!stopped) {
-    const next = await Promise.race([webhook.next(KEEP_POLL_MS).catch(() => undefined), stopping]);
-    if (next !== undefined) say(`   internal webhook: ${describe(next)}: ${JSON.stringify(next.payload)}`);
+    const next = await Promise.race([application.next(KEEP_POLL_MS).catch(() => undefined), stopping]);
+    if (next !== undefined) say(`   application: ${describe(next)}: ${JSON.stringify(next.payload)}`);
   }
 }
 
@@ -225,17 +225,17 @@ async function postJson(sidecar: RunningSidecar, path: string, payload: Record<s
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
 
-interface DemoWebhook {
+interface DemoApplication {
   readonly server: Server;
   readonly url: string;
   next(timeoutMs: number): Promise<Postback>;
 }
 
 /**
- * The internal service's webhook: receives the plain JSON from the sidecar's receiver and verifies the sidecar's
+ * The application: receives the plain JSON from the sidecar's receiver and verifies the sidecar's
  * signature with the standardwebhooks library, as an application should; 200 when it verifies, else 401.
  */
-async function startWebhook(forwardSecret: string): Promise<DemoWebhook> {
+async function startApplication(forwardSecret: string): Promise<DemoApplication> {
   const verifier = new Webhook(forwardSecret);
   // Deliveries that arrive before anyone waits are kept, so a fast postback is never lost.
   const received: Postback[] = [];

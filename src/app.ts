@@ -1,19 +1,21 @@
 import { createServer } from 'node:http';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config/config.js';
-import { ConnectionTracker } from './lifecycle.js';
-import { listen } from './proxy/listener.js';
+import type { PostbackConfig } from './config/postback-settings.js';
+import { BodyBudget } from './inbound/body-budget.js';
+import { InFlightRequests } from './inbound/in-flight.js';
+import { listen } from './inbound/listener.js';
 import { createAdminServer } from './observability/health.js';
 import { openApiDocument, openApiInputs } from './observability/openapi.js';
 import { createLogger, type Logger } from './observability/log.js';
 import { SidecarMetrics } from './observability/metrics.js';
 import { NO_TRACING, type Tracing } from './observability/tracing.js';
 import { createCallerCheck } from './proxy/caller-check.js';
-import { BodyBudget } from './proxy/body-budget.js';
 import { exchangeEvents } from './proxy/exchange-events.js';
 import { createProxyHandler } from './proxy/handler.js';
 import { requestDeadlineMs } from './proxy/request-deadline.js';
 import { requestSigning } from './proxy/request-signing.js';
+import type { ProxyRequest } from './proxy/request.js';
 import { createRouter } from './proxy/routes.js';
 import { ClockCorrection } from './signing/clock-correction.js';
 import { publicKeyFingerprint } from './signing/keys.js';
@@ -32,6 +34,7 @@ import { RecordMac } from './state/record-mac.js';
 import type { RedisStateStore } from './state/redis-store.js';
 import type { StateStore } from './state/state-store.js';
 import type { PostbackInbox } from './postback/inbox.js';
+import type { PostbackDelivery } from './postback/receiver.js';
 import type { RequeueMemory } from './postback/requeue-memory.js';
 import { StoreEpoch } from './state/store-epoch.js';
 import { packageVersion } from './version.js';
@@ -51,7 +54,7 @@ const EGRESS_LISTENER = {
 /** More open connections than a pod's services need; past it, new ones are refused rather than piling up. */
 const EGRESS_MAX_CONNECTIONS = 1_024;
 /**
- * How many body bytes the egress listener holds at once (src/proxy/body-budget.ts). A request in flight holds five to
+ * How many body bytes the egress listener holds at once (src/inbound/body-budget.ts). A request in flight holds five to
  * eight times its body (its bytes, their parse, the base64 envelope, the bytes sent): 40 bodies near 1 MiB raised
  * the RSS by 246 MB, past the pod's 256 MiB limit, and 1,024 connections could hold 1 GiB of bodies. A payment is a
  * few hundred bytes: a body up to 4 KiB never waits. Larger ones share 8 MiB (8 bodies near the default 1 MiB limit
@@ -134,23 +137,23 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const tokens = createTokenManager(config, password, forwarder, metrics, log, deps.now ?? Date.now, fleet, tracing);
   // Its own listener, connection cap and timeouts: readiness and the egress path do not depend on it.
   // Loaded only when the receiver is on: a pod that receives no postbacks does not carry its code.
-  // `queued` is refused with the memory store at start (postback-settings.ts): the store here is Redis.
-  const inbox =
-    config.postback?.delivery === 'queued' && opened.kind === 'redis'
-      ? await queuedInbox(opened as RedisStateStore, epoch, config.postback.requeueMemoryMb, recordMac, metrics, log)
+  const delivery =
+    config.postback === undefined
+      ? undefined
+      : await postbackDelivery(config.postback, opened, epoch, recordMac, metrics, log);
+  const postbacks =
+    config.postback && delivery
+      ? (await import('./postback/receiver.js')).createPostbackReceiver(config.postback, {
+          store,
+          delivery: delivery.sink,
+          metrics: metrics.postbacks,
+          log,
+          nowMs: deps.now ?? Date.now,
+          storeCommandTimeoutMs: config.state.redis?.commandTimeoutMs ?? 0,
+          tracing,
+          continueSenderTrace: config.tracing.propagateUpstream,
+        })
       : undefined;
-  const postbacks = config.postback
-    ? (await import('./postback/receiver.js')).createPostbackReceiver(config.postback, {
-        store,
-        ...(inbox === undefined ? {} : { inbox: { inbox: inbox.inbox, metrics: metrics.inbox } }),
-        metrics: metrics.postbacks,
-        log,
-        nowMs: deps.now ?? Date.now,
-        storeCommandTimeoutMs: config.state.redis?.commandTimeoutMs ?? 0,
-        tracing,
-        continueSenderTrace: config.tracing.propagateUpstream,
-      })
-    : undefined;
   const secrets = createSecretRotation(
     config,
     fingerprint,
@@ -158,7 +161,9 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     metrics,
     log,
   );
-  const tracker = new ConnectionTracker();
+  const tracker = new InFlightRequests<ProxyRequest>();
+  // From shutdown's first step on: readiness is false and every answer asks its client to close the connection.
+  let draining = false;
   const now = deps.now ?? Date.now;
   // From the token wait the manager really has and the connection settings: the longest a request's work may take.
   const requestDeadline = requestDeadlineMs({ ...config.upstream, tokenWaitMs: tokens.waitForTokenMs });
@@ -194,7 +199,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
       required: config.idempotency.required,
     },
     requestDeadlineMs: requestDeadline,
-    draining: () => tracker.draining,
+    draining: () => draining,
     tracing,
   });
   // One request listener for tracking and handling: a server 'request' event with several listeners copies the
@@ -208,7 +213,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const readinessRequiresToken = config.admin.readinessRequiresToken;
   let started = false;
   const isStarted = () => (started ||= proxy.listening);
-  const serving = () => isStarted() && proxy.listening && !tracker.draining;
+  const serving = () => isStarted() && proxy.listening && !draining;
   // No signature can be made while the PKCS#11 token is down: the pod leaves its Service until it is back.
   const isReady = () => serving() && signer.available() && (!readinessRequiresToken || tokens.hasValidToken());
   const { shutdown, stopped } = createShutdown({
@@ -223,7 +228,9 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     log,
     drainDelayMs: config.shutdown.drainDelayMs,
     maxDelayMs: config.shutdown.maxDelayMs,
-    beginDraining: () => tracker.beginDraining(),
+    beginDraining: () => {
+      draining = true;
+    },
   });
   metrics.trackLiveState({ isReady, inFlight: () => tracker.active, signer });
   const admin = createAdminServer({
@@ -247,7 +254,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const proxyUrl = await listen(proxy, config.listen.host, config.listen.port);
   const adminUrl = await listen(admin, config.admin.host, config.admin.port);
   const postbackUrl = await postbacks?.start();
-  inbox?.requeue?.start();
+  delivery?.requeue?.start();
   tokens.start();
   await secrets.start();
   log.info(
@@ -280,7 +287,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   void stopped.then(() => {
     secrets.stop();
     epoch?.stop();
-    inbox?.requeue?.stop();
+    delivery?.requeue?.stop();
     if (signer.kind === 'pkcs11') signer.stop();
   });
   const reload = () => secrets.reloadNow();
@@ -351,23 +358,29 @@ function recordMacFor(config: Config, store: StateStore, metrics: SidecarMetrics
 }
 
 /**
- * `queued` delivery's inbox on Redis; with a requeue memory (SIDECAR_POSTBACK_REQUEUE_MEMORY_MB), what this replica
- * accepts is also held until delivered and appended again if Redis loses it (docs/fleet.md). Loaded only when on.
+ * Where verified postbacks go, chosen once from SIDECAR_POSTBACK_DELIVERY: `direct`, forwarded at once; `queued`,
+ * kept in the inbox on Redis. With a requeue memory (SIDECAR_POSTBACK_REQUEUE_MEMORY_MB), what this replica accepts
+ * is also held until delivered and appended again if Redis loses it (docs/fleet.md). Loaded only when on.
  */
-async function queuedInbox(
-  store: RedisStateStore,
+async function postbackDelivery(
+  config: PostbackConfig,
+  store: StateStore,
   epoch: StoreEpoch | undefined,
-  requeueMemoryMb: number,
   recordMac: RecordMac | undefined,
   metrics: SidecarMetrics,
   log: Logger,
-): Promise<{ readonly inbox: PostbackInbox; readonly requeue: RequeueMemory | undefined }> {
-  const inbox = (await import('./postback/inbox.js')).createRedisInbox(store, recordMac);
-  if (epoch === undefined || requeueMemoryMb === 0) return { inbox, requeue: undefined };
+): Promise<{ readonly sink: PostbackDelivery; readonly requeue?: RequeueMemory }> {
+  if (config.delivery === 'direct') return { sink: { kind: 'direct' } };
+  // The settings refuse `queued` without SIDECAR_STATE_STORE=redis (postback-settings.ts): this is a Redis store.
+  if (store.kind !== 'redis') throw new Error('queued postback delivery needs the Redis state store');
+  const redis = store as RedisStateStore;
+  const inbox = (await import('./postback/inbox.js')).createRedisInbox(redis, recordMac);
+  const queued = (kept: PostbackInbox) => ({ kind: 'queued', inbox: kept, metrics: metrics.inbox }) as const;
+  if (epoch === undefined || config.requeueMemoryMb === 0) return { sink: queued(inbox) };
   const { RequeueMemory } = await import('./postback/requeue-memory.js');
-  const maxBytes = requeueMemoryMb * 1024 * 1024;
-  const requeue = new RequeueMemory(inbox, store, epoch, { maxBytes, metrics: metrics.inbox, log });
-  return { inbox: requeue.wrap(), requeue };
+  const maxBytes = config.requeueMemoryMb * 1024 * 1024;
+  const requeue = new RequeueMemory(inbox, redis, epoch, { maxBytes, metrics: metrics.inbox, log });
+  return { sink: queued(requeue.wrap()), requeue };
 }
 
 function createTokenManager(

@@ -23,6 +23,7 @@ export type SidecarErrorCode =
   | 'sidecar.idempotency.key_reused'
   | 'sidecar.idempotency.unavailable'
   | 'sidecar.idempotency.record_unverified'
+  | 'sidecar.idempotency.claim_lost'
   | 'sidecar.internal';
 
 export interface SidecarErrorBody {
@@ -151,6 +152,15 @@ export const sidecarErrors = {
       'the idempotency store is unreachable; the request was not sent unprotected: send it again shortly',
       true,
       { cause },
+    ),
+  // This replica was paused or cut off past its claim's lease, and a retry took the key over: this request sent
+  // nothing (the fence before the first byte failed). The key's answer is the other request's.
+  idempotencyClaimLost: () =>
+    new SidecarError(
+      'sidecar.idempotency.claim_lost',
+      409,
+      "this request lost its Idempotency-Key's claim to a retry while this replica was stalled, and sent nothing; retry shortly with the same key for the key's answer",
+      true,
     ),
   // Not retryable, and nothing is sent: the record may stand in for a real payment's answer that was overwritten.
   idempotencyRecordUnverified: () =>

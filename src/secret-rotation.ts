@@ -1,6 +1,6 @@
 // Secret rotation (docs/configuration.md, "Secret rotation"): what each watched file's new content replaces, and how a reload is logged and
 // counted. The watching itself is config/secret-watch.ts; this file connects it to the signer, the token client's
-// password, the forwarder's trusted CAs, the forward proxy's password and CA, the postback keys and the MAC keys of
+// password, the gateway client's trusted CAs, the forward proxy's password and CA, the postback keys and the MAC keys of
 // the records in Redis.
 import type { KeyObject } from 'node:crypto';
 import type { Config } from './config/config.js';

@@ -1,10 +1,11 @@
 import type { Server } from 'node:http';
 import { sidecarErrors } from './errors.js';
-import { closeServer, type ConnectionTracker } from './lifecycle.js';
+import type { InFlightRequests } from './inbound/in-flight.js';
+import { closeServer } from './inbound/listener.js';
 import type { Logger } from './observability/log.js';
 import type { Tracing } from './observability/tracing.js';
 import type { PostbackReceiver } from './postback/receiver.js';
-import { errorSettlement } from './proxy/request.js';
+import { errorSettlement, type ProxyRequest } from './proxy/request.js';
 import type { StateStore } from './state/state-store.js';
 import { sleep } from './token/backoff.js';
 import type { TokenManager } from './token/token-manager.js';
@@ -24,7 +25,7 @@ export interface ShutdownParts {
   readonly proxy: Server;
   readonly admin: () => Server;
   /** The egress requests: their answers, and their handling, which goes on after shutdown answered them. */
-  readonly tracker: ConnectionTracker;
+  readonly tracker: InFlightRequests<ProxyRequest>;
   readonly tokens: TokenManager;
   readonly forwarder: Forwarder;
   readonly store: StateStore;
@@ -77,11 +78,10 @@ async function stop(parts: ShutdownParts, reason: string): Promise<void> {
   // Postbacks still in flight finish within the same delay; the rest are answered 503 and redelivered.
   const closingPostbacks = parts.postbacks?.close(parts.maxDelayMs);
   const drained = await tracker.waitIdle(parts.maxDelayMs);
-  // Out of time: every client still waiting gets one definitive answer before its connection goes. The request
-  // may be at the gateway, so that answer is outcome_unknown (never retryable), not silence.
+  // Out of time: every caller still waiting gets one definitive answer before its connection goes, never silence. A
+  // request not sent yet (its body still arriving, say) is told so (503 sidecar.shutdown.draining: retry it on
+  // another replica); one that may be at the gateway gets 504 outcome_unknown, never retryable.
   const abandoned = tracker.unanswered();
-  // A request that was never sent (its body still arriving, say) is told so, and retried elsewhere; one that may
-  // be at the gateway is outcome_unknown, never retryable.
   const mayBeSent = abandoned.filter((request) => request.sendStarted);
   for (const request of abandoned) {
     const error = request.sendStarted ? sidecarErrors.outcomeUnknown(504, 'shutdown') : sidecarErrors.shuttingDown();

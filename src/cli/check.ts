@@ -64,11 +64,11 @@ async function checkGateway(config: Config, report: CheckReport): Promise<void> 
   if (proxy === undefined) {
     connection = await probeConnection(config.base, ca, connectTimeoutMs);
   } else {
-    // The proxy's verdict on its own line, so a refusal there is never read as the gateway's.
+    // The forward proxy's verdict on its own line, so a refusal there is never read as the gateway's.
     const tunnel = await probeTunnel(config.base, proxy, ca, connectTimeoutMs);
     report.line(tunnel.proxy.mark, 'forward proxy', tunnel.proxy.detail);
     if (tunnel.gateway === undefined) {
-      report.line('-', 'not checked', 'base URL, password login and clock skew: no tunnel through the proxy');
+      report.line('-', 'not checked', 'base URL, password login and clock skew: no tunnel through the forward proxy');
       return;
     }
     connection = tunnel.gateway;

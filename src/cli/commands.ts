@@ -10,7 +10,7 @@ export interface CommandEntry {
 export const COMMANDS: Record<string, CommandEntry> = {
   serve: {
     load: async () => (await import('./serve.js')).serve,
-    summary: 'run the signing proxy (configured by SIDECAR_* settings)',
+    summary: 'run the sidecar (configured by SIDECAR_* settings)',
   },
   keygen: {
     load: async () => (await import('./keygen.js')).keygen,

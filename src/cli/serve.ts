@@ -8,7 +8,7 @@ import { EXIT, type Command, type CommandIo } from './command.js';
 
 const USAGE = `Usage: signing-sidecar serve
 
-Runs the signing proxy. Every setting comes from SIDECAR_* environment variables or the file named by
+Runs the sidecar. Every setting comes from SIDECAR_* environment variables or the file named by
 SIDECAR_CONFIG_FILE (see README "Configuration"). Stops gracefully on SIGTERM/SIGINT. SIGHUP reads the
 secret files (private key, password, upstream CA) again at once; they are also polled every second.
 `;

@@ -1,4 +1,4 @@
-// The base address is parsed once, here, and both the signer and the forwarder use the result, so the URL
+// The base address is parsed once, here, and both the signer and the gateway client use the result, so the URL
 // that is signed and the URL that is posted cannot drift apart (spec 5.2: "one configuration value").
 import { isLoopbackHost } from './loopback.js';
 

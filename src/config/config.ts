@@ -35,7 +35,7 @@ export interface Config {
     /** contentDigest of each secret file's content as loaded, by path: the watcher's starting point. */
     readonly loadedDigests: Readonly<Record<string, string>>;
   };
-  /** The proxy's listener; its allowed hosts lowercase, IPv6 addresses without brackets (listen-host.ts). */
+  /** The egress listener; its allowed hosts lowercase, IPv6 addresses without brackets (listen-host.ts). */
   readonly listen: Settings['listen'];
   readonly admin: Settings['admin'];
   readonly upstream: UpstreamConfig;

@@ -4,7 +4,7 @@ import { settingName } from './schema.js';
 // Which client headers travel to the gateway: an allow-list. A deny-list let through whatever it did not foresee
 // (True-Client-IP, X-Original-URL, X-HTTP-Method-Override, ...): unsigned headers that a gateway, or a CDN or WAF in
 // front of it, may act on. The gateway needs none of the client's headers; these few are harmless and useful in
-// its logs. X-Request-Id is the sidecar's own (the client's when it is a sane token: proxy/listener.ts).
+// its logs. X-Request-Id is the sidecar's own (the client's when it is a sane token: inbound/request-id.ts).
 export const DEFAULT_FORWARDED_REQUEST_HEADERS = ['accept', 'accept-language', 'user-agent', 'x-request-id'] as const;
 
 /** RFC 9110 7.6.1 hop-by-hop headers: never forwarded either way. */

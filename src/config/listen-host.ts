@@ -8,7 +8,7 @@ import { settingName } from './schema.js';
 export type HostKey = 'listen.host' | 'admin.host';
 
 /**
- * The proxy signs whatever reaches it, without authentication: outside loopback that is everything on the pod
+ * The sidecar signs whatever reaches its egress listener, without authentication: outside loopback that is everything on the pod
  * network. Refused unless SIDECAR_LISTEN_ALLOW_NON_LOOPBACK says so; then a warning for the start log.
  */
 export function checkListenHost(host: string, allowNonLoopback: boolean): ConfigWarning | undefined {

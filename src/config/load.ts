@@ -4,7 +4,7 @@ import { dirname, resolve } from 'node:path';
 import convict from 'convict';
 import type * as Yaml from 'yaml';
 import { ConfigError } from '../errors.js';
-import { attempt } from './collect-errors.js';
+import { attempt } from './attempt.js';
 import { parseBaseAddress, type BaseAddress } from './base-url.js';
 import type { Config } from './config.js';
 import type { ConfigWarning } from './config-warning.js';
@@ -186,7 +186,7 @@ function signedRoutes(settings: Settings): readonly string[] {
   return routes;
 }
 
-/** The proxy's own host, checked by the listen-host rules (listen-host.ts). */
+/** The egress listener's own host, checked by the listen-host rules (listen-host.ts). */
 function listenHost(settings: Settings, warnings: ConfigWarning[]): string {
   const host = settings.listen.host.trim();
   const warning = checkListenHost(host, settings.listen.allowNonLoopback);
@@ -242,6 +242,7 @@ function collect(env: NodeJS.ProcessEnv): Collected {
       throw new ConfigError(settingName('token.refreshAheadMinSeconds'), `must not exceed ${max}`);
     }
   });
+  refusals.check(['idempotency.leaseMs', 'state.redis.commandTimeoutMs'], () => leaseFitsRenewals(settings));
   const routes = refusals.check(['signedRoutes'], () => signedRoutes(settings));
   const postback = refusals.refusedAny('postback')
     ? null
@@ -323,6 +324,21 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     warnings: refusals.warnings,
   };
   return { config, errors, hosts };
+}
+
+/**
+ * A claim's lease is renewed every third of it: a renewal that takes the whole command timeout must still leave the
+ * next one time to land before the lease runs out, or a live replica's claim would be taken over.
+ */
+function leaseFitsRenewals(settings: Settings): void {
+  if (settings.state.store !== 'redis') return;
+  const { commandTimeoutMs } = settings.state.redis;
+  if (settings.idempotency.leaseMs < 2 * commandTimeoutMs) {
+    throw new ConfigError(
+      settingName('idempotency.leaseMs'),
+      `must be at least 2 x ${envVarOf('state.redis.commandTimeoutMs') ?? 'state.redis.commandTimeoutMs'} (${2 * commandTimeoutMs} ms): a renewal sent at a third of the lease must land within it`,
+    );
+  }
 }
 
 /**

@@ -3,7 +3,7 @@
 import { createSecretKey, type KeyObject } from 'node:crypto';
 import { BlockList, isIP } from 'node:net';
 import { ConfigError } from '../errors.js';
-import { attempt } from './collect-errors.js';
+import { attempt } from './attempt.js';
 import type { ConfigWarning } from './config-warning.js';
 import { isLoopbackHost } from './loopback.js';
 import { parsePublicKeys } from './public-keys.js';
@@ -42,7 +42,7 @@ interface PostbackParsed {
   readonly retryScheduleMs: readonly number[];
   /**
    * The Standard Webhooks secret that signs what the application gets (the decoded bytes after `whsec_`, as a
-   * KeyObject, which never prints them); undefined: forwarded unsigned (staging without the file, or signing off).
+   * KeyObject, which never prints them); undefined: delivered unsigned (staging without the file, or signing off).
    */
   readonly forwardSecret: KeyObject | undefined;
   readonly forwardSecretFile: string | undefined;
@@ -109,7 +109,7 @@ interface ForwardSigning {
 const UNSIGNED: ForwardSigning = { secret: undefined, file: undefined, digest: undefined };
 
 /**
- * Signed when the secret file is set; the file is required in production, where the application's webhook is
+ * Signed when the secret file is set; the file is required in production, where the application is
  * reachable from the namespace (docs/postbacks.md#signed-for-the-application), unless signing is turned off.
  */
 function forwardSigning(
@@ -129,7 +129,7 @@ function forwardSigning(
     warnings.push({
       setting: signingSetting,
       message:
-        'postbacks are forwarded to the application UNSIGNED: anything that can reach its webhook can forge a SUCCESS; set a forward secret (docs/postbacks.md#signed-for-the-application)',
+        'postbacks are delivered to the application UNSIGNED: anything that can reach it can forge a SUCCESS; set a forward secret (docs/postbacks.md#signed-for-the-application)',
     });
     return UNSIGNED;
   }
@@ -138,7 +138,7 @@ function forwardSigning(
     errors.push(
       fail(
         'forwardSecretFile',
-        `is required in production, so that the application can tell the sidecar's postbacks from forged ones (docs/postbacks.md#signed-for-the-application); ${signingSetting}=off forwards them unsigned`,
+        `is required in production, so that the application can tell the sidecar's postbacks from forged ones (docs/postbacks.md#signed-for-the-application); ${signingSetting}=off delivers them unsigned`,
       ),
     );
     return undefined;
@@ -185,7 +185,7 @@ function forwardUrl(raw: string): string {
     throw fail('forwardUrl', `scheme ${url.protocol} is not supported; use http:// or https://`);
   }
   if (url.hash !== '' || raw.includes('#')) throw fail('forwardUrl', 'must not carry a fragment');
-  // The forwarder would drop them without a word (no Authorization header is made of them), and the application
+  // The application client would drop them without a word (no Authorization header is made of them), and the application
   // would refuse every postback; the reason does not quote them.
   if (url.username !== '' || url.password !== '') throw fail('forwardUrl', 'must not carry credentials (user:pass@)');
   return raw;
@@ -297,7 +297,7 @@ function crossChecks(input: PostbackInput, errors: ConfigError[]): void {
     errors.push(
       fail(
         'deliveredTtlSeconds',
-        `must be at least ${nonceSeconds} s (the timestamp window plus ${NONCE_MARGIN_SECONDS} s), or a replay inside the window could be forwarded twice`,
+        `must be at least ${nonceSeconds} s (the timestamp window plus ${NONCE_MARGIN_SECONDS} s), or a replay inside the window could be delivered twice`,
       ),
     );
   }

@@ -3,7 +3,7 @@
 // URL: one that someone wrote a password into must not end up in the logs of the pod that refused it.
 import { ConfigError } from '../errors.js';
 import type { BaseAddress } from './base-url.js';
-import { attempt } from './collect-errors.js';
+import { attempt } from './attempt.js';
 import { envVarOf, settingName, type Settings } from './schema.js';
 import { caFromFile, contentDigest, passwordFromFile } from './secret-files.js';
 import type { Secret } from './secret.js';

@@ -163,14 +163,14 @@ export const SETTINGS = {
   },
   listen: {
     host: {
-      doc: 'Proxy host; loopback only unless allowed ([listen host](#listen-host)).',
+      doc: 'Egress listener host; loopback only unless allowed ([listen host](#listen-host)).',
       format: 'text',
       default: '127.0.0.1',
       env: 'SIDECAR_LISTEN_HOST',
     },
-    port: { doc: 'Proxy port (0: any free).', format: 'tcp-port', default: 8080, env: 'SIDECAR_LISTEN_PORT' },
+    port: { doc: 'Egress listener port (0: any free).', format: 'tcp-port', default: 8080, env: 'SIDECAR_LISTEN_PORT' },
     allowNonLoopback: {
-      doc: 'Allow a non-loopback proxy host (warned; [listen host](#listen-host)).',
+      doc: 'Allow a non-loopback egress listener host (warned; [listen host](#listen-host)).',
       format: 'strict-boolean',
       default: false,
       env: 'SIDECAR_LISTEN_ALLOW_NON_LOOPBACK',
@@ -255,26 +255,26 @@ export const SETTINGS = {
         whenUnset: 'none: direct',
       },
       fromEnv: {
-        doc: 'Proxy from `HTTPS_PROXY` (`http://` base: `HTTP_PROXY`; lowercase first) unless `NO_PROXY` covers the gateway; read at start.',
+        doc: 'Forward proxy from `HTTPS_PROXY` (`http://` base: `HTTP_PROXY`; lowercase first) unless `NO_PROXY` covers the gateway; read at start.',
         format: 'strict-boolean',
         default: false,
         env: 'SIDECAR_UPSTREAM_PROXY_FROM_ENV',
       },
       username: {
-        doc: 'Proxy Basic auth user; needs the password file.',
+        doc: 'Forward proxy Basic auth user; needs the password file.',
         format: 'text',
         default: '',
         env: 'SIDECAR_UPSTREAM_PROXY_USERNAME',
-        whenUnset: 'none: no proxy authentication',
+        whenUnset: 'none: no forward proxy authentication',
       },
       passwordFile: {
-        doc: 'Proxy password file; [re-read](#secret-rotation) for new tunnels.',
+        doc: 'Forward proxy password file; [re-read](#secret-rotation) for new tunnels.',
         format: 'file-path',
         default: '',
         env: 'SIDECAR_UPSTREAM_PROXY_PASSWORD_FILE',
       },
       caFile: {
-        doc: 'Extra PEM CAs for an `https://` proxy (never the gateway); re-read.',
+        doc: 'Extra PEM CAs for an `https://` forward proxy (never the gateway); re-read.',
         format: 'file-path',
         default: '',
         env: 'SIDECAR_UPSTREAM_PROXY_CA_FILE',
@@ -379,6 +379,12 @@ export const SETTINGS = {
       default: 86_400,
       env: 'SIDECAR_IDEMPOTENCY_TTL_SECONDS',
     },
+    leaseMs: {
+      doc: "How long a key's claim outlives its replica's last renewal (renewed every third); then a retry [takes it over](idempotency.md#when-a-replica-dies-mid-request). Redis: >= 2 x `SIDECAR_REDIS_COMMAND_TIMEOUT_MS`.",
+      format: 'positive-int',
+      default: 5_000,
+      env: 'SIDECAR_IDEMPOTENCY_LEASE_MS',
+    },
   },
   // The postback receiver (docs/postbacks.md): off unless forwardUrl is set.
   postback: {
@@ -397,7 +403,7 @@ export const SETTINGS = {
         env: 'SIDECAR_POSTBACK_LISTEN_HOST',
       },
       port: {
-        doc: 'Receiver port (0: any free), not the proxy or admin port.',
+        doc: 'Receiver port (0: any free), not the egress or admin port.',
         format: 'tcp-port',
         default: 8081,
         env: 'SIDECAR_POSTBACK_LISTEN_PORT',
@@ -438,7 +444,7 @@ export const SETTINGS = {
       whenUnset: 'required in production',
     },
     forwardSigning: {
-      doc: '`off`: forward unsigned even in production (warned at start).',
+      doc: '`off`: deliver unsigned even in production (warned at start).',
       format: [...POSTBACK_FORWARD_SIGNINGS],
       default: 'auto' as (typeof POSTBACK_FORWARD_SIGNINGS)[number],
       env: 'SIDECAR_POSTBACK_FORWARD_SIGNING',
@@ -462,7 +468,7 @@ export const SETTINGS = {
       env: 'SIDECAR_POSTBACK_MAX_FUTURE_SECONDS',
     },
     deliveredTtlSeconds: {
-      doc: "Delivered payloads' digests kept: a redelivery gets 200, no forward.",
+      doc: "Delivered payloads' digests kept: a redelivery gets 200, not delivered again.",
       format: 'positive-int',
       default: 86_400,
       env: 'SIDECAR_POSTBACK_DELIVERED_TTL_SECONDS',

@@ -4,7 +4,7 @@
 // loads a native library and logs in: what the token refuses is reported with the same setting names.
 import type { KeyObject } from 'node:crypto';
 import { ConfigError } from '../errors.js';
-import { attempt } from './collect-errors.js';
+import { attempt } from './attempt.js';
 import { parsePublicKeys } from './public-keys.js';
 import { envVarOf, settingName, type Settings } from './schema.js';
 import { contentDigest, passwordFromFile, privateKeyFromFile } from './secret-files.js';

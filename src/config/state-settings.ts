@@ -3,7 +3,7 @@
 // a URL someone wrote a password into must not end up in the logs of the pod that refused it.
 import type { KeyObject } from 'node:crypto';
 import { ConfigError } from '../errors.js';
-import { attempt } from './collect-errors.js';
+import { attempt } from './attempt.js';
 import type { ConfigWarning } from './config-warning.js';
 import { heapForStore, MEMORY_STORE_HEAP_SHARE_WARNED, MIB, memoryStoreMaxBytes } from './memory-budget.js';
 import { envVarOf, settingName, type Environment, type Settings } from './schema.js';

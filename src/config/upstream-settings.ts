@@ -2,7 +2,7 @@
 // loadUpstreamSettings and adds its refusals to the others; the forward proxy among them is proxy-settings.ts's.
 import type { ConfigError } from '../errors.js';
 import type { BaseAddress } from './base-url.js';
-import { attempt } from './collect-errors.js';
+import { attempt } from './attempt.js';
 import { loadProxySettings, type UpstreamProxyConfig } from './proxy-settings.js';
 import { settingName, type GroupConfig, type Settings } from './schema.js';
 import { caFromFile, contentDigest } from './secret-files.js';
@@ -23,7 +23,7 @@ export type UpstreamConfig = GroupConfig<Settings['upstream'], UpstreamParsed>;
 export interface UpstreamInput {
   /** The `upstream` settings after the schema validation (setting-values.ts: paths resolved, lists trimmed). */
   readonly raw: Settings['upstream'];
-  /** The gateway, for the proxy from HTTPS_PROXY / NO_PROXY; undefined when it was refused. */
+  /** The gateway, for the forward proxy from HTTPS_PROXY / NO_PROXY; undefined when it was refused. */
   readonly base: BaseAddress | undefined;
   readonly env: NodeJS.ProcessEnv;
   readonly readFile: (setting: string, path: string) => string;

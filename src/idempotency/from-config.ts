@@ -22,6 +22,7 @@ export function keeperFromConfig(
     store,
     ttlMs: config.idempotency.ttlSeconds * 1000,
     claimDeadlineMs: claimDeadlineMs(requestDeadlineMs, storeWriteMs(config)),
+    leaseMs: config.idempotency.leaseMs,
     now,
     log,
     ...(recordMac === undefined ? {} : { recordMac }),

@@ -10,14 +10,22 @@ export interface KeptAnswer {
   readonly code: string;
 }
 
+/**
+ * How far a claimed request got (docs/idempotency.md, "States"): `claimed`, nothing sent yet; `sending`, it may
+ * have reached the gateway. Undefined in a record of a sidecar that kept no stage (it had no lease either): read as
+ * before, in progress until its deadline.
+ */
+export type ClaimStage = 'claimed' | 'sending';
+
 /** The request is being answered by `owner` (a request id) until `deadline` (Unix ms); later it is abandoned. */
 export interface InProgressRecord {
   readonly state: 'in_progress';
   readonly fingerprint: string;
   readonly owner: string;
   readonly deadline: number;
-  /** Random per claim: the value compareAndSet expects is this claim's and no other's. */
+  /** Random per claim: the value compareAndSet expects is this claim's and no other's; it names the lease too. */
   readonly claim: string;
+  readonly stage?: ClaimStage;
 }
 
 export interface DoneRecord {
@@ -45,10 +53,13 @@ export function decodeRecord(text: string): IdempotencyRecord {
   const raw = JSON.parse(text) as Record<string, unknown>;
   if (raw.v !== 1 || typeof raw.fingerprint !== 'string') throw new Error('not an idempotency record');
   if (raw.state === 'in_progress') {
-    const { owner, deadline, claim } = raw;
+    const { owner, deadline, claim, stage } = raw;
     if (typeof owner !== 'string' || typeof deadline !== 'number' || typeof claim !== 'string')
       throw new Error('malformed in_progress record');
-    return { state: 'in_progress', fingerprint: raw.fingerprint, owner, deadline, claim };
+    const record = { state: 'in_progress', fingerprint: raw.fingerprint, owner, deadline, claim } as const;
+    if (stage === undefined) return record;
+    if (stage !== 'claimed' && stage !== 'sending') throw new Error('malformed in_progress record');
+    return { ...record, stage };
   }
   const answer = raw.answer as Record<string, unknown> | undefined;
   if (

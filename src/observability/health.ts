@@ -13,11 +13,11 @@ export interface TokenHealth {
 }
 
 export interface HealthState {
-  /** Startup finished: the key is loaded and the proxy listener accepts connections. Never waits for a token. */
+  /** Startup finished: the key is loaded and the egress listener accepts connections. Never waits for a token. */
   started(): boolean;
   /** /readyz: serving, and holding a valid token when readiness requires one (`readinessRequiresToken`). */
   ready(): boolean;
-  /** The proxy listener accepts connections and no shutdown has begun. */
+  /** The egress listener accepts connections and no shutdown has begun. */
   serving(): boolean;
   token(): TokenHealth;
 }
@@ -38,7 +38,7 @@ const READ_PATHS = new Set(['/livez', '/startupz', '/readyz', '/healthz/token', 
 
 /**
  * The admin listener: probes and metrics on their own port, so a flood of client traffic or a slow gateway
- * never makes Kubernetes probes fail, and metrics are scraped from outside the pod without exposing the proxy.
+ * never makes Kubernetes probes fail, and metrics are scraped from outside the pod without exposing the egress listener.
  */
 export function createAdminServer(options: AdminOptions): Server {
   const admit = oneRequestAtATime();

@@ -49,7 +49,7 @@ export const METRICS = {
   stateRecordsRejected: 'signing_sidecar_state_records_rejected_total',
   /**
    * counter{cause_family, outcome}: failed sends to the gateway, each attempt (token calls and retries included);
-   * cause_family proxy|gateway|sidecar (which hop failed), outcome not_sent|sent_no_answer. Created at zero.
+   * cause_family proxy (the forward proxy)|gateway|sidecar (which hop failed), outcome not_sent|sent_no_answer. Created at zero.
    */
   upstreamFailures: 'signing_sidecar_upstream_failures_total',
   /** counter{reason}: resends; reason token_rejected|connect_failed. */
@@ -80,7 +80,7 @@ export const METRICS = {
   inFlight: 'signing_sidecar_in_flight_requests',
   /** counter{outcome}: postbacks received by the receiver (POSTBACK_OUTCOMES), created at zero. */
   postbacks: 'signing_sidecar_postbacks_total',
-  /** histogram: one forward of a verified postback to the internal service (answered, failed or timed out). */
+  /** histogram: one direct delivery of a verified postback to the application (answered, failed or timed out). */
   postbackForwardDuration: 'signing_sidecar_postback_forward_duration_seconds',
   /** counter{outcome}: queued delivery attempts by what became of them (DELIVERY_OUTCOMES), created at zero. */
   postbackDeliveries: 'signing_sidecar_postback_deliveries_total',
@@ -106,12 +106,14 @@ export const CAUSE_FAMILIES = ['proxy', 'gateway', 'sidecar'] as const;
 export type CauseFamily = (typeof CAUSE_FAMILIES)[number];
 
 /**
- * What a request's Idempotency-Key did: new (claimed, sent), replayed (stored answer), in_progress (409),
- * key_reused (422), abandoned (a dead replica's in_progress record answered outcome_unknown), unavailable (503,
+ * What a request's Idempotency-Key did: new (claimed, sent), taken_over (claimed from a dead replica that had sent
+ * nothing, sent), replayed (stored answer), in_progress (409),
+ * key_reused (422), abandoned (a dead replica's record, past its deadline or `sending` with its lease run out, answered outcome_unknown), unavailable (503,
  * store unreachable), key_invalid (400), key_required (428), unverified (500: the record failed its MAC).
  */
 export const IDEMPOTENCY_OUTCOMES = [
   'new',
+  'taken_over',
   'replayed',
   'in_progress',
   'key_reused',
@@ -124,11 +126,11 @@ export const IDEMPOTENCY_OUTCOMES = [
 export type IdempotencyOutcome = (typeof IDEMPOTENCY_OUTCOMES)[number];
 
 /**
- * What became of a postback (docs/postbacks.md): forwarded (internal service answered 2xx), accepted (queued: kept in
- * the inbox), duplicate (delivered or kept before: 200 without a forward), the refusals (signature_invalid, signature_missing, timestamp_expired,
- * timestamp_future, source_forbidden, body_invalid, not_found, method_not_allowed, too_large) and the 503s that ask
- * for a redelivery (forward_failed, in_flight, store_unavailable, busy: the large-body budget is full); error is an
- * unexpected failure (500).
+ * What became of a postback (docs/postbacks.md): forwarded (delivered: the application answered 2xx), accepted
+ * (queued: kept in the inbox), duplicate (delivered or kept before: 200 without a delivery), the refusals
+ * (signature_invalid, signature_missing, timestamp_expired, timestamp_future, source_forbidden, body_invalid,
+ * not_found, method_not_allowed, too_large) and the 503s that ask for a redelivery (forward_failed: the delivery
+ * failed, in_flight, store_unavailable, busy: the large-body budget is full); error is an unexpected failure (500).
  */
 export const POSTBACK_OUTCOMES = [
   'forwarded',

@@ -65,7 +65,7 @@ export interface BuildInfo {
 /** Every metric of the public contract on the sidecar's own registry (never the global one). */
 export class SidecarMetrics {
   readonly registry = new Registry();
-  /** The postback receiver's counters and forward latency (postback-metrics.ts). */
+  /** The postback receiver's counters and delivery latency (postback-metrics.ts). */
   readonly postbacks = new PostbackMetrics(this.registry);
   /** Queued postback delivery: attempts by outcome, backlog, oldest age, dead letters (postback-metrics.ts). */
   readonly inbox = new InboxMetrics(this.registry);
@@ -205,7 +205,7 @@ export class SidecarMetrics {
 
   private readonly upstreamFailures = new Counter({
     name: METRICS.upstreamFailures,
-    help: 'Failed sends to the gateway (every attempt), by the hop that failed (proxy, gateway, sidecar) and whether any byte was sent.',
+    help: 'Failed sends to the gateway (every attempt), by the hop that failed (proxy: the forward proxy, gateway, sidecar) and whether any byte was sent.',
     labelNames: ['cause_family', 'outcome'] as const,
     registers: [this.registry],
   });

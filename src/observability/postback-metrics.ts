@@ -7,13 +7,13 @@ import {
   type PostbackOutcome,
 } from './metric-names.js';
 
-// From 5 ms to the default forward timeout (10 s) and past it: an internal webhook answers in milliseconds, a
-// struggling one in seconds.
+// From 5 ms to the default delivery timeout (SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS, 10 s) and past it: an application
+// answers in milliseconds, a struggling one in seconds.
 const FORWARD_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 /**
  * The postback receiver's metrics, on the sidecar's registry and created with it (at zero, receiver on or off),
- * so that the alerts see the first forged signature and the first failed forward.
+ * so that the alerts see the first forged signature and the first failed delivery.
  */
 export class PostbackMetrics {
   private readonly outcomes: Counter<'outcome'>;
@@ -28,7 +28,7 @@ export class PostbackMetrics {
     });
     this.forwardLatency = new Histogram({
       name: METRICS.postbackForwardDuration,
-      help: 'One forward of a verified postback to the internal service, until its answer, failure or timeout.',
+      help: 'One direct delivery of a verified postback to the application, until its answer, failure or timeout.',
       buckets: FORWARD_BUCKETS,
       registers: [registry],
     });

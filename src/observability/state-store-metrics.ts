@@ -14,6 +14,7 @@ export const STATE_STORE_COMMANDS = [
   'set_if_absent',
   'compare_and_set',
   'compare_and_delete',
+  'write_if',
   'publish',
   'subscribe',
   'ping',

@@ -1,26 +1,26 @@
-// `queued` delivery: each replica reads the inbox as one consumer of the group and POSTs the postbacks to the
-// internal service, at most `concurrency` at once. A 2xx within the forward timeout ends a postback; anything else
-// waits in the retry set for its next attempt (the schedule, or a longer Retry-After), and after the last one goes
-// to the dead letters.
+// `queued` delivery: each replica reads the inbox as one consumer of the group and delivers the postbacks to the
+// application, at most `concurrency` at once. A 2xx within SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS ends a postback;
+// anything else waits in the retry set for its next attempt (the schedule, or a longer Retry-After), and after the
+// last one goes to the dead letters.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../observability/log.js';
 import type { InboxMetrics } from '../observability/postback-metrics.js';
 import type { TraceSpan, Tracing } from '../observability/tracing.js';
-import type { ForwardResult, PostbackForwarder } from './forward.js';
-import type { PostbackInbox, Settlement, TakenPostback } from './inbox.js';
+import type { ApplicationAnswer, ApplicationClient } from './application-client.js';
+import type { PostbackInbox, DeliveryOutcome, TakenPostback } from './inbox.js';
 
 /** How often an idle worker looks for new postbacks and due retries. */
 const POLL_MS = 100;
 /** How often the backlog gauges are read from Redis (one script; every replica reads the same figures). */
 const STATUS_MS = 5_000;
 /** The waits before each new try to record a delivery's outcome while Redis does not answer. */
-const SETTLE_RETRY_WAITS_MS = [100, 500, 1_000, 2_000];
+const RECORD_RETRY_WAITS_MS = [100, 500, 1_000, 2_000];
 /** Most due retries moved back into the stream per poll. */
 const RELEASE_BATCH = 100;
 
 export interface DeliveryWorkerOptions {
   readonly inbox: PostbackInbox;
-  readonly forwarder: PostbackForwarder;
+  readonly application: ApplicationClient;
   readonly concurrency: number;
   /** The delay before each attempt, in ms: attempt n+1 waits scheduleMs[n] after attempt n failed. */
   readonly scheduleMs: readonly number[];
@@ -34,10 +34,10 @@ export interface DeliveryWorkerOptions {
 }
 
 /** What became of one attempt: the `outcome` of its log line and of its span. */
-type DeliveryOutcome = 'delivered' | 'retry' | 'dead_letter' | 'not_recorded' | 'settled_elsewhere' | 'left_pending';
+type AttemptOutcome = 'delivered' | 'retry' | 'dead_letter' | 'not_recorded' | 'settled_elsewhere' | 'left_pending';
 
 /** The attempt's answer and outcome; anything but a 2xx is an error, with the status or the cause as its code. */
-function endAttemptSpan(span: TraceSpan, answer: ForwardResult | undefined, outcome: DeliveryOutcome): void {
+function endAttemptSpan(span: TraceSpan, answer: ApplicationAnswer | undefined, outcome: AttemptOutcome): void {
   span.setAttributes({
     'http.response.status_code': answer?.status,
     'sidecar.cause_code': answer?.failure,
@@ -70,7 +70,7 @@ export const RETRY_JITTER = 0.1;
  * What an attempt's answer makes of the postback: delivered, retried at a time, or dead. `random` in [0, 1) places
  * the retry within the jitter (a Retry-After is a floor, never shortened).
  */
-export function settlementOf(
+export function deliveryOutcomeOf(
   attempt: number,
   answer: {
     readonly status: number | undefined;
@@ -80,7 +80,7 @@ export function settlementOf(
   scheduleMs: readonly number[],
   nowMs: number,
   random: number,
-): Settlement {
+): DeliveryOutcome {
   const { status } = answer;
   if (status !== undefined && status >= 200 && status < 300) return { outcome: 'delivered' };
   const error = status === undefined ? (answer.failure ?? 'error') : `status ${status}`;
@@ -95,7 +95,7 @@ export function settlementOf(
 }
 
 export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWorker {
-  const { inbox, forwarder, log, metrics } = options;
+  const { inbox, application, log, metrics } = options;
   // A random name per process: a restarted pod's pending postbacks are another consumer's, taken over by XAUTOCLAIM.
   const consumer = `sidecar-${randomUUID()}`;
   /** The deliveries running, by stream entry id. */
@@ -103,7 +103,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
   /**
    * This consumer's own pending postbacks are to be looked at again: a read failed (its postbacks may have been
    * given to this consumer all the same), or Redis did not answer, which a failover does; it takes back writes no
-   * replica had yet, so a postback settled for a retry can be this consumer's pending one again, unknown to it.
+   * replica had yet, so a postback recorded for a retry can be this consumer's pending one again, unknown to it.
    */
   let lostRead = false;
   // Draining: no new postbacks are taken. Stopping: the deliveries still running are abandoned.
@@ -129,11 +129,11 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
 
   async function deliver(postback: TakenPostback): Promise<void> {
     const span = attemptSpan(postback);
-    let outcome: DeliveryOutcome = 'left_pending';
-    let answer: ForwardResult | undefined;
+    let outcome: AttemptOutcome = 'left_pending';
+    let answer: ApplicationAnswer | undefined;
     try {
       answer = await attempt(postback, span);
-      outcome = await settleAnswer(postback, answer);
+      outcome = await recordAnswer(postback, answer);
     } finally {
       if (span !== undefined) endAttemptSpan(span, answer, outcome);
     }
@@ -154,13 +154,13 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
     });
   }
 
-  async function attempt(postback: TakenPostback, span: TraceSpan | undefined): Promise<ForwardResult> {
+  async function attempt(postback: TakenPostback, span: TraceSpan | undefined): Promise<ApplicationAnswer> {
     const traceHeaders = span?.context === undefined ? {} : options.tracing?.headers(span.context);
     const headers = { ...postback.headers, ...traceHeaders, 'x-postback-attempt': String(postback.attempt) };
-    return forwarder.post(postback.id, postback.payload, headers, stopping.signal);
+    return application.post(postback.id, postback.payload, headers, stopping.signal);
   }
 
-  async function settleAnswer(postback: TakenPostback, answer: ForwardResult): Promise<DeliveryOutcome> {
+  async function recordAnswer(postback: TakenPostback, answer: ApplicationAnswer): Promise<AttemptOutcome> {
     const fields = {
       event: 'postback.delivery',
       postbackId: postback.id,
@@ -172,8 +172,14 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       log.info({ ...fields, outcome: 'left_pending' }, 'delivery left to another replica');
       return 'left_pending';
     }
-    const settlement = settlementOf(postback.attempt, answer, options.scheduleMs, options.nowMs(), Math.random());
-    const recorded = await settleSoon(postback, settlement);
+    const deliveryOutcome = deliveryOutcomeOf(
+      postback.attempt,
+      answer,
+      options.scheduleMs,
+      options.nowMs(),
+      Math.random(),
+    );
+    const recorded = await recordSoon(postback, deliveryOutcome);
     if (recorded === undefined) {
       // Left pending: after the visibility timeout a replica takes it over and delivers it again.
       metrics.delivery('not_recorded');
@@ -181,34 +187,37 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       return 'not_recorded';
     }
     if (!recorded) {
-      // Another replica took it over (this one stalled past the visibility timeout) and settled it first.
+      // Another replica took it over (this one stalled past the visibility timeout) and recorded its outcome first.
       log.info({ ...fields, outcome: 'settled_elsewhere' }, 'delivery outcome already recorded by another replica');
       return 'settled_elsewhere';
     }
-    metrics.delivery(settlement.outcome === 'dead' ? 'dead_letter' : settlement.outcome);
-    if (settlement.outcome === 'delivered') {
+    metrics.delivery(deliveryOutcome.outcome === 'dead' ? 'dead_letter' : deliveryOutcome.outcome);
+    if (deliveryOutcome.outcome === 'delivered') {
       log.info({ ...fields, outcome: 'delivered' }, 'postback delivered');
       return 'delivered';
     }
-    if (settlement.outcome === 'dead') {
-      log.error({ ...fields, outcome: 'dead_letter', failure: settlement.error }, 'postback moved to the dead letters');
+    if (deliveryOutcome.outcome === 'dead') {
+      log.error(
+        { ...fields, outcome: 'dead_letter', failure: deliveryOutcome.error },
+        'postback moved to the dead letters',
+      );
       return 'dead_letter';
     }
-    const inMs = settlement.dueMs - options.nowMs();
-    log.warn({ ...fields, outcome: 'retry', failure: settlement.error, nextAttemptInMs: inMs }, 'postback retry');
+    const inMs = deliveryOutcome.dueMs - options.nowMs();
+    log.warn({ ...fields, outcome: 'retry', failure: deliveryOutcome.error, nextAttemptInMs: inMs }, 'postback retry');
     return 'retry';
   }
 
   /**
-   * Records the outcome, trying again over a few seconds when Redis does not answer: a settle is safe to repeat
+   * Records the outcome, trying again over a few seconds when Redis does not answer: recording is safe to repeat
    * (one that took effect already answers false), and an unrecorded delivery would be made again.
    */
-  async function settleSoon(postback: TakenPostback, settlement: Settlement): Promise<boolean | undefined> {
+  async function recordSoon(postback: TakenPostback, deliveryOutcome: DeliveryOutcome): Promise<boolean | undefined> {
     for (let tries = 0; ; tries++) {
       try {
-        return await inbox.settle(postback, settlement, options.nowMs());
+        return await inbox.record(postback, deliveryOutcome, options.nowMs());
       } catch {
-        const waitMs = SETTLE_RETRY_WAITS_MS[tries];
+        const waitMs = RECORD_RETRY_WAITS_MS[tries];
         if (waitMs === undefined || stopping.signal.aborted) return undefined;
         await new Promise((resolve) => setTimeout(resolve, waitMs));
       }

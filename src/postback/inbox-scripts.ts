@@ -31,7 +31,7 @@ redis.call('HSET', KEYS[1], 'last_attempt_ms', ARGV[3])
 local f = redis.call('HMGET', KEYS[1], 'payload', 'headers', 'order', 'mac')
 return {attempts, f[1], f[2], f[3], f[4]}`);
 
-/** Shared by SETTLE and DROP: takes `id` out of its line; the next postback of the transaction goes to the stream. */
+/** Shared by RECORD_OUTCOME and DROP: takes `id` out of its line; its transaction's next one goes to the stream. */
 const LEAVE_LINE = `local function leave_line(line, stream, id)
   if redis.call('LINDEX', line, 0) == id then
     redis.call('LPOP', line)
@@ -45,10 +45,10 @@ end
 
 /**
  * KEYS entry, stream, pending, retry, dead, order; ARGV stream entry id, group, id, outcome (delivered, retry,
- * dead), now ms, due ms (retry), error. 1 when recorded; 0 when another replica settled it first (it took the
+ * dead), now ms, due ms (retry), error. 1 when recorded; 0 when another replica recorded one first (it took the
  * postback over) or it was dropped.
  */
-export const SETTLE = luaScript(`${LEAVE_LINE}
+export const RECORD_OUTCOME = luaScript(`${LEAVE_LINE}
 local acked = redis.call('XACK', KEYS[2], ARGV[2], ARGV[1])
 redis.call('XDEL', KEYS[2], ARGV[1])
 if acked == 0 or redis.call('EXISTS', KEYS[1]) == 0 then return 0 end

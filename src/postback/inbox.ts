@@ -11,7 +11,7 @@
 import { createHash } from 'node:crypto';
 import { NO_RECORD_MAC, type RecordMac } from '../state/record-mac.js';
 import type { RedisStateStore, StreamEntry } from '../state/redis-store.js';
-import { APPEND, DROP, INSPECT, RELEASE_DUE, REPLAY, SETTLE, STATUS, TAKE } from './inbox-scripts.js';
+import { APPEND, DROP, INSPECT, RELEASE_DUE, REPLAY, RECORD_OUTCOME, STATUS, TAKE } from './inbox-scripts.js';
 
 const STREAM = 'postback:inbox';
 const RETRY = 'postback:retry';
@@ -65,7 +65,7 @@ export interface TakenPostback {
   readonly orderKey: string;
 }
 
-export type Settlement =
+export type DeliveryOutcome =
   | { readonly outcome: 'delivered' }
   | { readonly outcome: 'retry'; readonly dueMs: number; readonly error: string }
   | { readonly outcome: 'dead'; readonly error: string };
@@ -114,10 +114,10 @@ export interface PostbackInbox {
    * read whose answer was lost on the way (a command timeout) left them with it, unknown to it.
    */
   recover(consumer: string, count: number, nowMs: number, delivering: ReadonlySet<string>): Promise<TakenPostback[]>;
-  /** Postbacks another consumer took more than `minIdleMs` ago and did not settle (it died): now `consumer`'s. */
+  /** Postbacks another consumer took over `minIdleMs` ago and recorded no outcome for (it died): `consumer`'s now. */
   claimStale(consumer: string, minIdleMs: number, count: number, nowMs: number): Promise<TakenPostback[]>;
   /** Records a delivery's outcome; false when another replica recorded one first, or the postback was dropped. */
-  settle(postback: TakenPostback, settlement: Settlement, nowMs: number): Promise<boolean>;
+  record(postback: TakenPostback, deliveryOutcome: DeliveryOutcome, nowMs: number): Promise<boolean>;
   /** Moves the retries due by `nowMs` back into the stream (at most `count`); how many. */
   releaseDue(nowMs: number, count: number): Promise<number>;
   status(): Promise<InboxStatus>;
@@ -185,15 +185,18 @@ export function createRedisInbox(store: RedisStateStore, mac: RecordMac = NO_REC
   const acknowledged = { acknowledged: true } as const;
   const allKeys = (id: string, orderKey: string) => [entryKey(id), STREAM, PENDING, RETRY, DEAD, orderKey];
 
-  async function settleEntry(
+  async function recordOutcome(
     postback: Pick<TakenPostback, 'streamId' | 'id' | 'orderKey'>,
-    settlement: Settlement,
+    deliveryOutcome: DeliveryOutcome,
     nowMs: number,
   ): Promise<boolean> {
-    const dueMs = settlement.outcome === 'retry' ? String(settlement.dueMs) : '';
-    const error = settlement.outcome === 'delivered' ? '' : settlement.error;
-    const args = [postback.streamId, DELIVERY_GROUP, postback.id, settlement.outcome, String(nowMs), dueMs, error];
-    return Number(await store.evalScript('inbox_settle', SETTLE, allKeys(postback.id, postback.orderKey), args)) === 1;
+    const dueMs = deliveryOutcome.outcome === 'retry' ? String(deliveryOutcome.dueMs) : '';
+    const error = deliveryOutcome.outcome === 'delivered' ? '' : deliveryOutcome.error;
+    const args = [postback.streamId, DELIVERY_GROUP, postback.id, deliveryOutcome.outcome, String(nowMs), dueMs, error];
+    return (
+      Number(await store.evalScript('inbox_settle', RECORD_OUTCOME, allKeys(postback.id, postback.orderKey), args)) ===
+      1
+    );
   }
 
   async function take(entries: readonly StreamEntry[], nowMs: number): Promise<TakenPostback[]> {
@@ -212,7 +215,7 @@ export function createRedisInbox(store: RedisStateStore, mac: RecordMac = NO_REC
       const rejected = mac.check('postback', entryKey(id), [payload, headers ?? '', orderKey], tag);
       if (rejected !== undefined) {
         const error = `refused: MAC ${rejected === 'unsigned' ? 'missing' : 'wrong'} (docs/runbooks.md#runbook-state-records-rejected)`;
-        await settleEntry({ streamId, id, orderKey }, { outcome: 'dead', error }, nowMs);
+        await recordOutcome({ streamId, id, orderKey }, { outcome: 'dead', error }, nowMs);
         continue;
       }
       taken.push({
@@ -261,7 +264,7 @@ export function createRedisInbox(store: RedisStateStore, mac: RecordMac = NO_REC
     },
     claimStale: async (consumer, minIdleMs, count, nowMs) =>
       take(await store.streamAutoClaim(STREAM, DELIVERY_GROUP, consumer, minIdleMs, count), nowMs),
-    settle: settleEntry,
+    record: recordOutcome,
     async releaseDue(nowMs, count) {
       return Number(
         await store.evalScript('inbox_release', RELEASE_DUE, [RETRY, STREAM], [String(nowMs), String(count)]),

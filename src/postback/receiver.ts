@@ -1,6 +1,6 @@
 // The receiver's own listener (docs/postbacks.md), apart from the egress one: a slow or hostile sender on the public side
 // can hold at most this server's connections, never the egress listener's or the gateway client's.
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { KeyObject } from 'node:crypto';
 import type { Socket } from 'node:net';
 import {
@@ -9,25 +9,27 @@ import {
   type PostbackConfig,
   type PostbackSourceAllowList,
 } from '../config/postback-settings.js';
-import { BodyBudget, type BodyBudgetSizes } from '../proxy/body-budget.js';
-import { listen } from '../proxy/listener.js';
+import { BodyBudget, type BodyBudgetSizes } from '../inbound/body-budget.js';
+import { InFlightRequests } from '../inbound/in-flight.js';
+import { listen } from '../inbound/listener.js';
 import type { Logger } from '../observability/log.js';
 import type { InboxMetrics, PostbackMetrics } from '../observability/postback-metrics.js';
 import type { Tracing } from '../observability/tracing.js';
 import type { StateStore } from '../state/state-store.js';
-import { createPostbackForwarder, type PostbackForwarder } from './forward.js';
-import { createForwardSigner } from './forward-signing.js';
+import { createApplicationClient, type ApplicationClient } from './application-client.js';
+import { createDeliverySigner } from './delivery-signing.js';
 import { createDeliveryWorker, type DeliveryWorker } from './delivery-worker.js';
 import { createPostbackHandler } from './handler.js';
 import type { PostbackInbox } from './inbox.js';
 import { signedPostbackUrl } from './public-url.js';
 import { ReplayMemory } from './replay-memory.js';
+import { directSink, inboxSink, type PostbackSink } from './sink.js';
 import { createPostbackVerifier } from './verify-postback.js';
 
 /**
  * A sender gets 10 s for its headers and 15 s for the whole request (the body deadline: a body trickling in is
- * cut with 408); an idle keep-alive connection is closed after 5 s. The answer may take up to the forward
- * timeout: no timeout applies to it here.
+ * cut with 408); an idle keep-alive connection is closed after 5 s. The answer may take up to the delivery
+ * timeout (SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS): no timeout applies to it here.
  */
 const RECEIVER_LISTENER = {
   headersTimeout: 10_000,
@@ -65,11 +67,16 @@ export interface PostbackReceiverDeps {
   readonly tracing?: Tracing;
   /** Continue a sender's traceparent (SIDECAR_TRACE_PROPAGATE_UPSTREAM); otherwise each postback starts a trace. */
   readonly continueSenderTrace?: boolean;
-  /** `queued` delivery (SIDECAR_POSTBACK_DELIVERY): the inbox on Redis and its metrics; absent for `direct`. */
-  readonly inbox?: { readonly inbox: PostbackInbox; readonly metrics: InboxMetrics };
+  /** Where verified postbacks go (SIDECAR_POSTBACK_DELIVERY), as the wiring chose it. */
+  readonly delivery: PostbackDelivery;
   /** Test hook: shorter sender timeouts than RECEIVER_LISTENER's. */
   readonly listener?: { readonly headersTimeout?: number; readonly requestTimeout?: number };
 }
+
+/** `direct`: delivered to the application at once; `queued`: kept in the inbox on Redis for the delivery worker. */
+export type PostbackDelivery =
+  | { readonly kind: 'direct' }
+  | { readonly kind: 'queued'; readonly inbox: PostbackInbox; readonly metrics: InboxMetrics };
 
 export interface PostbackReceiver {
   readonly server: Server;
@@ -83,90 +90,74 @@ export interface PostbackReceiver {
   close(maxMs: number): Promise<void>;
 }
 
-/** The answers still open, so that close() waits for the work rather than guessing. */
-class OpenAnswers {
-  private readonly open = new Set<ServerResponse>();
-  private readonly idleWaiters = new Set<() => void>();
-
-  add(res: ServerResponse): void {
-    this.open.add(res);
-    res.once('close', () => {
-      this.open.delete(res);
-      if (this.open.size === 0) for (const wake of [...this.idleWaiters]) wake();
-    });
-  }
-
-  /** Resolves when none is open, or after `ms`. */
-  waitIdle(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      if (this.open.size === 0) return resolve();
-      const done = () => {
-        clearTimeout(timer);
-        this.idleWaiters.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.idleWaiters.add(done);
-    });
-  }
-}
-
-function handlerFor(
+/** The sink the handler hands postbacks to and, `queued`, the worker that delivers them from the inbox. */
+function deliveryFor(
   config: PostbackConfig,
   deps: PostbackReceiverDeps,
-  keys: () => readonly KeyObject[],
-  forwarder: PostbackForwarder,
+  application: ApplicationClient,
   stopping: AbortSignal,
-) {
-  const memory = new ReplayMemory(deps.store, {
-    nonceTtlMs: nonceTtlSeconds(config) * 1000,
-    deliveredTtlMs: config.deliveredTtlSeconds * 1000,
-    forwardTimeoutMs: config.forwardTimeoutMs,
-    storeCommandTimeoutMs: deps.storeCommandTimeoutMs ?? 0,
-  });
-  return createPostbackHandler({
-    path: config.publicUrl.path,
-    allow: config.allowCidrs,
-    verify: createPostbackVerifier({ ...config, publicKeys: keys, signedUrl: signedPostbackUrl(config.publicUrl) }),
-    memory,
-    forwarder,
-    ...(deps.inbox === undefined ? {} : { queue: { inbox: deps.inbox.inbox, orderField: config.orderField } }),
-    budget: new BodyBudget(POSTBACK_BODY_BUDGET),
-    metrics: deps.metrics,
+): { readonly sink: PostbackSink; readonly worker?: DeliveryWorker } {
+  const { delivery } = deps;
+  const nowMs = deps.nowMs ?? Date.now;
+  if (delivery.kind === 'direct') {
+    return { sink: directSink({ application, metrics: deps.metrics, stopping, tracing: deps.tracing }) };
+  }
+  const sink = inboxSink({ inbox: delivery.inbox, orderField: config.orderField, nowMs, tracing: deps.tracing });
+  const worker = createDeliveryWorker({
+    inbox: delivery.inbox,
+    metrics: delivery.metrics,
+    application,
+    concurrency: config.deliveryConcurrency,
+    scheduleMs: config.retryScheduleMs,
+    visibilityTimeoutMs: config.visibilityTimeoutMs,
     log: deps.log,
-    nowMs: deps.nowMs ?? Date.now,
-    stopping,
+    nowMs,
     ...(deps.tracing === undefined ? {} : { tracing: deps.tracing }),
-    continueSenderTrace: deps.continueSenderTrace === true,
   });
+  return { sink, worker };
 }
 
 export function createPostbackReceiver(config: PostbackConfig, deps: PostbackReceiverDeps): PostbackReceiver {
   const stopping = new AbortController();
   let keys = config.publicKeys;
   const signer =
-    config.forwardSecret === undefined ? undefined : createForwardSigner(config.forwardSecret, deps.nowMs ?? Date.now);
-  const forwarder = createPostbackForwarder(config.forwardUrl, config.forwardTimeoutMs, signer);
-  const handle = handlerFor(config, deps, () => keys, forwarder, stopping.signal);
-  const worker: DeliveryWorker | undefined =
-    deps.inbox === undefined
-      ? undefined
-      : createDeliveryWorker({
-          inbox: deps.inbox.inbox,
-          metrics: deps.inbox.metrics,
-          forwarder,
-          concurrency: config.deliveryConcurrency,
-          scheduleMs: config.retryScheduleMs,
-          visibilityTimeoutMs: config.visibilityTimeoutMs,
-          log: deps.log,
-          nowMs: deps.nowMs ?? Date.now,
-          ...(deps.tracing === undefined ? {} : { tracing: deps.tracing }),
-        });
-  const answers = new OpenAnswers();
+    config.forwardSecret === undefined ? undefined : createDeliverySigner(config.forwardSecret, deps.nowMs ?? Date.now);
+  const application = createApplicationClient(config.forwardUrl, config.forwardTimeoutMs, signer);
+  const { sink, worker } = deliveryFor(config, deps, application, stopping.signal);
+  const handle = createPostbackHandler({
+    path: config.publicUrl.path,
+    allow: config.allowCidrs,
+    verify: createPostbackVerifier({
+      ...config,
+      publicKeys: () => keys,
+      signedUrl: signedPostbackUrl(config.publicUrl),
+    }),
+    memory: new ReplayMemory(deps.store, {
+      nonceTtlMs: nonceTtlSeconds(config) * 1000,
+      deliveredTtlMs: config.deliveredTtlSeconds * 1000,
+      deliveryTimeoutMs: config.forwardTimeoutMs,
+      storeCommandTimeoutMs: deps.storeCommandTimeoutMs ?? 0,
+    }),
+    sink,
+    budget: new BodyBudget(POSTBACK_BODY_BUDGET),
+    metrics: deps.metrics,
+    log: deps.log,
+    nowMs: deps.nowMs ?? Date.now,
+    ...(deps.tracing === undefined ? {} : { tracing: deps.tracing }),
+    continueSenderTrace: deps.continueSenderTrace === true,
+  });
+  // The postbacks whose answers are still open, so that close() waits for the work rather than guessing.
+  const inFlight = new InFlightRequests();
   const server = createServer({ ...RECEIVER_LISTENER, ...deps.listener }, (req, res) => {
-    answers.add(res);
     if (!server.listening) res.setHeader('connection', 'close');
-    void handle(req, res);
+    const done = handle(req, res);
+    inFlight.track({
+      onClose: (listener) => res.once('close', listener),
+      done,
+      get isAnswered() {
+        return res.headersSent;
+      },
+    });
   });
   server.maxConnections = config.maxConnections;
   server.on('connection', (socket: Socket) => limitRefusedSource(socket, config.allowCidrs));
@@ -175,7 +166,7 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
     replaceKeys: (next) => {
       keys = next;
     },
-    replaceForwardSecret: (secret) => forwarder.replaceSecret(secret),
+    replaceForwardSecret: (secret) => application.replaceSecret(secret),
     async start() {
       const url = await listen(server, config.listen.host, config.listen.port);
       worker?.start();
@@ -186,14 +177,14 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
       const delivered = worker?.stop(maxMs);
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
-      await answers.waitIdle(maxMs);
-      // Forwards still waiting are aborted: each is answered 503 and its claim released, so it is redelivered.
+      await inFlight.waitIdle(maxMs);
+      // Deliveries still waiting are aborted: each is answered 503 and its claim released, so it is redelivered.
       stopping.abort();
-      await answers.waitIdle(ABORTED_ANSWER_MS);
+      await inFlight.waitIdle(ABORTED_ANSWER_MS);
       server.closeAllConnections();
       // Postbacks not delivered by then stay pending in the inbox; another replica takes them over.
       await delivered;
-      await Promise.all([closed, forwarder.close()]);
+      await Promise.all([closed, application.close()]);
     },
   };
 }

@@ -72,7 +72,7 @@ export const postbackRefusals = {
     new PostbackRefusal('postback.route.not_found', 404, 'postbacks are received at one path only', 'not_found'),
   methodNotAllowed: () =>
     new PostbackRefusal('postback.method.not_allowed', 405, 'only POST is allowed', 'method_not_allowed'),
-  forwardFailed: refusal('postback.forward.failed', 503, 'forward_failed'),
+  deliveryFailed: refusal('postback.forward.failed', 503, 'forward_failed'),
   inProgress: () =>
     new PostbackRefusal(
       'postback.forward.in_progress',

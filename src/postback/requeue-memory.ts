@@ -45,9 +45,9 @@ export interface RequeueMemoryOptions {
 
 /**
  * Holds accepted postbacks (in arrival order, within maxBytes: the oldest go first, counted) until a lookup finds
- * them gone from the inbox under the same epoch, or this replica's own delivery settles them. On a wipe it appends
- * again every postback held that was appended under an older epoch, oldest first, so one transaction's postbacks
- * held here keep their order; an append that fails is tried again at the next lookup.
+ * them gone from the inbox under the same epoch, or this replica's own delivery records them delivered. On a wipe it
+ * appends again every postback held that was appended under an older epoch, oldest first, so one transaction's
+ * postbacks held here keep their order; an append that fails is tried again at the next lookup.
  */
 export class RequeueMemory {
   private readonly held = new Map<string, Held>();
@@ -66,7 +66,7 @@ export class RequeueMemory {
 
   /**
    * The inbox as the receiver and the delivery worker use it: what its append accepts (or finds kept already) is
-   * held here too, and what this replica's own delivery settles as delivered is let go at once.
+   * held here too, and what this replica's own delivery records as delivered is let go at once.
    */
   wrap(): PostbackInbox {
     const { inbox } = this;
@@ -78,9 +78,9 @@ export class RequeueMemory {
         this.hold(postback, nowMs, epoch);
         return appended;
       },
-      settle: async (postback, settlement, nowMs) => {
-        const recorded = await inbox.settle(postback, settlement, nowMs);
-        if (recorded && settlement.outcome === 'delivered') this.forget(postback.id);
+      record: async (postback, deliveryOutcome, nowMs) => {
+        const recorded = await inbox.record(postback, deliveryOutcome, nowMs);
+        if (recorded && deliveryOutcome.outcome === 'delivered') this.forget(postback.id);
         return recorded;
       },
     };

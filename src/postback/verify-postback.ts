@@ -1,12 +1,13 @@
 // Verification of one postback (spec 6, with the simulator's documented reading of what the spec leaves open):
 // body {"data": base64(JSON)}, headers X-Timestamp, X-Nonce, X-Signature, signing string
-// POST.<public URL>.<X-Timestamp>.<X-Nonce>.<data>, RSA-SHA256 PKCS#1 v1.5. Pure: no store, no I/O.
+// POST.<public URL>.<X-Timestamp>.<X-Nonce>.<data>, RSA-SHA256 PKCS#1 v1.5. Pure: the body's bytes and the headers
+// in, a verified postback or a refusal out; no store, no I/O.
 import { createHash, type KeyObject } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { NONCE_PATTERN } from '../signing/nonce.js';
 import { signingString } from '../signing/signing-string.js';
 import { decodeStrictBase64, verifiesWithAny } from '../signing/verify.js';
-import { postbackRefusals } from './refusal.js';
+import { PostbackRefusal, postbackRefusals } from './refusal.js';
 
 export interface PostbackVerifierOptions {
   /** FULL_URL of the public webhook URL, canonical by spec 5.2 (signedPostbackUrl). */
@@ -27,6 +28,10 @@ export interface VerifiedPostback {
   readonly timestamp: string | undefined;
   readonly nonce: string | undefined;
 }
+
+export type Verification =
+  | { readonly kind: 'verified'; readonly postback: VerifiedPostback }
+  | { readonly kind: 'refused'; readonly refusal: PostbackRefusal };
 
 const SIGNATURE_HEADERS = ['x-timestamp', 'x-nonce', 'x-signature'] as const;
 const UNIX_SECONDS = /^\d{1,12}$/;
@@ -56,7 +61,7 @@ function envelopeData(body: Buffer): string {
 }
 
 /**
- * Fatal: bytes that are not UTF-8 would otherwise be checked as U+FFFD and forwarded as they are, so that the
+ * Fatal: bytes that are not UTF-8 would otherwise be checked as U+FFFD and delivered as they are, so that the
  * application parses other text than the one checked here. A byte order mark is kept, so JSON.parse refuses it.
  */
 const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
@@ -88,42 +93,62 @@ function checkWindow(options: PostbackVerifierOptions, timestamp: string, nowSec
   }
 }
 
-function result(verified: VerifiedPostback['verified'], payload: Buffer, timestamp?: string, nonce?: string) {
+function result(
+  verified: VerifiedPostback['verified'],
+  payload: Buffer,
+  timestamp?: string,
+  nonce?: string,
+): VerifiedPostback {
   const digest = createHash('sha256').update(payload).digest('hex');
   return { verified, payload, digest, timestamp, nonce };
 }
 
 /**
- * Verifies a postback, or throws a PostbackRefusal. A postback carrying any signature header is always
- * verified, whatever acceptUnsigned says: a bad signature is never waved through as "unsigned".
+ * Verifies a postback, or says why it is refused. A postback carrying any signature header is always verified,
+ * whatever acceptUnsigned says: a bad signature is never waved through as "unsigned".
  */
 export function createPostbackVerifier(options: PostbackVerifierOptions) {
-  return (headers: IncomingHttpHeaders, body: Buffer, nowSeconds: number): VerifiedPostback => {
-    const present = SIGNATURE_HEADERS.filter((name) => headers[name] !== undefined);
-    if (present.length === 0) {
-      if (!options.acceptUnsigned) {
-        throw postbackRefusals.signatureMissing('X-Timestamp, X-Nonce and X-Signature are required');
-      }
-      return result('unsigned', decodePayload(envelopeData(body)));
+  return (headers: IncomingHttpHeaders, body: Buffer, nowSeconds: number): Verification => {
+    try {
+      return { kind: 'verified', postback: verify(options, headers, body, nowSeconds) };
+    } catch (err) {
+      if (err instanceof PostbackRefusal) return { kind: 'refused', refusal: err };
+      throw err;
     }
-    if (present.length < SIGNATURE_HEADERS.length) {
-      const missing = SIGNATURE_HEADERS.filter((name) => !present.includes(name));
-      throw postbackRefusals.signatureMissing(`signature header(s) missing: ${missing.join(', ')}`);
-    }
-    const [timestamp, nonce, signature] = SIGNATURE_HEADERS.map((name) => single(headers, name));
-    if (timestamp === undefined || nonce === undefined || signature === undefined) {
-      throw postbackRefusals.signatureInvalid('a signature header appears more than once');
-    }
-    checkWindow(options, timestamp, nowSeconds);
-    if (!NONCE_PATTERN.test(nonce)) throw postbackRefusals.signatureInvalid('X-Nonce is not 16 to 64 of [A-Za-z0-9_-]');
-    const data = envelopeData(body);
-    const signatureBytes = decodeStrictBase64(signature);
-    const text = signingString({ method: 'POST', fullUrl: options.signedUrl, timestamp, nonce, data });
-    if (signatureBytes === undefined || !verifiesWithAny(options.publicKeys(), text, signatureBytes)) {
-      throw postbackRefusals.signatureInvalid('the signature does not verify with the configured public key(s)');
-    }
-    return result('signature', decodePayload(data), timestamp, nonce);
   };
+}
+
+/** The checks in order; each throws its PostbackRefusal. */
+function verify(
+  options: PostbackVerifierOptions,
+  headers: IncomingHttpHeaders,
+  body: Buffer,
+  nowSeconds: number,
+): VerifiedPostback {
+  const present = SIGNATURE_HEADERS.filter((name) => headers[name] !== undefined);
+  if (present.length === 0) {
+    if (!options.acceptUnsigned) {
+      throw postbackRefusals.signatureMissing('X-Timestamp, X-Nonce and X-Signature are required');
+    }
+    return result('unsigned', decodePayload(envelopeData(body)));
+  }
+  if (present.length < SIGNATURE_HEADERS.length) {
+    const missing = SIGNATURE_HEADERS.filter((name) => !present.includes(name));
+    throw postbackRefusals.signatureMissing(`signature header(s) missing: ${missing.join(', ')}`);
+  }
+  const [timestamp, nonce, signature] = SIGNATURE_HEADERS.map((name) => single(headers, name));
+  if (timestamp === undefined || nonce === undefined || signature === undefined) {
+    throw postbackRefusals.signatureInvalid('a signature header appears more than once');
+  }
+  checkWindow(options, timestamp, nowSeconds);
+  if (!NONCE_PATTERN.test(nonce)) throw postbackRefusals.signatureInvalid('X-Nonce is not 16 to 64 of [A-Za-z0-9_-]');
+  const data = envelopeData(body);
+  const signatureBytes = decodeStrictBase64(signature);
+  const text = signingString({ method: 'POST', fullUrl: options.signedUrl, timestamp, nonce, data });
+  if (signatureBytes === undefined || !verifiesWithAny(options.publicKeys(), text, signatureBytes)) {
+    throw postbackRefusals.signatureInvalid('the signature does not verify with the configured public key(s)');
+  }
+  return result('signature', decodePayload(data), timestamp, nonce);
 }
 
 export type PostbackVerifier = ReturnType<typeof createPostbackVerifier>;

@@ -1,6 +1,7 @@
 // The client's body: its media type, its bytes (bounded), and the envelope they are wrapped in for the gateway.
 import type { IncomingMessage } from 'node:http';
 import { sidecarErrors } from '../errors.js';
+import { readBoundedBody } from '../inbound/body.js';
 
 const JSON_MEDIA_TYPE = /^application\/json\s*(;|$)/i;
 const CHARSET_PARAMETER = /;\s*charset\s*=\s*"?([^";\s]*)"?/i;
@@ -16,52 +17,14 @@ export function isJsonContentType(value: string | undefined): boolean {
 }
 
 /**
- * Reads the whole body, refusing more than `limit` bytes as early as possible (a declared Content-Length
- * over the limit is refused before a byte is read). The exact bytes are kept: they are what gets signed.
+ * The whole body within `limit` bytes (src/inbound/body.ts), or the egress listener's error for what went wrong:
+ * sidecar.body.too_large, sidecar.body.incomplete. The exact bytes are kept: they are what gets signed.
  */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  const declared = Number(req.headers['content-length']);
-  if (Number.isFinite(declared) && declared > limit) return Promise.reject(sidecarErrors.tooLarge(limit));
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        cleanup();
-        req.resume(); // keep draining so the 413 can be written; the connection is closed after it
-        reject(sidecarErrors.tooLarge(limit));
-        return;
-      }
-      chunks.push(chunk);
-    };
-    const onEnd = () => {
-      cleanup();
-      resolve(Buffer.concat(chunks, size));
-    };
-    const onAborted = () => {
-      cleanup();
-      reject(sidecarErrors.bodyIncomplete());
-    };
-    // A connection destroyed mid-body (by the client, or by shutdown after answering) may signal nothing on the
-    // request itself: Node discards an unread body once its response has ended. The socket's close is certain.
-    const onClose = () => {
-      if (!req.complete) onAborted();
-    };
-    const socket = req.socket;
-    const cleanup = () => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onAborted);
-      req.off('aborted', onAborted);
-      socket.off('close', onClose);
-    };
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onAborted);
-    req.on('aborted', onAborted);
-    socket.on('close', onClose);
-  });
+export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const read = await readBoundedBody(req, limit);
+  if (read.kind === 'too_large') throw sidecarErrors.tooLarge(read.limit);
+  if (read.kind === 'incomplete') throw sidecarErrors.bodyIncomplete();
+  return read.bytes;
 }
 
 // ignoreBOM keeps a leading byte order mark in the text, where JSON.parse refuses it: a BOM is not JSON (RFC 8259

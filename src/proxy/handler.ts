@@ -11,10 +11,10 @@ import { answerCorrelation } from '../upstream/gateway-answer.js';
 import { errorCode } from '../upstream/forwarder.js';
 import { isJsonContentType, readBody, wrapEnvelope } from './body.js';
 import type { CallerCheck } from './caller-check.js';
-import type { BodyBudget } from './body-budget.js';
+import type { BodyBudget } from '../inbound/body-budget.js';
+import { requestId } from '../inbound/request-id.js';
 import { exchange, type ExchangeDeps } from './gateway-exchange.js';
 import { forwardableRequestHeaders, forwardableResponseHeaders } from './headers.js';
-import { requestId } from './listener.js';
 import { RequestDeadlines } from './request-deadline.js';
 import { logVerifyFailure } from './request-log.js';
 import { errorSettlement, ProxyRequest, type RequestParts, type Settlement } from './request.js';
@@ -23,7 +23,7 @@ import type { SignedCopy, SignedRequest } from './request-signing.js';
 import { UNMATCHED_ROUTE, type RouteMatch } from './routes.js';
 
 export interface IdempotencyDeps {
-  readonly keeper: Pick<IdempotencyKeeper, 'claim' | 'complete' | 'release'>;
+  readonly keeper: Pick<IdempotencyKeeper, 'claim' | 'complete' | 'release' | 'markSending'>;
   /** SIDECAR_IDEMPOTENCY_REQUIRED: a signed request without a key is refused (428). */
   readonly required: boolean;
 }
@@ -110,10 +110,14 @@ async function handle(
   reserveBody(deps, req, request);
   const payload = await readBody(req, deps.maxBodyBytes);
   const envelope = wrapEnvelope(payload);
+  let beforeWrite: (() => Promise<void>) | undefined;
   if (key !== undefined) {
     const claim = await claimIdempotencyKey(deps, key, match, payload, request.id);
     if (claim.kind !== 'new') return replay(claim, payload);
-    request.holdClaim(claim.ticket);
+    const { ticket } = claim;
+    request.holdClaim(ticket);
+    // The recovery point `sending`, right before each copy's first byte (the keeper's fence).
+    beforeWrite = () => deps.idempotency.keeper.markSending(ticket);
   }
   const headers = forwardableRequestHeaders(req.headers, deps.forwardedRequestHeaders);
   headers['x-request-id'] = request.id;
@@ -129,10 +133,13 @@ async function handle(
     checkAnswer,
     end: request,
     trace: request.span?.context,
+    beforeWrite,
   });
   if (result.kind === 'failed') {
     const { error, attempts, hop } = result;
-    return errorSettlement(error, { attempts, causeCode: errorCode(error.cause), causeFamily: hop, payload });
+    const retryAfter = error.code === 'sidecar.idempotency.claim_lost' ? { 'retry-after': '1' } : {};
+    const outcome = { attempts, causeCode: errorCode(error.cause), causeFamily: hop, payload };
+    return errorSettlement(error, outcome, retryAfter);
   }
   const { response, gatewayCode, label, attempts } = result;
   if (gatewayCode === 'signature.verify.failed') logVerifyFailure(deps.log, request.id, result.copy, envelope.data);
@@ -225,7 +232,7 @@ async function claimIdempotencyKey(
     deps.metrics.idempotency('unavailable');
     throw sidecarErrors.idempotencyUnavailable(err);
   }
-  deps.metrics.idempotency(claim.kind);
+  deps.metrics.idempotency(claim.kind === 'new' && claim.tookOverFrom !== undefined ? 'taken_over' : claim.kind);
   if (claim.kind === 'in_progress') throw sidecarErrors.idempotencyInProgress();
   if (claim.kind === 'key_reused') throw sidecarErrors.idempotencyKeyReused();
   if (claim.kind === 'unverified') throw sidecarErrors.idempotencyRecordUnverified();

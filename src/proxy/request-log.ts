@@ -2,7 +2,7 @@ import { hash } from 'node:crypto';
 import type { Logger } from '../observability/log.js';
 import type { TraceContext } from '../observability/tracing.js';
 import { signingString } from '../signing/signing-string.js';
-import type { RequestId } from './listener.js';
+import type { RequestId } from '../inbound/request-id.js';
 import type { SignedCopy } from './request-signing.js';
 
 function sha256Hex(value: string | Buffer): string {

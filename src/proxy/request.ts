@@ -3,12 +3,14 @@ import { sidecarErrors, type SidecarError } from '../errors.js';
 import type { IdempotencyKeeper, Ticket } from '../idempotency/keeper.js';
 import type { IdempotencyKey } from '../idempotency/key.js';
 import { errorAnswer, type KeptAnswer } from '../idempotency/record.js';
+import { writeAnswer } from '../inbound/answer.js';
+import type { BodyBudget } from '../inbound/body-budget.js';
+import type { InFlightRequest } from '../inbound/in-flight.js';
+import type { RequestId } from '../inbound/request-id.js';
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
 import type { TraceSpan } from '../observability/tracing.js';
 import type { RequestEnd } from '../upstream/forwarder.js';
-import type { BodyBudget } from './body-budget.js';
-import { endAfterUnreadBody, type RequestId } from './listener.js';
 import { logRequest, type RequestOutcome } from './request-log.js';
 import type { RequestDeadlines } from './request-deadline.js';
 import { endServerSpan } from './request-span.js';
@@ -68,7 +70,7 @@ export interface RequestParts {
  * and by shutdown for a request it can wait for no longer: the first settlement is what the client gets and what
  * the idempotency record keeps; the handler's settlement, whenever it comes, writes the record and the log line.
  */
-export class ProxyRequest implements RequestEnd {
+export class ProxyRequest implements InFlightRequest, RequestEnd {
   readonly started = performance.now();
   /** Resolves once the handler settled: the record is written and the line logged. */
   readonly done: Promise<void>;
@@ -241,12 +243,6 @@ export class ProxyRequest implements RequestEnd {
   }
 
   private write(settlement: Settlement, by: AnsweredBy): void {
-    const { res } = this;
-    if (res.headersSent) {
-      // A half-written answer is cut rather than corrupted.
-      if (!res.writableEnded) res.destroy();
-      return;
-    }
     // A copy: the settlement's headers may be an idempotency record's, kept for the next replay.
     // (Object.assign, not a spread: see outcome().)
     const headers: OutgoingHttpHeaders = Object.assign({}, settlement.headers);
@@ -255,15 +251,10 @@ export class ProxyRequest implements RequestEnd {
     // is answered after it must close its connection too, or its caller sends the next payment onto a socket that
     // is about to be cut, and gets no answer at all.
     if (this.parts.draining()) headers.connection = 'close';
-    // The whole body is in hand: without a length, writeHead (called before end) would make Node send it chunked.
-    // 204 and 304 answers carry no body and must not carry a length either (RFC 9110 8.6).
-    const { status, body } = settlement;
-    if (status !== 204 && status !== 304) headers['content-length'] = Buffer.byteLength(body);
-    res.writeHead(status, headers);
-    // An answer written before the body was read (a 413, a refusal) must not be lost to a reset: see listener.ts.
+    // An answer written before the body was read (a 413, a refusal) must not be lost to a reset (inbound/answer.ts).
     // Not shutdown's: it closes every connection right after answering, so its answer is ended at once.
-    if (by === 'handler') endAfterUnreadBody(this.req, res, body);
-    else res.end(body);
+    const ending = by === 'handler' ? 'after-unread-body' : 'now';
+    writeAnswer(this.req, this.res, { status: settlement.status, headers, body: settlement.body }, ending);
   }
 }
 

@@ -1,7 +1,13 @@
 import { EventEmitter } from 'node:events';
 import { memoryStoreMaxBytes } from '../config/memory-budget.js';
 import type { MemoryStoreUsage } from '../observability/state-store-metrics.js';
-import { StateStoreUnavailableError, type StateStore, type WriteOptions } from './state-store.js';
+import {
+  StateStoreUnavailableError,
+  type Condition,
+  type StateStore,
+  type Write,
+  type WriteOptions,
+} from './state-store.js';
 
 /**
  * A cap on the number of entries, beside the cap on bytes (maxBytes) that bounds the heap: it binds first only for
@@ -130,6 +136,39 @@ export class MemoryStateStore implements StateStore {
     return Promise.resolve(true);
   }
 
+  writeIf(conditions: readonly Condition[], writes: readonly Write[], options?: WriteOptions): Promise<boolean> {
+    if (conditions.some(({ key, holds }) => this.live(key)?.value !== holds)) return Promise.resolve(false);
+    const pinned = options?.pinned === true;
+    const planned = writes.map(({ key, value, ttlMs }) => ({
+      key,
+      found: this.live(key),
+      entry: { value, expiresAt: this.now() + ttlMs, bytes: approximateBytes(key, value), pinned },
+    }));
+    // All or nothing: every pinned write must fit before the first is made.
+    if (pinned) {
+      const extra = planned.reduce((sum, { entry }) => ({ bytes: sum.bytes + entry.bytes, count: sum.count + 1 }), {
+        bytes: 0,
+        count: 0,
+      });
+      const freed = planned.filter(({ found }) => found?.pinned === true);
+      const probe: Entry = {
+        value: '',
+        expiresAt: 0,
+        bytes: extra.bytes - freed.reduce((sum, { found }) => sum + (found?.bytes ?? 0), 0),
+        pinned: true,
+      };
+      if (!this.pinnedFits(probe, undefined, extra.count - freed.length)) {
+        return Promise.reject(
+          new StateStoreUnavailableError(
+            'memory store full: claims in flight alone fill SIDECAR_STATE_MEMORY_MAX_MB / SIDECAR_STATE_MEMORY_MAX_ENTRIES',
+          ),
+        );
+      }
+    }
+    for (const { key, found, entry } of planned) this.write(key, entry, found);
+    return Promise.resolve(true);
+  }
+
   compareAndDelete(key: string, expected: string): Promise<boolean> {
     const found = this.live(key);
     if (found?.value !== expected) return Promise.resolve(false);
@@ -175,11 +214,11 @@ export class MemoryStateStore implements StateStore {
   }
 
   /** Whether the pinned entries, `entry` in place of `replaced`, stay within both limits (expired ones swept first). */
-  private pinnedFits(entry: Entry, replaced: Entry | undefined): boolean {
+  private pinnedFits(entry: Entry, replaced: Entry | undefined, entries = 1): boolean {
     const fits = () => {
       const freed = replaced?.pinned === true ? replaced : undefined;
       const bytes = this.pinnedBytes - (freed?.bytes ?? 0) + entry.bytes;
-      const count = this.pinnedEntries - (freed === undefined ? 0 : 1) + 1;
+      const count = this.pinnedEntries - (freed === undefined ? 0 : 1) + entries;
       return bytes <= this.maxBytes && count <= this.maxEntries;
     };
     if (fits()) return true;

@@ -29,3 +29,24 @@ export const COMPARE_AND_DELETE = luaScript(`if redis.call('GET', KEYS[1]) == AR
   return redis.call('DEL', KEYS[1])
 end
 return 0`);
+
+/**
+ * Several writes when several keys hold what is expected, in one step. KEYS: the n condition keys, then the write
+ * keys. ARGV[1] n; then per condition a flag ('1' a value expected, '0' nothing) and the value; then per write its
+ * value and TTL in ms. Returns 1 when written.
+ */
+export const WRITE_IF = luaScript(`local n = tonumber(ARGV[1])
+for i = 1, n do
+  local current = redis.call('GET', KEYS[i])
+  if ARGV[2 * i] == '1' then
+    if current ~= ARGV[2 * i + 1] then return 0 end
+  elseif current then
+    return 0
+  end
+end
+local at = 2 * n + 2
+for j = n + 1, #KEYS do
+  redis.call('SET', KEYS[j], ARGV[at], 'PX', ARGV[at + 1])
+  at = at + 2
+end
+return 1`);

@@ -1,15 +1,24 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ErrorReply } from '@redis/client';
 import type { Logger } from '../observability/log.js';
 import type { StateStoreCommand, StateStoreOutcome } from '../observability/state-store-metrics.js';
 import { createRedisLink, type RedisConnectionOptions, type RedisLink, type TopologyView } from './redis-client.js';
 import { describeRedisError, RedisCommandTimeout, ReplicasBehind } from './redis-errors.js';
 import { DEFAULT_REDIS_KEY_PREFIX, RedisKeys } from './redis-keys.js';
-import { COMPARE_AND_DELETE, COMPARE_AND_SET, type LuaScript } from './redis-scripts.js';
+import { COMPARE_AND_DELETE, COMPARE_AND_SET, WRITE_IF, type LuaScript } from './redis-scripts.js';
 import { StoreAvailability } from './store-availability.js';
-import { StateStoreUnavailableError, type StateStore, type WriteOptions } from './state-store.js';
+import {
+  StateStoreUnavailableError,
+  type Condition,
+  type StateStore,
+  type Write,
+  type WriteOptions,
+} from './state-store.js';
 
 /** SIDECAR_REDIS_COMMAND_TIMEOUT_MS's default: the longest a request ever waits on Redis. */
 export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 100;
+/** Between two tries of a multi-key script refused with TRYAGAIN (a Cluster slot migration in progress). */
+const TRYAGAIN_PAUSE_MS = 5;
 /** While down but connected (commands timing out or refused), how often a PING checks whether Redis is back. */
 const PROBE_INTERVAL_MS = 500;
 
@@ -108,6 +117,20 @@ export class RedisStateStore implements StateStore {
     const args = [expected === undefined ? '0' : '1', expected ?? '', value, String(ttl(ttlMs))];
     const written = (await this.run('compare_and_set', () => this.script(COMPARE_AND_SET, [key], args))) === 1;
     if (written && options.acknowledged === true) await this.replicated(key);
+    return written;
+  }
+
+  async writeIf(
+    conditions: readonly Condition[],
+    writes: readonly Write[],
+    options: WriteOptions = {},
+  ): Promise<boolean> {
+    const keyNames = [...conditions.map((c) => c.key), ...writes.map((w) => w.key)];
+    const args = [String(conditions.length)];
+    for (const { holds } of conditions) args.push(holds === undefined ? '0' : '1', holds ?? '');
+    for (const { value, ttlMs } of writes) args.push(value, String(ttl(ttlMs)));
+    const written = (await this.run('write_if', () => this.script(WRITE_IF, keyNames, args))) === 1;
+    if (written && options.acknowledged === true) await this.replicated(keyNames[0] ?? '');
     return written;
   }
 
@@ -293,8 +316,26 @@ export class RedisStateStore implements StateStore {
     await withTimeout(this.subscriber.unsubscribe(name, channel.dispatch), this.timeoutMs).catch(() => undefined);
   }
 
-  /** EVALSHA, or EVAL when this Redis has not seen the script yet (after a restart, a failover, a SCRIPT FLUSH). */
+  /**
+   * A script over several keys, retried on TRYAGAIN: while a Redis Cluster migrates the account's slot, a script
+   * whose keys are not all on one side yet is refused until they are (Redis' own advice: retry shortly). Bounded by
+   * the command timeout like any command.
+   */
   private async script(script: LuaScript, keyNames: readonly string[], args: string[]): Promise<unknown> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.scriptOnce(script, keyNames, args);
+      } catch (err) {
+        const migrating = err instanceof ErrorReply && err.message.startsWith('TRYAGAIN');
+        if (!migrating || keyNames.length < 2 || this.closed || attempt * TRYAGAIN_PAUSE_MS >= this.timeoutMs)
+          throw err;
+        await sleep(TRYAGAIN_PAUSE_MS);
+      }
+    }
+  }
+
+  /** EVALSHA, or EVAL when this Redis has not seen the script yet (after a restart, a failover, a SCRIPT FLUSH). */
+  private async scriptOnce(script: LuaScript, keyNames: readonly string[], args: string[]): Promise<unknown> {
     const stored = keyNames.map((name) => this.keys.key(name));
     try {
       return await this.client.evalSha(script.sha1, stored, args);

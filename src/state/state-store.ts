@@ -29,6 +29,19 @@ export interface WriteOptions {
   readonly pinned?: boolean;
 }
 
+/** A key that must hold `holds` (undefined: nothing) for a writeIf to write. */
+export interface Condition {
+  readonly key: string;
+  readonly holds: string | undefined;
+}
+
+/** A value writeIf stores, with its own TTL. */
+export interface Write {
+  readonly key: string;
+  readonly value: string;
+  readonly ttlMs: number;
+}
+
 export interface StateStore {
   readonly kind: 'memory' | 'redis';
   get(key: string): Promise<string | undefined>;
@@ -45,6 +58,12 @@ export interface StateStore {
     ttlMs: number,
     options?: WriteOptions,
   ): Promise<boolean>;
+  /**
+   * Writes every one of `writes` (whatever its key held) only when every one of `conditions` holds, in one atomic
+   * step; true when written. All keys belong to one caller's record (Redis: one slot, under the account's tag).
+   * `options` apply to every write.
+   */
+  writeIf(conditions: readonly Condition[], writes: readonly Write[], options?: WriteOptions): Promise<boolean>;
   /** Deletes the key only when it holds exactly `expected` (a lock released by its owner only); true when deleted. */
   compareAndDelete(key: string, expected: string): Promise<boolean>;
   /** Tells every replica's subscribers of `channel` (this one's included). Best effort: a missed message is fine. */

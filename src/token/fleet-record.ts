@@ -36,6 +36,11 @@ export interface SharedTokenRecord {
    * stored text, so a holder whose lock expired meanwhile can no longer write over it (compare-and-set).
    */
   readonly fence?: string | undefined;
+  /**
+   * When the gateway refused this refresh token (gateway clock, ms): the replica that sent it is looking again for
+   * the successor another replica may share, and whoever needs a token meanwhile does the same before logging in.
+   */
+  readonly refusedAtMs?: number | undefined;
 }
 
 /** A record as read, with the exact stored text: compare-and-set works on the raw value, not on a re-encoding. */
@@ -55,6 +60,7 @@ interface RecordJson {
   loginAtMs: number;
   issuedAtMs: number;
   fence?: string;
+  refusedAtMs?: number;
 }
 
 export function encodeRecord(record: SharedTokenRecord): string {
@@ -69,6 +75,7 @@ export function encodeRecord(record: SharedTokenRecord): string {
     loginAtMs: record.loginAtMs,
     issuedAtMs: record.issuedAtMs,
     ...(record.fence === undefined ? {} : { fence: record.fence }),
+    ...(record.refusedAtMs === undefined ? {} : { refusedAtMs: record.refusedAtMs }),
   };
   return JSON.stringify(json);
 }
@@ -104,6 +111,7 @@ export function decodeRecord(raw: string | undefined): SharedTokenRecord | undef
     loginAtMs: loginAtMs ?? 0,
     issuedAtMs: issuedAtMs ?? 0,
     fence: typeof j.fence === 'string' ? j.fence : undefined,
+    refusedAtMs: typeof j.refusedAtMs === 'number' && Number.isFinite(j.refusedAtMs) ? j.refusedAtMs : undefined,
   };
 }
 

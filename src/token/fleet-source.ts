@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Secret } from '../config/secret.js';
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
@@ -19,6 +20,8 @@ const SYNC_INTERVAL_MS = 10_000;
  * token or theirs is the newer one (a publication can be missed while their subscription is being restored).
  */
 const LOCK_TAKEN_RETRY_MS = 250;
+/** How often a replica looking again for a refused token's successor checks whether the store is back. */
+const STORE_POLL_MS = 100;
 
 /**
  * Fleet mode: the replica's token is the fleet's (fleet-token.ts), as a TokenSet on this replica's clock. While the
@@ -74,7 +77,26 @@ export class FleetTokenSource implements TokenSource {
     if (held.set && decideGrant(this.local.state(held), 'store-away') === 'keep') return held.set;
     this.metrics.tokenStoreFallback();
     this.log.warn({ event: 'token.store_fallback' }, 'state store unavailable; getting a token for this replica alone');
-    return this.local.acquire(held, trace);
+    return this.local.acquire(held, trace, () => this.lookAgain(held, trace));
+  }
+
+  /**
+   * This replica's refresh alone was refused: another replica most likely rotated that refresh token and shares the
+   * successor on the store. Waits a little for the store, then for the record to bring it; the store still away:
+   * the login alone follows. With the store back, a login goes through the fleet (its lock and cooldown).
+   */
+  private async lookAgain(held: HeldToken, trace: TraceContext | undefined): Promise<TokenSet | undefined> {
+    const { fleet } = this;
+    const storeBy = performance.now() + fleet.storeBackWaitMs;
+    while (!fleet.store.isAvailable()) {
+      if (performance.now() >= storeBy) return undefined;
+      await sleep(STORE_POLL_MS);
+    }
+    this.log.info(
+      { event: 'token.looking_again', withinMs: fleet.lookAgainMs },
+      "refresh refused; waiting for the fleet's record to bring a newer token before a login",
+    );
+    return this.fromStore(held, trace, performance.now() + fleet.lookAgainMs);
   }
 
   /**
@@ -98,10 +120,14 @@ export class FleetTokenSource implements TokenSource {
   }
 
   /** undefined when the store is away. */
-  private async fromStore(held: HeldToken, trace: TraceContext | undefined): Promise<TokenSet | undefined> {
+  private async fromStore(
+    held: HeldToken,
+    trace: TraceContext | undefined,
+    lookAgainUntil?: number,
+  ): Promise<TokenSet | undefined> {
     if (!this.fleet.store.isAvailable()) return undefined;
     try {
-      return this.fromFleet(await this.fleet.acquire(this.basis(held), this.grants(held, trace)));
+      return this.fromFleet(await this.fleet.acquire(this.basis(held), this.grants(held, trace), lookAgainUntil));
     } catch (err) {
       if (err instanceof StateStoreUnavailableError) return undefined;
       throw err;

@@ -44,6 +44,21 @@ export const DEFAULT_LOGIN_COOLDOWN_MS = 5_000;
 const DEFAULT_POLL_MS = 200;
 /** The record changed between reading it and writing it: read again. */
 const MOVED = Symbol('moved');
+/** The gateway refused the record's refresh token: look again at the record before logging in. */
+const REFUSED = Symbol('refused');
+/**
+ * How long a replica whose refresh was refused waits for the fleet's record to bring the successor before it logs
+ * in: the one that rotated the refresh token shares its new token as soon as its store is back, at most one
+ * reconnect delay (REDIS_RECONNECT_MAX_MS, 1 s) after the others', then one read and one write; with room for a
+ * loaded host. Requests wait for it (well within the token wait).
+ */
+export const DEFAULT_LOOK_AGAIN_MS = 3_000;
+/**
+ * How long a replica whose lone refresh was refused (the store away) waits for the store before it logs in alone,
+ * which would revoke every other replica's token: a restart's few seconds and one reconnect delay. With the look at
+ * the record after it, within the 10 s a request waits for a token.
+ */
+export const DEFAULT_STORE_BACK_WAIT_MS = 5_000;
 
 /** The two grants, as the replica makes them (counted and logged there). */
 export interface FleetGrants {
@@ -58,6 +73,8 @@ export interface FleetTokenOptions {
   readonly grantTimeoutMs?: number;
   readonly loginCooldownMs?: number;
   readonly pollMs?: number;
+  readonly lookAgainMs?: number;
+  readonly storeBackWaitMs?: number;
   /** The gateway's time as this replica best knows it (ms): the record's expiries are on the gateway's clock. */
   readonly gatewayNow?: () => number;
   /** Tells when Redis lost its dataset (store-epoch.ts): the lock and the record are gone. */
@@ -86,6 +103,10 @@ export class FleetToken {
   private readonly grantTimeoutMs: number;
   /** At most one password login per this interval in the whole fleet (a replica alone keeps it for itself). */
   readonly loginCooldownMs: number;
+  /** A refresh refused: how long the record is read again for a newer token before a login (DEFAULT_LOOK_AGAIN_MS). */
+  readonly lookAgainMs: number;
+  /** A lone refresh refused: how long to wait for the store before a login alone (DEFAULT_STORE_BACK_WAIT_MS). */
+  readonly storeBackWaitMs: number;
   private stopped = false;
   readonly gatewayNow: () => number;
   private readonly accessUsable = (record: SharedTokenRecord): boolean => this.records.accessUsable(record);
@@ -99,6 +120,8 @@ export class FleetToken {
     this.lockTtlMs = options.lockTtlMs ?? DEFAULT_LOCK_TTL_MS;
     this.grantTimeoutMs = options.grantTimeoutMs ?? DEFAULT_GRANT_TIMEOUT_MS;
     this.loginCooldownMs = options.loginCooldownMs ?? DEFAULT_LOGIN_COOLDOWN_MS;
+    this.lookAgainMs = options.lookAgainMs ?? DEFAULT_LOOK_AGAIN_MS;
+    this.storeBackWaitMs = options.storeBackWaitMs ?? DEFAULT_STORE_BACK_WAIT_MS;
     this.gatewayNow = options.gatewayNow ?? Date.now;
     this.lock = new FleetLock(store, this.lockTtlMs, options.pollMs ?? DEFAULT_POLL_MS);
     this.records = new FleetRecords(store, this.lock, reporter, this.gatewayNow);
@@ -126,21 +149,37 @@ export class FleetToken {
     this.lock.stop();
   }
 
-  /** A new token for the fleet: adopted, or fetched under the lock. */
-  async acquire(basis: Basis, grants: FleetGrants): Promise<Acquired> {
+  /**
+   * A new token for the fleet: adopted, or fetched under the lock. `lookAgainUntil` (performance.now() ms): a refresh
+   * of this replica's was refused, so until then only a newer record is taken, no grant made (lookAgainMs).
+   */
+  async acquire(basis: Basis, grants: FleetGrants, lookAgainUntil?: number): Promise<Acquired> {
     const { records } = this;
-    const giveUpAt = performance.now() + this.lockTtlMs + this.grantTimeoutMs;
+    const giveUpAt = performance.now() + this.lockTtlMs + this.grantTimeoutMs + this.lookAgainMs;
     let waitingSince: number | undefined;
+    let lookingUntil = lookAgainUntil;
     for (;;) {
       if (this.stopped) throw new Error('stopped');
       const seen = await records.read();
       const newer = superseding(seen.record, basis, this.accessUsable);
       if (newer) return records.adopted(newer, waitingSince);
+      if (lookingUntil !== undefined && performance.now() < lookingUntil) {
+        await this.lock.news(seen.record?.generation ?? 0);
+        continue;
+      }
       const lock = await this.lock.take();
       if (lock !== undefined) {
         records.waited(waitingSince);
         waitingSince = undefined;
-        const got = await this.underLock(lock, basis, grants);
+        const got = await this.underLock(lock, basis, grants, lookingUntil === undefined);
+        if (got === REFUSED) {
+          this.log.info(
+            { event: 'token.looking_again', withinMs: this.lookAgainMs },
+            "the fleet's refresh token was refused; waiting for the record to bring a newer token before a login",
+          );
+          lookingUntil = performance.now() + this.lookAgainMs;
+          continue;
+        }
         if (got !== MOVED) return got;
       } else {
         waitingSince ??= performance.now();
@@ -181,7 +220,12 @@ export class FleetToken {
     return choice === 'keep' ? undefined : this.records.adopted(choice, undefined);
   }
 
-  private async underLock(lock: string, basis: Basis, grants: FleetGrants): Promise<Acquired | typeof MOVED> {
+  private async underLock(
+    lock: string,
+    basis: Basis,
+    grants: FleetGrants,
+    mayLookAgain: boolean,
+  ): Promise<Acquired | typeof MOVED | typeof REFUSED> {
     try {
       const seen = await this.records.read();
       const newer = superseding(seen.record, basis, this.accessUsable);
@@ -202,8 +246,12 @@ export class FleetToken {
         this.log.info({ event: 'token.shared', generation }, "shared this replica's token with the fleet");
         return await this.records.write(seen.raw, { ...held, generation, fence: undefined });
       }
-      const source = ownIsNewer ? { ...held, generation } : seen.record;
-      return await this.renew(lock, seen, source, basis, grants);
+      // The record may still call unspent a refresh token this replica sent alone (refused while the store was
+      // away): it is never sent again.
+      const spentHere = held?.refreshSpent === true && sameTokens(held, seen.record);
+      const stored = seen.record && spentHere ? { ...seen.record, refreshSpent: true } : seen.record;
+      const source = ownIsNewer ? { ...held, generation } : stored;
+      return await this.renew(lock, seen, source, basis, grants, mayLookAgain);
     } finally {
       await this.lock.release(lock);
     }
@@ -221,10 +269,14 @@ export class FleetToken {
     source: SharedTokenRecord | undefined,
     basis: Basis,
     grants: FleetGrants,
-  ): Promise<Acquired | typeof MOVED> {
+    mayLookAgain: boolean,
+  ): Promise<Acquired | typeof MOVED | typeof REFUSED> {
     const { records } = this;
-    const state = this.state(source);
-    if (!source || decideGrant(state, 'renew') !== 'refresh') {
+    const state = this.state(source, mayLookAgain);
+    const decision = decideGrant(state, 'renew');
+    // Another replica's refresh of this token was refused a moment ago: its successor may be on its way.
+    if (decision === 'look-again') return REFUSED;
+    if (!source || decision !== 'refresh') {
       const claimed = source && { ...source, fence: lock };
       const claimedRaw = claimed ? encodeRecord(claimed) : encodeClaim(lock);
       // A bare claim (no record yet: a login) outlives the longest login, so the login's write finds it in place.
@@ -266,12 +318,25 @@ export class FleetToken {
       if (!attempt.unmarked) return MOVED;
       return this.login(lock, unspentRaw, claimed.generation, grants);
     }
+    if (result.kind === 'rejected') {
+      const refused = { ...state, refresh: 'spent' as const, successorMayBeShared: mayLookAgain };
+      if (decideGrant(refused, 'refresh-refused') === 'look-again') {
+        // Said on the record, so that a replica needing a token meanwhile looks again too instead of logging in.
+        const marked = encodeRecord({ ...claimed, refusedAtMs: this.gatewayNow() });
+        const ttlMs = recordTtlMs(claimed, this.gatewayNow());
+        await this.store.compareAndSet(TOKEN_RECORD_KEY, claimedRaw, marked, ttlMs).catch(() => false);
+        return REFUSED;
+      }
+    }
     this.log.warn({ event: 'token.fallback', reason: result.kind }, 'refresh failed; logging in with the password');
     return this.login(lock, claimedRaw, claimed.generation, grants);
   }
 
-  /** The record as grant-decision.ts sees it, by the gateway's clock. The fleet's cooldown is taken at login. */
-  private state(record: SharedTokenRecord | undefined): HeldState {
+  /**
+   * The record as grant-decision.ts sees it, by the gateway's clock. The fleet's cooldown is taken at login.
+   * `mayLookAgain`: this replica has not looked again for a successor yet in this acquisition.
+   */
+  private state(record: SharedTokenRecord | undefined, mayLookAgain: boolean): HeldState {
     const refresh = !record
       ? 'none'
       : record.refreshSpent
@@ -279,7 +344,14 @@ export class FleetToken {
         : this.gatewayNow() < record.refreshExpiresAtMs - EXPIRY_MARGIN_MS
           ? 'alive'
           : 'expired';
-    return { accessUsable: record !== undefined && this.accessUsable(record), refresh, loginCoolingDown: false };
+    const refusedAt = record?.refusedAtMs;
+    const refusedLately = refusedAt !== undefined && this.gatewayNow() < refusedAt + this.lookAgainMs;
+    return {
+      accessUsable: record !== undefined && this.accessUsable(record),
+      refresh,
+      loginCoolingDown: false,
+      successorMayBeShared: mayLookAgain && refusedLately,
+    };
   }
 
   private async login(

@@ -10,16 +10,26 @@ export interface HeldState {
   readonly refresh: 'none' | 'alive' | 'spent' | 'expired';
   /** A password login was sent too recently (this replica's own cooldown, or the fleet's). */
   readonly loginCoolingDown: boolean;
+  /**
+   * Fleet mode: the gateway refused this refresh token lately (this replica's refresh, or another's as the record
+   * says), and another replica may hold its successor (it rotated the token: refreshed alone while the store was
+   * away, or through the fleet while this one was away). Absent: false (a single pod, or looked again already).
+   */
+  readonly successorMayBeShared?: boolean;
 }
 
 /**
  * Why a token is asked for. renew: a new one is needed (none held, refresh ahead of expiry, a 401, a retry).
  * store-away: the fleet's store did not answer. refresh-unsent: the refresh just tried never left this process.
+ * refresh-refused: the gateway refused the refresh just sent.
  */
-export type GrantReason = 'renew' | 'store-away' | 'refresh-unsent';
+export type GrantReason = 'renew' | 'store-away' | 'refresh-unsent' | 'refresh-refused';
 
-/** refresh or login: that grant now. keep: go on with the token held (retry later). wait: no grant may be made now. */
-export type GrantDecision = 'refresh' | 'login' | 'keep' | 'wait';
+/**
+ * refresh or login: that grant now. keep: go on with the token held (retry later). wait: no grant may be made now.
+ * look-again: read the fleet's record again (waiting a little for it to move) before a password login.
+ */
+export type GrantDecision = 'refresh' | 'login' | 'keep' | 'wait' | 'look-again';
 
 /**
  * When to refresh, log in, keep the held token or wait: the one rule for this replica's own grants and for the
@@ -27,10 +37,16 @@ export type GrantDecision = 'refresh' | 'login' | 'keep' | 'wait';
  * still works is kept rather than replaced by a login; a refresh token is sent at most once.
  */
 export function decideGrant(held: HeldState, reason: GrantReason): GrantDecision {
-  // The store away: refreshing now would spend the fleet's refresh token behind the other replicas' backs.
-  // Gateway unreachable before the refresh left: retry it later rather than log everyone out.
-  if (reason !== 'renew' && held.accessUsable) return 'keep';
-  if (reason !== 'refresh-unsent' && held.refresh === 'alive') return 'refresh';
+  // A refusal in a fleet is most often a rotation: another replica refreshed the same token (one of them alone,
+  // while the store was away) and shares the successor when it can. A login now would revoke that successor and
+  // every replica's token with it (spec 4.1 rule 3): the fleet's record first, then the login rule 2 asks for.
+  if (held.successorMayBeShared === true && held.refresh !== 'alive') return 'look-again';
+  // The store away: refreshing now would spend the fleet's refresh token behind the other replicas' backs; the
+  // token is used until it is about to expire (refreshing ahead is a preference, not a need). Gateway unreachable
+  // before the refresh left: retry it later rather than log everyone out.
+  if ((reason === 'store-away' || reason === 'refresh-unsent') && held.accessUsable) return 'keep';
+  // A refresh token is sent once: not again right after it failed to leave, nor after it was refused.
+  if ((reason === 'renew' || reason === 'store-away') && held.refresh === 'alive') return 'refresh';
   return held.loginCoolingDown ? 'wait' : 'login';
 }
 

@@ -68,8 +68,15 @@ export class LocalTokenSource implements TokenSource {
     return ++this.generation;
   }
 
-  /** Refresh when a refresh token is held and alive, else (or when refreshing fails) log in with the password. */
-  async acquire(held: HeldToken, trace?: TraceContext): Promise<TokenSet> {
+  /**
+   * Refresh when a refresh token is held and alive, else (or when refreshing fails) log in with the password.
+   * `lookAgain` (fleet mode, the store away): where a refused refresh's successor may be found before a login.
+   */
+  async acquire(
+    held: HeldToken,
+    trace?: TraceContext,
+    lookAgain?: () => Promise<TokenSet | undefined>,
+  ): Promise<TokenSet> {
     const { set } = held;
     let decision = decideGrant(this.state(held), 'renew');
     if (set && decision === 'refresh') {
@@ -78,12 +85,22 @@ export class LocalTokenSource implements TokenSource {
       );
       const result = attempt?.result;
       if (result?.kind === 'granted') return this.toSet(result.tokens, set);
-      const reason: GrantReason = attempt?.unmarked ? 'refresh-unsent' : 'renew';
-      decision = decideGrant(this.state(held), reason);
+      const reason: GrantReason = attempt?.unmarked
+        ? 'refresh-unsent'
+        : result?.kind === 'rejected'
+          ? 'refresh-refused'
+          : 'renew';
+      const successorMayBeShared = lookAgain !== undefined && reason === 'refresh-refused';
+      decision = decideGrant({ ...this.state(held), successorMayBeShared }, reason);
       if (decision === 'keep') {
         // Gateway unreachable but the access token still works: retry the refresh later rather than log in,
         // because a password login would invalidate the access token in use (spec 4.1 rule 3).
         throw new Error(`refresh failed before sending: ${result?.kind === 'failed' ? result.reason : ''}`);
+      }
+      if (decision === 'look-again' && lookAgain) {
+        const successor = await lookAgain();
+        if (successor) return successor;
+        decision = decideGrant(this.state(held), 'refresh-refused');
       }
       // Rejected, or sent without an answer (the token may have been consumed): a refresh token is never sent
       // twice, so the only way on is a password login.

@@ -1,6 +1,6 @@
 // `check` for the postback receiver: the settings that config validation already proved (URL form, keys) are
-// shown with what they resolve to, and the one thing config cannot know is probed: can the internal service be
-// reached. No postback is sent: the internal service would take it for a real one.
+// shown with what they resolve to, and the one thing config cannot know is probed: can the application be
+// reached. No postback is sent: the application would take it for a real one.
 import type { PostbackConfig } from '../config/postback-settings.js';
 import { publicKeyFingerprint } from '../signing/keys.js';
 import { signedPostbackUrl } from '../postback/public-url.js';
@@ -44,18 +44,18 @@ export async function checkPostbacks(postback: PostbackConfig | undefined, repor
     const bytes = postback.forwardSecret.symmetricKeySize ?? 0;
     report.line('✔', 'postback forward signing', `Standard Webhooks, HMAC-SHA256 with a ${bytes}-byte secret`);
   }
-  const forward = new URL(postback.forwardUrl);
+  const application = new URL(postback.forwardUrl);
   const base = {
-    origin: forward.origin,
+    origin: application.origin,
     pathPrefix: '',
-    protocol: forward.protocol as 'http:' | 'https:',
-    hostname: forward.hostname,
+    protocol: application.protocol as 'http:' | 'https:',
+    hostname: application.hostname,
     isLoopback: false,
   };
-  // The forwarder trusts the system roots only, so the probe does too.
+  // The application client trusts the system roots only, so the probe does too.
   const probe = await probeConnection(base, undefined, Math.min(postback.forwardTimeoutMs, 5_000));
   const detail = probe.mark === '✔' && base.protocol === 'http:' ? 'TCP ok' : probe.detail;
-  report.line(probe.mark, 'postback forward URL reachable', `${forward.origin}${forward.pathname}: ${detail}`);
+  report.line(probe.mark, 'postback forward URL reachable', `${application.origin}${application.pathname}: ${detail}`);
 }
 
 /** `direct`, or `queued` with what shapes it: the order field, the concurrency and how long the attempts last. */

@@ -25,11 +25,11 @@ function failure(err: NodeJS.ErrnoException, what: string): ProbeResult {
 }
 
 /**
- * Settles once: on the first of connect, error or timeout, and always destroys the socket. A failure is named by
+ * Resolves once: on the first of connect, error or timeout, and always destroys the socket. A failure is named by
  * the phase it happened in: the host name lookup, the TCP connect, or (for TLS) the handshake once TCP is up, so
  * that a refused connection is not reported as a TLS problem.
  */
-function settle<S extends Socket>(
+function connectResult<S extends Socket>(
   socket: S,
   timeoutMs: number,
   onConnect: (s: S) => ProbeResult,
@@ -66,7 +66,7 @@ export function probeConnection(base: BaseAddress, ca: string | undefined, timeo
   const { host, port } = dialTarget(base.origin);
   if (base.protocol === 'http:') {
     const socket = netConnect({ host, port });
-    return settle(
+    return connectResult(
       socket,
       timeoutMs,
       () => ({ mark: '✔', detail: 'TCP ok; TLS not applicable (http:// loopback address, simulator or tests only)' }),
@@ -81,5 +81,5 @@ export function probeConnection(base: BaseAddress, ca: string | undefined, timeo
     ca: trustedCas(ca),
     rejectUnauthorized: true,
   });
-  return settle(socket, timeoutMs, describeTls, true);
+  return connectResult(socket, timeoutMs, describeTls, true);
 }

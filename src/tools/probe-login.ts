@@ -51,16 +51,16 @@ function verdict(status: number, body: unknown, config: Config): Omit<LoginResul
 }
 
 /**
- * POSTs the password grant (spec 4.1) once, through the same forwarder, path and body as `serve`. Also records
+ * POSTs the password grant (spec 4.1) once, through the same gateway client, path and body as `serve`. Also records
  * the Date header and local timing for the skew check, which works even when the login is refused. The tokens
  * in the answer are discarded unprinted.
  */
 export async function probeLogin(config: Config): Promise<LoginResult> {
-  const forwarder = createForwarder(config.base, { ...config.upstream, connections: 1 });
+  const gatewayClient = createForwarder(config.base, { ...config.upstream, connections: 1 });
   const path = `${config.base.pathPrefix}${TOKEN_PATH}`;
   try {
     const sentMs = Date.now();
-    const outcome = await forwarder.send({
+    const outcome = await gatewayClient.send({
       path,
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(passwordGrant(config.username, config.password)),
@@ -79,7 +79,7 @@ export async function probeLogin(config: Config): Promise<LoginResult> {
     const skew = typeof date === 'string' ? { dateHeader: date, sentMs, receivedMs } : undefined;
     return { ...verdict(status, parseBody(body), config), skew };
   } finally {
-    await forwarder.close();
+    await gatewayClient.close();
   }
 }
 

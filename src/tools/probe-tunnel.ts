@@ -6,19 +6,19 @@ import type { UpstreamProxyConfig } from '../config/proxy-settings.js';
 import { envVarOf } from '../config/schema.js';
 import { errorCode, proxyStatus } from '../upstream/upstream-errors.js';
 import { trustedCas } from '../upstream/trusted-cas.js';
-import { tunnelConnector } from '../upstream/tunnel.js';
+import { forwardProxyConnector } from '../upstream/forward-proxy-tunnel.js';
 import { describeTls, type ProbeResult } from './probe-connection.js';
 
 export interface TunnelProbe {
-  /** The proxy hop: reached, and did it open the tunnel. */
+  /** The forward proxy hop: reached, and did it open the tunnel. */
   readonly proxy: ProbeResult;
   /** The gateway through the tunnel (TLS, certificate and name); undefined when no tunnel was opened. */
   readonly gateway: ProbeResult | undefined;
 }
 
 /**
- * Opens one tunnel exactly as `serve` does (tunnel.ts, the same connector and trust) and says which hop failed:
- * the proxy (unreachable, or its answer to the CONNECT: 407, 403, 502...) or the gateway through it.
+ * Opens one tunnel exactly as `serve` does (forward-proxy-tunnel.ts, the same connector and trust) and says which hop
+ * failed: the forward proxy (unreachable, or its answer to the CONNECT: 407, 403, 502...) or the gateway through it.
  */
 export function probeTunnel(
   base: BaseAddress,
@@ -28,7 +28,7 @@ export function probeTunnel(
 ): Promise<TunnelProbe> {
   const cas = trustedCas(ca);
   const gatewayConnect = buildConnector({ timeout: timeoutMs, ...(cas === undefined ? {} : { ca: cas }) });
-  const connect = tunnelConnector(() => proxy, gatewayConnect, timeoutMs);
+  const connect = forwardProxyConnector(() => proxy, gatewayConnect, timeoutMs);
   const url = new URL(base.origin);
   const target = `${url.hostname}:${url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : url.port}`;
   const via = `CONNECT ${target} via ${proxy.origin}`;
@@ -56,14 +56,14 @@ function describeFailure(error: Error | null, via: string): TunnelProbe {
   const status = proxyStatus(error);
   if (status !== undefined) {
     return {
-      proxy: { mark: '✘', detail: `${via}: the proxy refused it, ${status}${refusalHint(status)}` },
+      proxy: { mark: '✘', detail: `${via}: the forward proxy refused it, ${status}${refusalHint(status)}` },
       gateway: undefined,
     };
   }
   if (code.startsWith('ERR_PROXY_') && code !== 'ERR_PROXY_TUNNEL_CLOSED') {
     return { proxy: { mark: '✘', detail: `${via}: ${code}, ${error?.message ?? ''}` }, gateway: undefined };
   }
-  // The proxy opened the tunnel: what failed is the gateway's TLS through it.
+  // The forward proxy opened the tunnel: what failed is the gateway's TLS through it.
   const hint =
     code.startsWith('ERR_TLS_') || /CERT|SELF_SIGNED|UNABLE_TO/.test(code)
       ? ` (trust the gateway CA with ${envVarOf('upstream.caFile') ?? 'SIDECAR_UPSTREAM_CA_FILE'})`
@@ -78,7 +78,7 @@ function refusalHint(status: number): string {
   if (status === 407) {
     return ` authentication required (check ${envVarOf('upstream.proxy.username')} and ${envVarOf('upstream.proxy.passwordFile')})`;
   }
-  if (status === 403) return " forbidden (the proxy's rules do not allow CONNECT to this host and port)";
-  if (status >= 500) return ' (the proxy could not reach the gateway: its DNS, route or the gateway itself)';
+  if (status === 403) return " forbidden (the forward proxy's rules do not allow CONNECT to this host and port)";
+  if (status >= 500) return ' (the forward proxy could not reach the gateway: its DNS, route or the gateway itself)';
   return '';
 }

@@ -17,7 +17,10 @@ import {
 import { InterimContinueFilter } from './interim-continue.js';
 import { SendHandler } from './send-handler.js';
 import { trustedCas } from './trusted-cas.js';
-import { tunnelConnector, type ProxyRoute } from './tunnel.js';
+import {
+  forwardProxyConnector as tunnelConnector,
+  type ForwardProxyRoute as ProxyRoute,
+} from './forward-proxy-tunnel.js';
 import { errorCode } from './upstream-errors.js';
 
 export type { UpstreamResponse } from './gateway-answer.js';

@@ -1,7 +1,7 @@
 import type { CauseFamily } from '../observability/metric-names.js';
 import type { TraceContext } from '../observability/tracing.js';
 import type { AnswerCheck, UpstreamResponse } from './gateway-answer.js';
-import type { ProxyRoute } from './tunnel.js';
+import type { ForwardProxyRoute as ProxyRoute } from './forward-proxy-tunnel.js';
 import { causeFamily } from './upstream-errors.js';
 
 // One send to the gateway: what goes in, what comes out, and the Forwarder that makes it (forwarder.ts).

@@ -14,7 +14,7 @@ export class UpstreamError extends Error {
 }
 
 export const upstreamErrors = {
-  /** The forwarder is closing or was destroyed: nothing was sent, and retrying will not help. */
+  /** The gateway client is closing or was destroyed: nothing was sent, and retrying will not help. */
   closed: (message: string) => new UpstreamError('ERR_FORWARDER_CLOSED', message),
   /** Every connection stayed busy past connectTimeoutMs: nothing was sent, and the retry loop may sign afresh. */
   poolTimeout: () => new UpstreamError('ERR_GATEWAY_POOL_TIMEOUT', 'no gateway connection free in time'),
@@ -29,20 +29,20 @@ export const upstreamErrors = {
 
 /**
  * Failures of the forward proxy hop (docs/operations.md, "Egress through a forward proxy"). Each one happens before
- * the tunnel carries the gateway's TLS, so nothing of the request was sent, and each may heal (a rotated proxy
- * password, a proxy restarted, an ACL fixed): all are retried within the connect retry deadline.
+ * the tunnel carries the gateway's TLS, so nothing of the request was sent, and each may heal (a rotated forward
+ * proxy password, a forward proxy restarted, an ACL fixed): all are retried within the connect retry deadline.
  */
-export const proxyErrors = {
-  /** No connection to the proxy, or it closed before answering the CONNECT. */
+export const forwardProxyErrors = {
+  /** No connection to the forward proxy, or it closed before answering the CONNECT. */
   unreachable: (detail: string) =>
     new UpstreamError('ERR_PROXY_UNREACHABLE', `could not reach the forward proxy (${detail})`),
-  /** 407: the proxy wants (other) credentials. */
+  /** 407: the forward proxy wants (other) credentials. */
   authRequired: () =>
     new UpstreamError('ERR_PROXY_AUTH_REQUIRED', 'the forward proxy refused the CONNECT: 407 authentication required'),
   /** Any other answer to the CONNECT than 2xx: 403 (its policy), 502/503/504 (it could not reach the gateway). */
   refused: (status: number) =>
     status === 407
-      ? proxyErrors.authRequired()
+      ? forwardProxyErrors.authRequired()
       : new ProxyRefusal(status, `the forward proxy refused the CONNECT to the gateway: ${status}`),
   /** The tunnel was up and closed before TLS with the gateway was established through it. */
   tunnelClosed: (detail: string) =>

@@ -17,8 +17,23 @@ describe('config: idempotency settings', () => {
     refusal(() => loadConfig({ ...env, ...overrides }), setting);
   };
 
-  it('defaults: a key is optional and kept for a day', () => {
-    assert.deepEqual(loadConfig(env).idempotency, { required: false, ttlSeconds: 86_400 });
+  it('defaults: a key is optional and kept for a day; a claim outlives its last renewal by 5 s', () => {
+    assert.deepEqual(loadConfig(env).idempotency, { required: false, ttlSeconds: 86_400, leaseMs: 5_000 });
+  });
+
+  it('SIDECAR_IDEMPOTENCY_LEASE_MS: on Redis at least twice the command timeout, so a renewal lands within it', () => {
+    const redis = { SIDECAR_STATE_STORE: 'redis', SIDECAR_REDIS_URL: 'redis://127.0.0.1:6379' };
+    const lease = 'SIDECAR_IDEMPOTENCY_LEASE_MS (idempotency.leaseMs)';
+    const fleet = { ...env, ...redis, SIDECAR_STATE_ACCEPT_UNSIGNED_RECORDS: 'true' };
+    assert.equal(loadConfig({ ...fleet, SIDECAR_IDEMPOTENCY_LEASE_MS: '200' }).idempotency.leaseMs, 200);
+    refusal(() => loadConfig({ ...fleet, SIDECAR_IDEMPOTENCY_LEASE_MS: '199' }), lease);
+    refusal(() => loadConfig({ ...fleet, SIDECAR_REDIS_COMMAND_TIMEOUT_MS: '3000' }), lease);
+    assert.equal(
+      loadConfig({ ...env, SIDECAR_IDEMPOTENCY_LEASE_MS: '50' }).idempotency.leaseMs,
+      50,
+      'memory: no renewals',
+    );
+    for (const value of ['0', '-1', '1.5']) refused({ SIDECAR_IDEMPOTENCY_LEASE_MS: value }, lease);
   });
 
   it('SIDECAR_IDEMPOTENCY_REQUIRED is a strict boolean', () => {
@@ -40,6 +55,7 @@ describe('config: idempotency settings', () => {
     assert.deepEqual(loadConfig({ ...env, SIDECAR_CONFIG_FILE: file }).idempotency, {
       required: true,
       ttlSeconds: 3600,
+      leaseMs: 5_000,
     });
   });
 });

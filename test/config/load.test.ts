@@ -218,7 +218,7 @@ describe('config: refuses to start with one line naming the setting', () => {
     });
   });
 
-  // Item 4: an empty list started a sidecar that answers every payment 404 while /readyz says ok.
+  // An empty route list would start a sidecar that answers every payment 404 while /readyz says ok: it is refused.
   describe('signed routes', () => {
     for (const value of ['', ',', ' , ']) {
       it(`SIDECAR_SIGNED_ROUTES=${JSON.stringify(value)} is refused`, () =>
@@ -237,7 +237,7 @@ describe('config: refuses to start with one line naming the setting', () => {
       ));
   });
 
-  // Item 5: with both set the file silently won.
+  // The password from one source only: with both set, one would silently win over the other.
   describe('password: one source only', () => {
     it('SIDECAR_PASSWORD and SIDECAR_PASSWORD_FILE both set is refused', async () => {
       const file = join(keys.dir, 'password-both');
@@ -261,7 +261,7 @@ describe('config: refuses to start with one line naming the setting', () => {
     });
   });
 
-  // Item 6: the proxy signs for whoever reaches it.
+  // The sidecar signs for whoever reaches its egress listener: loopback only, unless a non-loopback host is allowed.
   describe('listen host: loopback unless explicitly allowed', () => {
     it('loopback is 127.0.0.0/8, ::1 and localhost', () => {
       for (const host of [
@@ -389,7 +389,7 @@ describe('config: refuses to start with one line naming the setting', () => {
       ));
   });
 
-  // Item 7: as the simulator's --config does.
+  // Relative paths in a config file resolve against the file's folder, as the simulator's --config does.
   describe('relative paths', () => {
     it("paths in the config file resolve against the file's folder, whatever the working directory", async () => {
       const folder = join(keys.dir, 'conf');
@@ -511,7 +511,7 @@ describe('config: refuses to start with one line naming the setting', () => {
     });
   });
 
-  // Item 8: `check` and `serve` print every refusal of one run.
+  // Every refusal of one load is reported at once (`check` and `serve` print them all), not only the first.
   describe('every refusal at once', () => {
     const many: NodeJS.ProcessEnv = {
       SIDECAR_BASE_URL: undefined,

@@ -284,7 +284,7 @@ describe('config: the postback receiver', () => {
       });
       assert.equal(off.postback?.forwardSecret, undefined);
       const warning = off.warnings.find((w) => w.setting.startsWith('SIDECAR_POSTBACK_FORWARD_SIGNING'));
-      assert.match(warning?.message ?? '', /UNSIGNED: anything that can reach its webhook can forge a SUCCESS/);
+      assert.match(warning?.message ?? '', /UNSIGNED: anything that can reach it can forge a SUCCESS/);
       const messages = await refusals({ SIDECAR_POSTBACK_FORWARD_SIGNING: 'off' });
       assert.ok(
         messages.some((m) => m.startsWith('SIDECAR_POSTBACK_FORWARD_SIGNING') && /set only one/.test(m)),

@@ -355,9 +355,10 @@ describe('every answer the sidecar makes matches the OpenAPI document it serves'
       {
         wrapStore: (store: StateStore) => {
           switchable = new SwitchableStore(store);
-          const original = switchable.setIfAbsent.bind(switchable);
-          switchable.setIfAbsent = (key, value, ttl) =>
-            broken ? Promise.reject(new TypeError('a bug in the store')) : original(key, value, ttl);
+          // The claim's write.
+          const original = switchable.writeIf.bind(switchable);
+          switchable.writeIf = (conditions, writes, options) =>
+            broken ? Promise.reject(new TypeError('a bug in the store')) : original(conditions, writes, options);
           return switchable;
         },
       },
@@ -385,6 +386,28 @@ describe('every answer the sidecar makes matches the OpenAPI document it serves'
     await new Promise((resolve) => setTimeout(resolve, 100));
     await w.running.stop();
     assertMatches(w, parseRaw(await arriving.received, 'POST', DEPOSIT), 'sidecar.shutdown.draining', 503);
+  });
+
+  it('a claim taken over while its request waited for a connection: claim_lost, nothing sent', async () => {
+    const w = await world({ SIDECAR_UPSTREAM_CONNECTIONS: '1' });
+    const signed = () => w.gateway.requests.filter((r) => r.url !== '/api/v2/auth/token').length;
+    w.gateway.holdUntil = Number.POSITIVE_INFINITY;
+    const blocker = call(w.proxyUrl, { body: payment() });
+    await waitFor('the blocker at the gateway', () => signed() === 1);
+    const key = newKey();
+    const storeKey = `idempotency:${idempotencyKey(key)!.sha256}`;
+    const lost = call(w.proxyUrl, { headers: { 'idempotency-key': key }, body: payment() });
+    const { store } = w.running.sidecar;
+    await waitFor('the claim', async () => (await store.get(storeKey)) !== undefined);
+    // What the store shows after another replica took the claim over: the record is no longer this claim's.
+    const claimed = (await store.get(storeKey))!;
+    const other = claimed.replace(/"claim":"[^"]+"/, '"claim":"another-replicas"');
+    assert.equal(await store.compareAndSet(storeKey, claimed, other, 600_000), true);
+    w.gateway.release(); // the connection is free: the fence runs, and fails
+    assertMatches(w, await lost, 'sidecar.idempotency.claim_lost', 409);
+    await blocker;
+    assert.equal(signed(), 1, 'the payment whose claim was lost never reached the gateway');
+    w.gateway.holdUntil = 0;
   });
 
   it('a forged idempotency record on Redis: record_unverified', async () => {

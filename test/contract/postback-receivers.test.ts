@@ -1,5 +1,5 @@
 // The example postback receivers (examples/python/postback_receiver.py, examples/go/postback_receiver.go), each run
-// as its own program: the simulator's real signed postback, verified by the sidecar's receiver and forwarded signed
+// as its own program: the simulator's real signed postback, verified by the sidecar's receiver and delivered signed
 // by Standard Webhooks, is stored once with its status; the same postback again is answered 2xx and not stored
 // twice; a forged one (another secret, an old timestamp, an altered body, no signature) is refused 401, unstored.
 import assert from 'node:assert/strict';

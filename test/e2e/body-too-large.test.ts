@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process';
 import { connect } from 'node:net';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
-import { LINGER_BOUNDS } from '../../src/proxy/listener.js';
+import { LINGER_BOUNDS } from '../../src/inbound/answer.js';
 import { gatewayKeys, PATH, startBareReceiver, type BareReceiver } from '../postback/support.js';
 import { makeKeys } from '../support/keys.js';
 import { RecordingGateway } from '../support/recording-gateway.js';

@@ -160,7 +160,7 @@ describe('signing-sidecar serve with the postback receiver in production', () =>
     assert.equal(result.stdout, '');
     assert.match(
       result.stderr,
-      /^signing-sidecar: configuration error: SIDECAR_POSTBACK_FORWARD_SECRET_FILE \(postback\.forwardSecretFile\): is required in production, .*SIDECAR_POSTBACK_FORWARD_SIGNING \(postback\.forwardSigning\)=off forwards them unsigned\n$/,
+      /^signing-sidecar: configuration error: SIDECAR_POSTBACK_FORWARD_SECRET_FILE \(postback\.forwardSecretFile\): is required in production, .*SIDECAR_POSTBACK_FORWARD_SIGNING \(postback\.forwardSigning\)=off delivers them unsigned\n$/,
     );
   });
 });

@@ -18,7 +18,7 @@ import { scratchDir } from '../support/scratch.js';
 import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
 import { startSquid, type TestSquid } from '../support/squid.js';
 import { generateTlsMaterial } from '../../packages/simulator/src/tls.js';
-import { InternalWebhook } from '../postback/support.js';
+import { ApplicationStub } from '../postback/support.js';
 import { waitFor } from '../support/wait-for.js';
 
 const FAST = {
@@ -86,11 +86,11 @@ describe('through a real Squid with Basic authentication', () => {
   let world: World;
   let squid: TestSquid;
   let running: TestSidecar;
-  let webhook: InternalWebhook;
+  let application: ApplicationStub;
   let proxyPasswordFile: string;
 
   before(async () => {
-    webhook = await new InternalWebhook().start();
+    application = await new ApplicationStub().start();
     const postbackPort = await freePort();
     const webhookUrl = `http://127.0.0.1:${postbackPort}/hooks/payments`;
     world = await gatewayWorld(webhookUrl);
@@ -108,7 +108,7 @@ describe('through a real Squid with Basic authentication', () => {
         SIDECAR_UPSTREAM_CONNECTIONS: '3',
         // Long enough that pooled tunnels stay up for the whole burst below.
         SIDECAR_UPSTREAM_KEEPALIVE_TIMEOUT_MS: '4000',
-        SIDECAR_POSTBACK_FORWARD_URL: webhook.url,
+        SIDECAR_POSTBACK_FORWARD_URL: application.url,
         SIDECAR_POSTBACK_PUBLIC_URL: webhookUrl,
         SIDECAR_POSTBACK_PUBLIC_KEY_FILE: postbackKeyFile,
         SIDECAR_POSTBACK_LISTEN_HOST: '127.0.0.1',
@@ -121,7 +121,7 @@ describe('through a real Squid with Basic authentication', () => {
     await running?.stop();
     await squid?.close();
     await world?.simulator.close();
-    await webhook?.stop();
+    await application?.stop();
   });
 
   it('deposits verify at the gateway; one CONNECT per pooled connection, none for metrics or postbacks', async () => {
@@ -133,7 +133,8 @@ describe('through a real Squid with Basic authentication', () => {
     }
     for (const answer of answers) assert.equal(answer.status, 200, answer.body);
     for (const payload of payloads) assert.equal(transactionsFor(world.simulator, payload), 1);
-    // A postback: the gateway calls the receiver, which forwards to the internal service; neither is proxied.
+    // A postback: the gateway calls the receiver, which delivers to the application; neither goes through the forward
+    // proxy.
     const id = (JSON.parse(answers[0]!.body) as { transaction_id: string }).transaction_id;
     await world.simulator.complete(id, 'SUCCESS');
     await waitFor(

@@ -81,10 +81,13 @@ describe('Idempotency-Key across replicas sharing one Redis (real simulator)', (
 });
 
 describe('a replica killed between send and answer', () => {
-  it('leaves a record that a retry on another replica sees as in progress, then, after the deadline, as outcome_unknown', async () => {
+  // The lease's own story is in idempotency-takeover.test.ts; here a lease longer than the deadline shows the
+  // deadline still bounds a claim whose lease never runs out.
+  it('with a lease longer than the claim deadline: in progress, then, after the deadline, outcome_unknown', async () => {
     const gateway = await new RecordingGateway().start();
     gateway.holdUntil = Number.POSITIVE_INFINITY; // the gateway has the request and holds its answer
-    const doomed = await spawnSidecar(await sidecarEnv(keys, gateway.url, fleetEnv()));
+    const doomedEnv = { ...fleetEnv(), SIDECAR_IDEMPOTENCY_LEASE_MS: '600000' };
+    const doomed = await spawnSidecar(await sidecarEnv(keys, gateway.url, doomedEnv));
     let survivor: TestSidecar | undefined;
     try {
       await waitFor('the condition', () => gateway.grants.length > 0);

@@ -1,5 +1,5 @@
 // The simulator's real signed postbacks, end to end: a deposit through the sidecar's egress path, completed on the
-// simulator, whose signed postback goes to the sidecar's receiver and reaches an internal webhook as plain JSON.
+// simulator, whose signed postback goes to the sidecar's receiver and reaches an application as plain JSON.
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
@@ -12,16 +12,16 @@ import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
 import { postJson, deposit } from '../support/sim-world.js';
 import { scratchDir } from '../support/scratch.js';
 import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
-import { InternalWebhook, postbackLines } from '../postback/support.js';
+import { ApplicationStub, postbackLines } from '../postback/support.js';
 
 let sim: RunningSimulator;
 let running: TestSidecar;
-let webhook: InternalWebhook;
+let application: ApplicationStub;
 let receiverUrl: string;
 
 before(async () => {
   const keys = await makeKeys();
-  webhook = await new InternalWebhook().start();
+  application = await new ApplicationStub().start();
   const port = await freePort();
   // The URL registered with the gateway: here the receiver's own address (in production, the Ingress's).
   const webhookUrl = `http://127.0.0.1:${port}/hooks/payments`;
@@ -42,7 +42,7 @@ before(async () => {
   running = await startTestSidecar(
     await sidecarEnv(keys, sim.baseUrl, {
       SIDECAR_LOG_LEVEL: 'info',
-      SIDECAR_POSTBACK_FORWARD_URL: webhook.url,
+      SIDECAR_POSTBACK_FORWARD_URL: application.url,
       SIDECAR_POSTBACK_PUBLIC_URL: webhookUrl,
       SIDECAR_POSTBACK_PUBLIC_KEY_FILE: keyFile,
       SIDECAR_POSTBACK_LISTEN_HOST: '127.0.0.1',
@@ -56,7 +56,7 @@ before(async () => {
 after(async () => {
   await running.stop();
   await sim.close();
-  await webhook.stop();
+  await application.stop();
 });
 
 async function depositAndComplete(status: 'SUCCESS' | 'FAILED'): Promise<{ id: string; invoice: string }> {
@@ -69,7 +69,7 @@ async function depositAndComplete(status: 'SUCCESS' | 'FAILED'): Promise<{ id: s
 }
 
 const receivedFor = (id: string) =>
-  webhook.received.filter(
+  application.received.filter(
     (r) => (JSON.parse(r.body.toString('utf8')) as { transaction_id?: string }).transaction_id === id,
   );
 
@@ -82,7 +82,7 @@ async function until(condition: () => boolean, ms = 10_000): Promise<void> {
 }
 
 describe('signed postbacks from the simulator', () => {
-  test('arrive at the internal webhook as verified plain JSON, once', async () => {
+  test('arrive at the application as verified plain JSON, once', async () => {
     const { id, invoice } = await depositAndComplete('SUCCESS');
     await until(() => receivedFor(id).length === 1);
     const [got] = receivedFor(id);
@@ -97,9 +97,9 @@ describe('signed postbacks from the simulator', () => {
     assert.ok(!running.logs.text.includes(invoice), 'the payload is never logged');
   });
 
-  test('an internal service that fails is retried by the gateway and the postback goes through once', async () => {
+  test('an application that fails is retried by the gateway and the postback goes through once', async () => {
     let failures = 2;
-    webhook.status = () => (failures-- > 0 ? 503 : 200);
+    application.status = () => (failures-- > 0 ? 503 : 200);
     try {
       const { id } = await depositAndComplete('FAILED');
       await until(() => sim.postbacks().some((a) => a.transactionId === id && a.delivered));
@@ -108,10 +108,10 @@ describe('signed postbacks from the simulator', () => {
         attempts.map((a) => a.status),
         [503, 503, 200],
       );
-      assert.equal(receivedFor(id).length, 3, 'two failed forwards, one that went through');
+      assert.equal(receivedFor(id).length, 3, 'two failed deliveries, one that went through');
       assert.equal(receivedFor(id).filter((r) => r.headers['x-postback-verified'] === 'signature').length, 3);
     } finally {
-      webhook.status = () => 200;
+      application.status = () => 200;
     }
   });
 });

@@ -282,7 +282,7 @@ describe('postback traces', () => {
       const postback = await signPostback(gatewayKeys.privateKeyPem);
       const delivered = await deliver(world.receiverUrl, postback);
       assert.equal(delivered.status, 200);
-      await world.webhook.waitFor(1);
+      await world.application.waitFor(1);
       await receiver.until('the postback spans', (spans) => spans.some((s) => s.name === 'postback receive'));
       const receive = receiver.spans.find((s) => s.name === 'postback receive')!;
       const delivery = receiver.spans.find((s) => s.name === 'postback delivery')!;
@@ -293,7 +293,7 @@ describe('postback traces', () => {
       assert.equal(delivery.traceId, receive.traceId);
       assert.equal(delivery.parentSpanId, receive.spanId);
       assert.equal(delivery.attributes['http.response.status_code'], 200);
-      const headers = world.webhook.received[0]!.headers;
+      const headers = world.application.received[0]!.headers;
       assert.equal(headers.traceparent, `00-${receive.traceId}-${delivery.spanId}-01`);
       const line = world.running.logs.lines().find((l) => l.event === 'postback');
       assert.equal(line?.traceId, receive.traceId);
@@ -319,12 +319,12 @@ describe('postback traces', () => {
     });
     // The application is down for the first attempt and up for the second.
     let answered = 0;
-    world.webhook.status = () => (++answered === 1 ? 503 : 200);
+    world.application.status = () => (++answered === 1 ? 503 : 200);
     try {
       const postback = await signPostback(gatewayKeys.privateKeyPem);
       const delivered = await deliver(world.receiverUrl, postback);
       assert.deepEqual(delivered.body, { status: 'accepted' });
-      await world.webhook.waitFor(2);
+      await world.application.waitFor(2);
       const attemptsOf = (spans: readonly ReceivedSpan[]) => spans.filter((s) => s.name === 'postback delivery');
       await receiver.until('the receive span and both attempt spans', (spans) => {
         return spans.some((s) => s.name === 'postback receive') && attemptsOf(spans).length === 2;
@@ -334,7 +334,7 @@ describe('postback traces', () => {
       const attempts = attemptsOf(receiver.spans).sort(
         (a, b) => Number(a.attributes['sidecar.postback.attempt']) - Number(b.attributes['sidecar.postback.attempt']),
       );
-      const id = world.webhook.received[0]!.headers['x-postback-id'];
+      const id = world.application.received[0]!.headers['x-postback-id'];
       assert.equal(typeof id, 'string');
       for (const [i, attempt] of attempts.entries()) {
         assert.equal(attempt.kind, SPAN_KIND.client);
@@ -343,7 +343,7 @@ describe('postback traces', () => {
         assert.equal(attempt.attributes['sidecar.postback.id'], id);
         assert.equal(attempt.attributes['sidecar.postback.attempt'], i + 1);
         assert.equal(
-          world.webhook.received[i]!.headers.traceparent,
+          world.application.received[i]!.headers.traceparent,
           `00-${receive.traceId}-${attempt.spanId}-01`,
           "the application's spans join under the attempt that carried them",
         );

@@ -14,12 +14,13 @@ import { CapturedOutput } from '../support/sidecar.js';
 export const LONGEST_MS = 60_000;
 
 /** A keeper on `store` whose wall clock the test moves, its records signed with `recordMac` when given. */
-export function keeperOn(store: StateStore, logs = new CapturedOutput(), recordMac?: RecordMac) {
+export function keeperOn(store: StateStore, logs = new CapturedOutput(), recordMac?: RecordMac, leaseMs = 5_000) {
   const clock = { now: Date.now() };
   const keeper = new IdempotencyKeeper({
     store,
     ttlMs: 3_600_000,
     claimDeadlineMs: LONGEST_MS,
+    leaseMs,
     now: () => clock.now,
     log: createLogger('debug', logs),
     ...(recordMac === undefined ? {} : { recordMac }),

@@ -9,7 +9,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, it } from 'node:test';
 import type { LogLevel } from '../../src/config/config.js';
 import { createLogger } from '../../src/observability/log.js';
-import { requestId } from '../../src/proxy/listener.js';
+import { requestId } from '../../src/inbound/request-id.js';
 import { logRequest, type RequestOutcome } from '../../src/proxy/request-log.js';
 
 type Line = Record<string, unknown>;

@@ -1,4 +1,4 @@
-// Delivered once: replays, redeliveries, concurrent copies, a failing internal service, a key rotation, and a
+// Delivered once: replays, redeliveries, concurrent copies, a failing application, a key rotation, and a
 // replay memory that cannot answer.
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
@@ -12,7 +12,7 @@ import { CapturedOutput } from '../support/sidecar.js';
 import {
   deliver,
   gatewayKeys,
-  InternalWebhook,
+  ApplicationStub,
   keyFile,
   payloadJson,
   signPostback,
@@ -31,20 +31,20 @@ before(async () => {
 });
 after(() => world.stop());
 
-const forwardedCount = (payload: string) =>
-  world.webhook.received.filter((r) => r.body.toString('utf8') === payload).length;
+const deliveredCount = (payload: string) =>
+  world.application.received.filter((r) => r.body.toString('utf8') === payload).length;
 
 describe('delivered once', () => {
-  test('the same signed request replayed (same nonce) gets 200 without a second forward', async () => {
+  test('the same signed request replayed (same nonce) gets 200 without a second delivery', async () => {
     const postback = await signPostback(gateway.privateKeyPem);
     assert.deepEqual((await deliver(world.receiverUrl, postback)).body, { status: 'forwarded' });
     const replay = await deliver(world.receiverUrl, postback);
     assert.equal(replay.status, 200);
     assert.deepEqual(replay.body, { status: 'duplicate' });
-    assert.equal(forwardedCount(postback.payload), 1);
+    assert.equal(deliveredCount(postback.payload), 1);
   });
 
-  test('a redelivery with a fresh nonce (our 200 was lost) gets 200 without a second forward', async () => {
+  test('a redelivery with a fresh nonce (our 200 was lost) gets 200 without a second delivery', async () => {
     const payload = payloadJson();
     assert.equal(
       (await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem, { payload }))).status,
@@ -53,11 +53,11 @@ describe('delivered once', () => {
     const again = await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem, { payload }));
     assert.equal(again.status, 200);
     assert.deepEqual(again.body, { status: 'duplicate' });
-    assert.equal(forwardedCount(payload), 1);
+    assert.equal(deliveredCount(payload), 1);
   });
 
-  test('concurrent copies of one payload are forwarded once; the others are told to come back', async () => {
-    world.webhook.delayMs = 300;
+  test('concurrent copies of one payload are delivered once; the others are told to come back', async () => {
+    world.application.delayMs = 300;
     try {
       const payload = payloadJson();
       const copies = await Promise.all(
@@ -71,19 +71,19 @@ describe('delivered once', () => {
         assert.equal(answer.headers.get('retry-after'), '5');
         assert.equal(answer.body.retryable, true);
       }
-      assert.equal(forwardedCount(payload), 1);
-      // The gateway's redelivery of a refused copy, after the first one went through: 200, not forwarded again.
+      assert.equal(deliveredCount(payload), 1);
+      // The gateway's redelivery of a refused copy, after the first one went through: 200, not delivered again.
       const later = await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem, { payload }));
       assert.deepEqual(later.body, { status: 'duplicate' });
-      assert.equal(forwardedCount(payload), 1);
+      assert.equal(deliveredCount(payload), 1);
     } finally {
-      world.webhook.delayMs = 0;
+      world.application.delayMs = 0;
     }
   });
 
-  test('the internal service failing then recovering: 503 + Retry-After, then the redelivery goes through once', async () => {
+  test('the application failing, then recovering: 503 + Retry-After, then the redelivery goes through once', async () => {
     const payload = payloadJson();
-    world.webhook.status = () => 500;
+    world.application.status = () => 500;
     try {
       const failed = await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem, { payload }));
       assert.equal(failed.status, 503);
@@ -91,19 +91,19 @@ describe('delivered once', () => {
       assert.equal(failed.headers.get('retry-after'), '5');
       assert.equal(failed.body.retryable, true);
     } finally {
-      world.webhook.status = () => 200;
+      world.application.status = () => 200;
     }
     const redelivered = await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem, { payload }));
     assert.deepEqual(redelivered.body, { status: 'forwarded' });
     const third = await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem, { payload }));
     assert.deepEqual(third.body, { status: 'duplicate' });
-    assert.equal(forwardedCount(payload), 2, 'the failed attempt and the one that went through');
+    assert.equal(deliveredCount(payload), 2, 'the failed attempt and the one that went through');
   });
 });
 
-describe('forward failures', () => {
-  test('an internal service that does not answer in time: 503, nothing remembered', async () => {
-    const slow = await new InternalWebhook().start();
+describe('delivery failures', () => {
+  test('an application that does not answer in time: 503, nothing remembered', async () => {
+    const slow = await new ApplicationStub().start();
     slow.delayMs = 2_000;
     const other = await startSignedReceiver(gateway, { SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS: '200' }, slow);
     try {
@@ -119,7 +119,7 @@ describe('forward failures', () => {
     }
   });
 
-  test('an internal service that cannot be reached: 503', async () => {
+  test('an application that cannot be reached: 503', async () => {
     const other = await startSignedReceiver(gateway, {
       SIDECAR_POSTBACK_FORWARD_URL: 'http://127.0.0.1:1/nothing-listens',
     });
@@ -180,7 +180,7 @@ describe('key rotation', () => {
         const answer = await deliver(rotating.receiverUrl, await signPostback(key.privateKeyPem));
         assert.equal(answer.status, 200);
       }
-      assert.equal(rotating.webhook.received.length, 2);
+      assert.equal(rotating.application.received.length, 2);
     } finally {
       await rotating.stop();
     }
@@ -198,7 +198,7 @@ class UnavailableStore extends MemoryStateStore {
 }
 
 describe('the replay memory unavailable', () => {
-  test('answers 503 with Retry-After and forwards nothing (never without the replay check)', async () => {
+  test('answers 503 with Retry-After and delivers nothing (never without the replay check)', async () => {
     const bare = await startBareReceiver(gateway, {
       store: new UnavailableStore(),
       log: createLogger('info', new CapturedOutput()),
@@ -208,7 +208,7 @@ describe('the replay memory unavailable', () => {
       assert.equal(answer.status, 503);
       assert.equal(answer.code, 'postback.state.unavailable');
       assert.equal(answer.headers.get('retry-after'), '5');
-      assert.equal(bare.webhook.received.length, 0);
+      assert.equal(bare.application.received.length, 0);
       assert.match(
         await bare.metrics.registry.metrics(),
         /signing_sidecar_postbacks_total\{outcome="store_unavailable"\} 1/,

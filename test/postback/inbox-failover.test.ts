@@ -12,7 +12,7 @@ import { runCommand } from '../tools/run-command.js';
 import {
   deliver,
   gatewayKeys,
-  InternalWebhook,
+  ApplicationStub,
   signPostback,
   startSignedReceiver,
   type ReceiverWorld,
@@ -28,9 +28,9 @@ async function acceptedSurvive(
   redisEnv: Readonly<Record<string, string>>,
   failover: (world: ReceiverWorld) => Promise<void>,
 ): Promise<void> {
-  const webhook = await new InternalWebhook().start();
-  const port = Number(new URL(webhook.url).port);
-  await webhook.stop();
+  const application = await new ApplicationStub().start();
+  const port = Number(new URL(application.url).port);
+  await application.stop();
   const gateway = await gatewayKeys();
   const world = await startSignedReceiver(
     gateway,
@@ -40,7 +40,7 @@ async function acceptedSurvive(
       SIDECAR_POSTBACK_DELIVERY: 'queued',
       SIDECAR_POSTBACK_RETRY_SCHEDULE: '0s,500ms,1s,1s,1s,2s,2s,2s,2s,2s,2s,2s,2s,2s,2s,2s,2s,2s',
     },
-    webhook,
+    application,
   );
   try {
     for (const id of TRANSACTIONS) {
@@ -51,15 +51,15 @@ async function acceptedSurvive(
       }
     }
     await failover(world);
-    await webhook.start(port);
+    await application.start(port);
     const deadline = Date.now() + 60_000;
-    const seen = () => new Set(webhook.received.map((r) => r.body.toString('utf8')));
+    const seen = () => new Set(application.received.map((r) => r.body.toString('utf8')));
     while (seen().size < 10) {
       if (Date.now() > deadline) throw new Error(`${seen().size} of 10 postbacks delivered after the failover`);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     for (const id of TRANSACTIONS) {
-      const statuses = webhook.received
+      const statuses = application.received
         .map((r) => JSON.parse(r.body.toString('utf8')) as { transaction_id: string; status: string })
         .filter((p) => p.transaction_id === id)
         .map((p) => p.status);

@@ -16,7 +16,7 @@ import { waitFor } from '../support/wait-for.js';
 import {
   deliver,
   gatewayKeys,
-  InternalWebhook,
+  ApplicationStub,
   payloadJson,
   signPostback,
   startSignedReceiver,
@@ -42,7 +42,7 @@ after(async () => {
 });
 
 /** A `queued` receiver on the test's Redis: one attempt, then another after 1.5 s, then the dead letters. */
-async function queuedWorld(env: NodeJS.ProcessEnv, webhook?: InternalWebhook): Promise<ReceiverWorld> {
+async function queuedWorld(env: NodeJS.ProcessEnv, application?: ApplicationStub): Promise<ReceiverWorld> {
   const world = await startSignedReceiver(
     gateway,
     {
@@ -57,7 +57,7 @@ async function queuedWorld(env: NodeJS.ProcessEnv, webhook?: InternalWebhook): P
       SIDECAR_SECRET_POLL_INTERVAL_MS: '3600000',
       ...env,
     },
-    webhook,
+    application,
   );
   cleanups.push(() => world.stop());
   return world;
@@ -96,7 +96,7 @@ async function deadReason(world: ReceiverWorld, id: string): Promise<string | un
 }
 
 const received = (world: ReceiverWorld, marker: string) =>
-  world.webhook.received.filter((r) => r.body.toString('utf8').includes(marker));
+  world.application.received.filter((r) => r.body.toString('utf8').includes(marker));
 
 describe('queued postbacks signed with SIDECAR_STATE_MAC_KEY_FILE, on a real Redis', { timeout: 90_000 }, () => {
   test('the control: without the MAC, a postback written into Redis reaches the application as verified', async () => {
@@ -122,8 +122,8 @@ describe('queued postbacks signed with SIDECAR_STATE_MAC_KEY_FILE, on a real Red
       async () => (await deadReason(world, unsigned)) !== undefined && (await deadReason(world, wrong)) !== undefined,
       10_000,
     );
-    await world.webhook.waitFor(1);
-    assert.equal(world.webhook.received[0]?.body.toString('utf8'), genuine.payload);
+    await world.application.waitFor(1);
+    assert.equal(world.application.received[0]?.body.toString('utf8'), genuine.payload);
     assert.match((await deadReason(world, unsigned)) ?? '', /^refused: MAC missing/);
     assert.match((await deadReason(world, wrong)) ?? '', /^refused: MAC wrong/);
     // Time for a delivery to show up, had one been made.
@@ -144,12 +144,12 @@ describe('queued postbacks signed with SIDECAR_STATE_MAC_KEY_FILE, on a real Red
 
   test('a genuine postback copied under another id is refused there, and delivered under its own', async () => {
     const world = await queuedWorld({ SIDECAR_STATE_MAC_KEY_FILE: macKeyFile });
-    world.webhook.status = () => 500;
+    world.application.status = () => 500;
     const genuine = await signPostback(gateway.privateKeyPem);
     await deliver(world.receiverUrl, genuine);
-    await world.webhook.waitFor(1);
+    await world.application.waitFor(1);
     // It waits for its second attempt: its entry is in Redis, MAC and all. A copy goes under a new id and line.
-    const id = String(world.webhook.received[0]?.headers['x-postback-id']);
+    const id = String(world.application.received[0]?.headers['x-postback-id']);
     const stored = await redis.cli('HGETALL', storeOf(world).storedKey(`postback:entry:${id}`));
     const fields = Object.fromEntries(
       Array.from({ length: stored.length / 2 }, (_, i) => [stored[2 * i]!, stored[2 * i + 1]!]),
@@ -158,10 +158,10 @@ describe('queued postbacks signed with SIDECAR_STATE_MAC_KEY_FILE, on a real Red
     const copy = newId();
     const { payload = '', headers = '', mac = '' } = fields;
     await writeEntry(world, copy, { payload, headers, mac });
-    world.webhook.status = () => 200;
+    world.application.status = () => 200;
     await waitFor('the copy refused', async () => (await deadReason(world, copy)) !== undefined, 10_000);
     assert.match((await deadReason(world, copy)) ?? '', /^refused: MAC wrong/);
-    await world.webhook.waitFor(2);
+    await world.application.waitFor(2);
     const copies = received(world, (JSON.parse(genuine.payload) as { transaction_id: string }).transaction_id);
     assert.deepEqual(
       copies.map((r) => r.headers['x-postback-id']),
@@ -172,18 +172,18 @@ describe('queued postbacks signed with SIDECAR_STATE_MAC_KEY_FILE, on a real Red
   });
 
   test('a key rotation keeps the postbacks kept before it deliverable', async () => {
-    const webhook = await new InternalWebhook().start();
-    webhook.status = () => 503;
-    const world = await queuedWorld({ SIDECAR_STATE_MAC_KEY_FILE: macKeyFile }, webhook);
+    const application = await new ApplicationStub().start();
+    application.status = () => 503;
+    const world = await queuedWorld({ SIDECAR_STATE_MAC_KEY_FILE: macKeyFile }, application);
     const genuine = await signPostback(gateway.privateKeyPem, { payload: payloadJson('rotation') });
     assert.deepEqual((await deliver(world.receiverUrl, genuine)).body, { status: 'accepted' });
-    await webhook.waitFor(1);
+    await application.waitFor(1);
     // Kept with A; before its second attempt the file names B first and keeps A.
     await writeFile(macKeyFile, `${KEY_B}\n${KEY_A}\n`);
     await world.running.sidecar.reload();
-    webhook.status = () => 200;
-    await webhook.waitFor(2);
-    assert.equal(webhook.received[1]?.body.toString('utf8'), genuine.payload);
+    application.status = () => 200;
+    await application.waitFor(2);
+    assert.equal(application.received[1]?.body.toString('utf8'), genuine.payload);
     assert.equal(seriesValue(await world.running.sidecar.metrics.registry.metrics(), REJECTED), 0);
     await world.stop();
   });

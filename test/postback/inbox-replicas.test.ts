@@ -6,7 +6,7 @@ import { makeKeys, type TestKeys } from '../support/keys.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 import { sidecarEnv } from '../support/sidecar.js';
 import { spawnSidecar, type SpawnedSidecar } from '../support/spawned-sidecar.js';
-import { deliver, gatewayKeys, InternalWebhook, keyFile, PUBLIC_URL, signPostback, type Received } from './support.js';
+import { deliver, gatewayKeys, ApplicationStub, keyFile, PUBLIC_URL, signPostback, type Received } from './support.js';
 import { waitFor } from '../support/wait-for.js';
 
 const cleanups: Array<() => Promise<void>> = [];
@@ -19,7 +19,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 interface Fleet {
   readonly redis: TestRedis;
   readonly gateway: TestKeys;
-  /** Starts one more replica on the same Redis, forwarding to `webhookUrl`. */
+  /** Starts one more replica on the same Redis, delivering to `webhookUrl`. */
   readonly replica: (env?: NodeJS.ProcessEnv) => Promise<SpawnedSidecar & { readonly receiverUrl: string }>;
 }
 
@@ -66,10 +66,10 @@ function payloadOf(received: Received): { transaction_id: string; status: string
 
 describe('queued delivery across replicas', { timeout: 110_000 }, () => {
   test('the application down for 30 s while 100 postbacks arrive, sent once each: each reaches it once, in order per transaction', async () => {
-    const webhook = await new InternalWebhook().start();
-    const port = Number(new URL(webhook.url).port);
-    await webhook.stop();
-    const { redis, gateway, replica } = await fleet(webhook.url, {
+    const application = await new ApplicationStub().start();
+    const port = Number(new URL(application.url).port);
+    await application.stop();
+    const { redis, gateway, replica } = await fleet(application.url, {
       // Shortened: about 45 s of attempts, so that every postback outlives the 30 s outage.
       SIDECAR_POSTBACK_RETRY_SCHEDULE: '0s,1s,2s,3s,5s,5s,5s,5s,5s,5s,5s,5s',
     });
@@ -90,16 +90,16 @@ describe('queued delivery across replicas', { timeout: 110_000 }, () => {
     );
     assert.equal(await undelivered(redis), 100);
     await sleep(Math.max(0, 30_000 - (Date.now() - downSince)));
-    assert.equal(webhook.received.length, 0);
-    await webhook.start(port);
-    cleanups.push(() => webhook.stop());
-    await webhook.waitFor(100, 30_000);
+    assert.equal(application.received.length, 0);
+    await application.start(port);
+    cleanups.push(() => application.stop());
+    await application.waitFor(100, 30_000);
     await waitFor('an empty inbox', async () => (await undelivered(redis)) === 0, 10_000);
     await sleep(1_000); // room for a second delivery to show, if one were made
-    assert.equal(webhook.received.length, 100, 'every postback once, none twice');
-    assert.equal(new Set(webhook.received.map((r) => r.headers['x-postback-id'])).size, 100);
+    assert.equal(application.received.length, 100, 'every postback once, none twice');
+    assert.equal(new Set(application.received.map((r) => r.headers['x-postback-id'])).size, 100);
     for (const id of transactions) {
-      const statuses = webhook.received
+      const statuses = application.received
         .filter((r) => payloadOf(r).transaction_id === id)
         .map((r) => payloadOf(r).status);
       assert.deepEqual(statuses, ['SUCCESS', 'FAILED'], `${id}: in arrival order`);
@@ -107,10 +107,10 @@ describe('queued delivery across replicas', { timeout: 110_000 }, () => {
   });
 
   test('a replica killed (SIGKILL) while it delivers: another replica delivers what it held', async () => {
-    const webhook = await new InternalWebhook().start();
-    cleanups.push(() => webhook.stop());
-    webhook.delayMs = 3_000; // slow enough for the kill to land while deliveries are in flight
-    const { redis, gateway, replica } = await fleet(webhook.url, {
+    const application = await new ApplicationStub().start();
+    cleanups.push(() => application.stop());
+    application.delayMs = 3_000; // slow enough for the kill to land while deliveries are in flight
+    const { redis, gateway, replica } = await fleet(application.url, {
       SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS: '4000',
       SIDECAR_POSTBACK_VISIBILITY_TIMEOUT_MS: '5000',
       SIDECAR_POSTBACK_RETRY_SCHEDULE: '0s,1s,1s,1s,1s',
@@ -123,17 +123,17 @@ describe('queued delivery across replicas', { timeout: 110_000 }, () => {
     }
     // Killed once all four deliveries it holds have reached the application (each waits there 3 s for its answer):
     // killed sooner, one still on its way would be taken over as attempt 2 with attempt 1 never seen, as documented.
-    await webhook.waitFor(4, 10_000);
+    await application.waitFor(4, 10_000);
     doomed.child.kill('SIGKILL');
     await doomed.exited;
-    webhook.delayMs = 0;
+    application.delayMs = 0;
     const survivor = await replica();
     await waitFor('the survivor to deliver everything', async () => (await undelivered(redis)) === 0, 30_000);
-    const payloads = new Set(webhook.received.map((r) => r.body.toString('utf8')));
+    const payloads = new Set(application.received.map((r) => r.body.toString('utf8')));
     assert.deepEqual([...payloads].sort(), sent.map((p) => p.payload).sort(), 'every postback reached the application');
     // Those the killed replica had in flight were delivered again, as the same postback (same id, next attempt).
     for (const payload of payloads) {
-      const copies = webhook.received.filter((r) => r.body.toString('utf8') === payload);
+      const copies = application.received.filter((r) => r.body.toString('utf8') === payload);
       assert.equal(new Set(copies.map((r) => r.headers['x-postback-id'])).size, 1);
       assert.deepEqual(
         copies.map((r) => r.headers['x-postback-attempt']),
@@ -144,24 +144,24 @@ describe('queued delivery across replicas', { timeout: 110_000 }, () => {
   });
 
   test('a replica stopped (SIGTERM) finishes the deliveries in flight and leaves the rest to the others', async () => {
-    const webhook = await new InternalWebhook().start();
-    cleanups.push(() => webhook.stop());
-    webhook.delayMs = 1_000;
-    const { redis, gateway, replica } = await fleet(webhook.url, {
+    const application = await new ApplicationStub().start();
+    cleanups.push(() => application.stop());
+    application.delayMs = 1_000;
+    const { redis, gateway, replica } = await fleet(application.url, {
       SIDECAR_POSTBACK_DELIVERY_CONCURRENCY: '2',
       SIDECAR_SHUTDOWN_MAX_DELAY_MS: '5000',
     });
     const leaving = await replica();
     const sent = await Promise.all(Array.from({ length: 8 }, () => signPostback(gateway.privateKeyPem)));
     for (const postback of sent) await deliver(leaving.receiverUrl, postback);
-    await webhook.waitFor(1, 10_000);
+    await application.waitFor(1, 10_000);
     leaving.child.kill('SIGTERM');
     assert.equal((await leaving.exited).code, 0);
-    const deliveredBeforeExit = webhook.received.length;
+    const deliveredBeforeExit = application.received.length;
     assert.ok(deliveredBeforeExit >= 1 && deliveredBeforeExit < 8, `${deliveredBeforeExit} delivered before the exit`);
     await replica();
     await waitFor('the other replica to deliver the rest', async () => (await undelivered(redis)) === 0, 30_000);
-    assert.equal(webhook.received.length, 8, 'each postback once: those in flight were finished, not abandoned');
-    assert.equal(new Set(webhook.received.map((r) => r.headers['x-postback-id'])).size, 8);
+    assert.equal(application.received.length, 8, 'each postback once: those in flight were finished, not abandoned');
+    assert.equal(new Set(application.received.map((r) => r.headers['x-postback-id'])).size, 8);
   });
 });

@@ -10,7 +10,7 @@ import { startSentinelSet } from '../support/redis-topologies.js';
 import { sidecarEnv } from '../support/sidecar.js';
 import { spawnSidecar, type SpawnedSidecar } from '../support/spawned-sidecar.js';
 import { waitFor } from '../support/wait-for.js';
-import { deliver, gatewayKeys, InternalWebhook, keyFile, PUBLIC_URL, signPostback, type Received } from './support.js';
+import { deliver, gatewayKeys, ApplicationStub, keyFile, PUBLIC_URL, signPostback, type Received } from './support.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 after(async () => {
@@ -38,16 +38,16 @@ function payloadOf(received: Received): { transaction_id: string; status: string
  * the application is up every one of the 16 reaches it once, each transaction's in arrival order.
  */
 async function acceptedThenWiped(redisEnv: NodeJS.ProcessEnv, wipe: () => Promise<number>): Promise<void> {
-  const webhook = await new InternalWebhook().start();
-  const port = Number(new URL(webhook.url).port);
-  await webhook.stop();
+  const application = await new ApplicationStub().start();
+  const port = Number(new URL(application.url).port);
+  await application.stop();
   const [gateway, keys] = await Promise.all([gatewayKeys(), makeKeys()]);
   const env = await sidecarEnv(keys, 'http://127.0.0.1:1', {
     SIDECAR_LOG_LEVEL: 'info',
     // The test host is shared: a loaded moment must not turn into a 503 that this gateway stand-in never retries.
     SIDECAR_REDIS_COMMAND_TIMEOUT_MS: '1000',
     SIDECAR_POSTBACK_DELIVERY: 'queued',
-    SIDECAR_POSTBACK_FORWARD_URL: webhook.url,
+    SIDECAR_POSTBACK_FORWARD_URL: application.url,
     SIDECAR_POSTBACK_PUBLIC_URL: PUBLIC_URL,
     SIDECAR_POSTBACK_PUBLIC_KEY_FILE: await keyFile(gateway.publicKeyPem),
     SIDECAR_POSTBACK_LISTEN_HOST: '127.0.0.1',
@@ -99,15 +99,17 @@ async function acceptedThenWiped(redisEnv: NodeJS.ProcessEnv, wipe: () => Promis
     15_000,
   );
 
-  await webhook.start(port);
-  cleanups.push(() => webhook.stop());
-  const bodies = () => new Set(webhook.received.map((r) => r.body.toString('utf8')));
+  await application.start(port);
+  cleanups.push(() => application.stop());
+  const bodies = () => new Set(application.received.map((r) => r.body.toString('utf8')));
   await waitFor('every accepted postback at the application', () => bodies().size === 16, 30_000);
   await new Promise((resolve) => setTimeout(resolve, 1_000)); // room for a second delivery to show, if one were made
-  assert.equal(webhook.received.length, 16, 'each postback once');
-  assert.equal(new Set(webhook.received.map((r) => r.headers['x-postback-id'])).size, 16);
+  assert.equal(application.received.length, 16, 'each postback once');
+  assert.equal(new Set(application.received.map((r) => r.headers['x-postback-id'])).size, 16);
   for (const id of TRANSACTIONS) {
-    const statuses = webhook.received.filter((r) => payloadOf(r).transaction_id === id).map((r) => payloadOf(r).status);
+    const statuses = application.received
+      .filter((r) => payloadOf(r).transaction_id === id)
+      .map((r) => payloadOf(r).status);
     assert.deepEqual(statuses, ['SUCCESS', 'FAILED'], `${id}: in arrival order`);
   }
 }

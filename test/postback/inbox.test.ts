@@ -10,7 +10,7 @@ import { startRedis, type TestRedis } from '../support/redis-server.js';
 import {
   deliver,
   gatewayKeys,
-  InternalWebhook,
+  ApplicationStub,
   signPostback,
   startSignedReceiver,
   type ReceiverWorld,
@@ -24,7 +24,7 @@ after(async () => {
 
 async function queuedWorld(
   schedule: string,
-  webhook?: InternalWebhook,
+  application?: ApplicationStub,
 ): Promise<{ redis: TestRedis; gateway: TestKeys; world: ReceiverWorld }> {
   const [redis, gateway] = await Promise.all([startRedis(), gatewayKeys()]);
   cleanups.push(() => redis.close());
@@ -38,7 +38,7 @@ async function queuedWorld(
       SIDECAR_POSTBACK_VISIBILITY_TIMEOUT_MS: '3000',
       SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS: '2000',
     },
-    webhook,
+    application,
   );
   cleanups.push(() => world.stop());
   return { redis, gateway, world };
@@ -57,10 +57,10 @@ async function sizeOf(redis: TestRedis, command: 'XLEN' | 'ZCARD', name: string)
 
 describe('queued postback delivery', { timeout: 60_000 }, () => {
   test('20 postbacks while the application is down are accepted, then each reaches it exactly once', async () => {
-    const webhook = await new InternalWebhook().start();
-    const port = Number(new URL(webhook.url).port);
-    await webhook.stop();
-    const { gateway, world } = await queuedWorld('0s,200ms,500ms,1s,2s,5s', webhook);
+    const application = await new ApplicationStub().start();
+    const port = Number(new URL(application.url).port);
+    await application.stop();
+    const { gateway, world } = await queuedWorld('0s,200ms,500ms,1s,2s,5s', application);
     const postbacks = await Promise.all(Array.from({ length: 20 }, () => signPostback(gateway.privateKeyPem)));
     const answers = await Promise.all(postbacks.map((postback) => deliver(world.receiverUrl, postback)));
     for (const answer of answers) {
@@ -70,17 +70,17 @@ describe('queued postback delivery', { timeout: 60_000 }, () => {
     // A redelivery of an accepted postback is not kept twice.
     assert.deepEqual((await deliver(world.receiverUrl, postbacks[0]!)).body, { status: 'duplicate' });
     await new Promise((resolve) => setTimeout(resolve, 300));
-    assert.equal(webhook.received.length, 0);
-    await webhook.start(port);
-    await webhook.waitFor(20, 15_000);
+    assert.equal(application.received.length, 0);
+    await application.start(port);
+    await application.waitFor(20, 15_000);
     // Time for a second delivery to show up, if any were made.
     await new Promise((resolve) => setTimeout(resolve, 1_500));
-    assert.equal(webhook.received.length, 20);
-    const bodies = webhook.received.map((r) => r.body.toString('utf8')).sort();
+    assert.equal(application.received.length, 20);
+    const bodies = application.received.map((r) => r.body.toString('utf8')).sort();
     assert.deepEqual(bodies, postbacks.map((p) => p.payload).sort());
-    const ids = new Set(webhook.received.map((r) => r.headers['x-postback-id']));
+    const ids = new Set(application.received.map((r) => r.headers['x-postback-id']));
     assert.equal(ids.size, 20);
-    for (const received of webhook.received) {
+    for (const received of application.received) {
       assert.equal(received.headers['x-postback-verified'], 'signature');
       assert.match(String(received.headers['x-postback-attempt']), /^[1-6]$/);
       assert.equal(received.headers['content-type'], 'application/json');
@@ -88,15 +88,15 @@ describe('queued postback delivery', { timeout: 60_000 }, () => {
   });
 
   test('an application that always answers 500: dead letters after the schedule, counted; the CLI shows, replays and drops them', async () => {
-    const webhook = await new InternalWebhook().start();
-    webhook.status = () => 500;
-    const { redis, gateway, world } = await queuedWorld('0s,100ms,200ms', webhook);
+    const application = await new ApplicationStub().start();
+    application.status = () => 500;
+    const { redis, gateway, world } = await queuedWorld('0s,100ms,200ms', application);
     const [first, second] = [await signPostback(gateway.privateKeyPem), await signPostback(gateway.privateKeyPem)];
     assert.deepEqual((await deliver(world.receiverUrl, first)).body, { status: 'accepted' });
     assert.deepEqual((await deliver(world.receiverUrl, second)).body, { status: 'accepted' });
     await waitFor('the dead letters', async () => (await sizeOf(redis, 'ZCARD', 'postback:dead')) === 2, 10_000);
-    assert.equal(webhook.received.length, 6);
-    const firstCopies = webhook.received.filter((r) => r.body.toString('utf8') === first.payload);
+    assert.equal(application.received.length, 6);
+    const firstCopies = application.received.filter((r) => r.body.toString('utf8') === first.payload);
     assert.deepEqual(
       firstCopies.map((r) => r.headers['x-postback-attempt']),
       ['1', '2', '3'],
@@ -129,13 +129,13 @@ describe('queued postback delivery', { timeout: 60_000 }, () => {
     assert.deepEqual(detail.payload, JSON.parse(first.payload));
 
     // Fixed: a replay delivers it once, with the same id and attempts from 1; a drop discards the other.
-    webhook.status = () => 200;
-    const before = webhook.received.length;
+    application.status = () => 200;
+    const before = application.received.length;
     const replayed = await runCommand(postbacks, ['replay', id], world.env);
     assert.equal(replayed.code, 0, replayed.stderr);
     assert.match(replayed.stdout, /replayed/);
-    await webhook.waitFor(before + 1, 10_000);
-    const redelivered = webhook.received.at(-1);
+    await application.waitFor(before + 1, 10_000);
+    const redelivered = application.received.at(-1);
     assert.equal(redelivered?.headers['x-postback-id'], id);
     assert.equal(redelivered?.headers['x-postback-attempt'], '1');
     assert.equal(redelivered?.body.toString('utf8'), first.payload);
@@ -144,7 +144,7 @@ describe('queued postback delivery', { timeout: 60_000 }, () => {
     assert.match(dropped.stdout, /dropped 1 postback\b/);
     await waitFor('no dead letter', async () => (await sizeOf(redis, 'ZCARD', 'postback:dead')) === 0, 5_000);
     await new Promise((resolve) => setTimeout(resolve, 500));
-    assert.equal(webhook.received.length, before + 1, 'the dropped postback is not delivered');
+    assert.equal(application.received.length, before + 1, 'the dropped postback is not delivered');
     const missing = await runCommand(postbacks, ['show', id], world.env);
     assert.equal(missing.code, 1);
     // No secret of the sidecar in anything the command printed.
@@ -154,19 +154,19 @@ describe('queued postback delivery', { timeout: 60_000 }, () => {
   });
 
   test("one transaction's postbacks in arrival order: a FAILED never overtakes a SUCCESS that is being retried", async () => {
-    const webhook = await new InternalWebhook().start();
+    const application = await new ApplicationStub().start();
     let calls = 0;
-    webhook.status = () => (++calls === 1 ? 503 : 200); // the first attempt of the first postback fails
-    const { gateway, world } = await queuedWorld('0s,300ms', webhook);
+    application.status = () => (++calls === 1 ? 503 : 200); // the first attempt of the first postback fails
+    const { gateway, world } = await queuedWorld('0s,300ms', application);
     const payloads = ['SUCCESS', 'FAILED'].map((status) => JSON.stringify({ transaction_id: 'tx-ordered', status }));
     for (const payload of payloads) {
       const answer = await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem, { payload }));
       assert.deepEqual(answer.body, { status: 'accepted' });
     }
-    await webhook.waitFor(3, 10_000);
+    await application.waitFor(3, 10_000);
     await new Promise((resolve) => setTimeout(resolve, 300));
     assert.deepEqual(
-      webhook.received.map(
+      application.received.map(
         (r) =>
           `${(JSON.parse(r.body.toString('utf8')) as { status: string }).status}#${String(r.headers['x-postback-attempt'])}`,
       ),
@@ -175,25 +175,25 @@ describe('queued postback delivery', { timeout: 60_000 }, () => {
   });
 
   test('a 2xx after the forward timeout does not count: the postback is delivered again, as the next attempt', async () => {
-    const webhook = await new InternalWebhook().start();
-    webhook.delayMs = 2_500; // past the 2 s forward timeout of queuedWorld
-    const { redis, gateway, world } = await queuedWorld('0s,200ms', webhook);
+    const application = await new ApplicationStub().start();
+    application.delayMs = 2_500; // past the 2 s forward timeout of queuedWorld
+    const { redis, gateway, world } = await queuedWorld('0s,200ms', application);
     assert.deepEqual((await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem))).body, {
       status: 'accepted',
     });
-    await webhook.waitFor(1, 5_000);
-    webhook.delayMs = 0;
-    await webhook.waitFor(2, 10_000);
+    await application.waitFor(1, 5_000);
+    application.delayMs = 0;
+    await application.waitFor(2, 10_000);
     await waitFor('delivered', async () => (await sizeOf(redis, 'ZCARD', 'postback:pending')) === 0, 5_000);
     assert.deepEqual(
-      webhook.received.map((r) => r.headers['x-postback-attempt']),
+      application.received.map((r) => r.headers['x-postback-attempt']),
       ['1', '2'],
     );
   });
 
   test('Redis down at arrival: 503 and nothing kept; Redis back: the redelivery is accepted once and delivered once', async () => {
-    const webhook = await new InternalWebhook().start();
-    const { redis, gateway, world } = await queuedWorld('0s,100ms', webhook);
+    const application = await new ApplicationStub().start();
+    const { redis, gateway, world } = await queuedWorld('0s,100ms', application);
     const postback = await signPostback(gateway.privateKeyPem);
     await redis.stop();
     const answer = await deliver(world.receiverUrl, postback);
@@ -201,7 +201,7 @@ describe('queued postback delivery', { timeout: 60_000 }, () => {
     assert.equal(answer.body.retryable, true);
     await redis.start();
     await new Promise((resolve) => setTimeout(resolve, 1_500));
-    assert.equal(webhook.received.length, 0);
+    assert.equal(application.received.length, 0);
     assert.equal(await sizeOf(redis, 'ZCARD', 'postback:pending'), 0);
     // The gateway's redelivery, same bytes (a new nonce is a new postback to the replay memory, not the payload).
     await waitFor(
@@ -209,17 +209,17 @@ describe('queued postback delivery', { timeout: 60_000 }, () => {
       async () => (await deliver(world.receiverUrl, postback)).status === 200,
       10_000,
     );
-    await webhook.waitFor(1, 10_000);
+    await application.waitFor(1, 10_000);
     assert.deepEqual((await deliver(world.receiverUrl, postback)).body, { status: 'duplicate' });
     await new Promise((resolve) => setTimeout(resolve, 500));
-    assert.equal(webhook.received.length, 1);
+    assert.equal(application.received.length, 1);
   });
 
   test('queued delivery with the memory store is refused at start, naming both settings', async () => {
-    const [gateway, webhook] = await Promise.all([gatewayKeys(), new InternalWebhook().start()]);
-    cleanups.push(() => webhook.stop());
+    const [gateway, application] = await Promise.all([gatewayKeys(), new ApplicationStub().start()]);
+    cleanups.push(() => application.stop());
     await assert.rejects(
-      startSignedReceiver(gateway, { SIDECAR_POSTBACK_DELIVERY: 'queued', SIDECAR_STATE_STORE: 'memory' }, webhook),
+      startSignedReceiver(gateway, { SIDECAR_POSTBACK_DELIVERY: 'queued', SIDECAR_STATE_STORE: 'memory' }, application),
       (err: Error) => /SIDECAR_POSTBACK_DELIVERY/.test(err.message) && /SIDECAR_STATE_STORE/.test(err.message),
     );
   });

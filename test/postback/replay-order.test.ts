@@ -8,7 +8,7 @@ import { postbacks } from '../../src/cli/postbacks.js';
 import { startRedis } from '../support/redis-server.js';
 import { waitFor } from '../support/wait-for.js';
 import { runCommand } from '../tools/run-command.js';
-import { deliver, gatewayKeys, InternalWebhook, signPostback, startSignedReceiver, type Received } from './support.js';
+import { deliver, gatewayKeys, ApplicationStub, signPostback, startSignedReceiver, type Received } from './support.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 after(async () => {
@@ -22,18 +22,18 @@ interface Status {
 
 const statusOf = (received: Received): Status => JSON.parse(received.body.toString('utf8')) as Status;
 /** What one transaction's application saw, in order: `<status>#<attempt>`. */
-const seenBy = (webhook: InternalWebhook, transaction: string): string[] =>
-  webhook.received
+const seenBy = (application: ApplicationStub, transaction: string): string[] =>
+  application.received
     .filter((r) => statusOf(r).transaction_id === transaction)
     .map((r) => `${statusOf(r).status}#${String(r.headers['x-postback-attempt'])}`);
 
 describe('replaying a dead letter', { timeout: 90_000 }, () => {
   test('goes before its transaction’s later postbacks still waiting; --at-end behind them; after one delivered', async () => {
-    const webhook = await new InternalWebhook().start();
+    const application = await new ApplicationStub().start();
     // The application refuses the postbacks named here (`<transaction>/<status>`) and takes every other.
     const refused = new Set<string>();
-    webhook.status = () => {
-      const last = statusOf(webhook.received.at(-1)!);
+    application.status = () => {
+      const last = statusOf(application.received.at(-1)!);
       return refused.has(`${last.transaction_id}/${last.status}`) ? 500 : 200;
     };
     const [redis, gateway] = await Promise.all([startRedis(), gatewayKeys()]);
@@ -47,7 +47,7 @@ describe('replaying a dead letter', { timeout: 90_000 }, () => {
         SIDECAR_POSTBACK_DELIVERY: 'queued',
         SIDECAR_POSTBACK_RETRY_SCHEDULE: '0s,4s',
       },
-      webhook,
+      application,
     );
     cleanups.push(() => world.stop());
     const ids = new Map<string, string>();
@@ -58,7 +58,7 @@ describe('replaying a dead letter', { timeout: 90_000 }, () => {
     };
     const idOf = (transaction: string, status: string) =>
       String(
-        webhook.received.find((r) => statusOf(r).transaction_id === transaction && statusOf(r).status === status)
+        application.received.find((r) => statusOf(r).transaction_id === transaction && statusOf(r).status === status)
           ?.headers['x-postback-id'],
       );
 
@@ -69,7 +69,7 @@ describe('replaying a dead letter', { timeout: 90_000 }, () => {
     await send('tx-late', 'SUCCESS');
     const dead = async () => (await runCommand(postbacks, ['list', '--dead', '--json'], world.env)).stdout;
     await waitFor('three dead letters', async () => (await dead()).trim().split('\n').length === 3, 20_000);
-    await waitFor('tx-late SUCCESS delivered', () => seenBy(webhook, 'tx-late').includes('SUCCESS#1'), 10_000);
+    await waitFor('tx-late SUCCESS delivered', () => seenBy(application, 'tx-late').includes('SUCCESS#1'), 10_000);
     for (const transaction of ['tx-order', 'tx-end', 'tx-late']) ids.set(transaction, idOf(transaction, 'PROCESSING'));
 
     // `tx-order` and `tx-end`: a later SUCCESS refused once (now waiting for its retry), then a FAILED behind it.
@@ -80,7 +80,7 @@ describe('replaying a dead letter', { timeout: 90_000 }, () => {
     }
     await waitFor(
       'both SUCCESS refused once',
-      () => ['tx-order', 'tx-end'].every((t) => seenBy(webhook, t).includes('SUCCESS#1')),
+      () => ['tx-order', 'tx-end'].every((t) => seenBy(application, t).includes('SUCCESS#1')),
       10_000,
     );
     const listed = await runCommand(postbacks, ['list', '--json'], world.env);
@@ -107,15 +107,15 @@ describe('replaying a dead letter', { timeout: 90_000 }, () => {
     }
     await waitFor(
       'every postback delivered',
-      () => seenBy(webhook, 'tx-order').length === 6 && seenBy(webhook, 'tx-end').length === 6,
+      () => seenBy(application, 'tx-order').length === 6 && seenBy(application, 'tx-end').length === 6,
       20_000,
     );
-    await waitFor('tx-late replayed', () => seenBy(webhook, 'tx-late').length === 4, 10_000);
+    await waitFor('tx-late replayed', () => seenBy(application, 'tx-late').length === 4, 10_000);
     // Time for a delivery out of order or twice to show up, if any were made.
     await new Promise((resolve) => setTimeout(resolve, 500));
 
     // Default: the replayed PROCESSING goes first; the SUCCESS waiting for its retry steps back (its attempts kept).
-    assert.deepEqual(seenBy(webhook, 'tx-order'), [
+    assert.deepEqual(seenBy(application, 'tx-order'), [
       'PROCESSING#1',
       'PROCESSING#2',
       'SUCCESS#1',
@@ -124,7 +124,7 @@ describe('replaying a dead letter', { timeout: 90_000 }, () => {
       'FAILED#1',
     ]);
     // --at-end: behind every postback of its transaction still waiting.
-    assert.deepEqual(seenBy(webhook, 'tx-end'), [
+    assert.deepEqual(seenBy(application, 'tx-end'), [
       'PROCESSING#1',
       'PROCESSING#2',
       'SUCCESS#1',
@@ -133,8 +133,8 @@ describe('replaying a dead letter', { timeout: 90_000 }, () => {
       'PROCESSING#1',
     ]);
     // A later postback already delivered: the replayed one still reaches the application, after it, same id.
-    assert.deepEqual(seenBy(webhook, 'tx-late'), ['PROCESSING#1', 'PROCESSING#2', 'SUCCESS#1', 'PROCESSING#1']);
-    const late = webhook.received.filter((r) => statusOf(r).transaction_id === 'tx-late').at(-1);
+    assert.deepEqual(seenBy(application, 'tx-late'), ['PROCESSING#1', 'PROCESSING#2', 'SUCCESS#1', 'PROCESSING#1']);
+    const late = application.received.filter((r) => statusOf(r).transaction_id === 'tx-late').at(-1);
     assert.equal(late?.headers['x-postback-id'], ids.get('tx-late'));
     assert.equal((await dead()).trim(), '', 'no dead letter left');
   });

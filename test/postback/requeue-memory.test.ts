@@ -80,10 +80,10 @@ function postback(transaction = `tx-${++serial}`, status = 'SUCCESS'): NewPostba
   };
 }
 
-/** Everything the inbox has for a consumer now, delivered (settled as such) by `by`. */
+/** Everything the inbox has for a consumer now, delivered (its outcome recorded as such) by `by`. */
 async function deliverAll(by: Replica): Promise<string[]> {
   const taken = await by.inbox.read('test-consumer', 100, Date.now());
-  for (const item of taken) assert.equal(await by.inbox.settle(item, { outcome: 'delivered' }, Date.now()), true);
+  for (const item of taken) assert.equal(await by.inbox.record(item, { outcome: 'delivered' }, Date.now()), true);
   return taken.map((item) => item.id);
 }
 

@@ -1,5 +1,5 @@
-// Two receivers (two replicas) sharing one real Redis: a postback replayed to the other replica is not forwarded
-// twice, and concurrent copies spread over both replicas are forwarded once.
+// Two receivers (two replicas) sharing one real Redis: a postback replayed to the other replica is not delivered
+// twice, and concurrent copies spread over both replicas are delivered once.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { TestKeys } from '../support/keys.js';
@@ -7,7 +7,7 @@ import { startRedis, type TestRedis } from '../support/redis-server.js';
 import {
   deliver,
   gatewayKeys,
-  InternalWebhook,
+  ApplicationStub,
   payloadJson,
   signPostback,
   startSignedReceiver,
@@ -16,15 +16,15 @@ import {
 
 let redis: TestRedis;
 let gateway: TestKeys;
-let webhook: InternalWebhook;
+let application: ApplicationStub;
 let first: ReceiverWorld;
 let second: ReceiverWorld;
 
 before(async () => {
-  [redis, gateway, webhook] = await Promise.all([
+  [redis, gateway, application] = await Promise.all([
     startRedis({ user: true }),
     gatewayKeys(),
-    new InternalWebhook().start(),
+    new ApplicationStub().start(),
   ]);
   const env = {
     SIDECAR_STATE_STORE: 'redis',
@@ -32,20 +32,20 @@ before(async () => {
     SIDECAR_REDIS_USERNAME: redis.username,
     SIDECAR_REDIS_PASSWORD_FILE: redis.passwordFile,
   };
-  first = await startSignedReceiver(gateway, env, webhook);
-  second = await startSignedReceiver(gateway, env, webhook);
+  first = await startSignedReceiver(gateway, env, application);
+  second = await startSignedReceiver(gateway, env, application);
 });
 after(async () => {
   await first.running.stop();
   await second.running.stop();
-  await webhook.stop();
+  await application.stop();
   await redis.close();
 });
 
-const forwarded = (payload: string) => webhook.received.filter((r) => r.body.toString('utf8') === payload).length;
+const delivered = (payload: string) => application.received.filter((r) => r.body.toString('utf8') === payload).length;
 
 describe('two replicas on one Redis', () => {
-  test('the same signed postback replayed to the other replica is answered 200 and not forwarded again', async () => {
+  test('the same signed postback replayed to the other replica is answered 200 and not delivered again', async () => {
     const postback = await signPostback(gateway.privateKeyPem);
     assert.deepEqual((await deliver(first.receiverUrl, postback)).body, { status: 'forwarded' });
     const replay = await deliver(second.receiverUrl, postback);
@@ -56,11 +56,11 @@ describe('two replicas on one Redis', () => {
       await signPostback(gateway.privateKeyPem, { payload: postback.payload }),
     );
     assert.deepEqual(fresh.body, { status: 'duplicate' });
-    assert.equal(forwarded(postback.payload), 1);
+    assert.equal(delivered(postback.payload), 1);
   });
 
-  test('concurrent copies on both replicas are forwarded once', async () => {
-    webhook.delayMs = 300;
+  test('concurrent copies on both replicas are delivered once', async () => {
+    application.delayMs = 300;
     try {
       const payload = payloadJson();
       const copies = await Promise.all(
@@ -70,13 +70,13 @@ describe('two replicas on one Redis', () => {
         copies.map((copy, i) => deliver((i % 2 === 0 ? first : second).receiverUrl, copy)),
       );
       assert.deepEqual(answers.map((a) => a.status).sort(), [200, 503, 503, 503]);
-      assert.equal(forwarded(payload), 1);
+      assert.equal(delivered(payload), 1);
     } finally {
-      webhook.delayMs = 0;
+      application.delayMs = 0;
     }
   });
 
-  test('with Redis down, postbacks are answered 503 and not forwarded; back up, the redelivery goes through', async () => {
+  test('with Redis down, postbacks are answered 503 and not delivered; back up, the redelivery goes through', async () => {
     const payload = payloadJson();
     await redis.stop();
     try {
@@ -84,7 +84,7 @@ describe('two replicas on one Redis', () => {
       assert.equal(answer.status, 503);
       assert.equal(answer.code, 'postback.state.unavailable');
       assert.equal(answer.headers.get('retry-after'), '5');
-      assert.equal(forwarded(payload), 0);
+      assert.equal(delivered(payload), 0);
     } finally {
       await redis.start();
     }
@@ -95,6 +95,6 @@ describe('two replicas on one Redis', () => {
       if (Date.now() > until) assert.fail(`still ${answer.status} ${answer.code}`);
       await new Promise((r) => setTimeout(r, 100));
     }
-    assert.equal(forwarded(payload), 1);
+    assert.equal(delivered(payload), 1);
   });
 });

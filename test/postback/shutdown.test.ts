@@ -9,7 +9,7 @@ describe('shutdown', () => {
     const gateway = await gatewayKeys();
     const world = await startSignedReceiver(gateway, { SIDECAR_SHUTDOWN_MAX_DELAY_MS: '1000' });
     try {
-      world.webhook.delayMs = 300;
+      world.application.delayMs = 300;
       const quick = deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem));
       await new Promise((r) => setTimeout(r, 100));
       const stopping = world.running.stop();
@@ -25,7 +25,7 @@ describe('shutdown', () => {
 
     const slow = await startSignedReceiver(gateway, { SIDECAR_SHUTDOWN_MAX_DELAY_MS: '300' });
     try {
-      slow.webhook.delayMs = 5_000;
+      slow.application.delayMs = 5_000;
       const waiting = deliver(slow.receiverUrl, await signPostback(gateway.privateKeyPem));
       await new Promise((r) => setTimeout(r, 100));
       const started = Date.now();

@@ -1,5 +1,5 @@
 // Senders that hold the receiver: a head that never ends and a body that trickles are cut by the receiver's own
-// deadlines (shortened here through the test hook; 10 s and 15 s in production), and nothing is forwarded.
+// deadlines (shortened here through the test hook; 10 s and 15 s in production), and nothing is delivered.
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
@@ -50,7 +50,7 @@ describe('slow senders', () => {
     assert.match(result.text, /^HTTP\/1\.1 408/);
   });
 
-  test('a body that trickles in past the request deadline is cut with 408 and nothing is forwarded', async () => {
+  test('a body that trickles in past the request deadline is cut with 408 and nothing is delivered', async () => {
     const postback = await signPostback(privateKeyPem);
     const head =
       `POST ${PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
@@ -63,7 +63,7 @@ describe('slow senders', () => {
     const result = await trickle([head, ...body], 200);
     assert.ok(result.ms < 4_000, `closed after ${result.ms} ms`);
     assert.match(result.text, /^HTTP\/1\.1 408/);
-    assert.equal(world.webhook.received.length, 0);
+    assert.equal(world.application.received.length, 0);
   });
 
   test('a sender refused before its body is read (404, 405) cannot go on streaming it: the connection closes', async () => {

@@ -1,4 +1,4 @@
-// The postback receiver's test world: an internal webhook that records what the receiver hands it, a gateway
+// The postback receiver's test world: an application that records what the receiver hands it, a gateway
 // signing key that signs postbacks by the documented scheme, and the real sidecar with its receiver on.
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
@@ -34,11 +34,11 @@ export interface Received {
   readonly body: Buffer;
 }
 
-/** The internal service: records every postback, answers with `status()` (200 unless told otherwise). */
-export class InternalWebhook {
+/** The application: records every postback delivered to it, answers with `status()` (200 unless told otherwise). */
+export class ApplicationStub {
   readonly received: Received[] = [];
   status: () => number = () => 200;
-  /** Holds each answer this long (a slow internal service). */
+  /** Holds each answer this long (a slow application). */
   delayMs = 0;
   url = '';
   private readonly server: Server = createServer((req, res) => {
@@ -64,7 +64,7 @@ export class InternalWebhook {
   async waitFor(count: number, ms = 10_000): Promise<void> {
     const until = Date.now() + ms;
     while (this.received.length < count) {
-      if (Date.now() > until) throw new Error(`internal webhook got ${this.received.length} of ${count} postbacks`);
+      if (Date.now() > until) throw new Error(`application got ${this.received.length} of ${count} postbacks`);
       await new Promise((r) => setTimeout(r, 10));
     }
   }
@@ -93,7 +93,7 @@ export async function forwardSecretFile(secret: string): Promise<string> {
   return file;
 }
 
-/** The headers a webhook got, as an application hands them to its Standard Webhooks library. */
+/** The headers the application got, as an application hands them to its Standard Webhooks library. */
 export function plainHeaders(headers: IncomingHttpHeaders): Record<string, string> {
   return Object.fromEntries(
     Object.entries(headers).filter((entry): entry is [string, string] => typeof entry[1] === 'string'),
@@ -186,13 +186,13 @@ export interface ReceiverWorld {
   /** The settings it runs with (for an operator command on the same configuration). */
   readonly env: NodeJS.ProcessEnv;
   readonly receiverUrl: string;
-  readonly webhook: InternalWebhook;
+  readonly application: ApplicationStub;
   stop(): Promise<void>;
 }
 
-/** The real sidecar with its receiver on 127.0.0.1:0 and forwarding to a fresh InternalWebhook. */
-export async function startReceiver(env: NodeJS.ProcessEnv, webhook?: InternalWebhook): Promise<ReceiverWorld> {
-  const internal = webhook ?? (await new InternalWebhook().start());
+/** The real sidecar with its receiver on 127.0.0.1:0 delivering to a fresh ApplicationStub. */
+export async function startReceiver(env: NodeJS.ProcessEnv, application?: ApplicationStub): Promise<ReceiverWorld> {
+  const internal = application ?? (await new ApplicationStub().start());
   const keys = await makeKeys();
   // No gateway is needed to receive postbacks: the egress side points at a port nothing listens on.
   const full = await sidecarEnv(keys, 'http://127.0.0.1:1', {
@@ -210,7 +210,7 @@ export async function startReceiver(env: NodeJS.ProcessEnv, webhook?: InternalWe
     running,
     env: full,
     receiverUrl,
-    webhook: internal,
+    application: internal,
     async stop() {
       await running.stop();
       await internal.stop();
@@ -227,32 +227,32 @@ export function postbackLines(running: TestSidecar): Array<Record<string, unknow
 export async function startSignedReceiver(
   gateway: TestKeys,
   env: NodeJS.ProcessEnv = {},
-  webhook?: InternalWebhook,
+  application?: ApplicationStub,
 ): Promise<ReceiverWorld> {
-  return startReceiver({ SIDECAR_POSTBACK_PUBLIC_KEY_FILE: await keyFile(gateway.publicKeyPem), ...env }, webhook);
+  return startReceiver({ SIDECAR_POSTBACK_PUBLIC_KEY_FILE: await keyFile(gateway.publicKeyPem), ...env }, application);
 }
 
 export interface BareReceiver {
   readonly receiver: PostbackReceiver;
   readonly receiverUrl: string;
-  readonly webhook: InternalWebhook;
+  readonly application: ApplicationStub;
   readonly store: StateStore;
   readonly metrics: SidecarMetrics;
-  /** Closes the receiver (waiting at most `graceMs` for requests in flight), then the store and the webhook. */
+  /** Closes the receiver (waiting at most `graceMs` for requests in flight), then the store and the application. */
   stop(graceMs: number): Promise<void>;
 }
 
 /**
  * The receiver alone, in this process and without the rest of the sidecar, verifying with `gateway`'s public key
- * and forwarding to a fresh InternalWebhook: for tests that need its store, its metrics or its listener settings.
+ * delivering to a fresh ApplicationStub: for tests that need its store, its metrics or its listener settings.
  */
 export async function startBareReceiver(
   gateway: TestKeys,
   options: { store?: StateStore; log?: Logger; listener?: PostbackReceiverDeps['listener'] } = {},
 ): Promise<BareReceiver> {
-  const webhook = await new InternalWebhook().start();
+  const application = await new ApplicationStub().start();
   const env = await sidecarEnv(await makeKeys(), 'http://127.0.0.1:1', {
-    SIDECAR_POSTBACK_FORWARD_URL: webhook.url,
+    SIDECAR_POSTBACK_FORWARD_URL: application.url,
     SIDECAR_POSTBACK_PUBLIC_URL: PUBLIC_URL,
     SIDECAR_POSTBACK_PUBLIC_KEY_FILE: await keyFile(gateway.publicKeyPem),
     SIDECAR_POSTBACK_LISTEN_HOST: '127.0.0.1',
@@ -262,6 +262,7 @@ export async function startBareReceiver(
   const metrics = new SidecarMetrics({ version: 't', environment: 'staging', keyFingerprint: 'f' });
   const receiver = createPostbackReceiver(loadConfig(env).postback!, {
     store,
+    delivery: { kind: 'direct' },
     metrics: metrics.postbacks,
     log: options.log ?? createLogger('silent', new CapturedOutput()),
     ...(options.listener === undefined ? {} : { listener: options.listener }),
@@ -270,13 +271,13 @@ export async function startBareReceiver(
   return {
     receiver,
     receiverUrl,
-    webhook,
+    application,
     store,
     metrics,
     async stop(graceMs) {
       await receiver.close(graceMs);
       await store.close();
-      await webhook.stop();
+      await application.stop();
     },
   };
 }

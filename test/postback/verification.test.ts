@@ -1,4 +1,4 @@
-// What the receiver accepts and refuses, each answer as the gateway (and the internal service) sees it.
+// What the receiver accepts and refuses, each answer as the gateway (and the application) sees it.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { TestKeys } from '../support/keys.js';
@@ -26,8 +26,8 @@ after(() => world.stop());
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 
 describe('a genuine signed postback', () => {
-  test('reaches the internal service as the exact payload bytes with the verification headers', async () => {
-    const before = world.webhook.received.length;
+  test('reaches the application as the exact payload bytes with the verification headers', async () => {
+    const before = world.application.received.length;
     const postback = await signPostback(gateway.privateKeyPem);
     const answer = await deliver(world.receiverUrl, {
       headers: { ...postback.headers, 'x-request-id': 'gw-req-1' },
@@ -35,8 +35,8 @@ describe('a genuine signed postback', () => {
     });
     assert.equal(answer.status, 200);
     assert.deepEqual(answer.body, { status: 'forwarded' });
-    assert.equal(world.webhook.received.length, before + 1);
-    const got = world.webhook.received.at(-1)!;
+    assert.equal(world.application.received.length, before + 1);
+    const got = world.application.received.at(-1)!;
     assert.equal(got.body.toString('utf8'), postback.payload);
     assert.equal(got.headers['content-type'], 'application/json');
     assert.equal(got.headers['x-postback-verified'], 'signature');
@@ -58,7 +58,7 @@ describe('a genuine signed postback', () => {
       body: postback.body,
     });
     assert.equal(answer.status, 200);
-    const got = world.webhook.received.at(-1)!;
+    const got = world.application.received.at(-1)!;
     assert.equal(got.headers['x-postback-verified'], 'signature');
     assert.equal(got.headers['x-postback-nonce'], postback.headers['x-nonce']);
     assert.equal(got.headers['x-postback-extra'], undefined);
@@ -72,15 +72,15 @@ describe('a genuine signed postback', () => {
   });
 });
 
-describe('refused, and never forwarded', () => {
+describe('refused, and never delivered', () => {
   const refused = async (postback: { headers: Record<string, string>; body: string }, status: number, code: string) => {
-    const count = world.webhook.received.length;
+    const count = world.application.received.length;
     const answer = await deliver(world.receiverUrl, postback);
     assert.equal(answer.status, status, JSON.stringify(answer.body));
     assert.equal(answer.code, code);
     assert.equal(answer.body.retryable, false);
     assert.equal(typeof answer.body.message, 'string');
-    assert.equal(world.webhook.received.length, count, 'nothing forwarded');
+    assert.equal(world.application.received.length, count, 'nothing delivered');
   };
 
   test('a signature by another key (forged)', async () => {
@@ -143,14 +143,14 @@ describe('refused, and never forwarded', () => {
       ['a negative X-Timestamp', { 'x-timestamp': `-${genuine.headers['x-timestamp']}` }],
     ];
     for (const [name, override] of variants) {
-      const count = world.webhook.received.length;
+      const count = world.application.received.length;
       const answer = await deliver(world.receiverUrl, {
         headers: { ...genuine.headers, ...override },
         body: genuine.body,
       });
       assert.equal(answer.status, 401, name);
       assert.equal(answer.code, 'postback.signature.invalid', name);
-      assert.equal(world.webhook.received.length, count, `${name}: nothing forwarded`);
+      assert.equal(world.application.received.length, count, `${name}: nothing delivered`);
     }
     // None of them burnt the genuine postback's nonce.
     assert.deepEqual((await deliver(world.receiverUrl, genuine)).body, { status: 'forwarded' });
@@ -239,11 +239,11 @@ describe('logs and metrics', () => {
     const failing = await signPostback(gateway.privateKeyPem, { payload: marker('failing') });
     assert.equal((await deliver(world.receiverUrl, forged)).status, 401);
     assert.equal((await deliver(world.receiverUrl, notObject)).status, 400);
-    world.webhook.status = () => 500;
+    world.application.status = () => 500;
     try {
       assert.equal((await deliver(world.receiverUrl, failing)).status, 503);
     } finally {
-      world.webhook.status = () => 200;
+      world.application.status = () => 200;
     }
     const text = world.running.logs.text;
     for (const postback of [forged, notObject, failing]) {

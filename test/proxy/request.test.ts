@@ -1,4 +1,4 @@
-// One request, one answer: ProxyRequest.settle() as the handler and shutdown call it, and the connection tracker
+// One request, one answer: ProxyRequest.settle() as the handler and shutdown call it, and the in-flight tracking
 // that waits for requests to settle before shutdown closes the state store.
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
@@ -7,9 +7,9 @@ import { describe, it } from 'node:test';
 import { sidecarErrors } from '../../src/errors.js';
 import type { Ticket } from '../../src/idempotency/keeper.js';
 import type { KeptAnswer } from '../../src/idempotency/record.js';
-import { ConnectionTracker } from '../../src/lifecycle.js';
+import { InFlightRequests } from '../../src/inbound/in-flight.js';
 import { createLogger } from '../../src/observability/log.js';
-import { requestId } from '../../src/proxy/listener.js';
+import { requestId } from '../../src/inbound/request-id.js';
 import { RequestDeadlines } from '../../src/proxy/request-deadline.js';
 import type { RequestOutcome } from '../../src/proxy/request-log.js';
 import { errorSettlement, ProxyRequest, type Settlement } from '../../src/proxy/request.js';
@@ -212,13 +212,13 @@ describe('ProxyRequest: one answer per request', () => {
   });
 });
 
-describe('ConnectionTracker.settled', () => {
+describe('InFlightRequests.settled', () => {
   it('is true at once when nothing runs', async () => {
-    assert.equal(await new ConnectionTracker().settled(0), true);
+    assert.equal(await new InFlightRequests().settled(0), true);
   });
 
   it("waits for every request's settlement, one tracked meanwhile included", async () => {
-    const tracker = new ConnectionTracker();
+    const tracker = new InFlightRequests();
     const [first, second] = [request(), request()];
     tracker.track(first.req);
     let settled: boolean | undefined;
@@ -233,7 +233,7 @@ describe('ConnectionTracker.settled', () => {
   });
 
   it('gives up after its timeout: false, and the request goes on untouched', async () => {
-    const tracker = new ConnectionTracker();
+    const tracker = new InFlightRequests();
     const stuck = request();
     tracker.track(stuck.req);
     const started = Date.now();

@@ -1,6 +1,6 @@
 // The simulator's sandbox pages in a real browser (Debian's Chromium, driven by playwright-core): a deposit made
 // through the sidecar, its transaction_link opened, "Pay" or "Decline" pressed, and the signed postback followed
-// through the sidecar's postback receiver to an internal webhook; the dashboard showing a refused request with
+// through the sidecar's postback receiver to the application; the dashboard showing a refused request with
 // its spec code; and the payment form refusing another site's post.
 //
 // UPDATE_SCREENSHOTS=1 writes the screenshots docs/simulator.md shows (docs/images/); without it the run writes
@@ -17,7 +17,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
 import { handleControl } from '../../packages/simulator/src/control-api.js';
 import type { SimContext } from '../../packages/simulator/src/context.js';
-import { InternalWebhook } from '../postback/support.js';
+import { ApplicationStub } from '../postback/support.js';
 import { freePort } from '../support/free-port.js';
 import { makeKeys as makeSidecarKeys } from '../support/keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
@@ -42,7 +42,7 @@ const STEP_MS = 15_000;
 
 let sim: RunningSimulator;
 let running: TestSidecar;
-let webhook: InternalWebhook;
+let webhook: ApplicationStub;
 let browser: Browser;
 let directKeys: TestKeys;
 let attacker: Server | undefined;
@@ -50,7 +50,7 @@ let attacker: Server | undefined;
 before(async () => {
   const [sidecarKeys, keys] = await Promise.all([makeSidecarKeys(), makeKeys()]);
   directKeys = keys;
-  webhook = await new InternalWebhook().start();
+  webhook = await new ApplicationStub().start();
   const receiverPort = await freePort();
   const webhookUrl = `http://127.0.0.1:${receiverPort}/hooks/payments`;
   sim = await startSimulator({
@@ -125,7 +125,7 @@ async function postbackFor(id: string): Promise<{ payload: Payload; verified: st
       const payload = JSON.parse(r.body.toString('utf8')) as Payload;
       if (payload.transaction_id === id) return { payload, verified: String(r.headers['x-postback-verified']) };
     }
-    if (Date.now() > deadline) throw new Error(`no postback for ${id} reached the internal webhook`);
+    if (Date.now() > deadline) throw new Error(`no postback for ${id} reached the application`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }

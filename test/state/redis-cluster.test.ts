@@ -7,7 +7,7 @@ import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulato
 import { accountTag, DEFAULT_REDIS_KEY_PREFIX } from '../../src/state/redis-keys.js';
 import { RedisStateStore } from '../../src/state/redis-store.js';
 import { describeKeeperContract, freshKey, gatewayAnswer, keeperOn } from '../idempotency/keeper-contract.js';
-import { deliver, gatewayKeys, InternalWebhook, signPostback, startSignedReceiver } from '../postback/support.js';
+import { deliver, gatewayKeys, ApplicationStub, signPostback, startSignedReceiver } from '../postback/support.js';
 import { freshDeposit, newKey, send, type Reply } from '../support/idempotent-calls.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
@@ -111,7 +111,7 @@ describe('a fleet on a Redis Cluster', () => {
 
 describe('postback memory on a Redis Cluster: two receivers', () => {
   it('a postback replayed to the other replica is answered 200 duplicate and forwarded once', async () => {
-    const [gateway, webhook] = await Promise.all([gatewayKeys(), new InternalWebhook().start()]);
+    const [gateway, webhook] = await Promise.all([gatewayKeys(), new ApplicationStub().start()]);
     const first = await startSignedReceiver(gateway, cluster.env, webhook);
     const second = await startSignedReceiver(gateway, cluster.env, webhook);
     try {

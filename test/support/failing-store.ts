@@ -1,4 +1,10 @@
-import { StateStoreUnavailableError, type StateStore } from '../../src/state/state-store.js';
+import {
+  StateStoreUnavailableError,
+  type Condition,
+  type StateStore,
+  type Write,
+  type WriteOptions,
+} from '../../src/state/state-store.js';
 
 /**
  * A real store behind a switch: while `down` is true every command rejects with StateStoreUnavailableError, as a
@@ -6,7 +12,10 @@ import { StateStoreUnavailableError, type StateStore } from '../../src/state/sta
  */
 export class SwitchableStore implements StateStore {
   down = false;
-  /** The next setIfAbsent is applied, but its caller is told the store timed out (a reply lost on the way back). */
+  /**
+   * The next setIfAbsent or writeIf (a claim) is applied, but its caller is told the store timed out (a reply lost
+   * on the way back).
+   */
   loseNextSetReply = false;
   calls = 0;
 
@@ -31,6 +40,15 @@ export class SwitchableStore implements StateStore {
 
   compareAndSet(key: string, expected: string | undefined, value: string, ttlMs: number): Promise<boolean> {
     return this.pass(() => this.inner.compareAndSet(key, expected, value, ttlMs));
+  }
+
+  writeIf(conditions: readonly Condition[], writes: readonly Write[], options?: WriteOptions): Promise<boolean> {
+    return this.pass(async () => {
+      const stored = await this.inner.writeIf(conditions, writes, options);
+      if (!this.loseNextSetReply) return stored;
+      this.loseNextSetReply = false;
+      throw new StateStoreUnavailableError('reply lost by the test (the command was applied)');
+    });
   }
 
   compareAndDelete(key: string, expected: string): Promise<boolean> {

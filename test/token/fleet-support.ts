@@ -5,7 +5,13 @@ import { Secret } from '../../src/config/secret.js';
 import { createLogger } from '../../src/observability/log.js';
 import { SidecarMetrics } from '../../src/observability/metrics.js';
 import { MemoryStateStore } from '../../src/state/memory-store.js';
-import { StateStoreUnavailableError, type StateStore } from '../../src/state/state-store.js';
+import {
+  StateStoreUnavailableError,
+  type Condition,
+  type StateStore,
+  type Write,
+  type WriteOptions,
+} from '../../src/state/state-store.js';
 import { FleetToken, type FleetTokenOptions } from '../../src/token/fleet-token.js';
 import type { TokenClient } from '../../src/token/token-client.js';
 import { TokenManager } from '../../src/token/token-manager.js';
@@ -120,6 +126,9 @@ export class ReplicaStore implements StateStore {
     if (key === this.failKey) return Promise.reject(new StateStoreUnavailableError('blip on this key (test)'));
     return this.call(() => this.shared.compareAndSet(key, expected, value, ttlMs));
   }
+  writeIf(conditions: readonly Condition[], writes: readonly Write[], options?: WriteOptions): Promise<boolean> {
+    return this.call(() => this.shared.writeIf(conditions, writes, options));
+  }
   compareAndDelete(key: string, expected: string): Promise<boolean> {
     return this.call(() => this.shared.compareAndDelete(key, expected));
   }
@@ -154,8 +163,15 @@ export interface Replica {
   metric(name: string): Promise<number>;
 }
 
-/** Short lock, poll and cooldown times so that the tests run in well under a second each. */
-export const FAST: FleetTokenOptions = { lockTtlMs: 2_000, grantTimeoutMs: 1_000, loginCooldownMs: 50, pollMs: 20 };
+/** Short lock, poll, cooldown and look-again times so that the tests run in well under a second each. */
+export const FAST: FleetTokenOptions = {
+  lockTtlMs: 2_000,
+  grantTimeoutMs: 1_000,
+  loginCooldownMs: 50,
+  pollMs: 20,
+  lookAgainMs: 100,
+  storeBackWaitMs: 100,
+};
 
 export function replica(
   shared: StateStore,

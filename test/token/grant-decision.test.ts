@@ -57,6 +57,29 @@ describe('the grant decision', () => {
   }
 });
 
+describe('the grant decision in a fleet, the store away or the refresh token rotated by another replica', () => {
+  const alive = { refresh: 'alive', loginCoolingDown: false } as const;
+  it('due, the store away, the access token still usable: kept (refreshing ahead is a preference, not a need)', () => {
+    assert.equal(decideGrant({ ...alive, accessUsable: true }, 'store-away'), 'keep');
+  });
+  it('the store away and the token at its end: refreshed alone', () => {
+    assert.equal(decideGrant({ ...alive, accessUsable: false }, 'store-away'), 'refresh');
+  });
+  it('a refused refresh whose successor another replica may share: the record is read again before a login', () => {
+    const refused = { accessUsable: false, refresh: 'spent', loginCoolingDown: false } as const;
+    assert.equal(decideGrant({ ...refused, successorMayBeShared: true }, 'refresh-refused'), 'look-again');
+    assert.equal(decideGrant({ ...refused, accessUsable: true, successorMayBeShared: true }, 'renew'), 'look-again');
+    // Looked again already (or a single pod): the login spec 4.1 rule 2 asks for, within the cooldown.
+    assert.equal(decideGrant({ ...refused, successorMayBeShared: false }, 'refresh-refused'), 'login');
+    assert.equal(decideGrant(refused, 'refresh-refused'), 'login');
+    assert.equal(decideGrant({ ...refused, loginCoolingDown: true }, 'refresh-refused'), 'wait');
+  });
+  it('a refresh token still alive is refreshed, whatever another replica was refused; a refused one is never resent', () => {
+    assert.equal(decideGrant({ ...alive, accessUsable: false, successorMayBeShared: true }, 'renew'), 'refresh');
+    assert.equal(decideGrant({ ...alive, accessUsable: false }, 'refresh-refused'), 'login');
+  });
+});
+
 /** A spent mark that records what happened to it, in order, beside the sends. */
 function recorder(canMark = true, canUnmark = true) {
   const events: string[] = [];

@@ -76,7 +76,10 @@ describe('check through a forward proxy', () => {
       run.stdout,
       /^✘ forward proxy: .*refused it, 407 authentication required \(check SIDECAR_UPSTREAM_PROXY_USERNAME/m,
     );
-    assert.match(run.stdout, /^- not checked: base URL, password login and clock skew: no tunnel through the proxy$/m);
+    assert.match(
+      run.stdout,
+      /^- not checked: base URL, password login and clock skew: no tunnel through the forward proxy$/m,
+    );
     assert.doesNotMatch(run.stdout, /base URL reachable/);
     assert.ok(!run.stdout.includes('not-the-proxy-password'));
     assertNoProxySecret(run.stdout + run.stderr);
@@ -110,7 +113,10 @@ describe('check through a forward proxy', () => {
         SIDECAR_UPSTREAM_PROXY_PASSWORD_FILE: '',
       });
       assert.equal(run.code, 1, run.stdout);
-      assert.match(run.stdout, /^✘ forward proxy: .*refused it, 5\d\d \(the proxy could not reach the gateway/m);
+      assert.match(
+        run.stdout,
+        /^✘ forward proxy: .*refused it, 5\d\d \(the forward proxy could not reach the gateway/m,
+      );
     } finally {
       await other.close();
     }

@@ -1,7 +1,7 @@
-// What the sidecar forwards is signed by the Standard Webhooks scheme, and the application verifies it with the
-// reference library (standardwebhooks) as any application would: a pod of the namespace that POSTs a SUCCESS straight
-// to the application's webhook is refused, whatever X-Postback-* headers it sends. Direct and queued delivery, a
-// rotated secret, and no secret or signature in logs, metrics or the inbox.
+// What the sidecar delivers to the application is signed by the Standard Webhooks scheme, and the application
+// verifies it with the reference library (standardwebhooks) as any application would: a pod of the namespace that
+// POSTs a SUCCESS straight to the application is refused, whatever X-Postback-* headers it sends. Direct and queued
+// delivery, a rotated secret, and no secret or signature in logs, metrics or the inbox.
 import assert from 'node:assert/strict';
 import { createHash, createSecretKey } from 'node:crypto';
 import { rename, writeFile } from 'node:fs/promises';
@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import { postbacks } from '../../src/cli/postbacks.js';
 import { FORWARD_SECRET_GRACE_MS } from '../../src/config/postback-settings.js';
-import { createForwardSigner } from '../../src/postback/forward-signing.js';
+import { createDeliverySigner } from '../../src/postback/delivery-signing.js';
 import type { TestKeys } from '../support/keys.js';
 import { startRedis } from '../support/redis-server.js';
 import { waitFor } from '../support/wait-for.js';
@@ -18,7 +18,7 @@ import {
   deliver,
   forwardSecretFile,
   gatewayKeys,
-  InternalWebhook,
+  ApplicationStub,
   newForwardSecret,
   payloadJson,
   plainHeaders,
@@ -41,31 +41,31 @@ before(async () => {
   gateway = await gatewayKeys();
 });
 
-/** A receiver that signs its forwards with `secret` (its file re-read every 50 ms). */
+/** A receiver that signs its deliveries with `secret` (its file re-read every 50 ms). */
 async function signingWorld(
   secret: string,
   env: NodeJS.ProcessEnv = {},
-  webhook?: InternalWebhook,
+  application?: ApplicationStub,
 ): Promise<{ world: ReceiverWorld; secretFile: string }> {
   const secretFile = await forwardSecretFile(secret);
   const world = await startSignedReceiver(
     gateway,
     { SIDECAR_POSTBACK_FORWARD_SECRET_FILE: secretFile, SIDECAR_SECRET_POLL_INTERVAL_MS: '50', ...env },
-    webhook,
+    application,
   );
   cleanups.push(() => world.stop());
   return { world, secretFile };
 }
 
 const copiesOf = (world: ReceiverWorld, payload: string): Received[] =>
-  world.webhook.received.filter((r) => r.body.toString('utf8') === payload);
+  world.application.received.filter((r) => r.body.toString('utf8') === payload);
 
-/** POSTs straight to the application's webhook, as any pod of the namespace can. */
-async function postToApplication(webhook: InternalWebhook, body: string, headers: Record<string, string>) {
-  const before = webhook.received.length;
-  await fetch(webhook.url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
-  await webhook.waitFor(before + 1);
-  return webhook.received.at(-1)!;
+/** POSTs straight to the application, as any pod of the namespace can. */
+async function postToApplication(application: ApplicationStub, body: string, headers: Record<string, string>) {
+  const before = application.received.length;
+  await fetch(application.url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+  await application.waitFor(before + 1);
+  return application.received.at(-1)!;
 }
 
 /** The secret and every signature the application got never appear in `text`. */
@@ -88,15 +88,15 @@ describe('direct delivery, signed for the application', { timeout: 60_000 }, () 
   test('verifies with standardwebhooks; webhook-id is X-Postback-Id and stays the same on a redelivery', async () => {
     const payload = payloadJson();
     let failures = 1;
-    world.webhook.status = () => (failures-- > 0 ? 500 : 200);
+    world.application.status = () => (failures-- > 0 ? 500 : 200);
     try {
       const first = await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem, { payload }));
       assert.equal(first.code, 'postback.forward.failed');
-      // The gateway's redelivery (a fresh nonce and timestamp): forwarded again, under the same id.
+      // The gateway's redelivery (a fresh nonce and timestamp): delivered again, under the same id.
       const again = await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem, { payload }));
       assert.deepEqual(again.body, { status: 'forwarded' });
     } finally {
-      world.webhook.status = () => 200;
+      world.application.status = () => 200;
     }
     const copies = copiesOf(world, payload);
     assert.equal(copies.length, 2);
@@ -117,12 +117,12 @@ describe('direct delivery, signed for the application', { timeout: 60_000 }, () 
     assert.ok(line, 'the log line names the id the application got');
   });
 
-  test("a SUCCESS POSTed straight to the application's webhook is refused by its library", async () => {
+  test('a SUCCESS POSTed straight to the application is refused by its library', async () => {
     const payload = payloadJson();
     await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem, { payload }));
     const [genuine] = copiesOf(world, payload);
     assert.ok(genuine);
-    assert.doesNotThrow(() => verifyAsApplication(secret, genuine), 'what the sidecar forwards verifies');
+    assert.doesNotThrow(() => verifyAsApplication(secret, genuine), 'what the sidecar delivers verifies');
     const success = JSON.stringify({ ...(JSON.parse(payload) as object), amount: '100000.00' });
     const forgeries: Array<[string, Record<string, string>]> = [
       // The only proof the application had before: a header anyone can write.
@@ -131,7 +131,7 @@ describe('direct delivery, signed for the application', { timeout: 60_000 }, () 
       [
         'genuine headers, altered body',
         Object.fromEntries(
-          Object.entries(plainHeaders(genuine.headers)).filter(([name]) => /^(webhook|x-postback)-/.test(name)),
+          Object.entries(plainHeaders(genuine.headers)).filter(([name]) => /^(application|x-postback)-/.test(name)),
         ),
       ],
       // Signed with a secret the forger made up.
@@ -150,7 +150,7 @@ describe('direct delivery, signed for the application', { timeout: 60_000 }, () 
       ],
     ];
     for (const [what, headers] of forgeries) {
-      const forged = await postToApplication(world.webhook, success, headers);
+      const forged = await postToApplication(world.application, success, headers);
       assert.throws(() => verifyAsApplication(secret, forged), WebhookVerificationError, what);
     }
   });
@@ -179,14 +179,14 @@ describe('direct delivery, signed for the application', { timeout: 60_000 }, () 
     assert.doesNotThrow(() => verifyAsApplication(next, copiesOf(rotating, later)[0]!));
     const logs = rotating.running.logs.text;
     assert.match(logs, /"setting":"SIDECAR_POSTBACK_FORWARD_SECRET_FILE \(postback.forwardSecretFile\)"/);
-    assertNoSecretIn(logs, next, rotating.webhook.received, 'logs');
-    assertNoSecretIn(logs, secret, rotating.webhook.received, 'logs');
+    assertNoSecretIn(logs, next, rotating.application.received, 'logs');
+    assertNoSecretIn(logs, secret, rotating.application.received, 'logs');
   });
 
   test('neither the secret nor a signature appears in the logs or the metrics', async () => {
     const text = `${world.running.logs.text}\n${await world.running.sidecar.metrics.registry.metrics()}`;
-    assert.ok(world.webhook.received.length >= 3);
-    assertNoSecretIn(text, secret, world.webhook.received, 'logs and metrics');
+    assert.ok(world.application.received.length >= 3);
+    assertNoSecretIn(text, secret, world.application.received, 'logs and metrics');
   });
 });
 
@@ -195,9 +195,9 @@ describe('queued delivery on Redis, signed for the application', { timeout: 60_0
     const redis = await startRedis();
     cleanups.push(() => redis.close());
     const secret = newForwardSecret();
-    const webhook = await new InternalWebhook().start();
+    const application = await new ApplicationStub().start();
     let failures = 2;
-    webhook.status = () => (failures-- > 0 ? 503 : 200);
+    application.status = () => (failures-- > 0 ? 503 : 200);
     const { world } = await signingWorld(
       secret,
       {
@@ -208,20 +208,20 @@ describe('queued delivery on Redis, signed for the application', { timeout: 60_0
         SIDECAR_POSTBACK_VISIBILITY_TIMEOUT_MS: '3000',
         SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS: '2000',
       },
-      webhook,
+      application,
     );
     const payload = payloadJson();
     const answer = await deliver(world.receiverUrl, await signPostback(gateway.privateKeyPem, { payload }));
     assert.deepEqual(answer.body, { status: 'accepted' });
-    await webhook.waitFor(1, 20_000);
+    await application.waitFor(1, 20_000);
     // What the inbox keeps (and `postbacks show` prints) holds no signature: each is made at its attempt.
-    const id = String(webhook.received[0]?.headers['webhook-id']);
+    const id = String(application.received[0]?.headers['webhook-id']);
     assert.match(id, POSTBACK_ID);
     const shown = await runCommand(postbacks, ['show', id], world.env);
     assert.equal(shown.code, 0, shown.stderr);
     assert.match(shown.stdout, /x-postback-verified/);
     assert.doesNotMatch(shown.stdout, /webhook-/);
-    await webhook.waitFor(3, 20_000);
+    await application.waitFor(3, 20_000);
     const copies = copiesOf(world, payload);
     assert.deepEqual(
       copies.map((c) => c.headers['x-postback-attempt']),
@@ -247,7 +247,7 @@ describe('the signer', () => {
     const key = (secret: string) => createSecretKey(Buffer.from(secret.slice('whsec_'.length), 'base64'));
     // A clock an hour in the past, so that the signed timestamps stay within the library's 5-minute tolerance.
     let now = Date.now() - FORWARD_SECRET_GRACE_MS - 2_000;
-    const signer = createForwardSigner(key(old), () => now);
+    const signer = createDeliverySigner(key(old), () => now);
     signer.replaceSecret(key(next));
     const rotatedAt = now;
     const body = payloadJson();

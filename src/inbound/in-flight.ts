@@ -1,35 +1,34 @@
-import type { Server } from 'node:http';
-import type { ProxyRequest } from './proxy/request.js';
+// A listener's requests in flight, for its shutdown: which still wait for their answer, when the last connection
+// is done with, and when the work each does after its answer (records, log lines) is over.
+
+/** One inbound request, as the tracking sees it. */
+export interface InFlightRequest {
+  /** Calls `listener` once the client's connection for this request is closed. */
+  onClose(listener: () => void): void;
+  /** Resolves once its handling is settled, answer written and whatever follows it done. */
+  readonly done: Promise<void>;
+  readonly isAnswered: boolean;
+}
 
 /**
- * The egress listener's requests, from arrival until the client's connection for them closes, and until their
- * handling is settled: shutdown waits for the first to stop serving, and for the second before it closes the
- * state store (a request cut off by shutdown still writes its idempotency record afterwards).
+ * The requests from arrival until the client's connection for them closes, and until their handling is settled:
+ * shutdown waits for the first to stop serving, and for the second before it closes the state store (an egress
+ * request cut off by shutdown still writes its idempotency record afterwards).
  */
-export class ConnectionTracker {
-  private readonly open = new Set<ProxyRequest>();
-  private readonly unsettled = new Set<ProxyRequest>();
+export class InFlightRequests<Request extends InFlightRequest = InFlightRequest> {
+  private readonly open = new Set<Request>();
+  private readonly unsettled = new Set<Request>();
   private readonly idleWaiters: Array<() => void> = [];
-  private isDraining = false;
-
-  /** From shutdown's first step on: readiness is false and every answer asks its client to close the connection. */
-  get draining(): boolean {
-    return this.isDraining;
-  }
-
-  beginDraining(): void {
-    this.isDraining = true;
-  }
 
   /** Called once per request, from the server's request listener. */
-  track(request: ProxyRequest): void {
+  track(request: Request): void {
     this.open.add(request);
     this.unsettled.add(request);
     request.onClose(() => this.finished(request));
     void request.done.then(() => this.unsettled.delete(request));
   }
 
-  private finished(request: ProxyRequest): void {
+  private finished(request: Request): void {
     this.open.delete(request);
     if (this.open.size === 0) this.idleWaiters.splice(0).forEach((wake) => wake());
   }
@@ -39,7 +38,7 @@ export class ConnectionTracker {
   }
 
   /** Requests still waiting for their answer. */
-  unanswered(): ProxyRequest[] {
+  unanswered(): Request[] {
     return [...this.open].filter((request) => !request.isAnswered);
   }
 
@@ -56,8 +55,8 @@ export class ConnectionTracker {
   }
 
   /**
-   * Resolves true once every request's handling is settled (its idempotency record written, its line logged), or
-   * false after `maxMs`. Again after each round: a request may have arrived while the others were settling.
+   * Resolves true once every request's handling is settled, or false after `maxMs`. Again after each round: a
+   * request may have arrived while the others were settling.
    */
   async settled(maxMs: number): Promise<boolean> {
     let timer: NodeJS.Timeout | undefined;
@@ -72,12 +71,4 @@ export class ConnectionTracker {
       clearTimeout(timer);
     }
   }
-}
-
-export function closeServer(server: Server): Promise<void> {
-  return new Promise((resolve) => {
-    if (!server.listening) return resolve();
-    server.close(() => resolve());
-    server.closeIdleConnections();
-  });
 }

@@ -1,13 +1,14 @@
-// Hands a verified payload to the internal service: its exact decoded bytes as plain JSON, with headers that say
-// how it was verified, its id, and (a forward secret set) the Standard Webhooks signature of this attempt. No header
-// of the sender is passed on, so a sender's own X-Postback-* claims never arrive.
+// The application client: delivers a verified payload to the application (SIDECAR_POSTBACK_FORWARD_URL), its exact
+// decoded bytes as plain JSON, with headers that say how it was verified, its id, and (with
+// SIDECAR_POSTBACK_FORWARD_SECRET_FILE set) the Standard Webhooks signature of this attempt. No header of the sender
+// is passed on, so a sender's own X-Postback-* claims never arrive.
 import { Agent, request } from 'undici';
-import type { ForwardSigner } from './forward-signing.js';
+import type { DeliverySigner } from './delivery-signing.js';
 import { postbackIdOf } from './inbox.js';
 import type { VerifiedPostback } from './verify-postback.js';
 
-export interface ForwardResult {
-  /** The internal service's status; undefined when it could not be reached or timed out. */
+export interface ApplicationAnswer {
+  /** The application's status; undefined when it could not be reached or timed out. */
   readonly status: number | undefined;
   /** Why there is no status (errno or undici code, never a message that could quote a URL's secret). */
   readonly failure: string | undefined;
@@ -16,14 +17,14 @@ export interface ForwardResult {
   readonly retryAfterSeconds?: number;
 }
 
-export interface PostbackForwarder {
+export interface ApplicationClient {
   /** `traceHeaders`: the delivery span's traceparent (tracing on), so the application continues the trace. */
-  forward(
+  deliver(
     postback: VerifiedPostback,
     requestId: string,
     signal: AbortSignal,
     traceHeaders?: Readonly<Record<string, string>>,
-  ): Promise<ForwardResult>;
+  ): Promise<ApplicationAnswer>;
   /**
    * One POST of `body` with `headers` (the queued delivery keeps those it was given) plus the postback's `id`, as
    * X-Postback-Id and, signed, as webhook-id: the same on every attempt, so the application can deduplicate.
@@ -33,16 +34,16 @@ export interface PostbackForwarder {
     body: Buffer | string,
     headers: Readonly<Record<string, string>>,
     signal: AbortSignal,
-  ): Promise<ForwardResult>;
-  /** Installs a rotated SIDECAR_POSTBACK_FORWARD_SECRET_FILE; ignored when forwards are not signed. */
-  replaceSecret: ForwardSigner['replaceSecret'];
+  ): Promise<ApplicationAnswer>;
+  /** Installs a rotated SIDECAR_POSTBACK_FORWARD_SECRET_FILE; ignored when deliveries are not signed. */
+  replaceSecret: DeliverySigner['replaceSecret'];
   close(): Promise<void>;
 }
 
-/** Connections kept to the internal service: postbacks are few, and each waits for its answer. */
+/** Connections kept to the application: postbacks are few, and each waits for its answer. */
 const MAX_CONNECTIONS = 16;
 
-export function forwardHeaders(
+export function deliveryHeaders(
   postback: VerifiedPostback,
   requestId: string,
   traceHeaders?: Readonly<Record<string, string>>,
@@ -59,15 +60,15 @@ export function forwardHeaders(
 }
 
 /**
- * One forward's signal: aborted by `stopping` (shutdown) or after `timeoutMs`, and detached from `stopping` by
+ * One attempt's signal: aborted by `stopping` (shutdown) or after `timeoutMs`, and detached from `stopping` by
  * done(). Not AbortSignal.any([stopping, ...]): on Node 20 every call leaves an entry on the long-lived `stopping`
  * signal that is never removed (nodejs/node#55351), about 55 bytes per postback for the life of the process.
  */
-function forwardSignal(stopping: AbortSignal, timeoutMs: number): { signal: AbortSignal; done: () => void } {
+function attemptSignal(stopping: AbortSignal, timeoutMs: number): { signal: AbortSignal; done: () => void } {
   const controller = new AbortController();
   const stop = () => controller.abort(new DOMException('the receiver is stopping', 'AbortError'));
   const timer = setTimeout(
-    () => controller.abort(new DOMException('the forward timed out', 'TimeoutError')),
+    () => controller.abort(new DOMException('the delivery timed out', 'TimeoutError')),
     timeoutMs,
   );
   if (stopping.aborted) stop();
@@ -82,15 +83,15 @@ function forwardSignal(stopping: AbortSignal, timeoutMs: number): { signal: Abor
 }
 
 /** `signer`: set when SIDECAR_POSTBACK_FORWARD_SECRET_FILE is; each attempt is then signed with its own timestamp. */
-export function createPostbackForwarder(url: string, timeoutMs: number, signer?: ForwardSigner): PostbackForwarder {
-  // Its own pool: the receiver never takes a connection from the gateway client, and the other way round.
+export function createApplicationClient(url: string, timeoutMs: number, signer?: DeliverySigner): ApplicationClient {
+  // Its own pool: a delivery never takes a connection from the gateway client, and the other way round.
   const agent = new Agent({ connections: MAX_CONNECTIONS, connect: { timeout: timeoutMs } });
-  const post: PostbackForwarder['post'] = async (id, body, given, signal) => {
+  const post: ApplicationClient['post'] = async (id, body, given, signal) => {
     // Set last: kept headers (an inbox entry written before an upgrade) cannot override the id or the signature.
     const headers = { ...given, 'x-postback-id': id, ...signer?.headers(id, body) };
     const started = process.hrtime.bigint();
     const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
-    const abort = forwardSignal(signal, timeoutMs);
+    const abort = attemptSignal(signal, timeoutMs);
     try {
       const res = await request(url, {
         method: 'POST',
@@ -117,8 +118,8 @@ export function createPostbackForwarder(url: string, timeoutMs: number, signer?:
     }
   };
   return {
-    forward: (postback, requestId, signal, traceHeaders) =>
-      post(postbackIdOf(postback.digest), postback.payload, forwardHeaders(postback, requestId, traceHeaders), signal),
+    deliver: (postback, requestId, signal, traceHeaders) =>
+      post(postbackIdOf(postback.digest), postback.payload, deliveryHeaders(postback, requestId, traceHeaders), signal),
     post,
     replaceSecret: (secret) => signer?.replaceSecret(secret),
     close: () => agent.close(),

@@ -1,16 +1,16 @@
 import type { Socket } from 'node:net';
 import { buildConnector, Client } from 'undici';
 import type { Secret } from '../config/secret.js';
-import { errorCode, proxyErrors, UpstreamError } from './upstream-errors.js';
+import { errorCode, forwardProxyErrors, UpstreamError } from './upstream-errors.js';
 import { trustedCas } from './trusted-cas.js';
 
 /** The forward proxy as a connection needs it; read afresh at each CONNECT, so a rotated password is used next. */
-export interface ProxyRoute {
+export interface ForwardProxyRoute {
   /** `http://host:port` or `https://host:port`. */
   readonly origin: string;
   readonly username: string | undefined;
   readonly password: Secret | undefined;
-  /** PEM of the extra CA trusted for an https:// proxy's own certificate. */
+  /** PEM of the extra CA trusted for an https:// forward proxy's own certificate. */
   readonly ca: string | undefined;
 }
 
@@ -18,26 +18,30 @@ type Connector = buildConnector.connector;
 type ConnectOptions = buildConnector.Options;
 
 // TLS failures that name the certificate: the gateway presented one the sidecar does not trust (or another host's).
-// They keep their own code and stay "not transient", exactly as without a proxy. Any other failure of the handshake
-// through the tunnel is the tunnel closing under it.
+// They keep their own code and stay "not transient", exactly as without a forward proxy. Any other failure of the
+// handshake through the tunnel is the tunnel closing under it.
 const CERTIFICATE_CODE = /^(ERR_TLS_CERT|CERT_|UNABLE_TO_|SELF_SIGNED|DEPTH_ZERO|ERR_SSL_)/;
 
 /**
  * A connector for undici's Client that reaches the gateway through a forward proxy: a CONNECT to the gateway's
  * host and port (one tunnel per connection), then TLS to the gateway inside the tunnel, checked against the
- * gateway's name with the gateway's trusted CAs (`gatewayConnect`). The proxy sees only the host and port; the
- * request, its signature and the bearer token travel inside the gateway's TLS.
+ * gateway's name with the gateway's trusted CAs (`gatewayConnect`). The forward proxy sees only the host and port;
+ * the request, its signature and the bearer token travel inside the gateway's TLS.
  *
  * The building blocks are undici's own ProxyAgent's (Client#connect for the CONNECT, buildConnector's httpSocket
- * for TLS through it), without the ProxyAgent itself: the forwarder lends one Client per connection
+ * for TLS through it), without the ProxyAgent itself: the gateway client lends one Client per connection
  * (connection-lender.ts), which the ProxyAgent's Agent and Pool hide; the ProxyAgent turns every refusal into one
  * RequestAbortedError whose status is only in the message, and waits for the CONNECT answer without a deadline.
  * Here every failure before the tunnel carries the gateway's TLS is an UpstreamError with an ERR_PROXY_* code and
  * happens inside the connect step, before undici writes any byte of the request: "nothing sent", by construction.
  */
-export function tunnelConnector(route: () => ProxyRoute, gatewayConnect: Connector, timeoutMs: number): Connector {
+export function forwardProxyConnector(
+  route: () => ForwardProxyRoute,
+  gatewayConnect: Connector,
+  timeoutMs: number,
+): Connector {
   return (options, callback) => {
-    const proxy = route();
+    const forwardProxy = route();
     let settled = false;
     let tunnel: Socket | undefined;
     const abort = new AbortController();
@@ -49,33 +53,36 @@ export function tunnelConnector(route: () => ProxyRoute, gatewayConnect: Connect
       settled = true;
       clearTimeout(timer);
       if (error === null && socket !== null) callback(null, socket);
-      else callback(error ?? proxyErrors.unreachable('no tunnel'), null);
+      else callback(error ?? forwardProxyErrors.unreachable('no tunnel'), null);
     };
     const timer = setTimeout(() => {
-      const error = proxyErrors.timeout(timeoutMs, tunnel === undefined ? 'the CONNECT answer' : 'the TLS handshake');
+      const error = forwardProxyErrors.timeout(
+        timeoutMs,
+        tunnel === undefined ? 'the CONNECT answer' : 'the TLS handshake',
+      );
       abort.abort(error);
       tunnel?.destroy();
       finish(error, null);
     }, timeoutMs);
-    const client = new Client(proxy.origin, {
-      connect: buildConnector({ timeout: timeoutMs, ...caOption(proxy.ca) }),
+    const client = new Client(forwardProxy.origin, {
+      connect: buildConnector({ timeout: timeoutMs, ...caOption(forwardProxy.ca) }),
       // One CONNECT on this Client: its socket becomes the tunnel, and the Client is closed right after.
       pipelining: 1,
     });
     client
       .connect({
         path: authority(options),
-        headers: connectHeaders(options, proxy),
+        headers: connectHeaders(options, forwardProxy),
         signal: abort.signal,
       })
       .then(
         ({ statusCode, socket: upgraded }) => {
-          // undici hands over the very net.Socket (or TLSSocket, to an https:// proxy) the CONNECT went out on.
+          // undici hands over the very net.Socket (or TLSSocket, to an https:// forward proxy) the CONNECT went out on.
           const socket = upgraded as Socket;
           void client.close().catch(() => undefined);
           if (statusCode < 200 || statusCode > 299) {
             socket.on('error', () => undefined).destroy();
-            finish(proxyErrors.refused(statusCode), null);
+            finish(forwardProxyErrors.refused(statusCode), null);
             return;
           }
           if (settled) return void socket.destroy();
@@ -104,10 +111,12 @@ function defaultPort(protocol: string): string {
   return protocol === 'https:' ? '443' : '80';
 }
 
-function connectHeaders(options: ConnectOptions, proxy: ProxyRoute): Record<string, string> {
+function connectHeaders(options: ConnectOptions, forwardProxy: ForwardProxyRoute): Record<string, string> {
   const headers: Record<string, string> = { host: authority(options) };
-  if (proxy.username !== undefined && proxy.password !== undefined) {
-    const credentials = Buffer.from(`${proxy.username}:${proxy.password.reveal()}`, 'utf8').toString('base64');
+  if (forwardProxy.username !== undefined && forwardProxy.password !== undefined) {
+    const credentials = Buffer.from(`${forwardProxy.username}:${forwardProxy.password.reveal()}`, 'utf8').toString(
+      'base64',
+    );
     headers['proxy-authorization'] = `Basic ${credentials}`;
   }
   return headers;
@@ -118,15 +127,15 @@ function caOption(ca: string | undefined): { ca?: string[] } {
   return cas === undefined ? {} : { ca: cas };
 }
 
-/** No CONNECT answer: the proxy refused the TCP connection, its TLS failed, or it closed before answering. */
+/** No CONNECT answer: the forward proxy refused the TCP connection, its TLS failed, or it closed before answering. */
 function beforeTunnel(error: unknown): Error {
   if (error instanceof UpstreamError) return error; // the deadline, from the abort
-  return proxyErrors.unreachable(errorCode(error) ?? 'no answer to CONNECT');
+  return forwardProxyErrors.unreachable(errorCode(error) ?? 'no answer to CONNECT');
 }
 
 /** The tunnel was up: a certificate refusal is the gateway's, any other failure the tunnel closing under TLS. */
 function throughTunnel(error: Error): Error {
   const code = errorCode(error);
   if (error instanceof UpstreamError || (code !== undefined && CERTIFICATE_CODE.test(code))) return error;
-  return proxyErrors.tunnelClosed(code ?? 'closed');
+  return forwardProxyErrors.tunnelClosed(code ?? 'closed');
 }

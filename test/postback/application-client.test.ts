@@ -1,11 +1,11 @@
-// The forwarder on its own: a forward is bounded by its timeout and by the receiver's stop signal, and leaves
-// nothing behind on that signal, which lives as long as the process.
+// The application client on its own: a delivery is bounded by its timeout and by the receiver's stop signal, and
+// leaves nothing behind on that signal, which lives as long as the process.
 import assert from 'node:assert/strict';
 import { getEventListeners } from 'node:events';
 import { after, before, describe, test } from 'node:test';
-import { createPostbackForwarder } from '../../src/postback/forward.js';
+import { createApplicationClient } from '../../src/postback/application-client.js';
 import type { VerifiedPostback } from '../../src/postback/verify-postback.js';
-import { InternalWebhook } from './support.js';
+import { ApplicationStub } from './support.js';
 
 const postback: VerifiedPostback = {
   verified: 'signature',
@@ -26,45 +26,45 @@ function dependants(signal: AbortSignal): number | undefined {
   return set?.size;
 }
 
-let webhook: InternalWebhook;
+let application: ApplicationStub;
 before(async () => {
-  webhook = await new InternalWebhook().start();
+  application = await new ApplicationStub().start();
 });
-after(() => webhook.stop());
+after(() => application.stop());
 
-describe('the postback forwarder', () => {
-  test('many forwards leave no listener and no record on the long-lived stop signal', async () => {
-    const forwarder = createPostbackForwarder(webhook.url, 5_000);
+describe('the application client', () => {
+  test('many deliveries leave no listener and no record on the long-lived stop signal', async () => {
+    const client = createApplicationClient(application.url, 5_000);
     const stopping = new AbortController();
     try {
       for (let i = 0; i < 50; i++) {
-        const result = await forwarder.forward(postback, `req-${i}`, stopping.signal);
+        const result = await client.deliver(postback, `req-${i}`, stopping.signal);
         assert.equal(result.status, 200);
       }
       assert.equal(getEventListeners(stopping.signal, 'abort').length, 0, 'no abort listener left');
       assert.ok((dependants(stopping.signal) ?? 0) === 0, `records left: ${dependants(stopping.signal)}`);
     } finally {
-      await forwarder.close();
+      await client.close();
     }
   });
 
-  test('a forward past its timeout fails as "timeout"; one cut by the stop signal as "aborted"', async () => {
-    const forwarder = createPostbackForwarder(webhook.url, 200);
-    webhook.delayMs = 2_000;
+  test('a delivery past its timeout fails as "timeout"; one cut by the stop signal as "aborted"', async () => {
+    const client = createApplicationClient(application.url, 200);
+    application.delayMs = 2_000;
     try {
-      const timedOut = await forwarder.forward(postback, 'req-timeout', new AbortController().signal);
+      const timedOut = await client.deliver(postback, 'req-timeout', new AbortController().signal);
       assert.deepEqual([timedOut.status, timedOut.failure], [undefined, 'timeout']);
       assert.ok(timedOut.seconds < 1.5, `${timedOut.seconds} s`);
       const stopping = new AbortController();
-      const forward = forwarder.forward(postback, 'req-stop', stopping.signal);
+      const delivery = client.deliver(postback, 'req-stop', stopping.signal);
       setTimeout(() => stopping.abort(), 50);
-      const stopped = await forward;
+      const stopped = await delivery;
       assert.deepEqual([stopped.status, stopped.failure], [undefined, 'aborted']);
-      const already = await forwarder.forward(postback, 'req-after-stop', stopping.signal);
-      assert.equal(already.failure, 'aborted', 'a forward after the stop does not start');
+      const already = await client.deliver(postback, 'req-after-stop', stopping.signal);
+      assert.equal(already.failure, 'aborted', 'a delivery after the stop does not start');
     } finally {
-      webhook.delayMs = 0;
-      await forwarder.close();
+      application.delayMs = 0;
+      await client.close();
     }
   });
 });
