@@ -12,7 +12,7 @@ import type { SidecarMetrics } from '../observability/metrics.js';
 import type { TraceSpan } from '../observability/tracing.js';
 import type { RequestEnd } from '../upstream/forwarder.js';
 import { logRequest, type RequestOutcome } from './request-log.js';
-import type { RequestDeadlines } from './request-deadline.js';
+import type { Deadline, RequestDeadlines } from './request-deadline.js';
 import { endServerSpan } from './request-span.js';
 
 /** Who settled the request first: the handler, or shutdown for a request it could wait for no longer. */
@@ -65,15 +65,17 @@ export interface RequestParts {
 
 /**
  * One client request from arrival to its one answer. It owns the request's state (its id, its key and claim,
- * whether it may have reached the gateway, who answered) and its deadline, a signal that the token wait, the
- * connection queue and the exchange all honour. settle() is its end, called by the handler when its work is done
- * and by shutdown for a request it can wait for no longer: the first settlement is what the client gets and what
- * the idempotency record keeps; the handler's settlement, whenever it comes, writes the record and the log line.
+ * whether it may have reached the gateway, who answered) and the end of its work (its deadline, or shutdown's
+ * answer), which the token wait, the connection queue and the exchange all honour (RequestEnd). settle() is its end,
+ * called by the handler when its work is done and by shutdown for a request it can wait for no longer: the first
+ * settlement is what the client gets and what the idempotency record keeps; the handler's settlement, whenever it
+ * comes, writes the record and the log line.
  */
 export class ProxyRequest implements InFlightRequest, RequestEnd {
   readonly started = performance.now();
   /** Resolves once the handler settled: the record is written and the line logged. */
   readonly done: Promise<void>;
+  private readonly deadline: Deadline;
   /** Why the request's work ended (its deadline, or shutdown's answer); undefined while it goes on. */
   private endReason: unknown;
   /** Made only for a wait that takes a signal: most requests never wait (docs/performance.md). */
@@ -103,7 +105,7 @@ export class ProxyRequest implements InFlightRequest, RequestEnd {
   ) {
     // The listener's one timer for every deadline, left once the handler settled; no AbortSignal until a wait asks
     // for one: a signal and its listener are 1-2 KB of heap per request, more than the rest of the deadline.
-    parts.deadlines.add(this);
+    this.deadline = parts.deadlines.add(this);
     this.done = new Promise((resolve) => (this.markDone = resolve));
     // One listener for the request's own flag and the tracker's (a listener each cost a closure and once()'s wrapper).
     const onClose = (): void => {
@@ -216,7 +218,7 @@ export class ProxyRequest implements InFlightRequest, RequestEnd {
         if (first.by === 'handler') this.write(settlement, by);
       }
     } finally {
-      this.parts.deadlines.remove(this);
+      this.parts.deadlines.remove(this.deadline);
       if (this.bodyBytes > 0) this.parts.bodyBudget.release(this.bodyBytes);
       this.markDone();
     }

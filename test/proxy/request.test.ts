@@ -196,13 +196,12 @@ describe('ProxyRequest: one answer per request', () => {
     const deadlines = new RequestDeadlines(60);
     const expired: string[] = [];
     const arrive = (name: string) => {
-      const request = { expire: () => expired.push(name) };
-      deadlines.add(request);
-      return request;
+      return deadlines.add({ expire: () => expired.push(name) });
     };
     const first = arrive('first');
     arrive('second');
     deadlines.remove(first); // settled in time
+    deadlines.remove(first); // again: nothing
     await new Promise((resolve) => setTimeout(resolve, 40));
     arrive('third'); // due 40 ms after the second
     await new Promise((resolve) => setTimeout(resolve, 45));
