@@ -34,9 +34,12 @@ export function startNode(args: readonly string[], env: NodeJS.ProcessEnv, timeo
     const answers: Array<(answer: Record<string, unknown>) => void> = [];
     const ask = (command: string): Promise<Record<string, unknown>> =>
       new Promise((answered) => {
+        if (child.exitCode !== null || child.signalCode !== null) return answered({ error: 'exited' });
         answers.push(answered);
         child.stdin.write(`${command}\n`);
       });
+    // A child that is gone answers nothing: whoever waits gets an error instead of waiting for ever.
+    child.once('exit', () => answers.splice(0).forEach((answered) => answered({ error: 'exited' })));
     // Every line is read, which also keeps the pipe drained: a full pipe would block the child.
     createInterface({ input: child.stdout }).on('line', (line) => {
       if (line.startsWith('{"probe":')) return answers.shift()?.(JSON.parse(line) as Record<string, unknown>);
