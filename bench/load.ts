@@ -166,15 +166,21 @@ export async function openLoop<Name extends string>(
 /** `count` requests of the open loop on `pool`; pushes each one's latency (ms) and returns the failures. */
 async function paced(pool: Pool, target: Target, rate: number, count: number, latencies: number[]): Promise<number> {
   let errors = 0;
+  /** What the failures were (status and error code, or the transport error's code): said on stderr. */
+  const kinds = new Map<string, number>();
+  const failed = (kind: string): void => {
+    errors++;
+    kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
+  };
   const sent: Promise<void>[] = [];
   const send = async (due: number): Promise<void> => {
     try {
       const headers = target.perRequest ? { ...target.headers, ...target.perRequest() } : target.headers;
       const res = await pool.request({ method: 'POST', path: ROUTE, headers, body: target.body });
-      await res.body.dump();
-      if (res.statusCode < 200 || res.statusCode > 299) errors++;
-    } catch {
-      errors++;
+      if (res.statusCode >= 200 && res.statusCode <= 299) await res.body.dump();
+      else failed(`${res.statusCode} ${errorCodeOf(await res.body.text())}`);
+    } catch (error) {
+      failed((error as { code?: string }).code ?? (error as Error).name);
     }
     latencies.push(performance.now() - due);
   };
@@ -186,5 +192,16 @@ async function paced(pool: Pool, target: Target, rate: number, count: number, la
     sent.push(send(due));
   }
   await Promise.all(sent);
+  if (kinds.size > 0) process.stderr.write(`failures at ${target.url}: ${JSON.stringify(Object.fromEntries(kinds))}\n`);
   return errors;
+}
+
+/** The `code` of a JSON error answer (a sidecar.* code or the gateway's), or `-`. */
+function errorCodeOf(body: string): string {
+  try {
+    const { code } = JSON.parse(body) as { code?: unknown };
+    return typeof code === 'string' ? code : '-';
+  } catch {
+    return '-';
+  }
 }
