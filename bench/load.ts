@@ -41,8 +41,10 @@ async function inTurns(count: number, rounds: number, turn: (index: number) => P
     for (let offset = 0; offset < count; offset++) await turn((round + offset) % count);
 }
 
-/** 2xx answers per second and per CPU second (user + system, all threads); RSS and errors with the warm-up's. */
-export type Saturation = Record<'perSecond' | 'perCore' | 'rssMaxMb' | 'errors', number>;
+/** 2xx answers per second and per CPU second (user + system, all threads) and peak RSS, of one round. */
+export type SaturationRound = Record<'perSecond' | 'perCore' | 'rssMaxMb', number>;
+/** The rounds pooled, each round's own figures, and the errors (with the warm-up's). */
+export type Saturation = SaturationRound & { readonly errors: number; readonly rounds: readonly SaturationRound[] };
 const REQUEST = {
   method: 'POST',
   headers: { 'content-type': 'application/json' },
@@ -58,7 +60,14 @@ export async function saturate(
   procs: readonly Child[],
   options: { warmupSeconds: number; seconds: number; rounds: number; connections: number },
 ): Promise<Saturation[]> {
-  const sums = procs.map(() => ({ answers: 0, wall: 0, cpu: 0, rssMaxMb: 0, errors: 0 }));
+  const sums = procs.map(() => ({
+    answers: 0,
+    wall: 0,
+    cpu: 0,
+    rssMaxMb: 0,
+    errors: 0,
+    rounds: [] as SaturationRound[],
+  }));
   const stretch = async (index: number, seconds: number, counted: boolean): Promise<void> => {
     const [proc, sum] = [procs[index], sums[index]];
     if (!proc || !sum) return;
@@ -66,12 +75,15 @@ export async function saturate(
     const [cpu0, start] = [cpuSeconds(proc.pid), performance.now()];
     const loop = autocannon({ ...REQUEST, url: proc.url + ROUTE, connections: options.connections, duration: seconds });
     const result = await Promise.resolve(loop).finally(() => rss.stop());
+    const rssMaxMb = Math.max(...rss.samples);
     if (counted) {
+      const [wall, cpu] = [(performance.now() - start) / 1000, cpuSeconds(proc.pid) - cpu0];
       sum.answers += result['2xx'];
-      sum.wall += (performance.now() - start) / 1000;
-      sum.cpu += cpuSeconds(proc.pid) - cpu0;
+      sum.wall += wall;
+      sum.cpu += cpu;
+      sum.rounds.push({ perSecond: result['2xx'] / wall, perCore: result['2xx'] / cpu, rssMaxMb });
     }
-    sum.rssMaxMb = Math.max(sum.rssMaxMb, ...rss.samples);
+    sum.rssMaxMb = Math.max(sum.rssMaxMb, rssMaxMb);
     sum.errors += result.errors + result.non2xx;
   };
   if (options.warmupSeconds > 0) for (let i = 0; i < procs.length; i++) await stretch(i, options.warmupSeconds, false);
@@ -83,63 +95,113 @@ export async function saturate(
   }));
 }
 
-/** Open-loop latency (ms) and failures (transport errors, timeouts and non-2xx answers). */
-export type Latency = Record<'p50' | 'p99' | 'errors', number>;
+/**
+ * Open-loop latency (ms) of one round; `allocKbPerRequest`: what the process's V8 heap allocated over the round
+ * per request sent (alloc-probe.ts), for a target whose process is probed.
+ */
+export interface LatencyRound {
+  readonly p50: number;
+  readonly p99: number;
+  readonly allocKbPerRequest?: number | undefined;
+}
+/** The rounds pooled, each round's own, and the failures (transport errors, timeouts and non-2xx answers). */
+export type Latency = LatencyRound & { readonly errors: number; readonly rounds: readonly LatencyRound[] };
 
 /**
  * Open loop over several targets in turns, each getting `seconds` in all: request i is due at start + i/rate
  * whatever happened to earlier ones, and its latency runs from that due time, so a stall counts against every
  * request it delayed (no coordinated omission). The generator's own timer lateness is included, alike for all.
+ * A target with a process in `probed` has its heap's allocations measured over each of its rounds.
  */
 export async function openLoop<Name extends string>(
   targets: Record<Name, Target>,
   rate: number,
   seconds: number,
   rounds: number,
+  probed: Partial<Record<Name, Child>> = {},
 ): Promise<Record<Name, Latency>> {
   const runs = (Object.keys(targets) as Name[]).map((name) => ({
     name,
     target: targets[name],
+    probe: probed[name],
     pool: new Pool(targets[name].url, { connections: 64, headersTimeout: 10_000, bodyTimeout: 10_000 }),
     latencies: [] as number[],
+    rounds: [] as LatencyRound[],
     errors: 0,
   }));
   try {
     await inTurns(runs.length, rounds, async (index) => {
       const run = runs[index];
-      if (run) run.errors += await paced(run.pool, run.target, rate, seconds / rounds, run.latencies);
+      if (!run) return;
+      const count = Math.max(1, Math.round((rate * seconds) / rounds));
+      const first = run.latencies.length;
+      await run.probe?.ask('alloc-start');
+      run.errors += await paced(run.pool, run.target, rate, count, run.latencies);
+      const allocated = await run.probe?.ask('alloc-stop');
+      const latencies = run.latencies.slice(first);
+      run.rounds.push({
+        p50: percentile(latencies, 0.5),
+        p99: percentile(latencies, 0.99),
+        allocKbPerRequest: allocated === undefined ? undefined : Number(allocated.bytes) / count / 1024,
+      });
     });
   } finally {
     await Promise.all(runs.map((run) => run.pool.close()));
   }
   const result = {} as Record<Name, Latency>;
-  for (const { name, latencies, errors } of runs)
-    result[name] = { p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99), errors };
+  for (const { name, latencies, errors, rounds: each } of runs) {
+    const allocs = each.map((r) => r.allocKbPerRequest).filter((kb) => kb !== undefined);
+    const allocKbPerRequest = allocs.length === 0 ? undefined : allocs.reduce((a, b) => a + b, 0) / allocs.length;
+    result[name] = {
+      p50: percentile(latencies, 0.5),
+      p99: percentile(latencies, 0.99),
+      allocKbPerRequest,
+      errors,
+      rounds: each,
+    };
+  }
   return result;
 }
 
-/** One stretch of the open loop on `pool`; pushes each request's latency (ms) and returns the failures. */
-async function paced(pool: Pool, target: Target, rate: number, seconds: number, latencies: number[]): Promise<number> {
+/** `count` requests of the open loop on `pool`; pushes each one's latency (ms) and returns the failures. */
+async function paced(pool: Pool, target: Target, rate: number, count: number, latencies: number[]): Promise<number> {
   let errors = 0;
+  /** What the failures were (status and error code, or the transport error's code): said on stderr. */
+  const kinds = new Map<string, number>();
+  const failed = (kind: string): void => {
+    errors++;
+    kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
+  };
   const sent: Promise<void>[] = [];
   const send = async (due: number): Promise<void> => {
     try {
       const headers = target.perRequest ? { ...target.headers, ...target.perRequest() } : target.headers;
       const res = await pool.request({ method: 'POST', path: ROUTE, headers, body: target.body });
-      await res.body.dump();
-      if (res.statusCode < 200 || res.statusCode > 299) errors++;
-    } catch {
-      errors++;
+      if (res.statusCode >= 200 && res.statusCode <= 299) await res.body.dump();
+      else failed(`${res.statusCode} ${errorCodeOf(await res.body.text())}`);
+    } catch (error) {
+      failed((error as { code?: string }).code ?? (error as Error).name);
     }
     latencies.push(performance.now() - due);
   };
   const start = performance.now();
-  for (let i = 0; i < Math.max(1, Math.round(rate * seconds)); i++) {
+  for (let i = 0; i < count; i++) {
     const due = start + (i * 1000) / rate;
     const wait = due - performance.now(); // read once: a second read can make it negative, which Node 24 warns of
     if (wait > 0) await sleep(wait);
     sent.push(send(due));
   }
   await Promise.all(sent);
+  if (kinds.size > 0) process.stderr.write(`failures at ${target.url}: ${JSON.stringify(Object.fromEntries(kinds))}\n`);
   return errors;
+}
+
+/** The `code` of a JSON error answer (a sidecar.* code or the gateway's), or `-`. */
+function errorCodeOf(body: string): string {
+  try {
+    const { code } = JSON.parse(body) as { code?: unknown };
+    return typeof code === 'string' ? code : '-';
+  } catch {
+    return '-';
+  }
 }

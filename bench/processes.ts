@@ -11,6 +11,8 @@ export interface Child {
   readonly url: string;
   alive(): boolean;
   stop(): Promise<void>;
+  /** Sends a command to the child's probe (alloc-probe.ts) on stdin; resolves with its answer line, parsed. */
+  ask(command: string): Promise<Record<string, unknown>>;
 }
 
 /** Runs `node ...args`; resolves once it prints a JSON line {"url": ...} (it is ready), fails after `timeoutMs`. */
@@ -28,14 +30,25 @@ export function startNode(args: readonly string[], env: NodeJS.ProcessEnv, timeo
     const timer = setTimeout(() => fail(`not ready within ${timeoutMs} ms`), timeoutMs);
     const onExit = (code: number | null): void => fail(`exited early (${code})`);
     child.once('exit', onExit);
+    // The probe answers one command at a time, in order.
+    const answers: Array<(answer: Record<string, unknown>) => void> = [];
+    const ask = (command: string): Promise<Record<string, unknown>> =>
+      new Promise((answered) => {
+        if (child.exitCode !== null || child.signalCode !== null) return answered({ error: 'exited' });
+        answers.push(answered);
+        child.stdin.write(`${command}\n`);
+      });
+    // A child that is gone answers nothing: whoever waits gets an error instead of waiting for ever.
+    child.once('exit', () => answers.splice(0).forEach((answered) => answered({ error: 'exited' })));
     // Every line is read, which also keeps the pipe drained: a full pipe would block the child.
     createInterface({ input: child.stdout }).on('line', (line) => {
+      if (line.startsWith('{"probe":')) return answers.shift()?.(JSON.parse(line) as Record<string, unknown>);
       const url = /^\{"url":"([^"]+)"\}$/.exec(line)?.[1];
       if (url === undefined) return;
       clearTimeout(timer);
       child.off('exit', onExit);
       const alive = (): boolean => child.exitCode === null && child.signalCode === null;
-      resolve({ pid: child.pid ?? 0, url, alive, stop: () => stop(child) });
+      resolve({ pid: child.pid ?? 0, url, alive, stop: () => stop(child), ask });
     });
   });
 }

@@ -12,6 +12,8 @@ const dist = (...path: string[]): string => join(ROOT, 'dist', ...path);
 /** As in the image's ENTRYPOINT and ENV, and `npm start`. */
 export const SHIPPED_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--max-old-space-size=192', '--no-maglev'];
 const SHIPPED_ENV = { MALLOC_ARENA_MAX: '2' };
+/** The allocation probe (alloc-probe.ts), in the sidecar and the floor alike: idle until the bench asks. */
+const PROBE: readonly string[] = ['--import', pathToFileURL(dist('bench', 'alloc-probe.js')).href];
 const [USERNAME, PASSWORD] = ['bench@example.com', 'bench password, loopback only'];
 export const ROUTE = '/api/v2/transaction/init';
 /** A deposit of spec 2.3's shape: its size sets the cost of base64, hashing and the envelope. */
@@ -66,16 +68,16 @@ export function startSidecar(
   redisUrl?: string,
   signerEnv: NodeJS.ProcessEnv = {},
 ): Promise<Child> {
-  if (!existsSync(dist('src', 'app.js'))) throw new Error('dist/ is missing: run "npm run build" first');
+  if (!existsSync(dist('bench', 'alloc-probe.js'))) throw new Error('dist/bench is missing: run "npm run bench"');
   const store = redisUrl ? { SIDECAR_STATE_STORE: 'redis', SIDECAR_REDIS_URL: redisUrl } : {};
   const program = ['--input-type=module', '--eval', SIDECAR_PROGRAM];
-  return startNode([...SHIPPED_FLAGS, ...program], { ...sidecarEnv(ws, gatewayUrl), ...store, ...signerEnv });
+  return startNode([...SHIPPED_FLAGS, ...PROBE, ...program], { ...sidecarEnv(ws, gatewayUrl), ...store, ...signerEnv });
 }
 
 /** bench/floor-proxy.ts, built like the sidecar (tsx's loader alone would add some 35 MB to its RSS). */
 export function startFloor(ws: Workspace, gatewayUrl: string): Promise<Child> {
   if (!existsSync(dist('bench', 'floor-proxy.js'))) throw new Error('dist/bench is missing: run "npm run bench"');
-  return startNode([...SHIPPED_FLAGS, dist('bench', 'floor-proxy.js')], sidecarEnv(ws, gatewayUrl));
+  return startNode([...SHIPPED_FLAGS, ...PROBE, dist('bench', 'floor-proxy.js')], sidecarEnv(ws, gatewayUrl));
 }
 
 const sidecarEnv = (ws: Workspace, gatewayUrl: string): NodeJS.ProcessEnv => ({

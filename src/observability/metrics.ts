@@ -9,6 +9,7 @@ import {
   type GatewayErrorCode,
   type IdempotencyOutcome,
 } from './metric-names.js';
+import { CountedSeries } from './counted-series.js';
 import { InboxMetrics, PostbackMetrics } from './postback-metrics.js';
 import { StateStoreMetrics } from './state-store-metrics.js';
 
@@ -75,7 +76,9 @@ export class SidecarMetrics {
     help: 'Client requests answered, by route, status class and outcome code (ok, sidecar.* or gateway code).',
     labelNames: ['route', 'status_class', 'code'] as const,
     registers: [this.registry],
+    collect: (): void => this.requestCounts.flush(),
   });
+  private readonly requestCounts = new CountedSeries(this.requests, ['route', 'status_class', 'code']);
   private readonly gatewayErrors = new Counter({
     name: METRICS.gatewayErrors,
     help: 'Gateway error answers by gateway code (403 counted as ip.forbidden, unknown codes as other).',
@@ -131,12 +134,16 @@ export class SidecarMetrics {
     buckets: LATENCY_BUCKETS,
     registers: [this.registry],
   });
-  private readonly signatures = new Counter({
+  private readonly signatures: Counter<'signer' | 'outcome'> = new Counter({
     name: METRICS.signatures,
     help: 'Signatures asked of the signer, by signer (file or pkcs11) and outcome (success, failure: answered sidecar.signer.unavailable).',
     labelNames: ['signer', 'outcome'] as const,
     registers: [this.registry],
+    collect: (): void => this.signatureCounts.flush(),
   });
+  private readonly signatureCounts = new CountedSeries(this.signatures, ['signer', 'outcome']);
+  /** The signing histogram's child per signer, made once (as the route histograms' below). */
+  private readonly signingOf = new Map<SignerLabel, Histogram.Internal<'signer'>>();
   private readonly signerUpGauge: Gauge<'signer'> = new Gauge({
     name: METRICS.signerUp,
     help: '1 while a signature can be made: the key file always, a PKCS#11 token while it is open.',
@@ -270,7 +277,7 @@ export class SidecarMetrics {
 
   requestDone(route: string, status: number, code: string, seconds: number): void {
     const hundreds = Math.floor(status / 100);
-    this.requests.inc({ route, status_class: STATUS_CLASSES[hundreds] ?? `${hundreds}xx`, code });
+    this.requestCounts.inc(route, STATUS_CLASSES[hundreds] ?? `${hundreds}xx`, code);
     perRoute(this.requestLatencyOf, this.requestLatency, route).observe(seconds);
   }
 
@@ -322,8 +329,10 @@ export class SidecarMetrics {
   }
 
   signed(signer: SignerLabel, outcome: SignatureOutcome, seconds: number): void {
-    this.signatures.inc({ signer, outcome });
-    this.signing.observe({ signer }, seconds);
+    this.signatureCounts.inc(signer, outcome);
+    let child = this.signingOf.get(signer);
+    if (child === undefined) this.signingOf.set(signer, (child = this.signing.labels({ signer })));
+    child.observe(seconds);
   }
 
   gatewayRoundTrip(route: string, seconds: number): void {

@@ -1,7 +1,7 @@
 // The client's body: its media type, its bytes (bounded), and the envelope they are wrapped in for the gateway.
 import type { IncomingMessage } from 'node:http';
 import { sidecarErrors } from '../errors.js';
-import { readBoundedBody } from '../inbound/body.js';
+import { readBoundedBody, type BodyRead } from '../inbound/body.js';
 
 const JSON_MEDIA_TYPE = /^application\/json\s*(;|$)/i;
 const CHARSET_PARAMETER = /;\s*charset\s*=\s*"?([^";\s]*)"?/i;
@@ -20,8 +20,12 @@ export function isJsonContentType(value: string | undefined): boolean {
  * The whole body within `limit` bytes (src/inbound/body.ts), or the egress listener's error for what went wrong:
  * sidecar.body.too_large, sidecar.body.incomplete. The exact bytes are kept: they are what gets signed.
  */
-export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  const read = await readBoundedBody(req, limit);
+export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  // A function of its own, not an async step: one promise per request fewer on the hot path (docs/performance.md).
+  return readBoundedBody(req, limit).then(bytesOrRefusal);
+}
+
+function bytesOrRefusal(read: BodyRead): Buffer {
   if (read.kind === 'too_large') throw sidecarErrors.tooLarge(read.limit);
   if (read.kind === 'incomplete') throw sidecarErrors.bodyIncomplete();
   return read.bytes;

@@ -12,14 +12,17 @@ import {
   type AnswerCheck,
   type UpstreamResponse,
 } from '../upstream/gateway-answer.js';
-import type { Forwarder, SendOutcome } from '../upstream/forwarder.js';
+import type { Forwarder, RequestEnd, SendOutcome } from '../upstream/forwarder.js';
 
 /** What the exchange needs of a request; the signing function passed in reads the rest of it. */
 export interface ExchangeRequest {
   /** The route's label: attempt spans and the round-trip metric. */
   readonly route: string;
-  /** The request's deadline (and shutdown's cut): the token wait, the connection queue and the exchange end there. */
-  readonly signal: AbortSignal;
+  /**
+   * The request's end (its deadline, and shutdown's cut): the token wait, the connection queue and the exchange
+   * end there. Its signal is asked for only by a wait.
+   */
+  readonly end: RequestEnd;
   /** The request's server span: attempts and waits are traced under it. */
   readonly trace?: TraceContext | undefined;
   /** Whether an answer is this request's (gateway-answer.ts, answerCorrelation); undefined: nothing to compare. */
@@ -141,14 +144,14 @@ export async function exchange<R extends ExchangeRequest, C extends SendableCopy
   request: R,
 ): Promise<ExchangeResult<C>> {
   const { events } = deps;
-  const { signal } = request;
+  const { end } = request;
   const giveUpAt = performance.now() + deps.connectRetryDeadlineMs;
   let attempts = 0;
   let token = deps.tokens.usableToken();
   if (token === undefined) {
     const wait = events.tokenWaitStarted(request.trace, false);
     try {
-      token = await deps.tokens.token(signal, wait.context);
+      token = await deps.tokens.token(end.signal, wait.context);
       events.tokenWaitEnded(wait, undefined);
     } catch (error) {
       events.tokenWaitEnded(wait, error);
@@ -157,8 +160,8 @@ export async function exchange<R extends ExchangeRequest, C extends SendableCopy
   }
   const maxTokenResends = deps.tokens.shared ? TOKEN_RESENDS.fleet : TOKEN_RESENDS.single;
   let tokenResends = 0;
-  /** Every access token a copy of this request was sent with: none is ever sent twice. */
-  const sentWith = new Set<string>();
+  /** Every access token a copy of this request was sent with: none is ever sent twice (one or two: a list). */
+  const sentWith: string[] = [];
   let connectFailures = 0;
   /** The gateway's last 401 FAILED, which a newer token is being tried against. */
   let previous: ExchangeResult<C> | undefined;
@@ -175,7 +178,7 @@ export async function exchange<R extends ExchangeRequest, C extends SendableCopy
         path: copy.path,
         headers: copy.headers,
         body: copy.body,
-        signal,
+        end,
         checkAnswer: request.checkAnswer,
         beforeWrite: request.beforeWrite,
         trace: attempt?.context,
@@ -193,18 +196,18 @@ export async function exchange<R extends ExchangeRequest, C extends SendableCopy
       const delay = backoffDelayMs(connectFailures++, 100, 2_000);
       // A refused, unresolvable or timed-out connection may heal; a certificate the sidecar does not trust
       // will not, so it is answered at once (still retryable: nothing was sent).
-      if (!outcome.transient || performance.now() + delay >= giveUpAt || signal.aborted)
+      if (!outcome.transient || performance.now() + delay >= giveUpAt || end.ended)
         return failed(sidecarErrors.upstreamUnreachable(outcome.error), attempts, outcome.hop);
       events.retrying('connect_failed');
       try {
-        await sleep(delay, undefined, { signal });
+        await sleep(delay, undefined, { signal: end.signal });
       } catch {
         return failed(sidecarErrors.upstreamUnreachable(outcome.error), attempts, outcome.hop);
       }
       continue;
     }
     attempts++;
-    sentWith.add(bearer.reveal());
+    sentWith.push(bearer.reveal());
     if (outcome.kind === 'sent_no_answer') {
       events.attemptEnded(request, attempt, outcome, undefined, sentAt);
       const error = sidecarErrors.outcomeUnknown(outcome.timedOut ? 504 : 502, outcome.error);
@@ -226,7 +229,7 @@ export async function exchange<R extends ExchangeRequest, C extends SendableCopy
     tokenResends++;
     const wait = events.tokenWaitStarted(request.trace, true);
     try {
-      token = await deps.tokens.tokenAfterRejection(token.generation, signal, wait.context);
+      token = await deps.tokens.tokenAfterRejection(token.generation, end.signal, wait.context);
       events.tokenWaitEnded(wait, undefined);
     } catch (error) {
       events.tokenWaitEnded(wait, error);
@@ -235,7 +238,7 @@ export async function exchange<R extends ExchangeRequest, C extends SendableCopy
       return answered;
     }
     // A token already refused for this request is never sent again (the manager gives a newer one; this says so).
-    if (sentWith.has(token.accessToken.reveal())) return answered;
+    if (sentWith.includes(token.accessToken.reveal())) return answered;
     events.retrying('token_rejected');
   }
 }

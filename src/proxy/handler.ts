@@ -15,6 +15,7 @@ import type { BodyBudget } from '../inbound/body-budget.js';
 import { requestId } from '../inbound/request-id.js';
 import { exchange, type ExchangeDeps } from './gateway-exchange.js';
 import { forwardableRequestHeaders, forwardableResponseHeaders } from './headers.js';
+import { RequestDeadlines } from './request-deadline.js';
 import { logVerifyFailure } from './request-log.js';
 import { errorSettlement, ProxyRequest, type RequestParts, type Settlement } from './request.js';
 import { startServerSpan } from './request-span.js';
@@ -61,7 +62,8 @@ export function createProxyHandler(deps: HandlerDeps): (req: IncomingMessage, re
     metrics: deps.metrics,
     keeper: deps.idempotency.keeper,
     draining: deps.draining,
-    deadlineMs: deps.requestDeadlineMs,
+    bodyBudget: deps.bodyBudget,
+    deadlines: new RequestDeadlines(deps.requestDeadlineMs),
   };
   const tracing = deps.tracing ?? NO_TRACING;
   return (req, res) => {
@@ -71,21 +73,24 @@ export function createProxyHandler(deps: HandlerDeps): (req: IncomingMessage, re
     // Off, no span and no attributes are made: nothing per request.
     const span = tracing.enabled ? startServerSpan(tracing, req, route, id) : undefined;
     const request = new ProxyRequest(id, route, req, res, parts, span);
-    serve(deps, req, request, match).catch((err: unknown) =>
-      deps.log.error({ event: 'handler.bug', ...describeBug(err) }, 'request accounting failed'),
-    );
+    void serve(deps, req, request, match);
     return request;
   };
 }
 
+/** Handles the request and settles it; never rejects (a failure to settle is a bug, logged). */
 async function serve(deps: HandlerDeps, req: IncomingMessage, request: ProxyRequest, match: RouteMatch) {
-  let settlement: Settlement;
   try {
-    settlement = await handle(deps, req, request, match);
+    let settlement: Settlement;
+    try {
+      settlement = await handle(deps, req, request, match);
+    } catch (err) {
+      settlement = refusal(deps, req, asSidecarError(err));
+    }
+    await request.settle(settlement);
   } catch (err) {
-    settlement = refusal(deps, req, asSidecarError(err));
+    deps.log.error({ event: 'handler.bug', ...describeBug(err) }, 'request accounting failed');
   }
-  await request.settle(settlement);
 }
 
 async function handle(
@@ -126,7 +131,7 @@ async function handle(
     headers,
     callerHeaders: req.headers,
     checkAnswer,
-    signal: request.signal,
+    end: request,
     trace: request.span?.context,
     beforeWrite,
   });
@@ -160,7 +165,7 @@ function reserveBody(deps: HandlerDeps, req: IncomingMessage, request: ProxyRequ
   const declared = Number(req.headers['content-length']);
   const reserved = deps.bodyBudget.reserve(Number.isFinite(declared) ? declared : undefined, deps.maxBodyBytes);
   if (reserved === undefined) throw sidecarErrors.bodyBudgetExhausted();
-  if (reserved > 0) void request.done.then(() => deps.bodyBudget.release(reserved));
+  if (reserved > 0) request.holdBody(reserved);
 }
 
 /** The answer an earlier request with this key got (or outcome_unknown for one abandoned): nothing is sent. */

@@ -78,15 +78,15 @@ function signedHeaders(
   nonce: string,
   signature: string,
 ): Record<string, string> {
-  return {
-    ...forwarded,
-    // The sidecar's values win over any a client sent.
+  // The sidecar's values win over any a client sent. Not `{ ...forwarded, ... }`: V8 before 12.x (Node 20) makes an
+  // object spread followed by more properties a dictionary, about 1 KB of heap a copy (docs/performance.md).
+  return Object.assign({}, forwarded, {
     'content-type': 'application/json',
     authorization: `Bearer ${bearer.reveal()}`,
     'x-timestamp': timestamp,
     'x-nonce': nonce,
     'x-signature': signature,
-  };
+  });
 }
 
 /**

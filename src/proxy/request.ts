@@ -4,12 +4,15 @@ import type { IdempotencyKeeper, Ticket } from '../idempotency/keeper.js';
 import type { IdempotencyKey } from '../idempotency/key.js';
 import { errorAnswer, type KeptAnswer } from '../idempotency/record.js';
 import { writeAnswer } from '../inbound/answer.js';
+import type { BodyBudget } from '../inbound/body-budget.js';
 import type { InFlightRequest } from '../inbound/in-flight.js';
 import type { RequestId } from '../inbound/request-id.js';
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
 import type { TraceSpan } from '../observability/tracing.js';
+import type { RequestEnd } from '../upstream/forwarder.js';
 import { logRequest, type RequestOutcome } from './request-log.js';
+import type { Deadline, RequestDeadlines } from './request-deadline.js';
 import { endServerSpan } from './request-span.js';
 
 /** Who settled the request first: the handler, or shutdown for a request it could wait for no longer. */
@@ -54,30 +57,40 @@ export interface RequestParts {
   readonly keeper: Pick<IdempotencyKeeper, 'complete' | 'release'>;
   /** True once shutdown began: every answer then asks its client to close the connection. */
   readonly draining: () => boolean;
-  /** The request deadline, from its arrival (docs/architecture.md, "The request deadline"). */
-  readonly deadlineMs: number;
+  /** Shared by the bodies of every request of the listener (body-budget.ts). */
+  readonly bodyBudget: Pick<BodyBudget, 'release'>;
+  /** The request deadline, from its arrival (docs/architecture.md, "The request deadline"): one timer for all. */
+  readonly deadlines: RequestDeadlines;
 }
 
 /**
  * One client request from arrival to its one answer. It owns the request's state (its id, its key and claim,
- * whether it may have reached the gateway, who answered) and its deadline, a signal that the token wait, the
- * connection queue and the exchange all honour. settle() is its end, called by the handler when its work is done
- * and by shutdown for a request it can wait for no longer: the first settlement is what the client gets and what
- * the idempotency record keeps; the handler's settlement, whenever it comes, writes the record and the log line.
+ * whether it may have reached the gateway, who answered) and the end of its work (its deadline, or shutdown's
+ * answer), which the token wait, the connection queue and the exchange all honour (RequestEnd). settle() is its end,
+ * called by the handler when its work is done and by shutdown for a request it can wait for no longer: the first
+ * settlement is what the client gets and what the idempotency record keeps; the handler's settlement, whenever it
+ * comes, writes the record and the log line.
  */
-export class ProxyRequest implements InFlightRequest {
+export class ProxyRequest implements InFlightRequest, RequestEnd {
   readonly started = performance.now();
-  /** Aborted at the request deadline, or when shutdown answers the request: its work then ends at once. */
-  readonly signal: AbortSignal;
   /** Resolves once the handler settled: the record is written and the line logged. */
   readonly done: Promise<void>;
-  private readonly cut = new AbortController();
-  private readonly deadline: NodeJS.Timeout;
+  private readonly deadline: Deadline;
+  /** Why the request's work ended (its deadline, or shutdown's answer); undefined while it goes on. */
+  private endReason: unknown;
+  /** Made only for a wait that takes a signal: most requests never wait (docs/performance.md). */
+  private controller: AbortController | undefined;
+  /** The send in flight, cut if the request ends meanwhile. */
+  private cutSend: (() => void) | undefined;
   private key: IdempotencyKey | undefined;
   private ticket: Ticket | undefined;
   private sending = false;
   private first: { readonly settlement: Settlement; readonly by: AnsweredBy } | undefined;
   private clientClosed = false;
+  /** The connection tracker's: told when the client's connection for this request closes. */
+  private closeListener: (() => void) | undefined;
+  /** The body's share of the listener's body budget, given back once the handler settled. */
+  private bodyBytes = 0;
   private markDone: () => void = () => undefined;
 
   constructor(
@@ -90,17 +103,57 @@ export class ProxyRequest implements InFlightRequest {
     /** The request's server span, when tracing is on: ended with the log line, its ids on that line. */
     readonly span?: TraceSpan,
   ) {
-    // One controller and one timer, cleared once the handler settled: AbortSignal.any() over AbortSignal.timeout()
-    // costs weak references and a finalizer on every request, a hot path's worth of CPU for the same signal.
-    this.signal = this.cut.signal;
-    this.deadline = setTimeout(() => this.cut.abort(timeoutReason()), parts.deadlineMs).unref();
+    // The listener's one timer for every deadline, left once the handler settled; no AbortSignal until a wait asks
+    // for one: a signal and its listener are 1-2 KB of heap per request, more than the rest of the deadline.
+    this.deadline = parts.deadlines.add(this);
     this.done = new Promise((resolve) => (this.markDone = resolve));
-    res.once('close', () => (this.clientClosed = true));
+    // One listener for the request's own flag and the tracker's (a listener each cost a closure and once()'s wrapper).
+    const onClose = (): void => {
+      this.clientClosed = true;
+      this.closeListener?.();
+    };
+    res.on('close', onClose);
+  }
+
+  /** Called at the request deadline: the request's work ends (the token wait, the connection queue, the send). */
+  expire(): void {
+    this.endWork(timeoutReason());
+  }
+
+  /** Whether the request's work has ended: at its deadline, or when shutdown answered it. */
+  get ended(): boolean {
+    return this.endReason !== undefined;
+  }
+
+  /** Aborted when the request's work ends, with the same reason; made when first asked for (by a wait). */
+  get signal(): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController();
+      if (this.ended) this.controller.abort(this.endReason);
+    }
+    return this.controller.signal;
+  }
+
+  /** The send in flight sets `cut`, called if the request's work ends before it unsets it. */
+  whileSending(cut: (() => void) | undefined): void {
+    this.cutSend = cut;
+  }
+
+  private endWork(reason: unknown): void {
+    if (this.ended) return;
+    this.endReason = reason;
+    this.controller?.abort(reason);
+    this.cutSend?.();
   }
 
   /** The request's Idempotency-Key, once read. */
   useKey(key: IdempotencyKey): void {
     this.key = key;
+  }
+
+  /** The body's share of the body budget (body-budget.ts), released once the handler has settled. */
+  holdBody(bytes: number): void {
+    this.bodyBytes = bytes;
   }
 
   /** The claim on the key: from now on the record must be completed or released, which settle() does. */
@@ -127,9 +180,9 @@ export class ProxyRequest implements InFlightRequest {
     return this.first !== undefined || this.res.headersSent;
   }
 
-  /** Calls `listener` once the client's connection for this request is closed. */
+  /** Calls `listener` once the client's connection for this request is closed (one listener: the tracker's). */
   onClose(listener: () => void): void {
-    this.res.once('close', listener);
+    this.closeListener = listener;
   }
 
   /**
@@ -143,7 +196,7 @@ export class ProxyRequest implements InFlightRequest {
       if (this.isAnswered) return;
       this.first = { settlement, by };
       this.write(settlement, by);
-      this.cut.abort(sidecarErrors.shuttingDown());
+      this.endWork(sidecarErrors.shuttingDown());
       return;
     }
     const first = (this.first ??= { settlement, by });
@@ -165,7 +218,8 @@ export class ProxyRequest implements InFlightRequest {
         if (first.by === 'handler') this.write(settlement, by);
       }
     } finally {
-      clearTimeout(this.deadline);
+      this.parts.deadlines.remove(this.deadline);
+      if (this.bodyBytes > 0) this.parts.bodyBudget.release(this.bodyBytes);
       this.markDone();
     }
   }
@@ -173,12 +227,13 @@ export class ProxyRequest implements InFlightRequest {
   /** The line's outcome: what the client got; the handler's own view beside it when shutdown answered first. */
   private outcome(first: { settlement: Settlement; by: AnsweredBy }, handler: Settlement): RequestOutcome {
     // One copy for the common case; the rare ones below add to it.
-    const own = {
-      ...handler.outcome,
+    // Not `{ ...outcome, status, ... }`: on Node 20 a spread followed by more properties is a dictionary, about
+    // 1 KB of heap a request (docs/performance.md).
+    const own: RequestOutcome = Object.assign({}, handler.outcome, {
       status: handler.status,
       code: handler.code,
       idempotencyKeySha256: this.key?.sha256,
-    };
+    });
     if (first.by === 'shutdown') {
       const late = { status: own.status, code: own.code };
       const { status, code } = first.settlement;
@@ -190,7 +245,10 @@ export class ProxyRequest implements InFlightRequest {
   }
 
   private write(settlement: Settlement, by: AnsweredBy): void {
-    const headers: OutgoingHttpHeaders = { ...settlement.headers, 'x-request-id': this.id };
+    // A copy: the settlement's headers may be an idempotency record's, kept for the next replay.
+    // (Object.assign, not a spread: see outcome().)
+    const headers: OutgoingHttpHeaders = Object.assign({}, settlement.headers);
+    headers['x-request-id'] = this.id;
     // Decided when the answer is written, not when the request arrived: a request that came in before SIGTERM and
     // is answered after it must close its connection too, or its caller sends the next payment onto a socket that
     // is about to be cut, and gets no answer at all.

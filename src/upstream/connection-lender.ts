@@ -1,4 +1,5 @@
 import type { Client } from 'undici';
+import type { RequestEnd } from './gateway-send.js';
 import { upstreamErrors, type UpstreamError } from './upstream-errors.js';
 
 export type Lease =
@@ -33,12 +34,14 @@ export class ConnectionLender {
     private readonly newClient: () => Client,
   ) {}
 
-  /** `signal` (the request's deadline) ends the wait early, as not sent. */
-  acquire(signal?: AbortSignal): Promise<Lease> {
+  /** The request's `end` (its deadline) ends the wait early, as not sent. */
+  acquire(end?: RequestEnd): Promise<Lease> {
     if (this.closing) return Promise.resolve(refused(upstreamErrors.closed('the forwarder is closing'), false));
-    if (signal?.aborted) return Promise.resolve(refused(upstreamErrors.requestEnded(), false));
+    if (end?.ended) return Promise.resolve(refused(upstreamErrors.requestEnded(), false));
     const client = this.freeClient();
     if (client !== undefined) return Promise.resolve({ kind: 'lent', client });
+    // A wait: only now is the request's signal needed.
+    const signal = end?.signal;
     return new Promise<Lease>((resolve) => {
       const giveUp = (lease: Lease) => {
         this.waiting.splice(this.waiting.indexOf(waiter), 1);

@@ -24,7 +24,15 @@ import {
 import { errorCode } from './upstream-errors.js';
 
 export type { UpstreamResponse } from './gateway-answer.js';
-export type { Forwarder, ForwarderOptions, SendFailure, SendOutcome, UpstreamRequest } from './gateway-send.js';
+export type {
+  Forwarder,
+  ForwarderOptions,
+  RequestEnd,
+  SendFailure,
+  SendOutcome,
+  UpstreamRequest,
+} from './gateway-send.js';
+export { endOf } from './gateway-send.js';
 export { causeFamily, errorCode, proxyStatus, UpstreamError, upstreamErrors } from './upstream-errors.js';
 
 const DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
@@ -72,18 +80,23 @@ export function createForwarder(
   );
 
   const tracing = hooks.tracing ?? NO_TRACING;
-  const exchange = async (request: UpstreamRequest): Promise<SendOutcome> => {
+  const report = (outcome: SendOutcome): SendOutcome => {
+    if (outcome.kind === 'response') hooks.onAnswer?.(outcome.response);
+    else hooks.onFailure?.(outcome);
+    return outcome;
+  };
+  const send = async (request: UpstreamRequest): Promise<SendOutcome> => {
     const wait =
       request.trace !== undefined && !lender.lendsNow()
         ? tracing.startSpan('wait for a gateway connection', 'internal', request.trace)
         : undefined;
-    const lease = await lender.acquire(request.signal);
+    const lease = await lender.acquire(request.end);
     if (wait !== undefined) {
       wait.setAttributes({ 'sidecar.connection.lent': lease.kind === 'lent' });
       if (lease.kind === 'refused') wait.fail(errorCode(lease.error));
       wait.end();
     }
-    if (lease.kind === 'refused') return notSent(lease.error, lease.transient);
+    if (lease.kind === 'refused') return report(notSent(lease.error, lease.transient));
     if (request.beforeWrite !== undefined) {
       try {
         await request.beforeWrite();
@@ -99,13 +112,7 @@ export function createForwarder(
     // A connection that failed mid-exchange is already gone in undici; one that delivered a stray answer is
     // destroyed here, since the answer really meant for this request may still be on its way over it.
     lender.release(lease.client, mismatch === undefined);
-    return outcome;
-  };
-  const send = async (request: UpstreamRequest): Promise<SendOutcome> => {
-    const outcome = await exchange(request);
-    if (outcome.kind === 'response') hooks.onAnswer?.(outcome.response);
-    else hooks.onFailure?.(outcome);
-    return outcome;
+    return report(outcome);
   };
   const replaceCa = (ca: string | undefined): void => {
     current = { ...current, ca };
@@ -157,10 +164,10 @@ function newClient(base: BaseAddress, options: ForwarderOptions, proxy: () => Pr
 
 function dispatch(client: Client, request: UpstreamRequest, timeoutMs: number, maxBytes: number): Promise<SendOutcome> {
   return new Promise<SendOutcome>((resolve) => {
-    const { path, headers, body, signal } = request;
+    const { path, headers, body, end } = request;
     client.dispatch(
       { method: 'POST', path, headers, body, idempotent: false },
-      new SendHandler(resolve, timeoutMs, maxBytes, signal),
+      new SendHandler(resolve, timeoutMs, maxBytes, end),
     );
   });
 }

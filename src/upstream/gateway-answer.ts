@@ -76,16 +76,12 @@ export function answerCorrelation(
   fields: readonly string[],
   payload: Readonly<Record<string, unknown>>,
 ): AnswerCheck | undefined {
-  const expected = fields
-    .filter((field) => Object.hasOwn(payload, field))
-    .map((field) => [field, comparable(payload[field])] as const);
+  const expected: Array<readonly [field: string, value: string]> = [];
+  for (const field of fields) if (Object.hasOwn(payload, field)) expected.push([field, comparable(payload[field])]);
   if (expected.length === 0) return undefined;
-  // A key appears in JSON text as its quoted self unless written with escapes: a body with neither that nor any
-  // backslash cannot hold the field, and is not parsed (successes, the hot path, seldom echo it).
-  const needles = expected.map(([field]) => JSON.stringify(field));
   return (response) => {
     const { body } = response;
-    if (!needles.some((needle) => body.includes(needle)) && !body.includes(BACKSLASH)) return undefined;
+    if (!expected.some(([field]) => body.includes(quoted(field))) && !body.includes(BACKSLASH)) return undefined;
     const answer = jsonObject(body);
     if (answer === undefined) return undefined;
     const differing = expected.find(
@@ -93,6 +89,17 @@ export function answerCorrelation(
     );
     return differing === undefined ? undefined : upstreamErrors.answerMismatch(differing[0]);
   };
+}
+
+/**
+ * A key appears in JSON text as its quoted self unless written with escapes: a body with neither that nor any
+ * backslash cannot hold the field, and is not parsed (successes, the hot path, seldom echo it). Made once a field.
+ */
+const quotedFields = new Map<string, string>();
+function quoted(field: string): string {
+  let needle = quotedFields.get(field);
+  if (needle === undefined) quotedFields.set(field, (needle = JSON.stringify(field)));
+  return needle;
 }
 
 const BACKSLASH = 0x5c;

@@ -25,10 +25,11 @@ export interface UpstreamRequest {
    */
   readonly beforeWrite?: (() => Promise<void>) | undefined;
   /**
-   * The request's deadline: aborted while waiting for a connection or before the first byte is written, the request
-   * ends not sent; aborted afterwards, sent with no answer (ERR_REQUEST_DEADLINE).
+   * The end of the request (its deadline, or shutdown's answer): ended while waiting for a connection or before the
+   * first byte is written, the send is not made; ended afterwards, it is cut, sent with no answer
+   * (ERR_REQUEST_DEADLINE).
    */
-  readonly signal?: AbortSignal;
+  readonly end?: RequestEnd | undefined;
   /** The span of this attempt: a wait for a free connection is traced under it. */
   readonly trace?: TraceContext | undefined;
 }
@@ -55,6 +56,36 @@ export function notSent(error: Error, transient: boolean): SendFailure {
 /** A send that failed after bytes may have left: the gateway may have acted on it. */
 export function sentNoAnswer(error: Error, timedOut: boolean): SendFailure {
   return { kind: 'sent_no_answer', error, timedOut, hop: causeFamily(error) };
+}
+
+/**
+ * The end of the request a send is for: its deadline, or shutdown's answer. An AbortSignal says the same, but a
+ * signal and a listener on it cost 1-2 KB of heap per request (docs/performance.md): the proxy's requests are one
+ * of these instead (proxy/request.ts), and endOf() makes one of a signal.
+ */
+export interface RequestEnd {
+  /** True once the request has ended: nothing more is sent for it. */
+  readonly ended: boolean;
+  /** A signal that aborts when the request ends, for a wait that takes one (made when first asked for). */
+  readonly signal: AbortSignal;
+  /** Calls `cut` if the request ends while it is set; one at a time, undefined unsets it. */
+  whileSending(cut: (() => void) | undefined): void;
+}
+
+/** A RequestEnd that ends when `signal` aborts. */
+export function endOf(signal: AbortSignal): RequestEnd {
+  let current: (() => void) | undefined;
+  return {
+    get ended() {
+      return signal.aborted;
+    },
+    signal,
+    whileSending: (cut) => {
+      if (current !== undefined) signal.removeEventListener('abort', current);
+      current = cut;
+      if (cut !== undefined) signal.addEventListener('abort', cut, { once: true });
+    },
+  };
 }
 
 export interface ForwarderOptions {

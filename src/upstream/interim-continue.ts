@@ -4,6 +4,8 @@ import { MAX_HEAD_BYTES } from './gateway-send.js';
 
 const CONTINUE_START = Buffer.from('HTTP/1.1 100 ', 'latin1');
 const HEAD_END = Buffer.from('\r\n\r\n', 'latin1');
+/** Nothing held: one empty Buffer for every connection, not a new one per answer. */
+const NOTHING = Buffer.alloc(0);
 const CR = 0x0d;
 const LF = 0x0a;
 
@@ -18,7 +20,7 @@ const LF = 0x0a;
 export class InterimContinueFilter extends Duplex {
   /** True from the moment a request is written until the first byte of its answer that is not a 100 head. */
   private atAnswerStart = false;
-  private held: Buffer = Buffer.alloc(0);
+  private held: Buffer = NOTHING;
 
   constructor(private readonly socket: Socket) {
     // Strings (undici writes each head as latin1 text) go to the socket as they are, which encodes them on its
@@ -50,10 +52,10 @@ export class InterimContinueFilter extends Duplex {
   ): void {
     this.atAnswerStart = true;
     this.socket.cork();
-    chunks.forEach(({ chunk, encoding }, index) =>
-      // The socket finishes its writes in order: the last one's callback stands for all of them.
-      this.socket.write(chunk, encoding, index === chunks.length - 1 ? callback : undefined),
-    );
+    // The socket finishes its writes in order: the last one's callback stands for all of them.
+    let written = 0;
+    for (const { chunk, encoding } of chunks)
+      this.socket.write(chunk, encoding, ++written === chunks.length ? callback : undefined);
     this.socket.uncork();
   }
 
@@ -94,9 +96,10 @@ export class InterimContinueFilter extends Duplex {
   private inbound(chunk: Buffer): void {
     if (!this.atAnswerStart) return this.pass(chunk);
     const bytes = this.held.length === 0 ? chunk : Buffer.concat([this.held, chunk]);
-    this.held = Buffer.alloc(0);
+    this.held = NOTHING;
     const decided = Math.min(bytes.length, CONTINUE_START.length);
-    const mayBeContinue = bytes.subarray(0, decided).equals(CONTINUE_START.subarray(0, decided));
+    // Compared in place: subarrays would be two Buffer objects per answer.
+    const mayBeContinue = bytes.compare(CONTINUE_START, 0, decided, 0, decided) === 0;
     const end = mayBeContinue ? bytes.indexOf(HEAD_END) : -1;
     if (mayBeContinue && end === -1 && bytes.length <= MAX_HEAD_BYTES && !hasBareLf(bytes)) {
       this.held = bytes; // wait for the rest of the head

@@ -1,6 +1,6 @@
 import type { Dispatcher } from 'undici';
 import type { UpstreamResponse } from './gateway-answer.js';
-import { notSent, sentNoAnswer, type SendOutcome } from './gateway-send.js';
+import { notSent, sentNoAnswer, type RequestEnd, type SendOutcome } from './gateway-send.js';
 import {
   causeCode,
   errorCode,
@@ -22,28 +22,22 @@ export class SendHandler implements Dispatcher.DispatchHandler {
   private readonly chunks: Buffer[] = [];
   private size = 0;
   private timer: NodeJS.Timeout | undefined;
-  private endRequest: (() => void) | undefined;
 
   constructor(
     private readonly settle: (outcome: SendOutcome) => void,
     private readonly timeoutMs: number,
     private readonly maxBytes: number,
-    /** The request's deadline: see UpstreamRequest.signal. */
-    private readonly signal?: AbortSignal,
+    /** The request's end: see UpstreamRequest.end. */
+    private readonly end?: RequestEnd,
   ) {}
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
-    const { signal } = this;
+    const { end } = this;
     // Aborted here, nothing is written: undici checks for an abort before it writes the first byte.
-    if (signal?.aborted) return controller.abort(upstreamErrors.requestEnded());
+    if (end?.ended) return controller.abort(upstreamErrors.requestEnded());
     this.started = true;
     this.timer = setTimeout(() => controller.abort(upstreamErrors.responseTimeout()), this.timeoutMs);
-    if (signal === undefined) return;
-    // Made in a local first: written straight into the property, it would hold the request past young collections
-    // (the lint rule on this pattern in eslint.config.js says why).
-    const endRequest = (): void => controller.abort(upstreamErrors.requestEnded());
-    this.endRequest = endRequest;
-    signal.addEventListener('abort', endRequest, { once: true });
+    end?.whileSending(() => controller.abort(upstreamErrors.requestEnded()));
   }
 
   onResponseStart(
@@ -80,7 +74,7 @@ export class SendHandler implements Dispatcher.DispatchHandler {
 
   private finish(outcome: SendOutcome): void {
     clearTimeout(this.timer);
-    if (this.endRequest !== undefined) this.signal?.removeEventListener('abort', this.endRequest);
+    if (this.started) this.end?.whileSending(undefined);
     this.settle(outcome);
   }
 }
@@ -92,6 +86,10 @@ function withCauseCode(error: Error): Error {
 }
 
 function definedHeaders(raw: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+  // undici makes a fresh object per answer, seldom with an undefined value: without one it is kept, not copied.
+  let complete = true;
+  for (const name in raw) if (raw[name] === undefined) complete = false;
+  if (complete) return raw as Record<string, string | string[]>;
   const out: Record<string, string | string[]> = {};
   for (const name of Object.keys(raw)) {
     const value = raw[name];

@@ -10,6 +10,7 @@ import type { KeptAnswer } from '../../src/idempotency/record.js';
 import { InFlightRequests } from '../../src/inbound/in-flight.js';
 import { createLogger } from '../../src/observability/log.js';
 import { requestId } from '../../src/inbound/request-id.js';
+import { RequestDeadlines } from '../../src/proxy/request-deadline.js';
 import type { RequestOutcome } from '../../src/proxy/request-log.js';
 import { errorSettlement, ProxyRequest, type Settlement } from '../../src/proxy/request.js';
 
@@ -58,7 +59,8 @@ function request(options: { draining?: boolean; deadlineMs?: number; recordWrite
         release: () => written.then(() => void recorded.records.push({ kind: 'release' })),
       },
       draining: () => options.draining ?? false,
-      deadlineMs: options.deadlineMs ?? 60_000,
+      bodyBudget: { release: () => undefined },
+      deadlines: new RequestDeadlines(options.deadlineMs ?? 60_000),
     },
   );
   return { req, res, recorded };
@@ -155,6 +157,57 @@ describe('ProxyRequest: one answer per request', () => {
     const { req } = request({ deadlineMs: 10 });
     await new Promise((resolve) => setTimeout(resolve, 50));
     assert.equal(req.signal.aborted, true);
+    assert.equal((req.signal.reason as DOMException).name, 'TimeoutError');
+  });
+
+  it('its end cuts the send in flight; a wait that asks later gets a signal already aborted, with the same reason', async () => {
+    const { req } = request({ deadlineMs: 10 });
+    const waiting = req.signal; // a wait that began before the deadline
+    let cut = 0;
+    req.whileSending(() => cut++);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(cut, 1, 'the send in flight is cut at the deadline');
+    assert.equal(req.ended, true);
+    assert.equal(waiting.aborted, true);
+    assert.equal((req.signal.reason as DOMException).name, 'TimeoutError');
+    req.whileSending(undefined);
+    await req.settle(OK);
+    assert.equal(cut, 1, 'once');
+  });
+
+  it("shutdown's answer cuts the send in flight; a send that finished is not cut", async () => {
+    const first = request();
+    let cut = 0;
+    first.req.whileSending(() => cut++);
+    first.req.whileSending(undefined); // its answer came
+    await first.req.settle(errorSettlement(sidecarErrors.shuttingDown(), { attempts: 0 }), 'shutdown');
+    assert.equal(cut, 0);
+    const second = request();
+    second.req.whileSending(() => cut++);
+    await second.req.settle(
+      errorSettlement(sidecarErrors.outcomeUnknown(504, 'shutdown'), { attempts: 0 }),
+      'shutdown',
+    );
+    assert.equal(cut, 1);
+    assert.equal(second.req.ended, true);
+  });
+
+  it("one listener's deadlines: each request's own, from its arrival; a settled request's no longer applies", async () => {
+    const deadlines = new RequestDeadlines(60);
+    const expired: string[] = [];
+    const arrive = (name: string) => {
+      return deadlines.add({ expire: () => expired.push(name) });
+    };
+    const first = arrive('first');
+    arrive('second');
+    deadlines.remove(first); // settled in time
+    deadlines.remove(first); // again: nothing
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    arrive('third'); // due 40 ms after the second
+    await new Promise((resolve) => setTimeout(resolve, 45));
+    assert.deepEqual(expired, ['second'], 'the second is due, the third not yet');
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    assert.deepEqual(expired, ['second', 'third']);
   });
 });
 

@@ -9,7 +9,7 @@ import { requestSigning, type SignedCopy, type SignedRequest } from '../../src/p
 import type { TokenSet } from '../../src/token/token-set.js';
 import { NO_TRACING, type TraceContext, type Tracing } from '../../src/observability/tracing.js';
 import { UpstreamError, type SendOutcome, type UpstreamRequest } from '../../src/upstream/forwarder.js';
-import { notSent, sentNoAnswer } from '../../src/upstream/gateway-send.js';
+import { endOf, notSent, sentNoAnswer } from '../../src/upstream/gateway-send.js';
 import { RecordingTracing } from '../support/recording-tracing.js';
 
 // The retry contract (README) as a table: each send outcome, times token state, times attempt. A fake forwarder
@@ -218,6 +218,7 @@ async function run(
   const noop = (): void => undefined;
   const current = tokenSet(1);
   const deadline = new AbortController();
+  const requestEnd = endOf(deadline.signal);
   const tracing = traced.deps?.tracing ?? NO_TRACING;
   const clock = { timestampMs: (localMs: number) => localMs, remeasure: noop };
   const deps: ExchangeDeps<SignedRequest, SignedCopy> = {
@@ -274,7 +275,7 @@ async function run(
       sent.length === row.refuseWrite
         ? Promise.reject(sidecarErrors.idempotencyUnavailable(new Error('store down')))
         : Promise.resolve(),
-    signal: deadline.signal,
+    end: requestEnd,
     trace: traced.trace,
   });
   return { result, sent };
@@ -301,7 +302,7 @@ describe('retry rules (the gateway exchange with a fake forwarder)', () => {
 
   it('every send carries the request deadline, so the connection queue and the exchange end with it', async () => {
     const { sent } = await run(ROWS['not sent (transient), then 200: resent with a fresh signature'] as Row);
-    assert.ok(sent.every((request) => request.signal instanceof AbortSignal));
+    assert.ok(sent.every((request) => request.end !== undefined && !request.end.ended));
   });
 
   it('the send after 401 FAILED carries the fresh token, not the rejected one', async () => {

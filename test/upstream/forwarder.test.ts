@@ -7,6 +7,7 @@ import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulato
 import { answerCorrelation } from '../../src/upstream/gateway-answer.js';
 import {
   createForwarder,
+  endOf,
   errorCode,
   upstreamErrors,
   type Forwarder,
@@ -193,7 +194,7 @@ describe('forwarder: did any byte leave?', () => {
   it('the request deadline, passed before the send: not sent, not transient, nothing reaches the gateway', async (t) => {
     let received = 0;
     const gateway = await tcpServer(t, (socket) => socket.on('data', (chunk: Buffer) => (received += chunk.length)));
-    const outcome = await forwarderFor(t, gateway.url).send({ ...REQUEST, signal: AbortSignal.abort() });
+    const outcome = await forwarderFor(t, gateway.url).send({ ...REQUEST, end: endOf(AbortSignal.abort()) });
     assert.equal(outcome.kind === 'not_sent' && !outcome.transient, true);
     assert.equal(outcome.kind === 'not_sent' && errorCode(outcome.error), 'ERR_REQUEST_DEADLINE');
     await gateway.close();
@@ -210,7 +211,7 @@ describe('forwarder: did any byte leave?', () => {
     );
     const forwarder = forwarderFor(t, gateway.url, { connections: 1 });
     const first = forwarder.send({ ...REQUEST, path: '/first' });
-    const second = await forwarder.send({ ...REQUEST, path: '/second', signal: AbortSignal.timeout(100) });
+    const second = await forwarder.send({ ...REQUEST, path: '/second', end: endOf(AbortSignal.timeout(100)) });
     assert.equal(second.kind === 'not_sent' && errorCode(second.error), 'ERR_REQUEST_DEADLINE');
     assert.equal((await first).kind, 'response');
     assert.deepEqual(paths, ['/first']);
@@ -218,7 +219,7 @@ describe('forwarder: did any byte leave?', () => {
 
   it('the request deadline, passed while the gateway has the request: sent, no answer, timed out', async (t) => {
     const gateway = await tcpServer(t, () => undefined);
-    const outcome = await forwarderFor(t, gateway.url).send({ ...REQUEST, signal: AbortSignal.timeout(150) });
+    const outcome = await forwarderFor(t, gateway.url).send({ ...REQUEST, end: endOf(AbortSignal.timeout(150)) });
     assert.equal(outcome.kind, 'sent_no_answer');
     assert.equal(outcome.kind === 'sent_no_answer' && outcome.timedOut, true, 'answered 504');
     assert.equal(outcome.kind === 'sent_no_answer' && errorCode(outcome.error), 'ERR_REQUEST_DEADLINE');
