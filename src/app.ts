@@ -10,13 +10,13 @@ import { openApiDocument, openApiInputs } from './observability/openapi.js';
 import { createLogger, type Logger } from './observability/log.js';
 import { SidecarMetrics } from './observability/metrics.js';
 import { NO_TRACING, type Tracing } from './observability/tracing.js';
-import { createCallerCheck } from './proxy/caller-check.js';
-import { exchangeEvents } from './proxy/exchange-events.js';
-import { createProxyHandler } from './proxy/handler.js';
-import { requestDeadlineMs } from './proxy/request-deadline.js';
-import { requestSigning } from './proxy/request-signing.js';
-import type { ProxyRequest } from './proxy/request.js';
-import { createRouter } from './proxy/routes.js';
+import { createCallerCheck } from './egress/caller-check.js';
+import { exchangeEvents } from './egress/exchange-events.js';
+import { createEgressHandler } from './egress/handler.js';
+import { requestDeadlineMs } from './egress/request-deadline.js';
+import { requestSigning } from './egress/request-signing.js';
+import type { EgressRequest } from './egress/request.js';
+import { createRouter } from './egress/routes.js';
 import { ClockCorrection } from './signing/clock-correction.js';
 import { publicKeyFingerprint } from './signing/keys.js';
 import { createSigner, type SwappableSigner } from './signing/signer.js';
@@ -26,7 +26,7 @@ import type { ReloadReport } from './config/secret-watch.js';
 import { createTokenClient } from './token/token-client.js';
 import { TokenManager } from './token/token-manager.js';
 import { fleetTokenFor, type FleetToken } from './token/fleet-token.js';
-import { createForwarder, type Forwarder } from './upstream/forwarder.js';
+import { createGatewayClient, type GatewayClient } from './upstream/gateway-client.js';
 import { createShutdown } from './shutdown.js';
 import { keeperFromConfig } from './idempotency/from-config.js';
 import { openStateStore } from './state/open-store.js';
@@ -122,7 +122,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   // Every gateway answer's Date header is measured, token grants' too: the first payment after start is already
   // signed with the corrected time. Every failed send is counted by the hop that failed (the gateway, or the forward
   // proxy in front of it).
-  const forwarder = createForwarder(config.base, config.upstream, {
+  const gatewayClient = createGatewayClient(config.base, config.upstream, {
     onAnswer: (answer) => clock.observe(answer.headers.date, Date.now()),
     onFailure: (failure) => metrics.upstreamFailure(failure.hop, failure.kind),
     tracing,
@@ -134,7 +134,16 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     now: deps.now ?? Date.now,
     wipes: epoch,
   });
-  const tokens = createTokenManager(config, password, forwarder, metrics, log, deps.now ?? Date.now, fleet, tracing);
+  const tokens = createTokenManager(
+    config,
+    password,
+    gatewayClient,
+    metrics,
+    log,
+    deps.now ?? Date.now,
+    fleet,
+    tracing,
+  );
   // Its own listener, connection cap and timeouts: readiness and the egress path do not depend on it.
   // Loaded only when the receiver is on: a pod that receives no postbacks does not carry its code.
   const delivery =
@@ -157,20 +166,20 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const secrets = createSecretRotation(
     config,
     fingerprint,
-    { signer, password, forwarder, postbacks, recordMac },
+    { signer, password, gatewayClient, postbacks, recordMac },
     metrics,
     log,
   );
-  const tracker = new InFlightRequests<ProxyRequest>();
+  const tracker = new InFlightRequests<EgressRequest>();
   // From shutdown's first step on: readiness is false and every answer asks its client to close the connection.
   let draining = false;
   const now = deps.now ?? Date.now;
   // From the token wait the manager really has and the connection settings: the longest a request's work may take.
   const requestDeadline = requestDeadlineMs({ ...config.upstream, tokenWaitMs: tokens.waitForTokenMs });
-  const handle = createProxyHandler({
+  const handle = createEgressHandler({
     gateway: {
       tokens,
-      forwarder,
+      gatewayClient,
       sign: requestSigning({
         base: config.base,
         signer,
@@ -221,7 +230,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     admin: () => admin,
     tracker,
     tokens,
-    forwarder,
+    gatewayClient,
     store,
     postbacks,
     tracing,
@@ -386,14 +395,14 @@ async function postbackDelivery(
 function createTokenManager(
   config: Config,
   password: PasswordHolder,
-  forwarder: Forwarder,
+  gatewayClient: GatewayClient,
   metrics: SidecarMetrics,
   log: Logger,
   now: () => number,
   fleet: FleetToken | undefined,
   tracing: Tracing,
 ): TokenManager {
-  const client = createTokenClient(forwarder, {
+  const client = createTokenClient(gatewayClient, {
     base: config.base,
     username: config.username,
     password: () => password.current(),

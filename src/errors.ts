@@ -52,7 +52,7 @@ export class SidecarError extends Error {
 
 /** Factories keep statuses and retryable flags in one table instead of at every throw site. */
 export const sidecarErrors = {
-  // Who may call (proxy/caller-check.ts): refused on the headers alone, before the body is read; nothing was sent.
+  // Who may call (egress/caller-check.ts): refused on the headers alone, before the body is read; nothing was sent.
   forbiddenHost: () =>
     new SidecarError(
       'sidecar.request.forbidden_host',

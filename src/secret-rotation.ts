@@ -21,7 +21,7 @@ import type { SidecarMetrics } from './observability/metrics.js';
 import { publicKeyFingerprint } from './signing/keys.js';
 import type { Pkcs11Signer } from './signing/pkcs11-signer.js';
 import type { SwappableSigner } from './signing/signer.js';
-import type { RotatableForwarder } from './upstream/forwarder.js';
+import type { RotatableGatewayClient } from './upstream/gateway-client.js';
 
 /** The password the next login uses: read by the token client at each password grant, never sooner. */
 export class PasswordHolder {
@@ -40,7 +40,7 @@ export interface RotationTargets {
   /** The key file's signer takes a new key; the PKCS#11 signer a new PIN for its next session. */
   readonly signer: SwappableSigner | Pkcs11Signer;
   readonly password: PasswordHolder;
-  readonly forwarder: RotatableForwarder;
+  readonly gatewayClient: RotatableGatewayClient;
   /** The postback receiver, when on (docs/postbacks.md): its key file and its forward secret file, when set. */
   readonly postbacks?:
     { replaceKeys(keys: readonly KeyObject[]): void; replaceForwardSecret(secret: KeyObject): void } | undefined;
@@ -83,7 +83,7 @@ function watchedFiles(config: Config, targets: RotationTargets, onKey: (fingerpr
         key: 'upstream.caFile',
         file: upstreamCa,
         parse: caFromFile,
-        install: (ca) => targets.forwarder.replaceCa(ca),
+        install: (ca) => targets.gatewayClient.replaceCa(ca),
       }),
     );
   }
@@ -151,7 +151,7 @@ function proxyFiles(config: Config, targets: RotationTargets): WatchedFile[] {
         key: 'upstream.proxy.passwordFile',
         file: proxy.passwordFile,
         parse: passwordFromFile,
-        install: (value) => targets.forwarder.replaceProxyPassword(value),
+        install: (value) => targets.gatewayClient.replaceProxyPassword(value),
       }),
     );
   }
@@ -162,7 +162,7 @@ function proxyFiles(config: Config, targets: RotationTargets): WatchedFile[] {
         key: 'upstream.proxy.caFile',
         file: proxy.caFile,
         parse: caFromFile,
-        install: (ca) => targets.forwarder.replaceProxyCa(ca),
+        install: (ca) => targets.gatewayClient.replaceProxyCa(ca),
       }),
     );
   }

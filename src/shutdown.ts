@@ -5,11 +5,11 @@ import { closeServer } from './inbound/listener.js';
 import type { Logger } from './observability/log.js';
 import type { Tracing } from './observability/tracing.js';
 import type { PostbackReceiver } from './postback/receiver.js';
-import { errorSettlement, type ProxyRequest } from './proxy/request.js';
+import { errorSettlement, type EgressRequest } from './egress/request.js';
 import type { StateStore } from './state/state-store.js';
 import { sleep } from './token/backoff.js';
 import type { TokenManager } from './token/token-manager.js';
-import type { Forwarder } from './upstream/forwarder.js';
+import type { GatewayClient } from './upstream/gateway-client.js';
 
 /**
  * How long shutdown waits, once the gateway connections are given up, for the requests it cut off to write their
@@ -25,9 +25,9 @@ export interface ShutdownParts {
   readonly proxy: Server;
   readonly admin: () => Server;
   /** The egress requests: their answers, and their handling, which goes on after shutdown answered them. */
-  readonly tracker: InFlightRequests<ProxyRequest>;
+  readonly tracker: InFlightRequests<EgressRequest>;
   readonly tokens: TokenManager;
-  readonly forwarder: Forwarder;
+  readonly gatewayClient: GatewayClient;
   readonly store: StateStore;
   /** The postback receiver, when on: closed alongside the egress listener, before the store. */
   readonly postbacks: PostbackReceiver | undefined;
@@ -94,7 +94,7 @@ async function stop(parts: ShutdownParts, reason: string): Promise<void> {
   parts.tokens.stop();
   // Fleet mode: a token grant in flight finishes and reaches the store (and the token lock is released) first.
   await parts.tokens.settle();
-  await (drained ? parts.forwarder.close() : parts.forwarder.destroy());
+  await (drained ? parts.gatewayClient.close() : parts.gatewayClient.destroy());
   // The requests cut off above now fail at once (their gateway connections are gone); each still writes its
   // idempotency record (outcome_unknown kept, draining released) before the store closes.
   const settled = await tracker.settled(REQUESTS_SETTLE_MAX_MS);

@@ -35,7 +35,7 @@ export function checkListenHost(host: string, allowNonLoopback: boolean): Config
 const HOST_NAME = /^[a-z0-9_-]+(\.[a-z0-9_-]+)*$/;
 
 /**
- * SIDECAR_LISTEN_ALLOWED_HOSTS as the egress listener compares them with Host (proxy/caller-check.ts): lowercase,
+ * SIDECAR_LISTEN_ALLOWED_HOSTS as the egress listener compares them with Host (egress/caller-check.ts): lowercase,
  * an IPv6 address without its brackets. Exact names only: a wildcard would let in names nobody meant to allow.
  */
 export function allowedHostNames(raw: readonly string[]): readonly string[] {

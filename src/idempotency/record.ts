@@ -83,7 +83,7 @@ export function decodeRecord(text: string): IdempotencyRecord {
   };
 }
 
-/** A sidecar error as errorSettlement (proxy/request.ts) answers it: the same status, Content-Type and body bytes. */
+/** A sidecar error as errorSettlement (egress/request.ts) answers it: the same status, Content-Type and body bytes. */
 export function errorAnswer(error: SidecarError): KeptAnswer {
   return {
     status: error.status,

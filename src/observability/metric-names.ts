@@ -158,7 +158,7 @@ export type PostbackOutcome = (typeof POSTBACK_OUTCOMES)[number];
  * attempt), dead_letter (it was the last), not_recorded (Redis did not take the outcome: delivered again later).
  */
 export const DELIVERY_OUTCOMES = ['delivered', 'retry', 'dead_letter', 'not_recorded'] as const;
-export type DeliveryOutcome = (typeof DELIVERY_OUTCOMES)[number];
+export type DeliveryOutcomeLabel = (typeof DELIVERY_OUTCOMES)[number];
 
 /** Bounded label set for gateway error codes: anything else is counted as "other". */
 export const GATEWAY_ERROR_CODES = [

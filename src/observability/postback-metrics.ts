@@ -3,7 +3,7 @@ import {
   DELIVERY_OUTCOMES,
   METRICS,
   POSTBACK_OUTCOMES,
-  type DeliveryOutcome,
+  type DeliveryOutcomeLabel,
   type PostbackOutcome,
 } from './metric-names.js';
 
@@ -103,7 +103,7 @@ export class InboxMetrics {
     });
   }
 
-  delivery(outcome: DeliveryOutcome): void {
+  delivery(outcome: DeliveryOutcomeLabel): void {
     this.deliveries.inc({ outcome });
   }
 

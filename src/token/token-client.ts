@@ -1,6 +1,6 @@
 import type { BaseAddress } from '../config/base-url.js';
 import { maskSecrets, Secret } from '../config/secret.js';
-import type { Forwarder, UpstreamResponse } from '../upstream/forwarder.js';
+import type { GatewayClient, UpstreamResponse } from '../upstream/gateway-client.js';
 import { jsonObject } from '../upstream/gateway-answer.js';
 import type { GrantResult, GrantedTokens } from './token-set.js';
 
@@ -30,10 +30,10 @@ export interface TokenClientOptions {
 }
 
 /** The two grants of spec 4.1 as plain JSON POSTs (the token endpoint is not signed). */
-export function createTokenClient(forwarder: Forwarder, options: TokenClientOptions): TokenClient {
+export function createTokenClient(gatewayClient: GatewayClient, options: TokenClientOptions): TokenClient {
   /** `carried`: the secrets in this body, masked in whatever of the answer is kept (an echo must not leak them). */
   const post = async (body: Record<string, string>, carried: Secret): Promise<GrantResult> => {
-    const outcome = await forwarder.send({
+    const outcome = await gatewayClient.send({
       path: `${options.base.pathPrefix}${TOKEN_PATH}`,
       headers: { 'content-type': 'application/json', accept: 'application/json' },
       body: JSON.stringify(body),

@@ -33,7 +33,7 @@ const STORE_RECHECK_MS = 1_000;
 const SETTLE_MAX_MS = 5_000;
 /**
  * How long a request waits for a login or refresh in flight when waitForTokenMs is not given (no setting changes
- * it); the request deadline (src/proxy/request-deadline.ts) counts the wait the manager has twice.
+ * it); the request deadline (src/egress/request-deadline.ts) counts the wait the manager has twice.
  */
 export const DEFAULT_WAIT_FOR_TOKEN_MS = 10_000;
 

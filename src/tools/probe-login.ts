@@ -1,7 +1,7 @@
 import type { Config } from '../config/config.js';
 import { maskSecrets, type Secret } from '../config/secret.js';
 import { passwordGrant, TOKEN_PATH } from '../token/token-client.js';
-import { createForwarder, errorCode } from '../upstream/forwarder.js';
+import { createGatewayClient, errorCode } from '../upstream/gateway-client.js';
 import type { CheckMark } from './check-report.js';
 import type { SkewSample } from './clock-skew.js';
 
@@ -56,7 +56,7 @@ function verdict(status: number, body: unknown, config: Config): Omit<LoginResul
  * in the answer are discarded unprinted.
  */
 export async function probeLogin(config: Config): Promise<LoginResult> {
-  const gatewayClient = createForwarder(config.base, { ...config.upstream, connections: 1 });
+  const gatewayClient = createGatewayClient(config.base, { ...config.upstream, connections: 1 });
   const path = `${config.base.pathPrefix}${TOKEN_PATH}`;
   try {
     const sentMs = Date.now();

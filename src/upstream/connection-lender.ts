@@ -36,7 +36,7 @@ export class ConnectionLender {
 
   /** The request's `end` (its deadline) ends the wait early, as not sent. */
   acquire(end?: RequestEnd): Promise<Lease> {
-    if (this.closing) return Promise.resolve(refused(upstreamErrors.closed('the forwarder is closing'), false));
+    if (this.closing) return Promise.resolve(refused(upstreamErrors.closed('the gatewayClient is closing'), false));
     if (end?.ended) return Promise.resolve(refused(upstreamErrors.requestEnded(), false));
     const client = this.freeClient();
     if (client !== undefined) return Promise.resolve({ kind: 'lent', client });
@@ -107,7 +107,7 @@ export class ConnectionLender {
     this.closing = true;
     for (const waiter of this.waiting.splice(0)) {
       clearTimeout(waiter.timer);
-      waiter.resolve(refused(upstreamErrors.closed('the forwarder was destroyed'), false));
+      waiter.resolve(refused(upstreamErrors.closed('the gatewayClient was destroyed'), false));
     }
     await Promise.all([...this.clients].map((client) => client.destroy()));
   }

@@ -1,10 +1,10 @@
 import type { CauseFamily } from '../observability/metric-names.js';
 import type { TraceContext } from '../observability/tracing.js';
 import type { AnswerCheck, UpstreamResponse } from './gateway-answer.js';
-import type { ForwardProxyRoute as ProxyRoute } from './forward-proxy-tunnel.js';
+import type { ForwardProxyRoute } from './forward-proxy-tunnel.js';
 import { causeFamily } from './upstream-errors.js';
 
-// One send to the gateway: what goes in, what comes out, and the Forwarder that makes it (forwarder.ts).
+// One send to the gateway: what goes in, what comes out, and the GatewayClient that makes it (gateway client.ts).
 
 export interface UpstreamRequest {
   /** Path and query for the request line (already prefixed with the base path). */
@@ -61,7 +61,7 @@ export function sentNoAnswer(error: Error, timedOut: boolean): SendFailure {
 /**
  * The end of the request a send is for: its deadline, or shutdown's answer. An AbortSignal says the same, but a
  * signal and a listener on it cost 1-2 KB of heap per request (docs/performance.md): the proxy's requests are one
- * of these instead (proxy/request.ts), and endOf() makes one of a signal.
+ * of these instead (egress/request.ts), and endOf() makes one of a signal.
  */
 export interface RequestEnd {
   /** True once the request has ended: nothing more is sent for it. */
@@ -88,10 +88,10 @@ export function endOf(signal: AbortSignal): RequestEnd {
   };
 }
 
-export interface ForwarderOptions {
+export interface GatewayClientOptions {
   readonly ca: string | undefined;
-  /** The forward proxy every connection tunnels through (tunnel.ts); undefined: straight to the gateway. */
-  readonly proxy?: ProxyRoute | undefined;
+  /** The forward proxy every connection tunnels through (forward-proxy-tunnel.ts); undefined: straight to the gateway. */
+  readonly proxy?: ForwardProxyRoute | undefined;
   readonly connectTimeoutMs: number;
   readonly responseTimeoutMs: number;
   readonly connections: number;
@@ -100,7 +100,7 @@ export interface ForwarderOptions {
   readonly maxResponseBytes?: number;
 }
 
-export interface Forwarder {
+export interface GatewayClient {
   send(request: UpstreamRequest): Promise<SendOutcome>;
   /** Waits for requests in flight, then closes. */
   close(): Promise<void>;

@@ -133,7 +133,7 @@ describe('Idempotency-Key when something fails', () => {
       const cut = await pending;
       assert.equal(cut.status, 504);
       assert.equal(cut.code, 'sidecar.upstream.outcome_unknown');
-      // The handler records what its caller got once the forwarder has given up on the held request.
+      // The handler records what its caller got once the gateway client has given up on the held request.
       const read = async () => {
         const text = await running.sidecar.store.get(`idempotency:${sha256(key)}`);
         assert.ok(text !== undefined, 'never released');

@@ -7,7 +7,7 @@ import { keeperFromConfig } from '../../src/idempotency/from-config.js';
 import { idempotencyKey } from '../../src/idempotency/key.js';
 import { decodeRecord } from '../../src/idempotency/record.js';
 import { createLogger } from '../../src/observability/log.js';
-import { requestDeadlineMs } from '../../src/proxy/request-deadline.js';
+import { requestDeadlineMs } from '../../src/egress/request-deadline.js';
 import { MemoryStateStore } from '../../src/state/memory-store.js';
 import { DEFAULT_WAIT_FOR_TOKEN_MS } from '../../src/token/token-manager.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';

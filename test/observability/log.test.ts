@@ -10,7 +10,7 @@ import { describe, it } from 'node:test';
 import type { LogLevel } from '../../src/config/config.js';
 import { createLogger } from '../../src/observability/log.js';
 import { requestId } from '../../src/inbound/request-id.js';
-import { logRequest, type RequestOutcome } from '../../src/proxy/request-log.js';
+import { logRequest, type RequestOutcome } from '../../src/egress/request-log.js';
 
 type Line = Record<string, unknown>;
 

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { forwardedRequestHeaders } from '../../src/config/forwarded-headers.js';
-import { wrapEnvelope } from '../../src/proxy/body.js';
-import { forwardableRequestHeaders, forwardableResponseHeaders } from '../../src/proxy/headers.js';
-import { createRouter } from '../../src/proxy/routes.js';
+import { wrapEnvelope } from '../../src/egress/body.js';
+import { forwardableRequestHeaders, forwardableResponseHeaders } from '../../src/egress/headers.js';
+import { createRouter } from '../../src/egress/routes.js';
 
 const route = createRouter(['/api/v2/transaction/init', '/api/v2/transfer-out/init']);
 

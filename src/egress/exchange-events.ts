@@ -3,14 +3,14 @@ import type { SidecarMetrics } from '../observability/metrics.js';
 import type { TraceSpan, Tracing } from '../observability/tracing.js';
 import type { ClockCorrection } from '../signing/clock-correction.js';
 import { isTimestampRefusal } from '../upstream/gateway-answer.js';
-import { errorCode, type SendOutcome } from '../upstream/forwarder.js';
+import { errorCode, type SendOutcome } from '../upstream/gateway-client.js';
 import type { AnswerRead, ExchangeEvents, ExchangeRequest } from './gateway-exchange.js';
 
 export interface ExchangeObservers {
   readonly metrics: Pick<SidecarMetrics, 'gatewayRoundTrip' | 'gatewayError' | 'retry' | 'answerMismatch'>;
   /** A span per attempt, per wait for a token (docs/operations.md#tracing). */
   readonly tracing: Tracing;
-  /** A timestamp refusal re-measures the gateway's clock (the forwarder's hook measures every answer). */
+  /** A timestamp refusal re-measures the gateway's clock (the gateway client's hook measures every answer). */
   readonly clock: Pick<ClockCorrection, 'remeasure'>;
   readonly now?: (() => number) | undefined;
 }

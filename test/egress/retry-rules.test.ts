@@ -3,16 +3,16 @@ import { describe, it } from 'node:test';
 import { parseBaseAddress } from '../../src/config/base-url.js';
 import { Secret } from '../../src/config/secret.js';
 import { sidecarErrors } from '../../src/errors.js';
-import { exchangeEvents } from '../../src/proxy/exchange-events.js';
-import { exchange, type ExchangeDeps, type ExchangeResult } from '../../src/proxy/gateway-exchange.js';
-import { requestSigning, type SignedCopy, type SignedRequest } from '../../src/proxy/request-signing.js';
+import { exchangeEvents } from '../../src/egress/exchange-events.js';
+import { exchange, type ExchangeDeps, type ExchangeResult } from '../../src/egress/gateway-exchange.js';
+import { requestSigning, type SignedCopy, type SignedRequest } from '../../src/egress/request-signing.js';
 import type { TokenSet } from '../../src/token/token-set.js';
 import { NO_TRACING, type TraceContext, type Tracing } from '../../src/observability/tracing.js';
-import { UpstreamError, type SendOutcome, type UpstreamRequest } from '../../src/upstream/forwarder.js';
+import { UpstreamError, type SendOutcome, type UpstreamRequest } from '../../src/upstream/gateway-client.js';
 import { endOf, notSent, sentNoAnswer } from '../../src/upstream/gateway-send.js';
 import { RecordingTracing } from '../support/recording-tracing.js';
 
-// The retry contract (README) as a table: each send outcome, times token state, times attempt. A fake forwarder
+// The retry contract (README) as a table: each send outcome, times token state, times attempt. A fake gateway client
 // plays the outcomes in order; each row says how many copies the gateway receives and what the client gets.
 
 type Step =
@@ -33,11 +33,11 @@ interface Row {
   readonly afterRejection?: AfterRejection;
   /** Fleet mode (SIDECAR_STATE_STORE=redis): another replica's login can revoke the token just fetched. */
   readonly fleet?: boolean;
-  /** The request's deadline passes (its signal aborts) right after this many calls to the forwarder. */
+  /** The request's deadline passes (its signal aborts) right after this many calls to the gateway client. */
   readonly deadlineAfterSends?: number;
-  /** The hook before the write refuses this copy (1 = the first call to the forwarder): nothing of it is written. */
+  /** The hook before the write refuses this copy (1 = the first call to the gateway client): nothing of it is written. */
   readonly refuseWrite?: number;
-  /** Calls to the forwarder, including those that never left. */
+  /** Calls to the gateway client, including those that never left. */
   readonly sends: number;
   readonly expect: { status: number; code?: string; retryable?: boolean; attempts: number };
 }
@@ -251,11 +251,11 @@ async function run(
             : Promise.resolve(tokenSet(generation + 1)),
       shared: row.fleet === true,
     },
-    forwarder: {
+    gatewayClient: {
       send: async (request) => {
         sent.push(request);
         if (sent.length === row.deadlineAfterSends) deadline.abort();
-        // As the forwarder does: the hook runs once a connection is lent, and its refusal is send()'s.
+        // As the gateway client does: the hook runs once a connection is lent, and its refusal is send()'s.
         await request.beforeWrite?.();
         const step = steps.shift();
         assert.ok(step !== undefined, 'the sidecar sent more often than the rules allow');
@@ -281,11 +281,11 @@ async function run(
   return { result, sent };
 }
 
-describe('retry rules (the gateway exchange with a fake forwarder)', () => {
+describe('retry rules (the gateway exchange with a fake gatewayClient)', () => {
   for (const [name, row] of Object.entries(ROWS)) {
     it(name, async () => {
       const { result, sent } = await run(row);
-      assert.equal(sent.length, row.sends, 'calls to the forwarder');
+      assert.equal(sent.length, row.sends, 'calls to the gatewayClient');
       assert.equal(result.attempts, row.expect.attempts, 'copies that reached (or may have reached) the gateway');
       if (result.kind === 'answered') {
         assert.equal(row.expect.code, undefined, `expected ${row.expect.code ?? ''}, got the gateway's answer`);

@@ -8,7 +8,7 @@ import type { SidecarMetrics } from '../observability/metrics.js';
 import { NO_TRACING, type Tracing } from '../observability/tracing.js';
 import { StateStoreUnavailableError } from '../state/state-store.js';
 import { answerCorrelation } from '../upstream/gateway-answer.js';
-import { errorCode } from '../upstream/forwarder.js';
+import { errorCode } from '../upstream/gateway-client.js';
 import { isJsonContentType, readBody, wrapEnvelope } from './body.js';
 import type { CallerCheck } from './caller-check.js';
 import type { BodyBudget } from '../inbound/body-budget.js';
@@ -17,7 +17,7 @@ import { exchange, type ExchangeDeps } from './gateway-exchange.js';
 import { forwardableRequestHeaders, forwardableResponseHeaders } from './headers.js';
 import { RequestDeadlines } from './request-deadline.js';
 import { logVerifyFailure } from './request-log.js';
-import { errorSettlement, ProxyRequest, type RequestParts, type Settlement } from './request.js';
+import { errorSettlement, EgressRequest, type RequestParts, type Settlement } from './request.js';
 import { startServerSpan } from './request-span.js';
 import type { SignedCopy, SignedRequest } from './request-signing.js';
 import { UNMATCHED_ROUTE, type RouteMatch } from './routes.js';
@@ -29,7 +29,7 @@ export interface IdempotencyDeps {
 }
 
 export interface HandlerDeps {
-  /** The exchange with the gateway: tokens, signing per copy, the forwarder, the retry contract's deadline. */
+  /** The exchange with the gateway: tokens, signing per copy, the gateway client, the retry contract's deadline. */
   readonly gateway: ExchangeDeps<SignedRequest, SignedCopy>;
   readonly route: (method: string, requestTarget: string) => RouteMatch;
   readonly maxBodyBytes: number;
@@ -56,7 +56,7 @@ export interface HandlerDeps {
  * gateway's or a sidecar.* error. It returns the request at once (the connection tracker follows it) and works on
  * it in the background until it is settled.
  */
-export function createProxyHandler(deps: HandlerDeps): (req: IncomingMessage, res: ServerResponse) => ProxyRequest {
+export function createEgressHandler(deps: HandlerDeps): (req: IncomingMessage, res: ServerResponse) => EgressRequest {
   const parts: RequestParts = {
     log: deps.log,
     metrics: deps.metrics,
@@ -72,14 +72,14 @@ export function createProxyHandler(deps: HandlerDeps): (req: IncomingMessage, re
     const id = requestId(req.headers['x-request-id']);
     // Off, no span and no attributes are made: nothing per request.
     const span = tracing.enabled ? startServerSpan(tracing, req, route, id) : undefined;
-    const request = new ProxyRequest(id, route, req, res, parts, span);
+    const request = new EgressRequest(id, route, req, res, parts, span);
     void serve(deps, req, request, match);
     return request;
   };
 }
 
 /** Handles the request and settles it; never rejects (a failure to settle is a bug, logged). */
-async function serve(deps: HandlerDeps, req: IncomingMessage, request: ProxyRequest, match: RouteMatch) {
+async function serve(deps: HandlerDeps, req: IncomingMessage, request: EgressRequest, match: RouteMatch) {
   try {
     let settlement: Settlement;
     try {
@@ -96,7 +96,7 @@ async function serve(deps: HandlerDeps, req: IncomingMessage, request: ProxyRequ
 async function handle(
   deps: HandlerDeps,
   req: IncomingMessage,
-  request: ProxyRequest,
+  request: EgressRequest,
   match: RouteMatch,
 ): Promise<Settlement> {
   // First, and on the headers alone: a request that is not an internal service's costs no body read, no key claim.
@@ -161,7 +161,7 @@ async function handle(
  * settled: its bytes, their envelope and parse live as long as the request does. Throws budget_exhausted (nothing
  * was sent) when it does not fit.
  */
-function reserveBody(deps: HandlerDeps, req: IncomingMessage, request: ProxyRequest): void {
+function reserveBody(deps: HandlerDeps, req: IncomingMessage, request: EgressRequest): void {
   const declared = Number(req.headers['content-length']);
   const reserved = deps.bodyBudget.reserve(Number.isFinite(declared) ? declared : undefined, deps.maxBodyBytes);
   if (reserved === undefined) throw sidecarErrors.bodyBudgetExhausted();

@@ -1,4 +1,4 @@
-// One request, one answer: ProxyRequest.settle() as the handler and shutdown call it, and the in-flight tracking
+// One request, one answer: EgressRequest.settle() as the handler and shutdown call it, and the in-flight tracking
 // that waits for requests to settle before shutdown closes the state store.
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
@@ -10,9 +10,9 @@ import type { KeptAnswer } from '../../src/idempotency/record.js';
 import { InFlightRequests } from '../../src/inbound/in-flight.js';
 import { createLogger } from '../../src/observability/log.js';
 import { requestId } from '../../src/inbound/request-id.js';
-import { RequestDeadlines } from '../../src/proxy/request-deadline.js';
-import type { RequestOutcome } from '../../src/proxy/request-log.js';
-import { errorSettlement, ProxyRequest, type Settlement } from '../../src/proxy/request.js';
+import { RequestDeadlines } from '../../src/egress/request-deadline.js';
+import type { RequestOutcome } from '../../src/egress/request-log.js';
+import { errorSettlement, EgressRequest, type Settlement } from '../../src/egress/request.js';
 
 /** What a client receives: the head and body of the one answer written, if any. */
 class FakeResponse extends EventEmitter {
@@ -44,7 +44,7 @@ function request(options: { draining?: boolean; deadlineMs?: number; recordWrite
   const res = new FakeResponse();
   const recorded: Recorded = { lines: [], records: [] };
   const written = options.recordWrite ?? Promise.resolve();
-  const req = new ProxyRequest(
+  const req = new EgressRequest(
     requestId('req-1'),
     '/api/v2/transaction/init',
     COMPLETE_REQUEST,
@@ -76,7 +76,7 @@ const OK: Settlement = {
 };
 const TICKET = { storeKey: 'k', keySha256: 'h', fingerprint: 'f', value: 'v' } as Ticket;
 
-describe('ProxyRequest: one answer per request', () => {
+describe('EgressRequest: one answer per request', () => {
   it('the first answer wins; a later one is dropped', async () => {
     const { req, res } = request();
     await req.settle(errorSettlement(sidecarErrors.outcomeUnknown(504, 'shutdown'), { attempts: 0 }), 'shutdown');

@@ -6,13 +6,13 @@ import { parseBaseAddress } from '../../src/config/base-url.js';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
 import { answerCorrelation } from '../../src/upstream/gateway-answer.js';
 import {
-  createForwarder,
+  createGatewayClient,
   endOf,
   errorCode,
   upstreamErrors,
-  type Forwarder,
-  type ForwarderOptions,
-} from '../../src/upstream/forwarder.js';
+  type GatewayClient,
+  type GatewayClientOptions,
+} from '../../src/upstream/gateway-client.js';
 import { makeKeys } from '../support/keys.js';
 import { RecordingTracing } from '../support/recording-tracing.js';
 
@@ -48,14 +48,14 @@ async function tcpServer(t: TestContext, onSocket: (socket: Socket) => void): Pr
   return { url: `http://127.0.0.1:${port}`, accepted: () => accepted, close };
 }
 
-/** A forwarder destroyed when the test ends, pass or fail. */
-function forwarderFor(t: TestContext, url: string, options: Partial<ForwarderOptions> = {}): Forwarder {
-  const forwarder = createForwarder(parseBaseAddress(url), { ...BASE_OPTIONS, ...options });
-  t.after(() => forwarder.destroy());
-  return forwarder;
+/** A gateway client destroyed when the test ends, pass or fail. */
+function forwarderFor(t: TestContext, url: string, options: Partial<GatewayClientOptions> = {}): GatewayClient {
+  const gatewayClient = createGatewayClient(parseBaseAddress(url), { ...BASE_OPTIONS, ...options });
+  t.after(() => gatewayClient.destroy());
+  return gatewayClient;
 }
 
-describe('forwarder: did any byte leave?', () => {
+describe('gatewayClient: did any byte leave?', () => {
   let sim: RunningSimulator;
   before(async () => {
     const keys = await makeKeys();
@@ -131,12 +131,12 @@ describe('forwarder: did any byte leave?', () => {
   it('a header value that would start a header of its own: not sent, not transient, no byte written', async (t) => {
     let received = 0;
     const gateway = await tcpServer(t, (socket) => socket.on('data', (chunk: Buffer) => (received += chunk.length)));
-    const forwarder = forwarderFor(t, gateway.url);
-    const outcome = await forwarder.send({ ...REQUEST, headers: { authorization: 'Bearer tok\r\nx-evil: 1' } });
+    const gatewayClient = forwarderFor(t, gateway.url);
+    const outcome = await gatewayClient.send({ ...REQUEST, headers: { authorization: 'Bearer tok\r\nx-evil: 1' } });
     assert.equal(outcome.kind, 'not_sent');
     assert.equal(outcome.kind === 'not_sent' && outcome.transient, false);
     assert.doesNotMatch(outcome.kind === 'not_sent' ? outcome.error.message : '', /tok|evil/);
-    await forwarder.destroy();
+    await gatewayClient.destroy();
     await gateway.close();
     assert.equal(received, 0);
   });
@@ -149,9 +149,9 @@ describe('forwarder: did any byte leave?', () => {
         setTimeout(() => socket.write(NO_CONTENT), 900);
       }),
     );
-    const forwarder = forwarderFor(t, gateway.url, { connections: 1, connectTimeoutMs: 300 });
-    const first = forwarder.send({ ...REQUEST, path: '/first' });
-    const second = await forwarder.send({ ...REQUEST, path: '/second' });
+    const gatewayClient = forwarderFor(t, gateway.url, { connections: 1, connectTimeoutMs: 300 });
+    const first = gatewayClient.send({ ...REQUEST, path: '/first' });
+    const second = await gatewayClient.send({ ...REQUEST, path: '/second' });
     assert.equal(second.kind, 'not_sent');
     assert.equal(
       second.kind === 'not_sent' && second.transient,
@@ -167,14 +167,14 @@ describe('forwarder: did any byte leave?', () => {
     const gateway = await tcpServer(t, (socket) =>
       socket.on('data', () => setTimeout(() => socket.write(NO_CONTENT), 50)),
     );
-    const forwarder = forwarderFor(t, gateway.url, { connections: 1 });
-    const sends = [forwarder.send(REQUEST), forwarder.send(REQUEST)];
-    await forwarder.close();
+    const gatewayClient = forwarderFor(t, gateway.url, { connections: 1 });
+    const sends = [gatewayClient.send(REQUEST), gatewayClient.send(REQUEST)];
+    await gatewayClient.close();
     assert.deepEqual(
       (await Promise.all(sends)).map((o) => o.kind),
       ['response', 'response'],
     );
-    const late = await forwarder.send(REQUEST);
+    const late = await gatewayClient.send(REQUEST);
     assert.equal(late.kind === 'not_sent' && !late.transient, true, 'after close: not sent, not worth retrying');
   });
 
@@ -182,11 +182,11 @@ describe('forwarder: did any byte leave?', () => {
     let arrived: () => void = () => undefined;
     const requestArrived = new Promise<void>((resolve) => (arrived = resolve));
     const gateway = await tcpServer(t, (socket) => socket.once('data', () => arrived()));
-    const forwarder = forwarderFor(t, gateway.url, { connections: 1 });
-    const inFlight = forwarder.send(REQUEST);
-    const waiting = forwarder.send(REQUEST);
+    const gatewayClient = forwarderFor(t, gateway.url, { connections: 1 });
+    const inFlight = gatewayClient.send(REQUEST);
+    const waiting = gatewayClient.send(REQUEST);
     await requestArrived;
-    await forwarder.destroy();
+    await gatewayClient.destroy();
     assert.equal((await inFlight).kind, 'sent_no_answer');
     assert.equal((await waiting).kind, 'not_sent');
   });
@@ -209,9 +209,9 @@ describe('forwarder: did any byte leave?', () => {
         setTimeout(() => socket.write(NO_CONTENT), 500);
       }),
     );
-    const forwarder = forwarderFor(t, gateway.url, { connections: 1 });
-    const first = forwarder.send({ ...REQUEST, path: '/first' });
-    const second = await forwarder.send({ ...REQUEST, path: '/second', end: endOf(AbortSignal.timeout(100)) });
+    const gatewayClient = forwarderFor(t, gateway.url, { connections: 1 });
+    const first = gatewayClient.send({ ...REQUEST, path: '/first' });
+    const second = await gatewayClient.send({ ...REQUEST, path: '/second', end: endOf(AbortSignal.timeout(100)) });
     assert.equal(second.kind === 'not_sent' && errorCode(second.error), 'ERR_REQUEST_DEADLINE');
     assert.equal((await first).kind, 'response');
     assert.deepEqual(paths, ['/first']);
@@ -231,13 +231,13 @@ describe('forwarder: did any byte leave?', () => {
     const gateway = await tcpServer(t, (socket) => socket.on('data', () => socket.write(head + answer)));
     const seen: Array<string | string[] | undefined> = [];
     const failures: string[] = [];
-    const forwarder = createForwarder(parseBaseAddress(gateway.url), BASE_OPTIONS, {
+    const gatewayClient = createGatewayClient(parseBaseAddress(gateway.url), BASE_OPTIONS, {
       onAnswer: (answer) => seen.push(answer.headers.date),
       onFailure: (failure) => failures.push(failure.kind),
     });
-    t.after(() => forwarder.destroy());
-    assert.equal((await forwarder.send(REQUEST)).kind, 'response');
-    const stray = await forwarder.send({
+    t.after(() => gatewayClient.destroy());
+    assert.equal((await gatewayClient.send(REQUEST)).kind, 'response');
+    const stray = await gatewayClient.send({
       ...REQUEST,
       checkAnswer: answerCorrelation(['invoice_no'], { invoice_no: 'inv-1' }),
     });
@@ -254,12 +254,12 @@ describe('forwarder: did any byte leave?', () => {
         socket.write(NO_CONTENT);
       }),
     );
-    const forwarder = forwarderFor(t, gateway.url, { connections: 1 });
-    assert.equal((await forwarder.send(REQUEST)).kind, 'response');
+    const gatewayClient = forwarderFor(t, gateway.url, { connections: 1 });
+    assert.equal((await gatewayClient.send(REQUEST)).kind, 'response');
     const before = received;
     const refusal = new Error('the recovery point could not be written');
     let seenAtHook: number | undefined;
-    const refused = forwarder.send({
+    const refused = gatewayClient.send({
       ...REQUEST,
       beforeWrite: () => {
         seenAtHook = received;
@@ -271,7 +271,7 @@ describe('forwarder: did any byte leave?', () => {
     assert.equal(seenAtHook, before, 'the hook ran before any byte of its request');
     assert.equal(received, before, 'a refused send writes nothing');
     let hookRan = false;
-    const allowed = await forwarder.send({
+    const allowed = await gatewayClient.send({
       ...REQUEST,
       beforeWrite: () => {
         hookRan = received === before;
@@ -288,12 +288,12 @@ describe('forwarder: did any byte leave?', () => {
     const gateway = await tcpServer(t, (socket) =>
       socket.on('data', () => socket.write('HTTP/1.1 204 No Content\r\nkeep-alive: timeout=30\r\n\r\n')),
     );
-    const forwarder = forwarderFor(t, gateway.url, { connections: 1, keepAliveTimeoutMs: 200 });
-    assert.equal((await forwarder.send(REQUEST)).kind, 'response');
-    assert.equal((await forwarder.send(REQUEST)).kind, 'response');
+    const gatewayClient = forwarderFor(t, gateway.url, { connections: 1, keepAliveTimeoutMs: 200 });
+    assert.equal((await gatewayClient.send(REQUEST)).kind, 'response');
+    assert.equal((await gatewayClient.send(REQUEST)).kind, 'response');
     assert.equal(gateway.accepted(), 1, 'reused while fresh');
     await sleep(600);
-    assert.equal((await forwarder.send(REQUEST)).kind, 'response');
+    assert.equal((await gatewayClient.send(REQUEST)).kind, 'response');
     assert.equal(gateway.accepted(), 2, 'a new connection after the idle limit, whatever the hint');
   });
 });
@@ -305,7 +305,7 @@ const OK = 'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length:
 const PATIENT = { responseTimeoutMs: 60_000 };
 const QUICK = { timeout: 10_000 };
 
-describe('forwarder: answers undici must read as the hand-written client did', () => {
+describe('gatewayClient: answers undici must read as the hand-written client did', () => {
   for (const [what, interim] of [
     ['an unsolicited 100 Continue', 'HTTP/1.1 100 Continue\r\n\r\n'],
     ['two 100 Continue heads', 'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 100 Continue\r\nx-a: 1\r\n\r\n'],
@@ -313,14 +313,14 @@ describe('forwarder: answers undici must read as the hand-written client did', (
   ] as const) {
     it(`${what} before the final answer is skipped: the final status, headers and body come back`, QUICK, async (t) => {
       const gateway = await tcpServer(t, answering(interim + OK));
-      const forwarder = forwarderFor(t, gateway.url, PATIENT);
-      const outcome = await forwarder.send(REQUEST);
+      const gatewayClient = forwarderFor(t, gateway.url, PATIENT);
+      const outcome = await gatewayClient.send(REQUEST);
       assert.equal(outcome.kind, 'response');
       if (outcome.kind !== 'response') return;
       assert.equal(outcome.response.status, 200);
       assert.equal(outcome.response.body.toString(), '{"ok":true}');
       assert.equal(outcome.response.headers.link, undefined, "the interim head's fields are not the answer's");
-      assert.equal((await forwarder.send(REQUEST)).kind, 'response', 'the connection stays usable');
+      assert.equal((await gatewayClient.send(REQUEST)).kind, 'response', 'the connection stays usable');
       assert.equal(gateway.accepted(), 1);
     });
   }
@@ -391,8 +391,8 @@ describe('forwarder: answers undici must read as the hand-written client did', (
     QUICK,
     async (t) => {
       const gateway = await tcpServer(t, answering(OK));
-      const forwarder = forwarderFor(t, gateway.url);
-      const rejected = await forwarder.send({
+      const gatewayClient = forwarderFor(t, gateway.url);
+      const rejected = await gatewayClient.send({
         ...REQUEST,
         checkAnswer: () => upstreamErrors.answerMismatch('invoice_no'),
       });
@@ -401,13 +401,13 @@ describe('forwarder: answers undici must read as the hand-written client did', (
         errorCode(rejected.kind === 'sent_no_answer' ? rejected.error : undefined),
         'ERR_GATEWAY_ANSWER_MISMATCH',
       );
-      assert.equal((await forwarder.send(REQUEST)).kind, 'response');
+      assert.equal((await gatewayClient.send(REQUEST)).kind, 'response');
       assert.equal(gateway.accepted(), 2, 'the next request went on a new connection');
     },
   );
 });
 
-describe('forwarder + answer correlation: an answer is never handed to the wrong payment', () => {
+describe('gatewayClient + answer correlation: an answer is never handed to the wrong payment', () => {
   it(
     'a gateway writing a stray second copy of each answer (Nagle on): 0 wrong answers in 200 payments',
     { timeout: 60_000 },
@@ -424,13 +424,13 @@ describe('forwarder + answer correlation: an answer is never handed to the wrong
           setTimeout(() => socket.writable && socket.write(answer), 3);
         });
       });
-      const forwarder = forwarderFor(t, gateway.url, { connections: 1 });
+      const gatewayClient = forwarderFor(t, gateway.url, { connections: 1 });
       let wrong = 0;
       let refused = 0;
       for (let i = 0; i < 200; i++) {
         const payload = { invoice_no: `INV-${i}`, amount: '10.00' };
         const body = JSON.stringify(payload);
-        const outcome = await forwarder.send({
+        const outcome = await gatewayClient.send({
           ...REQUEST,
           body,
           checkAnswer: answerCorrelation(['invoice_no'], payload),
@@ -447,31 +447,31 @@ describe('forwarder + answer correlation: an answer is never handed to the wrong
   );
 });
 
-describe('forwarder: a wait for a free connection is a span', () => {
+describe('gatewayClient: a wait for a free connection is a span', () => {
   const TRACE = { traceId: 'a'.repeat(32), spanId: 'b'.repeat(16), traceFlags: 1 };
 
   async function slowGateway(t: TestContext, delayMs: number): Promise<TcpGateway> {
     return tcpServer(t, (socket) => socket.on('data', () => setTimeout(() => socket.write(NO_CONTENT), delayMs)));
   }
 
-  function tracedForwarder(t: TestContext, url: string, tracing: RecordingTracing, connectTimeoutMs = 2_000) {
-    const forwarder = createForwarder(
+  function tracedGatewayClient(t: TestContext, url: string, tracing: RecordingTracing, connectTimeoutMs = 2_000) {
+    const gatewayClient = createGatewayClient(
       parseBaseAddress(url),
       { ...BASE_OPTIONS, connections: 1, connectTimeoutMs },
       {
         tracing,
       },
     );
-    t.after(() => forwarder.destroy());
-    return forwarder;
+    t.after(() => gatewayClient.destroy());
+    return gatewayClient;
   }
 
   it('only a request that waits gets one, under its attempt, ended when a connection is lent', async (t) => {
     const tracing = new RecordingTracing();
     const gateway = await slowGateway(t, 100);
-    const forwarder = tracedForwarder(t, gateway.url, tracing);
-    const first = forwarder.send({ ...REQUEST, trace: TRACE });
-    const second = forwarder.send({ ...REQUEST, trace: TRACE });
+    const gatewayClient = tracedGatewayClient(t, gateway.url, tracing);
+    const first = gatewayClient.send({ ...REQUEST, trace: TRACE });
+    const second = gatewayClient.send({ ...REQUEST, trace: TRACE });
     assert.deepEqual([(await first).kind, (await second).kind], ['response', 'response']);
     const waits = tracing.named('wait for a gateway connection');
     assert.equal(waits.length, 1, 'the first request found a connection free: no span');
@@ -484,9 +484,9 @@ describe('forwarder: a wait for a free connection is a span', () => {
   it('none came free in time: an error span with the pool timeout', async (t) => {
     const tracing = new RecordingTracing();
     const gateway = await slowGateway(t, 600);
-    const forwarder = tracedForwarder(t, gateway.url, tracing, 200);
-    const first = forwarder.send({ ...REQUEST, trace: TRACE });
-    const second = await forwarder.send({ ...REQUEST, trace: TRACE });
+    const gatewayClient = tracedGatewayClient(t, gateway.url, tracing, 200);
+    const first = gatewayClient.send({ ...REQUEST, trace: TRACE });
+    const second = await gatewayClient.send({ ...REQUEST, trace: TRACE });
     assert.equal(second.kind, 'not_sent');
     const [wait] = tracing.named('wait for a gateway connection');
     assert.equal(wait!.attributes['sidecar.connection.lent'], false);
@@ -498,8 +498,8 @@ describe('forwarder: a wait for a free connection is a span', () => {
   it('without a trace (tracing off, or a token grant), no span', async (t) => {
     const tracing = new RecordingTracing();
     const gateway = await slowGateway(t, 50);
-    const forwarder = tracedForwarder(t, gateway.url, tracing);
-    await Promise.all([forwarder.send(REQUEST), forwarder.send(REQUEST)]);
+    const gatewayClient = tracedGatewayClient(t, gateway.url, tracing);
+    await Promise.all([gatewayClient.send(REQUEST), gatewayClient.send(REQUEST)]);
     assert.equal(tracing.spans.length, 0);
   });
 });

@@ -12,7 +12,7 @@ import {
   type AnswerCheck,
   type UpstreamResponse,
 } from '../upstream/gateway-answer.js';
-import type { Forwarder, RequestEnd, SendOutcome } from '../upstream/forwarder.js';
+import type { GatewayClient, RequestEnd, SendOutcome } from '../upstream/gateway-client.js';
 
 /** What the exchange needs of a request; the signing function passed in reads the rest of it. */
 export interface ExchangeRequest {
@@ -32,7 +32,7 @@ export interface ExchangeRequest {
    * leaves (a recovery point: "this request is being sent"). Rejecting with a SidecarError refuses the copy: nothing
    * is written, and the request is answered that error, or, when a 401 FAILED came back before, that 401 (the
    * gateway's true answer); any other rejection is a bug (sidecar.internal). A hook that acts once per request keeps
-   * its own flag. The forwarder runs it (UpstreamRequest.beforeWrite, which says when exactly).
+   * its own flag. The gateway client runs it (UpstreamRequest.beforeWrite, which says when exactly).
    */
   readonly beforeWrite?: (() => Promise<void>) | undefined;
 }
@@ -90,7 +90,7 @@ export interface AnswerRead {
 
 export interface ExchangeDeps<R extends ExchangeRequest, C extends SendableCopy> {
   readonly tokens: Pick<TokenManager, 'usableToken' | 'token' | 'tokenAfterRejection' | 'shared'>;
-  readonly forwarder: Pick<Forwarder, 'send'>;
+  readonly gatewayClient: Pick<GatewayClient, 'send'>;
   readonly sign: SignCopy<R, C>;
   readonly events: ExchangeEvents;
   /** How long connection failures (nothing sent) are retried, from the first send. */
@@ -174,7 +174,7 @@ export async function exchange<R extends ExchangeRequest, C extends SendableCopy
     try {
       copy = await deps.sign(request, bearer, attempt?.context);
       sentAt = performance.now();
-      outcome = await deps.forwarder.send({
+      outcome = await deps.gatewayClient.send({
         path: copy.path,
         headers: copy.headers,
         body: copy.body,

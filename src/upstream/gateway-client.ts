@@ -8,8 +8,8 @@ import {
   MAX_HEAD_BYTES,
   notSent,
   sentNoAnswer,
-  type Forwarder,
-  type ForwarderOptions,
+  type GatewayClient,
+  type GatewayClientOptions,
   type SendFailure,
   type SendOutcome,
   type UpstreamRequest,
@@ -17,16 +17,13 @@ import {
 import { InterimContinueFilter } from './interim-continue.js';
 import { SendHandler } from './send-handler.js';
 import { trustedCas } from './trusted-cas.js';
-import {
-  forwardProxyConnector as tunnelConnector,
-  type ForwardProxyRoute as ProxyRoute,
-} from './forward-proxy-tunnel.js';
+import { forwardProxyConnector, type ForwardProxyRoute } from './forward-proxy-tunnel.js';
 import { errorCode } from './upstream-errors.js';
 
 export type { UpstreamResponse } from './gateway-answer.js';
 export type {
-  Forwarder,
-  ForwarderOptions,
+  GatewayClient,
+  GatewayClientOptions,
   RequestEnd,
   SendFailure,
   SendOutcome,
@@ -40,8 +37,8 @@ const DEFAULT_KEEP_ALIVE_MS = 4_000;
 /** A Keep-Alive hint is the gateway's own idle timeout: a socket is not reused this close to its end. */
 const KEEP_ALIVE_HINT_MARGIN_MS = 1_000;
 
-/** What the forwarder reports of every send, whoever made it (a payment, a token grant). */
-export interface ForwarderHooks {
+/** What the gateway client reports of every send, whoever made it (a payment, a token grant). */
+export interface GatewayClientHooks {
   /** Every gateway answer that belongs to its request: the gateway clock's measurement. */
   readonly onAnswer?: (response: UpstreamResponse) => void;
   /** Every send that got no answer: counted by the hop that failed (`failure.hop`). */
@@ -50,8 +47,8 @@ export interface ForwarderHooks {
   readonly tracing?: Tracing;
 }
 
-/** A Forwarder whose trusted CA bundle can be replaced (SIDECAR_UPSTREAM_CA_FILE rotation). */
-export interface RotatableForwarder extends Forwarder {
+/** A GatewayClient whose trusted CA bundle can be replaced (SIDECAR_UPSTREAM_CA_FILE rotation). */
+export interface RotatableGatewayClient extends GatewayClient {
   /**
    * New connections trust `ca` (plus the system roots); idle connections are closed at once and busy ones when
    * their request is done, so no request in flight is cut and none is sent over a connection of the old trust.
@@ -68,11 +65,11 @@ export interface RotatableForwarder extends Forwarder {
  * else is reachable through it). undici parses every answer; the sidecar decides only what the money-safe retry
  * rules need: whether a failure came before any byte left, and whether an answer belongs to its request.
  */
-export function createForwarder(
+export function createGatewayClient(
   base: BaseAddress,
-  options: ForwarderOptions,
-  hooks: ForwarderHooks = {},
-): RotatableForwarder {
+  options: GatewayClientOptions,
+  hooks: GatewayClientHooks = {},
+): RotatableGatewayClient {
   const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
   let current = options;
   const lender = new ConnectionLender(options.connections, options.connectTimeoutMs, () =>
@@ -120,7 +117,7 @@ export function createForwarder(
   };
   // Tunnels already up stay: the proxy checked their credentials when they opened. Connections read the proxy
   // settings at each CONNECT, so the next tunnel uses the new password without closing anything.
-  const replaceProxy = (change: Partial<ProxyRoute>): void => {
+  const replaceProxy = (change: Partial<ForwardProxyRoute>): void => {
     if (current.proxy !== undefined) current = { ...current, proxy: { ...current.proxy, ...change } };
   };
   return {
@@ -133,14 +130,18 @@ export function createForwarder(
   };
 }
 
-function newClient(base: BaseAddress, options: ForwarderOptions, proxy: () => ProxyRoute | undefined): Client {
+function newClient(
+  base: BaseAddress,
+  options: GatewayClientOptions,
+  proxy: () => ForwardProxyRoute | undefined,
+): Client {
   const keepAliveMs = options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_MS;
   const ca = trustedCas(options.ca);
   const direct = buildConnector({ timeout: options.connectTimeoutMs, ...(ca === undefined ? {} : { ca }) });
   const route = proxy();
   // Whether to tunnel is settled at start; only the proxy's password and CA change while running.
   const connect =
-    route === undefined ? direct : tunnelConnector(() => proxy() ?? route, direct, options.connectTimeoutMs);
+    route === undefined ? direct : forwardProxyConnector(() => proxy() ?? route, direct, options.connectTimeoutMs);
   return new Client(base.origin, {
     pipelining: 1,
     connect: (connectOptions, callback) =>

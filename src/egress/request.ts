@@ -10,7 +10,7 @@ import type { RequestId } from '../inbound/request-id.js';
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
 import type { TraceSpan } from '../observability/tracing.js';
-import type { RequestEnd } from '../upstream/forwarder.js';
+import type { RequestEnd } from '../upstream/gateway-client.js';
 import { logRequest, type RequestOutcome } from './request-log.js';
 import type { Deadline, RequestDeadlines } from './request-deadline.js';
 import { endServerSpan } from './request-span.js';
@@ -71,7 +71,7 @@ export interface RequestParts {
  * settlement is what the client gets and what the idempotency record keeps; the handler's settlement, whenever it
  * comes, writes the record and the log line.
  */
-export class ProxyRequest implements InFlightRequest, RequestEnd {
+export class EgressRequest implements InFlightRequest, RequestEnd {
   readonly started = performance.now();
   /** Resolves once the handler settled: the record is written and the line logged. */
   readonly done: Promise<void>;

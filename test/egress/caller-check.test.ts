@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import type { IncomingHttpHeaders } from 'node:http';
 import { describe, it } from 'node:test';
-import { createCallerCheck, type CallerRule } from '../../src/proxy/caller-check.js';
+import { createCallerCheck, type CallerRule } from '../../src/egress/caller-check.js';
 
 function verdict(rule: CallerRule, headers: IncomingHttpHeaders): string {
   return createCallerCheck(rule)(headers)?.code ?? 'accepted';
