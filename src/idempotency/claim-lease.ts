@@ -75,8 +75,11 @@ export class StoreLease implements Lease {
     private readonly store: Pick<StateStore, 'compareAndSet' | 'writeIf'>,
     private readonly storeKey: string,
     private readonly leaseKey: string,
-    /** The record value this claim holds now: it changes when the claim moves to `sending`. */
-    private readonly recordValue: () => string,
+    /**
+     * The record value this claim holds now (it changes when the claim moves to `sending`); undefined while that
+     * move is on its way, when the record may hold either value.
+     */
+    private readonly recordValue: () => string | undefined,
     private readonly leaseMs: number,
     /** performance.now() when the claim (and its lease) was written. */
     writtenAt: number,
@@ -121,14 +124,17 @@ export class StoreLease implements Lease {
       this.renewedAt(started);
       return true;
     }
-    // Lapsed: written again only if the record is still this claim's, in one step with that check.
+    // Lapsed: written again only if the record is still this claim's, in one step with that check. While the claim's
+    // own move to `sending` is on its way, that move decides: it writes the lease with it, or finds the claim lost.
     const value = this.recordValue();
+    if (value === undefined) return true;
     const lease = { key: leaseKey, value: LEASE_VALUE, ttlMs: leaseMs };
     if (await store.writeIf([{ key: this.storeKey, holds: value }], [lease])) {
       this.renewedAt(started);
       return true;
     }
-    // The record moved meanwhile by this claim's own write (to `sending`, which carried the lease): not lost.
+    // The record moved meanwhile by this claim's own write (to `sending`, which carried the lease), or that move is
+    // on its way (its acknowledged write not yet returned): not lost.
     if (this.recordValue() !== value) return true;
     this.markLost();
     return false;

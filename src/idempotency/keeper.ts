@@ -96,6 +96,11 @@ interface Hold {
   current: string;
   /** Values a write that timed out may have left instead (release tries them too). */
   readonly uncertain: string[];
+  /**
+   * While the move to `sending` is on its way: a lease renewal refused meanwhile may have met that very move
+   * (`current` changes only once its acknowledged write returns), so it must not call the lease lost.
+   */
+  moving: boolean;
   readonly lease: Lease;
 }
 
@@ -228,12 +233,15 @@ export class IdempotencyKeeper {
       ...this.leaseWrites(storeKey, hold.record),
     ];
     let moved: boolean;
+    hold.moving = true;
     try {
       moved = await this.options.store.writeIf([{ key: storeKey, holds: hold.current }], writes, CLAIM);
     } catch (err) {
       // Perhaps applied: release must try this value too. Nothing is sent on a write not known to be kept.
       hold.uncertain.push(sending);
       throw err;
+    } finally {
+      hold.moving = false;
     }
     if (!moved) {
       hold.lease.markLost();
@@ -357,12 +365,13 @@ export class IdempotencyKeeper {
       record,
       current: value,
       uncertain: [],
+      moving: false,
       lease: this.leased
         ? new StoreLease(
             this.options.store,
             storeKey,
             leaseKeyOf(storeKey, record.claim),
-            () => hold.current,
+            () => (hold.moving ? undefined : hold.current),
             this.options.leaseMs,
             writtenAt,
           )

@@ -83,7 +83,7 @@ describe('config: the forward proxy (SIDECAR_UPSTREAM_PROXY_*, HTTPS_PROXY, NO_P
   });
 
   it('refuses proxy settings without a proxy, and a CA file for an http:// proxy', () => {
-    refusal(() => load({ SIDECAR_UPSTREAM_PROXY_CA_FILE: caFile }), 'SIDECAR_UPSTREAM_PROXY_CA_FILE', /no egress/);
+    refusal(() => load({ SIDECAR_UPSTREAM_PROXY_CA_FILE: caFile }), 'SIDECAR_UPSTREAM_PROXY_CA_FILE', /no proxy/);
     refusal(
       () => load({ SIDECAR_UPSTREAM_PROXY_URL: 'http://proxy:3128', SIDECAR_UPSTREAM_PROXY_CA_FILE: caFile }),
       'SIDECAR_UPSTREAM_PROXY_CA_FILE',

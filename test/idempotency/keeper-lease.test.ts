@@ -8,6 +8,7 @@ import type { Claim, IdempotencyKeeper, Ticket } from '../../src/idempotency/kee
 import { decodeRecord, encodeRecord, errorAnswer } from '../../src/idempotency/record.js';
 import { accountTag } from '../../src/state/redis-keys.js';
 import { RedisStateStore } from '../../src/state/redis-store.js';
+import type { Condition, Write, WriteOptions } from '../../src/state/state-store.js';
 import { SwitchableStore } from '../support/failing-store.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 import { freshKey, gatewayAnswer, keeperOn, LONGEST_MS } from './keeper-contract.js';
@@ -47,6 +48,48 @@ const stageOf = async (ticket: Ticket): Promise<string | undefined> => {
   const record = decodeRecord((await shared.get(ticket.storeKey))!);
   return record.state === 'in_progress' ? record.stage : record.state;
 };
+
+/**
+ * Orders one race the way an acknowledged write's WAIT lets it happen: a lease renewal finds the lease gone, the
+ * claim's move to `sending` is applied next, and only then does the renewal's rewrite (conditional on `claimed`) run;
+ * the move's reply (its WAIT) comes back after that rewrite has been refused.
+ */
+function latch(): { promise: Promise<void>; resolve: () => void } {
+  let resolve = (): void => undefined;
+  const promise = new Promise<void>((done) => (resolve = done));
+  return { promise, resolve };
+}
+
+class RenewalRacingTheFence extends SwitchableStore {
+  racing = false;
+  private renewalLookedUp = latch();
+  private fenceApplied = latch();
+  private rewriteAnswered = latch();
+
+  override async compareAndSet(key: string, expected: string | undefined, value: string, ttlMs: number) {
+    const renewed = await super.compareAndSet(key, expected, value, ttlMs);
+    if (this.racing && !renewed) this.renewalLookedUp.resolve();
+    return renewed;
+  }
+
+  override async writeIf(conditions: readonly Condition[], writes: readonly Write[], options?: WriteOptions) {
+    if (!this.racing) return super.writeIf(conditions, writes, options);
+    const leaseOnly = writes.every((write) => write.key.includes(':lease:'));
+    if (leaseOnly) {
+      await this.fenceApplied.promise;
+      const rewritten = await super.writeIf(conditions, writes, options);
+      this.rewriteAnswered.resolve();
+      return rewritten;
+    }
+    await this.renewalLookedUp.promise;
+    const moved = await super.writeIf(conditions, writes, options);
+    this.fenceApplied.resolve();
+    // The WAIT: back once the renewal's rewrite was answered, or after a while if the renewal did not rewrite.
+    await Promise.race([this.rewriteAnswered.promise, sleep(3 * LEASE_MS)]);
+    await sleep(20);
+    return moved;
+  }
+}
 
 const unknown = errorAnswer(sidecarErrors.outcomeUnknown(502, 'abandoned'));
 
@@ -139,6 +182,28 @@ describe('the claim lease and the sending recovery point (Redis)', () => {
     assert.equal(await stageOf(ticket), 'sending');
     assert.deepEqual(await replica().keeper.claim(key, 'fp', 'req-2'), { kind: 'in_progress' });
     await holder.keeper.complete(ticket, gatewayAnswer);
+  });
+
+  it("a renewal that meets the claim's own move to sending (its WAIT still out) does not give the claim up", async () => {
+    const link = new RenewalRacingTheFence(shared);
+    const holder = keeperOn(link, undefined, undefined, LEASE_MS).keeper;
+    const key = freshKey();
+    const ticket = ticketOf(await holder.claim(key, 'fp', 'req-1'));
+    // Paused past its lease, nobody took over: the lease key is gone, the record still this claim's.
+    link.down = true;
+    await sleep(PAST_LEASE_MS);
+    link.down = false;
+    link.racing = true;
+    await holder.markSending(ticket);
+    link.racing = false;
+    assert.equal(await stageOf(ticket), 'sending');
+    // Its lease is still renewed: a retry long after is 409, not a dead holder's outcome_unknown.
+    await sleep(3 * LEASE_MS);
+    assert.deepEqual(await replica().keeper.claim(key, 'fp', 'req-2'), { kind: 'in_progress' });
+    // And a resend after 401 FAILED still passes the fence.
+    await holder.markSending(ticket);
+    await holder.complete(ticket, gatewayAnswer);
+    assert.deepEqual(await replica().keeper.claim(key, 'fp', 'req-3'), { kind: 'replayed', answer: gatewayAnswer });
   });
 
   it('a record written without a stage (an older sidecar, no lease) stays in progress until its deadline', async () => {
