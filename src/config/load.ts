@@ -56,7 +56,8 @@ function describeFileError(err: unknown): string {
   return `syntax error${where} (not valid JSON or YAML)`;
 }
 
-function readSecretFile(setting: string, path: string): string {
+/** The one reader of a file a setting names: a refusal names the setting and the error code, never the content. */
+export function readSecretFile(setting: string, path: string): string {
   try {
     return readFileSync(path, 'utf8');
   } catch (err) {

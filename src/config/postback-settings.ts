@@ -8,7 +8,7 @@ import type { ConfigWarning } from './config-warning.js';
 import { isLoopbackHost } from './loopback.js';
 import { parsePublicKeys } from './public-keys.js';
 import { settingName, withoutConsumed, type Environment, type GroupConfig, type Settings } from './schema.js';
-import { contentDigest } from './secret-files.js';
+import { contentDigest, type LoadedFile, type ReadSettingFile } from './secret-files.js';
 
 /** The webhook URL registered with the gateway, split as spec 5.2 signs it (the postback layer joins the parts). */
 export interface PostbackPublicUrl {
@@ -62,7 +62,7 @@ export interface PostbackInput {
   readonly environment: Environment | undefined;
   /** Ports the other listeners take (0 excluded by the caller): a shared port would fail at start. */
   readonly otherPorts: ReadonlyArray<{ readonly key: string; readonly port: number }>;
-  readonly readFile: (setting: string, path: string) => string;
+  readonly readFile: ReadSettingFile;
 }
 
 /** Standard Webhooks' symmetric secrets: 24 to 64 random bytes (192 to 512 bits). */
@@ -342,7 +342,7 @@ export interface PostbackSettingsResult {
   readonly errors: ConfigError[];
   readonly warnings: ConfigWarning[];
   /** The secret files read, with their content digests (the rotation watcher's starting point). */
-  readonly loaded: ReadonlyArray<{ readonly file: string; readonly digest: string }>;
+  readonly loaded: readonly LoadedFile[];
 }
 
 /** Undefined and no refusal when the receiver is off; every refusal of the group at once otherwise. */

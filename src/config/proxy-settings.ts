@@ -5,7 +5,14 @@ import { ConfigError } from '../errors.js';
 import type { BaseAddress } from './base-url.js';
 import { attempt } from './attempt.js';
 import { envVarOf, settingName, type Settings } from './schema.js';
-import { caFromFile, contentDigest, passwordFromFile } from './secret-files.js';
+import {
+  caFromFile,
+  contentDigest,
+  passwordFromFile,
+  type GroupResult,
+  type LoadedFile,
+  type ReadSettingFile,
+} from './secret-files.js';
 import type { Secret } from './secret.js';
 
 /** Where the gateway's connections go first, and how the sidecar proves itself there. */
@@ -31,16 +38,11 @@ export interface ProxyInput {
   readonly base: BaseAddress | undefined;
   /** The process environment, for HTTPS_PROXY / HTTP_PROXY / NO_PROXY. */
   readonly env: NodeJS.ProcessEnv;
-  readonly readFile: (setting: string, path: string) => string;
+  readonly readFile: ReadSettingFile;
 }
 
-export interface ProxyResult {
-  /** undefined: connect to the gateway directly. Also undefined when refused (errors is then not empty). */
-  readonly config: UpstreamProxyConfig | undefined;
-  readonly errors: readonly ConfigError[];
-  /** contentDigest of each secret file read, for the rotation watcher's starting point. */
-  readonly loaded: ReadonlyArray<{ readonly file: string; readonly digest: string }>;
-}
+/** config undefined: connect to the gateway directly (or refused: errors is then not empty). */
+export type ProxyResult = GroupResult<UpstreamProxyConfig>;
 
 const name = (key: string) => settingName(`upstream.proxy.${key}`);
 const fail = (key: string, reason: string): ConfigError => new ConfigError(name(key), reason);
@@ -147,7 +149,7 @@ export function loadProxySettings(input: ProxyInput): ProxyResult {
   if (address?.protocol === 'http:' && raw.caFile !== '') {
     errors.push(fail('caFile', `applies to an https:// proxy only; ${address.source} is http://`));
   }
-  const loaded: Array<{ file: string; digest: string }> = [];
+  const loaded: LoadedFile[] = [];
   const password = attempt(errors, () => {
     if (raw.passwordFile === '') return undefined;
     const setting = name('passwordFile');

@@ -6,6 +6,22 @@ import { ConfigError } from '../errors.js';
 import { parsePrivateKey } from './private-key.js';
 import { Secret } from './secret.js';
 
+/** How every group reads a file a setting names: one reader (load.ts), so a refusal names the setting. */
+export type ReadSettingFile = (setting: string, path: string) => string;
+
+/** A secret file read at start, with its content digest: the rotation watcher's starting point. */
+export interface LoadedFile {
+  readonly file: string;
+  readonly digest: string;
+}
+
+/** What a group's parser answers: its config (undefined when refused), every refusal at once, the files it read. */
+export interface GroupResult<Config> {
+  readonly config: Config | undefined;
+  readonly errors: readonly ConfigError[];
+  readonly loaded: readonly LoadedFile[];
+}
+
 /** SIDECAR_PASSWORD_FILE: one trailing newline (editors, `echo`) is never part of the password; empty is refused. */
 export function passwordFromFile(setting: string, file: string, text: string): Secret {
   const value = text.replace(/\r?\n$/, '');

@@ -7,7 +7,14 @@ import { ConfigError } from '../errors.js';
 import { attempt } from './attempt.js';
 import { parsePublicKeys } from './public-keys.js';
 import { envVarOf, settingName, type Settings } from './schema.js';
-import { contentDigest, passwordFromFile, privateKeyFromFile } from './secret-files.js';
+import {
+  contentDigest,
+  passwordFromFile,
+  privateKeyFromFile,
+  type GroupResult,
+  type LoadedFile,
+  type ReadSettingFile,
+} from './secret-files.js';
 import type { Secret } from './secret.js';
 
 export interface FileSignerConfig {
@@ -44,15 +51,10 @@ export interface SignerInput {
   /** The settings of both signers, file paths resolved. */
   readonly privateKeyFile: string;
   readonly pkcs11: Settings['pkcs11'];
-  readonly readFile: (setting: string, path: string) => string;
+  readonly readFile: ReadSettingFile;
 }
 
-export interface SignerResult {
-  readonly config: SignerConfig | undefined;
-  readonly errors: readonly ConfigError[];
-  /** contentDigest of each secret file read, for the rotation watcher's starting point. */
-  readonly loaded: ReadonlyArray<{ readonly file: string; readonly digest: string }>;
-}
+export type SignerResult = GroupResult<SignerConfig>;
 
 const PKCS11_KEYS = [
   'module',
@@ -99,7 +101,7 @@ function loadFileSigner(input: SignerInput, errors: ConfigError[]): SignerResult
   const set = PKCS11_KEYS.filter((key) => input.pkcs11[key] !== '' && input.pkcs11[key] !== 'auto');
   for (const key of set)
     errors.push(new ConfigError(pkcs11Name(key), `is a pkcs11 setting; ${envVarOf('signer')} is file`));
-  const loaded: Array<{ file: string; digest: string }> = [];
+  const loaded: LoadedFile[] = [];
   const privateKey = attempt(errors, () => {
     const file = input.privateKeyFile;
     if (file === '') throw new ConfigError(setting, `is required (or set ${envVarOf('signer')}=pkcs11)`);
@@ -139,7 +141,7 @@ function loadPkcs11Signer(input: SignerInput, errors: ConfigError[]): SignerResu
   }
   const sessions = raw.sessions === 'auto' ? signingThreads() : raw.sessions;
   if (sessions === 0) refuse(pkcs11Name('sessions'), 'must be auto or at least 1');
-  const loaded: Array<{ file: string; digest: string }> = [];
+  const loaded: LoadedFile[] = [];
   const pin = attempt(errors, () => {
     const setting = pkcs11Name('pinFile');
     if (raw.pinFile === '') throw new ConfigError(setting, 'is required with SIDECAR_SIGNER=pkcs11');

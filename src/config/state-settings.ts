@@ -7,7 +7,7 @@ import { attempt } from './attempt.js';
 import type { ConfigWarning } from './config-warning.js';
 import { heapForStore, MEMORY_STORE_HEAP_SHARE_WARNED, MIB, memoryStoreMaxBytes } from './memory-budget.js';
 import { envVarOf, settingName, type Environment, type Settings } from './schema.js';
-import { caFromFile, macKeysFromFile, passwordFromFile } from './secret-files.js';
+import { caFromFile, macKeysFromFile, passwordFromFile, type ReadSettingFile } from './secret-files.js';
 import type { Secret } from './secret.js';
 
 /** A Redis node or Sentinel, as `host:port`. */
@@ -67,7 +67,7 @@ export interface StateInput {
   /** The `state` settings after the schema validation, file paths resolved against the config file's folder. */
   readonly raw: Settings['state'];
   readonly environment: Environment | undefined;
-  readonly readFile: (setting: string, path: string) => string;
+  readonly readFile: ReadSettingFile;
   /** V8's heap limit in this process (memory-budget.ts heapLimitBytes), in bytes. */
   readonly heapLimitBytes: number;
 }

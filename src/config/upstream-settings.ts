@@ -5,7 +5,7 @@ import type { BaseAddress } from './base-url.js';
 import { attempt } from './attempt.js';
 import { loadProxySettings, type UpstreamProxyConfig } from './proxy-settings.js';
 import { settingName, type GroupConfig, type Settings } from './schema.js';
-import { caFromFile, contentDigest } from './secret-files.js';
+import { caFromFile, contentDigest, type GroupResult, type ReadSettingFile } from './secret-files.js';
 
 /** What the group's parser makes of the settings it does not use as they are. */
 interface UpstreamParsed {
@@ -26,16 +26,10 @@ export interface UpstreamInput {
   /** The gateway, for the forward proxy from HTTPS_PROXY / NO_PROXY; undefined when it was refused. */
   readonly base: BaseAddress | undefined;
   readonly env: NodeJS.ProcessEnv;
-  readonly readFile: (setting: string, path: string) => string;
+  readonly readFile: ReadSettingFile;
 }
 
-export interface UpstreamResult {
-  /** Undefined when refused (errors is then not empty). */
-  readonly config: UpstreamConfig | undefined;
-  readonly errors: readonly ConfigError[];
-  /** contentDigest of each secret file read, for the rotation watcher's starting point. */
-  readonly loaded: ReadonlyArray<{ readonly file: string; readonly digest: string }>;
-}
+export type UpstreamResult = GroupResult<UpstreamConfig>;
 
 function caOf(input: UpstreamInput): { ca: string | undefined; caFile: string | undefined; digest?: string } {
   const file = input.raw.caFile;

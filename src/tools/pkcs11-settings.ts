@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
-import { ConfigError } from '../errors.js';
+import type { ConfigError } from '../errors.js';
+import { readSecretFile } from '../config/load.js';
 import { buildSchema } from '../config/schema.js';
 import { settingValues } from '../config/setting-values.js';
 import { loadSignerSettings, type Pkcs11SignerConfig } from '../config/signer-settings.js';
@@ -16,13 +16,7 @@ export function pkcs11SettingsFromEnv(
     signer: 'pkcs11',
     privateKeyFile: '',
     pkcs11: settingValues(schema, { env, fileDir: undefined }).pkcs11,
-    readFile: (setting, path) => {
-      try {
-        return readFileSync(path, 'utf8');
-      } catch (err) {
-        throw new ConfigError(setting, `cannot read file ${path}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
-      }
-    },
+    readFile: readSecretFile,
   });
   return result.config?.kind === 'pkcs11' ? { config: result.config } : { errors: result.errors };
 }
