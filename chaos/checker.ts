@@ -77,7 +77,7 @@ export function check(history: readonly HistoryEvent[]): CheckResult {
   const postbacks = history.filter((e): e is PostbackEvent => e.type === 'postback');
   const completes = history.filter((e): e is CompleteEvent => e.type === 'complete');
   const faults = history.filter((e): e is FaultEvent => e.type === 'fault');
-  // A Redis restarted empty (issue 45) loses the idempotency keys and the postback inbox: what it explains is
+  // A Redis restarted empty loses the idempotency keys and the postback inbox: what it explains is
   // reported apart, and only what it explains.
   const wipes = faults.filter((f) => f.kind === 'redis-restart-empty' && f.wiped !== false);
   const explained: Violation[] = [];

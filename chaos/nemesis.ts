@@ -26,7 +26,7 @@ const PLANS: readonly FaultPlan[] = [
   { kind: 'rolling-restart', group: 'replicas', weight: 1 },
   { kind: 'redis-primary-kill', group: 'redis', weight: 2 },
   { kind: 'redis-pause', group: 'redis', weight: 2 },
-  // Rare: it destroys the fleet's data by design (issue 45), and each one costs what the checker then explains.
+  // Rare: it destroys the fleet's data by design, and each one costs what the checker then explains.
   { kind: 'redis-restart-empty', group: 'redis', weight: 1 },
   { kind: 'application', group: 'application', weight: 2 },
   { kind: 'gateway-commit-reset', group: 'gateway', weight: 2 },
@@ -133,8 +133,8 @@ export class Nemesis {
         return this.span('redis-primary-kill', `port ${node.port}, back ${backAfterMs} ms after failover`, async () => {
           const before = await world.redis.currentPrimary();
           await node.crash();
-          // Only once the Sentinels promoted another: a primary restarted empty before that would wipe the data
-          // (issue 45), a fault of its own.
+          // Only once the Sentinels promoted another: a primary restarted empty before that would wipe the data,
+          // a fault of its own.
           await world.redis.failedOver(before, 60_000);
           await sleep(backAfterMs);
           await node.start();

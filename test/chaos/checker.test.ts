@@ -227,7 +227,7 @@ describe('chaos checker', () => {
     assert.deepEqual(names(cleanHistory().filter((e) => e.type !== 'liveness')), ['liveness-unmeasured']);
   });
 
-  describe('a Redis restarted empty (issue 45): what it costs is counted, what it does not explain stays flagged', () => {
+  describe('a Redis restarted empty: what it costs is counted, what it does not explain stays flagged', () => {
     /** inv-1's first attempt (100 ms, no answer) and its keyed retry (200 ms) straddle a wipe at 150-180 ms. */
     const wipe = {
       t: 190,

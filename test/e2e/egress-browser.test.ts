@@ -1,7 +1,7 @@
 // The egress listener against a real browser (Debian's Chromium, driven by playwright-core) on the developer's
 // machine: a page that rebinds its own name to 127.0.0.1 (Chromium's --host-resolver-rules stands in for the
 // attacker's DNS), and a page that posts to the sidecar's loopback address across origins. Neither payment may
-// reach the gateway (issue 42).
+// reach the gateway.
 //
 // Chromium itself blocks a non-secure page's requests to loopback (Private / Local Network Access); Firefox and
 // Safari do not. The test switches that off, so that Chromium sends what they send and the sidecar alone refuses.

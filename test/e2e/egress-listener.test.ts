@@ -127,7 +127,7 @@ async function refusedCount(running: TestSidecar, code: string): Promise<number>
     .reduce((sum, value) => sum + value.value, 0);
 }
 
-// DNS rebinding and browsers (issue 42): a page the developer visits can point its own name at 127.0.0.1 and post
+// DNS rebinding and browsers: a page the developer visits can point its own name at 127.0.0.1 and post
 // to the sidecar from there; nothing of such a request may reach the gateway.
 describe('egress listener: only callers that address the sidecar by name, never a browser', () => {
   it('a rebinding page (Host attacker.example, Origin, Sec-Fetch-Site): 421 forbidden_host, nothing sent', async () => {

@@ -1,4 +1,4 @@
-// The PKCS#11 signer against a real SoftHSM2 (issue 38): keys made inside the token by `keygen --pkcs11` and by
+// The PKCS#11 signer against a real SoftHSM2: keys made inside the token by `keygen --pkcs11` and by
 // opensc's pkcs11-tool, signatures checked by openssl, the start-time refusals, the token taken away and given back
 // under traffic, 64 requests at once, the PIN file rotated. The tokens live in this file's own SOFTHSM2_CONF.
 import assert from 'node:assert/strict';

@@ -1,5 +1,5 @@
 // The memory store's byte budget is only as good as its estimate of what an entry costs the heap (approximateBytes):
-// an estimate below the real cost lets the store grow past its budget towards the heap limit (issue 42). A child
+// an estimate below the real cost lets the store grow past its budget towards the heap limit. A child
 // process (for --expose-gc) fills stores with the entries the sidecar writes and compares the heap V8 reports.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';

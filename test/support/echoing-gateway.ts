@@ -6,7 +6,7 @@ import { closeNow, listenOnLoopback } from './loopback-server.js';
 export const ECHOED_PASSWORD = 'pa"ss\\word 9f3c';
 
 /**
- * A careless gateway that echoes what it was sent into its error answers (security review, issue 42):
+ * A careless gateway that echoes what it was sent into its error answers (found by a security review):
  * - the first `grants` token grants are granted (so that a refresh token exists to be echoed), every later one is
  *   refused 401 with the grant's secret (password or refresh token) and the request's JSON text in both `code`
  *   and `message`;
