@@ -1,7 +1,7 @@
 // What the bench runs, each its own process on 127.0.0.1 port 0: the gateway stand-in, the sidecar and the floor
 // proxy (both built, in dist/), which share a throwaway 2048-bit key and password file in a temp dir.
 import { generateKeyPairSync, randomUUID, type KeyObject } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -9,9 +9,27 @@ import { startNode, type Child } from './processes.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const dist = (...path: string[]): string => join(ROOT, 'dist', ...path);
-/** As in the image's ENTRYPOINT and ENV, and `npm start`. */
-export const SHIPPED_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--max-old-space-size=192', '--no-maglev'];
-const SHIPPED_ENV = { MALLOC_ARENA_MAX: '2' };
+
+/** How a child's node runs: its flags (before the program) and the environment they come with. */
+export interface Runtime {
+  readonly flags: readonly string[];
+  readonly env: Readonly<Record<string, string>>;
+}
+
+/**
+ * What the image runs, read from the Dockerfile's last stage: the node flags of its ENTRYPOINT and the variables
+ * of its ENV lines. The bench measures those, not a copy of them.
+ */
+export const IMAGE_RUNTIME: Runtime = imageRuntime(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'));
+
+function imageRuntime(dockerfile: string): Runtime {
+  const stage = dockerfile.split(/^FROM /m).at(-1) ?? '';
+  const entrypoint = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(stage)?.[1] ?? '[]') as string[];
+  const flags = entrypoint.slice(entrypoint.indexOf('node') + 1).filter((arg) => arg.startsWith('--'));
+  const env = Object.fromEntries([...stage.matchAll(/^ENV (\w+)=(\S+)$/gm)].map((m) => [m[1] ?? '', m[2] ?? '']));
+  if (flags.length === 0) throw new Error('the Dockerfile has no ENTRYPOINT running node with flags');
+  return { flags, env };
+}
 /** The allocation probe (alloc-probe.ts), in the sidecar and the floor alike: idle until the bench asks. */
 const PROBE: readonly string[] = ['--import', pathToFileURL(dist('bench', 'alloc-probe.js')).href];
 const [USERNAME, PASSWORD] = ['bench@example.com', 'bench password, loopback only'];
@@ -60,29 +78,31 @@ console.log(JSON.stringify({ url: sidecar.proxyUrl }));`;
 
 /**
  * `redisUrl`: the sidecar keeps its shared state there instead of in memory. `signerEnv`: another signer's settings
- * (the PKCS#11 token of bench/pkcs11.ts).
+ * (the PKCS#11 token of bench/pkcs11.ts). `runtime`: the image's unless another is being compared (flags.ts).
  */
 export function startSidecar(
   ws: Workspace,
   gatewayUrl: string,
   redisUrl?: string,
   signerEnv: NodeJS.ProcessEnv = {},
+  runtime: Runtime = IMAGE_RUNTIME,
 ): Promise<Child> {
   if (!existsSync(dist('bench', 'alloc-probe.js'))) throw new Error('dist/bench is missing: run "npm run bench"');
   const store = redisUrl ? { SIDECAR_STATE_STORE: 'redis', SIDECAR_REDIS_URL: redisUrl } : {};
   const program = ['--input-type=module', '--eval', SIDECAR_PROGRAM];
-  return startNode([...SHIPPED_FLAGS, ...PROBE, ...program], { ...sidecarEnv(ws, gatewayUrl), ...store, ...signerEnv });
+  const env = { ...sidecarEnv(ws, gatewayUrl, runtime), ...store, ...signerEnv };
+  return startNode([...runtime.flags, ...PROBE, ...program], env);
 }
 
 /** bench/floor-proxy.ts, built like the sidecar (tsx's loader alone would add some 35 MB to its RSS). */
-export function startFloor(ws: Workspace, gatewayUrl: string): Promise<Child> {
+export function startFloor(ws: Workspace, gatewayUrl: string, runtime: Runtime = IMAGE_RUNTIME): Promise<Child> {
   if (!existsSync(dist('bench', 'floor-proxy.js'))) throw new Error('dist/bench is missing: run "npm run bench"');
-  return startNode([...SHIPPED_FLAGS, ...PROBE, dist('bench', 'floor-proxy.js')], sidecarEnv(ws, gatewayUrl));
+  return startNode([...runtime.flags, ...PROBE, dist('bench', 'floor-proxy.js')], sidecarEnv(ws, gatewayUrl, runtime));
 }
 
-const sidecarEnv = (ws: Workspace, gatewayUrl: string): NodeJS.ProcessEnv => ({
+const sidecarEnv = (ws: Workspace, gatewayUrl: string, runtime: Runtime): NodeJS.ProcessEnv => ({
   PATH: process.env.PATH,
-  ...SHIPPED_ENV,
+  ...runtime.env,
   SIDECAR_BASE_URL: gatewayUrl,
   SIDECAR_ENVIRONMENT: 'staging',
   SIDECAR_USERNAME: USERNAME,

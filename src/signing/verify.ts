@@ -1,4 +1,4 @@
-import { constants, verify, type KeyObject } from 'node:crypto';
+import { verify, type KeyObject } from 'node:crypto';
 
 /**
  * True when `signature` is an RSA PKCS#1 v1.5 SHA-256 signature (spec 5.2) of `text` (UTF-8) by one of `keys`.
@@ -7,7 +7,9 @@ import { constants, verify, type KeyObject } from 'node:crypto';
  */
 export function verifiesWithAny(keys: readonly KeyObject[], text: string, signature: Buffer): boolean {
   const bytes = Buffer.from(text, 'utf8');
-  return keys.some((key) => verify('sha256', bytes, { key, padding: constants.RSA_PKCS1_PADDING }, signature));
+  // An `rsa` key verifies PKCS#1 v1.5 by default; an options object around it would cost a caught TypeError per
+  // call (signer.ts). Any other kind of key is no key of the gateway's.
+  return keys.some((key) => key.asymmetricKeyType === 'rsa' && verify('sha256', bytes, key, signature));
 }
 
 const STANDARD_PADDED = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
