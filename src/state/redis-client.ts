@@ -163,31 +163,49 @@ interface NodeClient {
 }
 
 /**
- * `client`'s current connection, held. Raw commands (replies as Redis sends them, as the link's own): a held
- * connection follows no redirection, so the write and its WAIT cannot end up on two connections. A command queued
- * on a connection that drops is rejected, never sent again on the next one (no offline queue): a reply that came
- * while the epoch is still the one held came on the held connection.
+ * Where a write refused with MOVED or ASK (nothing written) is to go: the node's client, and whether each command
+ * there must follow ASKING (the slot is still migrating to it). Undefined: not a redirection, or a node unknown.
  */
-function heldConnection(client: NodeClient, onReply: (err: unknown) => void = () => undefined): HeldConnection {
-  const epoch = client.socketEpoch;
-  const send = async (args: string[]) => {
+type Redirect = (err: unknown) => Promise<{ readonly client: NodeClient; readonly asking: boolean } | undefined>;
+
+/**
+ * `client`'s current connection, held. Raw commands (replies as Redis sends them, as the link's own). A command
+ * queued on a connection that drops is rejected, never sent again on the next one (no offline queue): a reply that
+ * came while the epoch is still the one held came on the held connection. In a cluster, a write redirected (MOVED,
+ * ASK) was not made where it was sent: the connection held becomes the one of the node named, once, before anything
+ * was written, so the write and its WAIT still go on one connection.
+ */
+function heldConnection(client: NodeClient, redirect?: Redirect): HeldConnection {
+  let held = { client, epoch: client.socketEpoch, asking: false };
+  let redirected = false;
+  const sendOnHeld = async (args: string[]): Promise<unknown> => {
+    if (!held.asking) return held.client.sendCommand(args);
+    // Queued together, so that no other command of the client comes between ASKING and the one it is for.
+    const [, reply] = await Promise.all([held.client.sendCommand(['ASKING']), held.client.sendCommand(args)]);
+    return reply;
+  };
+  const write = async (args: string[]): Promise<unknown> => {
     try {
-      return await client.sendCommand(args);
+      return await sendOnHeld(args);
     } catch (err) {
-      onReply(err);
-      throw err;
+      const to = redirected || redirect === undefined ? undefined : await redirect(err);
+      if (to === undefined) throw err;
+      redirected = true;
+      held = { client: to.client, epoch: to.client.socketEpoch, asking: to.asking };
+      return sendOnHeld(args);
     }
   };
   const script = (command: string, body: string, keys: string[], args: string[]) =>
-    send([command, body, String(keys.length), ...keys, ...args]);
+    write([command, body, String(keys.length), ...keys, ...args]);
   return {
     get replaced() {
-      return !client.isReady || client.socketEpoch !== epoch;
+      return !held.client.isReady || held.client.socketEpoch !== held.epoch;
     },
-    setIfAbsent: async (key, value, ttlMs) => (await send(['SET', key, value, 'NX', 'PX', String(ttlMs)])) === 'OK',
+    setIfAbsent: async (key, value, ttlMs) => (await write(['SET', key, value, 'NX', 'PX', String(ttlMs)])) === 'OK',
     evalSha: (sha1, keys, args) => script('EVALSHA', sha1, keys, args),
     eval: (source, keys, args) => script('EVAL', source, keys, args),
-    wait: async (replicas, timeoutMs) => Number(await send(['WAIT', String(replicas), String(timeoutMs)])),
+    wait: async (replicas, timeoutMs) =>
+      Number(await held.client.sendCommand(['WAIT', String(replicas), String(timeoutMs)])),
   };
 }
 
@@ -297,6 +315,18 @@ function clusterLink(options: RedisConnectionOptions, nodes: readonly RedisNode[
     RESP: 2,
     useReplicas: false,
   });
+  // A held connection's write answered MOVED or ASK (`<kind> <slot> <host:port>`): that node's client. After a MOVED,
+  // a read routed by the key lets the cluster follow it too and learn the slot's new node for the next writes.
+  const redirect =
+    (key: string): Redirect =>
+    async (err) => {
+      if (!(err instanceof ErrorReply)) return undefined;
+      const [kind, , address] = err.message.split(' ');
+      if ((kind !== 'MOVED' && kind !== 'ASK') || address === undefined) return undefined;
+      if (kind === 'MOVED') void cluster.get(key).catch(() => null);
+      const named = cluster.nodeByAddress.get(address);
+      return named === undefined ? undefined : { client: await cluster.nodeClient(named), asking: kind === 'ASK' };
+    };
   return {
     get isOpen() {
       return cluster.isOpen;
@@ -327,13 +357,9 @@ function clusterLink(options: RedisConnectionOptions, nodes: readonly RedisNode[
     subscribe: (channel, listener) => cluster.subscribe(channel, listener),
     unsubscribe: (channel, listener) => cluster.unsubscribe(channel, listener as (message: string | Buffer) => void),
     command: (key, args) => cluster.sendCommand(key, false, [...args]),
-    // The key's node's client, the write and its WAIT sent on it (the cluster would send WAIT to every primary and
-    // answer the lowest count). A MOVED or ASK reply means nothing was written: the write is refused, and a read
-    // routed by the key lets the cluster follow the redirection and learn the slot's new node for the next write.
-    hold: async (key) =>
-      heldConnection(await cluster.getNodeClientForKey(key, false), (err) => {
-        if (err instanceof ErrorReply && /^(MOVED|ASK) /.test(err.message)) void cluster.get(key).catch(() => null);
-      }),
+    // The key's node's client, the write and its WAIT sent on it (through the cluster, WAIT would go to every primary
+    // and answer the lowest count).
+    hold: async (key) => heldConnection(await cluster.getNodeClientForKey(key, false), redirect(key)),
     view: () =>
       Promise.resolve({
         primary: undefined,

@@ -275,12 +275,15 @@ export class RedisStateStore implements StateStore {
     const started = performance.now();
     try {
       return await pool.use(async (link) => {
+        const wanted = await this.replicasWanted();
+        // No replica to wait for (`auto`, a cluster without replicas): written as any write, routed by its keys.
+        if (wanted === 0) return await this.run(command, () => send(link), link);
         const made = async () => {
           const connection = await link.hold(this.keys.key(key));
           return { connection, reply: await send(connection) };
         };
         const { connection, reply } = await this.run(command, made, link);
-        if (written(reply)) await this.replicated(link, connection);
+        if (written(reply)) await this.replicated(link, connection, wanted);
         return reply;
       });
     } catch (err) {
@@ -297,9 +300,7 @@ export class RedisStateStore implements StateStore {
    * the write and the WAIT's answer: the WAIT then ran on a connection that never made the write. WAIT's own timeout
    * is kept inside the command timeout so that Redis answers with its count before the store gives up on the command.
    */
-  private async replicated(link: RedisLink, connection: HeldConnection): Promise<void> {
-    const wanted = await this.replicasWanted();
-    if (wanted === 0) return;
+  private async replicated(link: RedisLink, connection: HeldConnection, wanted: number): Promise<void> {
     // Half the command timeout: room for the reply to travel and be read on a busy event loop before our own deadline.
     const waitMs = Math.max(1, Math.floor(this.timeoutMs / 2));
     await this.run(
@@ -314,7 +315,7 @@ export class RedisStateStore implements StateStore {
     );
   }
 
-  /** The replica count to wait for; `auto` asks the cluster's view at the moment of the write. */
+  /** The replica count to wait for; `auto` asks the cluster's view at the moment of the write (before it is sent). */
   private async replicasWanted(): Promise<number> {
     const setting = this.options.minReplicasAcked ?? 0;
     if (setting !== 'auto') return setting;
