@@ -27,9 +27,12 @@ export class LinkPool {
     for (const link of links) this.inFlight.set(link, 0);
   }
 
-  /** Every link is connected (the store counts as available only then, as for its other connections). */
-  allReady(): boolean {
-    return this.links.every((link) => link.isReady);
+  /**
+   * Some link is connected: every acknowledged write can be made (the store counts as available only then). One link
+   * down, or slow behind a WAIT, is no outage: the writes go to the others.
+   */
+  anyReady(): boolean {
+    return this.links.some((link) => link.isReady);
   }
 
   /** Runs `use` (a write and its WAIT) on the least busy connected link; PoolNotConnected when none is. */

@@ -1,5 +1,5 @@
 import { rootCertificates } from 'node:tls';
-import { createClient, createCluster, createSentinel } from '@redis/client';
+import { createClient, createCluster, createSentinel, ErrorReply } from '@redis/client';
 import type { RedisNode, RedisTopology } from '../config/state-settings.js';
 
 /** How long one connection attempt (TCP, TLS, AUTH, SELECT) may take before it counts as failed and is retried. */
@@ -35,11 +35,35 @@ export interface TopologyView {
   readonly primaries?: number;
 }
 
+/** The commands a write is made of: on a link (routed by its keys), or on one connection held for its WAIT. */
+export interface WriteTarget {
+  setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean>;
+  /** A script over `keys` (one slot: the account's hash tag). */
+  evalSha(sha1: string, keys: string[], args: string[]): Promise<unknown>;
+  eval(source: string, keys: string[], args: string[]): Promise<unknown>;
+}
+
+/**
+ * One physical connection, held from a write to its WAIT. WAIT counts only the writes made on the connection it
+ * runs on: node-redis reconnects by itself, and a WAIT sent after a reconnect runs on a fresh connection that made
+ * no write, so it answers at once with every replica and would confirm a write it never saw. Writes and WAIT go on
+ * this one connection, and `replaced` says when it is no longer the one it was when held.
+ */
+export interface HeldConnection extends WriteTarget {
+  /**
+   * Lost or reconnected since it was held (node-redis' socket epoch moved, or the client is gone: a failover gave
+   * the primary a client of its own). A WAIT answered then may not have counted the write.
+   */
+  readonly replaced: boolean;
+  /** WAIT on this connection: how many replicas hold the writes it made so far. */
+  wait(replicas: number, timeoutMs: number): Promise<number>;
+}
+
 /**
  * One way to Redis, whatever the topology: the commands the store sends, and the connection's state. node-redis
  * does the discovery, the redirections (MOVED, ASK) and the reconnections; this is only the seam the store sees.
  */
-export interface RedisLink {
+export interface RedisLink extends WriteTarget {
   readonly isOpen: boolean;
   readonly isReady: boolean;
   /** Every failed connection attempt or connection error (node-redis throws an error nobody listens to). */
@@ -51,10 +75,6 @@ export interface RedisLink {
   destroy(): void;
   ping(routingKey: string): Promise<unknown>;
   get(key: string): Promise<string | null>;
-  setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean>;
-  /** A script over `keys` (one slot: the account's hash tag), routed by the first. */
-  evalSha(sha1: string, keys: string[], args: string[]): Promise<unknown>;
-  eval(source: string, keys: string[], args: string[]): Promise<unknown>;
   publish(channel: string, message: string): Promise<unknown>;
   subscribe(channel: string, listener: (message: string) => void): Promise<unknown>;
   unsubscribe(channel: string, listener: (message: string) => void): Promise<unknown>;
@@ -63,8 +83,11 @@ export interface RedisLink {
    * strings): the postback inbox's stream and sorted-set commands, whose parsed replies differ between versions.
    */
   command(key: string, args: readonly string[]): Promise<unknown>;
-  /** WAIT on the connection that wrote `key` (the key's node in a cluster): how many replicas have its writes. */
-  wait(key: string, replicas: number, timeoutMs: number): Promise<number>;
+  /**
+   * The connection that writes to `key` go on now (the primary's; in a cluster, the key's node's), held for an
+   * acknowledged write and its WAIT.
+   */
+  hold(key: string): Promise<HeldConnection>;
   /** The primary and replicas as the client knows them; `routingKey` reaches the account's node. */
   view(routingKey: string): Promise<TopologyView>;
   /** A second link to the same Redis (pub/sub takes a connection of its own). */
@@ -131,6 +154,61 @@ async function roleView(
   return { primary, replicas: role[0] === 'master' && Array.isArray(role[2]) ? role[2].length : 0 };
 }
 
+/** What a held connection needs of a node-redis client: raw commands, and which socket they go on. */
+interface NodeClient {
+  readonly isReady: boolean;
+  /** Counts the client's connections made ready: it moves at every reconnect. */
+  readonly socketEpoch: number;
+  sendCommand(args: string[]): Promise<unknown>;
+}
+
+/**
+ * Where a write refused with MOVED or ASK (nothing written) is to go: the node's client, and whether each command
+ * there must follow ASKING (the slot is still migrating to it). Undefined: not a redirection, or a node unknown.
+ */
+type Redirect = (err: unknown) => Promise<{ readonly client: NodeClient; readonly asking: boolean } | undefined>;
+
+/**
+ * `client`'s current connection, held. Raw commands (replies as Redis sends them, as the link's own). A command
+ * queued on a connection that drops is rejected, never sent again on the next one (no offline queue): a reply that
+ * came while the epoch is still the one held came on the held connection. In a cluster, a write redirected (MOVED,
+ * ASK) was not made where it was sent: the connection held becomes the one of the node named, once, before anything
+ * was written, so the write and its WAIT still go on one connection.
+ */
+function heldConnection(client: NodeClient, redirect?: Redirect): HeldConnection {
+  let held = { client, epoch: client.socketEpoch, asking: false };
+  let redirected = false;
+  const sendOnHeld = async (args: string[]): Promise<unknown> => {
+    if (!held.asking) return held.client.sendCommand(args);
+    // Queued together, so that no other command of the client comes between ASKING and the one it is for.
+    const [, reply] = await Promise.all([held.client.sendCommand(['ASKING']), held.client.sendCommand(args)]);
+    return reply;
+  };
+  const write = async (args: string[]): Promise<unknown> => {
+    try {
+      return await sendOnHeld(args);
+    } catch (err) {
+      const to = redirected || redirect === undefined ? undefined : await redirect(err);
+      if (to === undefined) throw err;
+      redirected = true;
+      held = { client: to.client, epoch: to.client.socketEpoch, asking: to.asking };
+      return sendOnHeld(args);
+    }
+  };
+  const script = (command: string, body: string, keys: string[], args: string[]) =>
+    write([command, body, String(keys.length), ...keys, ...args]);
+  return {
+    get replaced() {
+      return !held.client.isReady || held.client.socketEpoch !== held.epoch;
+    },
+    setIfAbsent: async (key, value, ttlMs) => (await write(['SET', key, value, 'NX', 'PX', String(ttlMs)])) === 'OK',
+    evalSha: (sha1, keys, args) => script('EVALSHA', sha1, keys, args),
+    eval: (source, keys, args) => script('EVAL', source, keys, args),
+    wait: async (replicas, timeoutMs) =>
+      Number(await held.client.sendCommand(['WAIT', String(replicas), String(timeoutMs)])),
+  };
+}
+
 function standaloneLink(options: RedisConnectionOptions, url: string): RedisLink {
   // The URL's scheme says whether it is TLS.
   const node = dataNodeOptions({ ...options, tls: url.startsWith('rediss:') });
@@ -159,7 +237,7 @@ function standaloneLink(options: RedisConnectionOptions, url: string): RedisLink
     subscribe: (channel, listener) => client.subscribe(channel, listener),
     unsubscribe: (channel, listener) => client.unsubscribe(channel, listener),
     command: (_key, args) => client.sendCommand([...args]),
-    wait: (_key, replicas, timeoutMs) => client.wait(replicas, timeoutMs),
+    hold: () => Promise.resolve(heldConnection(client)),
     view: () => roleView((args) => client.sendCommand(args), new URL(url).host),
     duplicate: () => standaloneLink(options, url),
   };
@@ -214,7 +292,9 @@ function sentinelLink(
     // Registered as a string listener (no buffer mode): the same function, as the client types any listener.
     unsubscribe: (channel, listener) => sentinel.unsubscribe(channel, listener as (message: string | Buffer) => void),
     command: (_key, args) => sentinel.sendCommand(false, [...args]),
-    wait: (_key, replicas, timeoutMs) => sentinel.wait(replicas, timeoutMs),
+    // The primary's client as node-redis has it now (after a failover, a new client): _execute is the only way to
+    // it; a lease of it (acquire) would take it from every other command of this link until released.
+    hold: async () => heldConnection(await sentinel._execute(false, (client) => Promise.resolve(client))),
     view: () => roleView((args) => sentinel.sendCommand(false, args), address(sentinel.getMasterNode())),
     duplicate: () => sentinelLink(options, topology),
   };
@@ -223,7 +303,7 @@ function sentinelLink(
 /**
  * Cluster mode: node-redis learns the slots from the seeds, sends each command to the node of its key (every key of
  * an account shares one hash tag, so one node), follows MOVED and ASK, and rediscovers the slots after a failover.
- * WAIT and PING are routed by the account's key too, so WAIT runs on the connection that made the writes.
+ * PING is routed by the account's key too; an acknowledged write and its WAIT go on the key's node's connection.
  */
 function clusterLink(options: RedisConnectionOptions, nodes: readonly RedisNode[]): RedisLink {
   const scheme = options.tls === true ? 'rediss' : 'redis';
@@ -235,6 +315,18 @@ function clusterLink(options: RedisConnectionOptions, nodes: readonly RedisNode[
     RESP: 2,
     useReplicas: false,
   });
+  // A held connection's write answered MOVED or ASK (`<kind> <slot> <host:port>`): that node's client. After a MOVED,
+  // a read routed by the key lets the cluster follow it too and learn the slot's new node for the next writes.
+  const redirect =
+    (key: string): Redirect =>
+    async (err) => {
+      if (!(err instanceof ErrorReply)) return undefined;
+      const [kind, , address] = err.message.split(' ');
+      if ((kind !== 'MOVED' && kind !== 'ASK') || address === undefined) return undefined;
+      if (kind === 'MOVED') void cluster.get(key).catch(() => null);
+      const named = cluster.nodeByAddress.get(address);
+      return named === undefined ? undefined : { client: await cluster.nodeClient(named), asking: kind === 'ASK' };
+    };
   return {
     get isOpen() {
       return cluster.isOpen;
@@ -265,8 +357,9 @@ function clusterLink(options: RedisConnectionOptions, nodes: readonly RedisNode[
     subscribe: (channel, listener) => cluster.subscribe(channel, listener),
     unsubscribe: (channel, listener) => cluster.unsubscribe(channel, listener as (message: string | Buffer) => void),
     command: (key, args) => cluster.sendCommand(key, false, [...args]),
-    wait: async (key, replicas, timeoutMs) =>
-      Number(await cluster.sendCommand(key, false, ['WAIT', String(replicas), String(timeoutMs)])),
+    // The key's node's client, the write and its WAIT sent on it (through the cluster, WAIT would go to every primary
+    // and answer the lowest count).
+    hold: async (key) => heldConnection(await cluster.getNodeClientForKey(key, false), redirect(key)),
     view: () =>
       Promise.resolve({
         primary: undefined,

@@ -22,6 +22,18 @@ export class ReplicasBehind extends Error {
   }
 }
 
+/**
+ * The connection of an acknowledged write was lost or reconnected before its WAIT answered: the WAIT ran, or would
+ * run, on a connection that did not make the write, so its count says nothing of it. Refused as a WAIT that counted
+ * too few replicas is; the link's own error already said whether Redis is away.
+ */
+export class ConnectionReplaced extends Error {
+  override readonly name = 'ConnectionReplaced';
+  constructor() {
+    super('connection lost or replaced between the write and its WAIT');
+  }
+}
+
 /** Error codes that mean the settings are wrong, not that Redis is away: the log says what to check. */
 const CREDENTIAL_CODES = new Set(['WRONGPASS', 'NOAUTH', 'NOPERM']);
 
@@ -31,7 +43,8 @@ const CREDENTIAL_CODES = new Set(['WRONGPASS', 'NOAUTH', 'NOPERM']);
  * (ECONNREFUSED, TLS verification, a closed socket) name only the address and the cause.
  */
 export function describeRedisError(err: unknown): string {
-  if (err instanceof RedisCommandTimeout || err instanceof ReplicasBehind) return err.message;
+  if (err instanceof RedisCommandTimeout || err instanceof ReplicasBehind || err instanceof ConnectionReplaced)
+    return err.message;
   if (err instanceof ErrorReply) {
     const code = /^[A-Z]+/.exec(err.message)?.[0] ?? 'ERR';
     return CREDENTIAL_CODES.has(code)

@@ -3,8 +3,15 @@ import { ErrorReply } from '@redis/client';
 import type { Logger } from '../observability/log.js';
 import type { StateStoreCommand, StateStoreOutcome } from '../observability/state-store-metrics.js';
 import { ACKNOWLEDGED_WRITE_CONNECTIONS, LinkPool, PoolNotConnected } from './link-pool.js';
-import { createRedisLink, type RedisConnectionOptions, type RedisLink, type TopologyView } from './redis-client.js';
-import { describeRedisError, RedisCommandTimeout, ReplicasBehind } from './redis-errors.js';
+import {
+  createRedisLink,
+  type HeldConnection,
+  type RedisConnectionOptions,
+  type RedisLink,
+  type TopologyView,
+  type WriteTarget,
+} from './redis-client.js';
+import { ConnectionReplaced, describeRedisError, RedisCommandTimeout, ReplicasBehind } from './redis-errors.js';
 import { DEFAULT_REDIS_KEY_PREFIX, RedisKeys } from './redis-keys.js';
 import { COMPARE_AND_DELETE, COMPARE_AND_SET, WRITE_IF, type LuaScript } from './redis-scripts.js';
 import { StoreAvailability } from './store-availability.js';
@@ -36,6 +43,8 @@ export interface RedisStoreOptions extends RedisConnectionOptions {
   readonly log?: Logger;
   /** Every command's duration and outcome (the store command histogram). */
   readonly onCommand?: (command: StateStoreCommand, outcome: StateStoreOutcome, seconds: number) => void;
+  /** Makes the store's links (default createRedisLink): tests wrap it to act on one connection the store holds. */
+  readonly createLink?: (options: RedisConnectionOptions) => RedisLink;
 }
 
 /** One entry of a stream: its id (`<ms>-<seq>`) and its fields. */
@@ -56,7 +65,9 @@ interface Channel {
  * disconnected. Pub/sub runs on a second connection (a subscribed connection takes no other command), which
  * node-redis subscribes again after every reconnect. With replica acknowledgement configured, acknowledged writes
  * run on connections of their own (link-pool.ts), so that a WAIT holds up nothing else. The store counts as
- * available only when each kind of connection is up, so a publication after a recovery reaches the subscribers.
+ * available when its commands connection and its pub/sub connection are up (so a publication after a recovery
+ * reaches the subscribers) and, with acknowledged writes, at least one of their connections is: one is enough for
+ * every acknowledged write, and whether Redis answers is for the commands connection to say.
  */
 export class RedisStateStore implements StateStore {
   readonly kind = 'redis';
@@ -75,12 +86,15 @@ export class RedisStateStore implements StateStore {
     this.keys = new RedisKeys(options.keyPrefix ?? DEFAULT_REDIS_KEY_PREFIX, options.accountTag);
     this.timeoutMs = options.commandTimeoutMs ?? DEFAULT_REDIS_COMMAND_TIMEOUT_MS;
     this.availability = new StoreAvailability(options.log, 'redis');
-    this.client = this.connect(createRedisLink(options));
-    this.subscriber = this.connect(this.client.duplicate());
+    const createLink = options.createLink ?? createRedisLink;
+    this.client = this.connect(createLink(options), 'shared');
+    this.subscriber = this.connect(this.client.duplicate(), 'shared');
     const acknowledges = (options.minReplicasAcked ?? 0) !== 0;
     this.acknowledging = acknowledges
       ? new LinkPool(
-          Array.from({ length: ACKNOWLEDGED_WRITE_CONNECTIONS }, () => this.connect(createRedisLink(options))),
+          Array.from({ length: ACKNOWLEDGED_WRITE_CONNECTIONS }, () =>
+            this.connect(createLink(options), 'acknowledging'),
+          ),
         )
       : undefined;
   }
@@ -111,7 +125,7 @@ export class RedisStateStore implements StateStore {
   async setIfAbsent(key: string, value: string, ttlMs: number, options: WriteOptions = {}): Promise<boolean> {
     const stored = this.keys.key(key);
     const ms = ttl(ttlMs);
-    return this.write('set_if_absent', key, options, (link) => link.setIfAbsent(stored, value, ms), isTrue);
+    return this.write('set_if_absent', key, options, (target) => target.setIfAbsent(stored, value, ms), isTrue);
   }
 
   async compareAndSet(
@@ -122,7 +136,7 @@ export class RedisStateStore implements StateStore {
     options: WriteOptions = {},
   ): Promise<boolean> {
     const args = [expected === undefined ? '0' : '1', expected ?? '', value, String(ttl(ttlMs))];
-    const write = (link: RedisLink) => this.script(COMPARE_AND_SET, [key], args, link);
+    const write = (target: WriteTarget) => this.script(COMPARE_AND_SET, [key], args, target);
     return (await this.write('compare_and_set', key, options, write, isOne)) === 1;
   }
 
@@ -135,7 +149,7 @@ export class RedisStateStore implements StateStore {
     const args = [String(conditions.length)];
     for (const { holds } of conditions) args.push(holds === undefined ? '0' : '1', holds ?? '');
     for (const { value, ttlMs } of writes) args.push(value, String(ttl(ttlMs)));
-    const write = (link: RedisLink) => this.script(WRITE_IF, keyNames, args, link);
+    const write = (target: WriteTarget) => this.script(WRITE_IF, keyNames, args, target);
     return (await this.write('write_if', keyNames[0] ?? '', options, write, isOne)) === 1;
   }
 
@@ -169,7 +183,7 @@ export class RedisStateStore implements StateStore {
     args: readonly string[],
     options: WriteOptions = {},
   ): Promise<unknown> {
-    const write = (link: RedisLink) => this.script(script, keyNames, [...args], link);
+    const write = (target: WriteTarget) => this.script(script, keyNames, [...args], target);
     return this.write(command, keyNames[0] ?? '', options, write, () => true);
   }
 
@@ -245,15 +259,15 @@ export class RedisStateStore implements StateStore {
   }
 
   /**
-   * One write; acknowledged (`options.acknowledged` and replicas configured), it and its WAIT go on one of the
-   * acknowledged writes' connections, and the WAIT follows only when `written` says the reply wrote something (a
-   * key already held was written, and waited for, by someone else).
+   * One write; acknowledged (`options.acknowledged` and replicas configured), it and its WAIT go on one connection
+   * held on one of the acknowledged writes' links, and the WAIT follows only when `written` says the reply wrote
+   * something (a key already held was written, and waited for, by someone else).
    */
   private async write<T>(
     command: StateStoreCommand,
     key: string,
     options: WriteOptions,
-    send: (link: RedisLink) => Promise<T>,
+    send: (target: WriteTarget) => Promise<T>,
     written: (reply: T) => boolean,
   ): Promise<T> {
     const pool = this.acknowledging;
@@ -261,8 +275,15 @@ export class RedisStateStore implements StateStore {
     const started = performance.now();
     try {
       return await pool.use(async (link) => {
-        const reply = await this.run(command, () => send(link), link);
-        if (written(reply)) await this.replicated(link, key);
+        const wanted = await this.replicasWanted();
+        // No replica to wait for (`auto`, a cluster without replicas): written as any write, routed by its keys.
+        if (wanted === 0) return await this.run(command, () => send(link), link);
+        const made = async () => {
+          const connection = await link.hold(this.keys.key(key));
+          return { connection, reply: await send(connection) };
+        };
+        const { connection, reply } = await this.run(command, made, link);
+        if (written(reply)) await this.replicated(link, connection, wanted);
         return reply;
       });
     } catch (err) {
@@ -275,25 +296,26 @@ export class RedisStateStore implements StateStore {
   /**
    * WAIT: blocks until the writes this connection made so far are held by the configured number of replicas, or
    * its timeout passes, and answers how many replicas have them. The number is checked: fewer is a write a failover
-   * could take back, so the caller must act as for a store that did not answer. WAIT's own timeout is kept inside
-   * the command timeout so that Redis answers with its count before the store gives up on the command.
+   * could take back, so the caller must act as for a store that did not answer. So is a connection replaced between
+   * the write and the WAIT's answer: the WAIT then ran on a connection that never made the write. WAIT's own timeout
+   * is kept inside the command timeout so that Redis answers with its count before the store gives up on the command.
    */
-  private async replicated(link: RedisLink, key: string): Promise<void> {
-    const wanted = await this.replicasWanted();
-    if (wanted === 0) return;
+  private async replicated(link: RedisLink, connection: HeldConnection, wanted: number): Promise<void> {
     // Half the command timeout: room for the reply to travel and be read on a busy event loop before our own deadline.
     const waitMs = Math.max(1, Math.floor(this.timeoutMs / 2));
     await this.run(
       'wait',
       async () => {
-        const acknowledged = await link.wait(this.keys.key(key), wanted, waitMs);
+        if (connection.replaced) throw new ConnectionReplaced();
+        const acknowledged = await connection.wait(wanted, waitMs);
+        if (connection.replaced) throw new ConnectionReplaced();
         if (acknowledged < wanted) throw new ReplicasBehind(acknowledged, wanted);
       },
       link,
     );
   }
 
-  /** The replica count to wait for; `auto` asks the cluster's view at the moment of the write. */
+  /** The replica count to wait for; `auto` asks the cluster's view at the moment of the write (before it is sent). */
   private async replicasWanted(): Promise<number> {
     const setting = this.options.minReplicasAcked ?? 0;
     if (setting !== 'auto') return setting;
@@ -305,10 +327,13 @@ export class RedisStateStore implements StateStore {
     return this.run('ping', () => this.client.view(this.keys.key('topology')));
   }
 
-  /** Attaches the listeners, then starts connecting (and reconnecting, with capped backoff) in the background. */
-  private connect(link: RedisLink): RedisLink {
+  /**
+   * Attaches the listeners, then starts connecting (and reconnecting, with capped backoff) in the background. An
+   * acknowledging link that fails takes the store down only when it was the last of them connected.
+   */
+  private connect(link: RedisLink, role: 'shared' | 'acknowledging'): RedisLink {
     // node-redis emits `error` for every failed attempt and throws when nobody listens: always listened to.
-    link.onError((err: unknown) => this.markDown(describeRedisError(err)));
+    link.onError((err: unknown) => this.failed(role, describeRedisError(err)));
     link.onReady(() => this.markUpIfConnected());
     void link.connect().then(() => this.markUpIfConnected());
     return link;
@@ -361,11 +386,11 @@ export class RedisStateStore implements StateStore {
     script: LuaScript,
     keyNames: readonly string[],
     args: string[],
-    link: RedisLink = this.client,
+    target: WriteTarget = this.client,
   ): Promise<unknown> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.scriptOnce(script, keyNames, args, link);
+        return await this.scriptOnce(script, keyNames, args, target);
       } catch (err) {
         const migrating = err instanceof ErrorReply && err.message.startsWith('TRYAGAIN');
         if (!migrating || keyNames.length < 2 || this.closed || attempt * TRYAGAIN_PAUSE_MS >= this.timeoutMs)
@@ -380,14 +405,14 @@ export class RedisStateStore implements StateStore {
     script: LuaScript,
     keyNames: readonly string[],
     args: string[],
-    link: RedisLink,
+    target: WriteTarget,
   ): Promise<unknown> {
     const stored = keyNames.map((name) => this.keys.key(name));
     try {
-      return await link.evalSha(script.sha1, stored, args);
+      return await target.evalSha(script.sha1, stored, args);
     } catch (err) {
       if (!(err instanceof ErrorReply) || !err.message.startsWith('NOSCRIPT')) throw err;
-      return await link.eval(script.source, stored, args);
+      return await target.eval(script.source, stored, args);
     }
   }
 
@@ -406,8 +431,9 @@ export class RedisStateStore implements StateStore {
     } catch (err) {
       this.observe(command, err instanceof RedisCommandTimeout ? 'timeout' : 'error', started);
       const reason = describeRedisError(err);
-      // Replicas behind: Redis itself answers, so the store stays available (the token, reads); the write is refused.
-      if (!(err instanceof ReplicasBehind)) this.markDown(reason);
+      // A failure on an acknowledged write's own connection (replicas behind, a WAIT past its deadline, a link that
+      // dropped) refuses that write only: Redis itself may answer, and the store stays available (the token, reads).
+      this.failed(via === this.client || via === this.subscriber ? 'shared' : 'acknowledging', reason);
       throw new StateStoreUnavailableError(`redis ${command}: ${reason}`, { cause: err });
     }
   }
@@ -418,10 +444,16 @@ export class RedisStateStore implements StateStore {
 
   private markUpIfConnected(): void {
     if (this.closed || !this.client.isReady || !this.subscriber.isReady) return;
-    if (this.acknowledging !== undefined && !this.acknowledging.allReady()) return;
+    if (this.acknowledging !== undefined && !this.acknowledging.anyReady()) return;
     clearInterval(this.probe);
     this.probe = undefined;
     this.availability.up();
+  }
+
+  /** A connection failed: the store is down, unless it was an acknowledging link and another one is connected. */
+  private failed(role: 'shared' | 'acknowledging', reason: string): void {
+    if (role === 'acknowledging' && this.acknowledging?.anyReady() !== false) return;
+    this.markDown(reason);
   }
 
   private markDown(reason: string): void {

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ACKNOWLEDGED_WRITE_CONNECTIONS } from '../../src/state/link-pool.js';
+import { createRedisLink, type RedisLink } from '../../src/state/redis-client.js';
 import { accountTag } from '../../src/state/redis-keys.js';
 import { RedisStateStore } from '../../src/state/redis-store.js';
 import { StateStoreUnavailableError } from '../../src/state/state-store.js';
@@ -32,13 +33,25 @@ after(async () => {
 });
 
 async function openStore(minReplicasAcked: number): Promise<RedisStateStore> {
+  const links: RedisLink[] = [];
   const store = new RedisStateStore({
     topology: { mode: 'standalone', url: primary.url },
     accountTag: accountTag('https://gateway.test', 'merchant@example.test'),
     commandTimeoutMs: COMMAND_TIMEOUT_MS,
     minReplicasAcked,
+    createLink: (options) => {
+      const link = createRedisLink(options);
+      links.push(link);
+      return link;
+    },
   });
   assert.equal(await store.whenAvailable(5_000), true, 'the store connects');
+  // Available once one acknowledging connection is up; what follows counts on every one of them.
+  const deadline = Date.now() + 5_000;
+  while (!links.every((link) => link.isReady)) {
+    if (Date.now() > deadline) throw new Error('a connection of the store never came up');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
   return store;
 }
 
