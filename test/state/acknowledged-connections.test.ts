@@ -8,7 +8,7 @@ import { createRedisLink, type RedisLink } from '../../src/state/redis-client.js
 import { accountTag } from '../../src/state/redis-keys.js';
 import { RedisStateStore } from '../../src/state/redis-store.js';
 import { StateStoreUnavailableError } from '../../src/state/state-store.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { startRedis, startReplica, type TestRedis } from '../support/redis-server.js';
 
 // WAIT's own timeout is half of it: a second, long beside a command on 127.0.0.1 even on a loaded machine.
 const COMMAND_TIMEOUT_MS = 2_000;
@@ -20,12 +20,7 @@ let replica: TestRedis;
 
 before(async () => {
   primary = await startRedis();
-  replica = await startRedis({ args: ['--replicaof', '127.0.0.1', String(primary.port)] });
-  const deadline = Date.now() + 20_000;
-  while (!(await primary.cli('INFO', 'replication')).some((line) => /^slave0:.*state=online/.test(line))) {
-    if (Date.now() > deadline) throw new Error('the replica never synced');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  replica = await startReplica(primary);
 });
 after(async () => {
   replica.thaw();

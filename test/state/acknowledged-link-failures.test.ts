@@ -15,7 +15,7 @@ import {
 import { accountTag } from '../../src/state/redis-keys.js';
 import { RedisStateStore } from '../../src/state/redis-store.js';
 import { StateStoreUnavailableError } from '../../src/state/state-store.js';
-import { SIDECAR_ACL_RULES, startRedis, type TestRedis } from '../support/redis-server.js';
+import { SIDECAR_ACL_RULES, startRedis, startReplica, type TestRedis } from '../support/redis-server.js';
 
 const COMMAND_TIMEOUT_MS = 2_000;
 const TTL_MS = 60_000;
@@ -26,12 +26,7 @@ let replica: TestRedis;
 before(async () => {
   // CLIENT ID: the test's own way to name a connection of the store to CLIENT KILL (the sidecar never sends it).
   primary = await startRedis({ user: true, acl: [...SIDECAR_ACL_RULES, '+client|id'] });
-  replica = await startRedis({ args: ['--replicaof', '127.0.0.1', String(primary.port)] });
-  const deadline = Date.now() + 20_000;
-  while (!(await primary.cli('INFO', 'replication')).some((line) => /^slave0:.*state=online/.test(line))) {
-    if (Date.now() > deadline) throw new Error('the replica never synced');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  replica = await startReplica(primary);
 });
 after(async () => {
   await Promise.all([replica.close(), primary.close()]);

@@ -167,6 +167,20 @@ export async function startRedis(options: RedisOptions = {}): Promise<TestRedis>
   };
 }
 
+/** A replica of `primary`, once the primary lists it as online (synced: it can acknowledge writes). */
+export async function startReplica(primary: TestRedis, timeoutMs = 20_000): Promise<TestRedis> {
+  const replica = await startRedis({ args: ['--replicaof', '127.0.0.1', String(primary.port)] });
+  const deadline = Date.now() + timeoutMs;
+  while (!(await primary.cli('INFO', 'replication')).some((line) => /^slave\d+:.*state=online/.test(line))) {
+    if (Date.now() > deadline) {
+      await replica.close();
+      throw new Error('the replica never synced');
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return replica;
+}
+
 function serverArgs(dir: string, port: number, tls: TlsFiles | undefined, extra: readonly string[]): string[] {
   const args = ['--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no', '--daemonize', 'no'];
   args.push('--loglevel', 'notice', '--logfile', '');
