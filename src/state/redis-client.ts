@@ -347,7 +347,9 @@ function clusterLink(options: RedisConnectionOptions, nodes: readonly RedisNode[
       first.stop();
       if (cluster.isOpen) cluster.destroy();
     },
-    ping: (routingKey) => cluster.sendCommand(routingKey, true, ['PING']),
+    // On the key's node's client: through the cluster, node-redis sends a PING to every primary (its command tips
+    // say all_shards) and fails it when one does not answer, whatever the routing key.
+    ping: async (routingKey) => (await cluster.getNodeClientForKey(routingKey, false)).sendCommand(['PING']),
     get: (key) => cluster.get(key),
     setIfAbsent: async (key, value, ttlMs) =>
       (await cluster.set(key, value, { condition: 'NX', expiration: { type: 'PX', value: ttlMs } })) === 'OK',
