@@ -5,7 +5,7 @@
 // the children and the key are removed at the end. Machine load moves none of these figures.
 import { parseArgs } from 'node:util';
 import { openLoop } from './load.js';
-import { killAllNow, stopAll, type Child } from './processes.js';
+import { stopAll, type Child } from './processes.js';
 import * as stack from './stack.js';
 
 const { values: flags } = parseArgs({
@@ -35,11 +35,7 @@ async function profileOf(name: string, proc: Child): Promise<void> {
     say(`| \`${site}\` | ${(bytes / requests / 1024).toFixed(2)} | ${((100 * bytes) / profile.total).toFixed(1)} % |`);
 }
 
-const ws = stack.createWorkspace();
-process.once('exit', () => {
-  killAllNow();
-  stack.removeWorkspace(ws);
-});
+const ws = stack.workspaceUntilExit();
 try {
   const gateway = await stack.startGateway();
   const [sidecar, floor] = [await stack.startSidecar(ws, gateway.url), await stack.startFloor(ws, gateway.url)];

@@ -7,7 +7,7 @@
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { saturate } from './load.js';
-import { killAllNow, rssMb, stopAll } from './processes.js';
+import { rssMb, stopAll } from './processes.js';
 import * as stack from './stack.js';
 
 const { values: options } = parseArgs({
@@ -111,11 +111,7 @@ function verdict(row: Row): string {
   return row.variant.shipped ? 'does not pay' : 'not worth adding';
 }
 
-const ws = stack.createWorkspace();
-process.once('exit', () => {
-  killAllNow();
-  stack.removeWorkspace(ws);
-});
+const ws = stack.workspaceUntilExit();
 try {
   const gateway = await stack.startGateway();
   say(`node ${process.versions.node}; the image runs: node ${image.flags.join(' ')}, ${JSON.stringify(image.env)}`);

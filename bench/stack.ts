@@ -5,7 +5,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { startNode, type Child } from './processes.js';
+import { killAllNow, startNode, type Child } from './processes.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const dist = (...path: string[]): string => join(ROOT, 'dist', ...path);
@@ -61,6 +61,19 @@ export function createWorkspace(): Workspace {
 }
 
 export const removeWorkspace = (ws: Workspace): void => rmSync(ws.dir, { recursive: true, force: true });
+
+/**
+ * A workspace for a whole bench script: when it exits (done, failed or interrupted), every child is killed and the
+ * workspace removed.
+ */
+export function workspaceUntilExit(): Workspace {
+  const ws = createWorkspace();
+  process.once('exit', () => {
+    killAllNow();
+    removeWorkspace(ws);
+  });
+  return ws;
+}
 
 export const startGateway = (): Promise<Child> =>
   startNode([...process.execArgv, join(ROOT, 'bench', 'gateway.ts')], { PATH: process.env.PATH });

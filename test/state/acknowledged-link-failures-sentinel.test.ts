@@ -4,17 +4,11 @@
 // A primary, one replica and three Sentinels, real processes on 127.0.0.1; the primary drops the connection on
 // CLIENT KILL, and node-redis connects it again by itself (no failover: the Sentinels keep naming the same primary).
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { ACKNOWLEDGED_WRITE_CONNECTIONS } from '../../src/state/link-pool.js';
-import type { RedisLink } from '../../src/state/redis-client.js';
+import { after, before } from 'node:test';
 import { accountTag } from '../../src/state/redis-keys.js';
-import { RedisStateStore } from '../../src/state/redis-store.js';
-import { acknowledgingWrapped, assertReplacedConnectionRefused, Reconnects } from '../support/reconnecting-link.js';
+import { describeReplacedConnection } from '../support/reconnecting-link.js';
 import type { TestRedis } from '../support/redis-server.js';
 import { SENTINEL_MASTER, startSentinelSet, type SentinelSet } from '../support/redis-topologies.js';
-import { waitFor } from '../support/wait-for.js';
-
-const COMMAND_TIMEOUT_MS = 2_000;
 
 let set: SentinelSet;
 /** The node the Sentinels name primary: the one whose connections the store's writes go on. */
@@ -31,43 +25,16 @@ after(async () => {
   await set.close();
 });
 
-async function openStore(
-  wrap: (link: RedisLink) => RedisLink,
-): Promise<{ store: RedisStateStore; availability: boolean[] }> {
-  const links: RedisLink[] = [];
-  const store = new RedisStateStore({
-    topology: {
-      mode: 'sentinel',
-      sentinels: set.sentinelPorts.map((port) => ({ host: '127.0.0.1', port })),
-      master: SENTINEL_MASTER,
-      sentinelUsername: undefined,
-      sentinelPassword: undefined,
-      sentinelPasswordFile: undefined,
-    },
-    accountTag: accountTag('https://gateway.test', 'merchant@example.test'),
-    commandTimeoutMs: COMMAND_TIMEOUT_MS,
-    minReplicasAcked: 1,
-    createLink: acknowledgingWrapped(wrap, links),
-  });
-  assert.equal(await store.whenAvailable(15_000), true, 'the store connects through the Sentinels');
-  await waitFor('every connection is up', () => links.every((link) => link.isReady), 15_000);
-  assert.equal(links.length, 1 + ACKNOWLEDGED_WRITE_CONNECTIONS);
-  const availability: boolean[] = [];
-  store.onAvailabilityChange((available) => availability.push(available));
-  return { store, availability };
-}
-
-describe('Sentinel mode: an acknowledged write whose connection is replaced before its WAIT answers', () => {
-  for (const at of ['after the write', 'before the WAIT'] as const) {
-    it(`is refused when node-redis reconnects ${at}; the same write without a reconnect is acknowledged`, async () => {
-      const reconnects = new Reconnects(primary);
-      const { store, availability } = await openStore(reconnects.wrap);
-      try {
-        await assertReplacedConnectionRefused(store, reconnects, at);
-        assert.deepEqual(availability, [], 'one connection dropping is no outage of the store');
-      } finally {
-        await store.close();
-      }
-    });
-  }
-});
+describeReplacedConnection(
+  'Sentinel',
+  () => ({
+    mode: 'sentinel',
+    sentinels: set.sentinelPorts.map((port) => ({ host: '127.0.0.1', port })),
+    master: SENTINEL_MASTER,
+    sentinelUsername: undefined,
+    sentinelPassword: undefined,
+    sentinelPasswordFile: undefined,
+  }),
+  () => primary,
+  accountTag('https://gateway.test', 'merchant@example.test'),
+);

@@ -13,13 +13,15 @@
  * itself; the step resolves once it has, so the command that follows goes on the new connection, deterministically.
  */
 import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ACKNOWLEDGED_WRITE_CONNECTIONS } from '../../src/state/link-pool.js';
 import {
   createRedisLink,
   type HeldConnection,
   type RedisConnectionOptions,
   type RedisLink,
 } from '../../src/state/redis-client.js';
-import type { RedisStateStore } from '../../src/state/redis-store.js';
+import { RedisStateStore, type RedisStoreOptions } from '../../src/state/redis-store.js';
 import { StateStoreUnavailableError } from '../../src/state/state-store.js';
 import { waitFor } from './wait-for.js';
 
@@ -174,4 +176,43 @@ export async function assertReplacedConnectionRefused(
   assert.deepEqual(reconnects.done, [at], 'the connection was dropped and connected again, at that step');
   assert.equal(outcome, false, 'the WAIT could not have counted the write');
   assert.equal(await acknowledgedWrite(store), true, 'the next write is acknowledged again');
+}
+
+/**
+ * The two cases on one topology (its test file starts the servers): a store with acknowledged writes on
+ * `topology()` whose held connection on `node()` is dropped after the write, or before the WAIT; the write is refused,
+ * the same write without a drop is acknowledged, and one connection dropping is no outage of the store.
+ */
+export function describeReplacedConnection(
+  mode: string,
+  topology: () => RedisStoreOptions['topology'],
+  node: () => KillingNode,
+  accountTag: string,
+): void {
+  describe(`${mode} mode: an acknowledged write whose connection is replaced before its WAIT answers`, () => {
+    for (const at of ['after the write', 'before the WAIT'] as const) {
+      it(`is refused when node-redis reconnects ${at}; the same write without a reconnect is acknowledged`, async () => {
+        const reconnects = new Reconnects(node());
+        const links: RedisLink[] = [];
+        const store = new RedisStateStore({
+          topology: topology(),
+          accountTag,
+          commandTimeoutMs: 2_000,
+          minReplicasAcked: 1,
+          createLink: acknowledgingWrapped(reconnects.wrap, links),
+        });
+        try {
+          assert.equal(await store.whenAvailable(15_000), true, 'the store connects');
+          await waitFor('every connection is up', () => links.every((link) => link.isReady), 15_000);
+          assert.equal(links.length, 1 + ACKNOWLEDGED_WRITE_CONNECTIONS);
+          const availability: boolean[] = [];
+          store.onAvailabilityChange((available) => availability.push(available));
+          await assertReplacedConnectionRefused(store, reconnects, at);
+          assert.deepEqual(availability, [], 'one connection dropping is no outage of the store');
+        } finally {
+          await store.close();
+        }
+      });
+    }
+  });
 }
