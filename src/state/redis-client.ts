@@ -79,8 +79,10 @@ export interface RedisLink extends WriteTarget {
   subscribe(channel: string, listener: (message: string) => void): Promise<unknown>;
   unsubscribe(channel: string, listener: (message: string) => void): Promise<unknown>;
   /**
-   * Any other command, routed by `key` (its node in a cluster), with its RESP2 reply as Redis sends it (arrays of
-   * strings): the postback inbox's stream and sorted-set commands, whose parsed replies differ between versions.
+   * Any other command on `key`, with its RESP2 reply as Redis sends it (arrays of strings): the postback inbox's
+   * stream and sorted-set commands, whose parsed replies differ between versions. In a cluster node-redis routes a
+   * command by its own routing tips: one that names `key` goes to the key's node, a keyless one (PING, CLIENT ...)
+   * wherever its tips say, whatever `key` is given; only commands on `key` belong here.
    */
   command(key: string, args: readonly string[]): Promise<unknown>;
   /**
