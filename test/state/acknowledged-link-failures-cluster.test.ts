@@ -8,7 +8,6 @@ import { accountTag } from '../../src/state/redis-keys.js';
 import { describeReplacedConnection } from '../support/reconnecting-link.js';
 import type { TestRedis } from '../support/redis-server.js';
 import { startCluster, type TestCluster } from '../support/redis-topologies.js';
-import { waitFor } from '../support/wait-for.js';
 
 const TAG = accountTag('https://gateway.test', 'merchant@example.test');
 
@@ -20,17 +19,6 @@ before(async () => {
   cluster = await startCluster(3, 1);
   const slot = Number((await cluster.nodes[0]!.cli('CLUSTER', 'KEYSLOT', `{${TAG}}`))[0]);
   owner = cluster.nodes[await cluster.ownerOf(slot)]!;
-  // Every primary's replica in sync, so that the owner's can acknowledge.
-  await waitFor(
-    "every primary's replica in sync",
-    async () => {
-      const roles = await Promise.all(cluster.nodes.map((node) => node.cli('INFO', 'replication')));
-      const primaries = roles.filter((lines) => lines.some((line) => line.trim() === 'role:master'));
-      const synced = primaries.filter((lines) => lines.some((line) => /^slave0:.*state=online/.test(line)));
-      return primaries.length === 3 && synced.length === 3;
-    },
-    20_000,
-  );
 });
 after(async () => {
   await cluster.close();

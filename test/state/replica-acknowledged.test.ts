@@ -9,7 +9,7 @@ import { freshKey, gatewayAnswer, keeperOn } from '../idempotency/keeper-contrac
 import { assertKeyedRefusedUnkeyedSent, freshDeposit, newKey, send } from '../support/idempotent-calls.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { RecordingGateway } from '../support/recording-gateway.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { startRedis, startReplica, type TestRedis } from '../support/redis-server.js';
 import { sidecarEnv, startTestSidecar, waitUntilReady } from '../support/sidecar.js';
 
 const COMMAND_TIMEOUT_MS = 1_000;
@@ -35,8 +35,7 @@ async function replicasConnected(count: number): Promise<void> {
 
 before(async () => {
   [primary, keys] = await Promise.all([startRedis(), makeKeys()]);
-  replica = await startRedis({ args: ['--replicaof', '127.0.0.1', String(primary.port)] });
-  await replicasConnected(1);
+  replica = await startReplica(primary);
 });
 after(async () => {
   await Promise.all([replica.close(), primary.close()]);

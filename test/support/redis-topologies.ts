@@ -235,6 +235,13 @@ export async function startCluster(primaries = 3, replicasEach = 0): Promise<Tes
     const states = await Promise.all(nodes.map((node) => node.cli('CLUSTER', 'INFO')));
     return states.every((lines) => lines.some((line) => line.trim() === 'cluster_state:ok'));
   }, 15_000);
+  // Each primary's replicas in sync, so that a write on any of them can be acknowledged from the start.
+  await until(async () => {
+    const roles = await Promise.all(nodes.map((node) => node.cli('INFO', 'replication')));
+    const primaryRoles = roles.filter((lines) => lines.some((line) => line.trim() === 'role:master'));
+    const synced = (lines: string[]) => lines.filter((line) => /^slave\d+:.*state=online/.test(line)).length;
+    return primaryRoles.length === primaries && primaryRoles.every((lines) => synced(lines) >= replicasEach);
+  }, 20_000);
   const idOf = async (node: TestRedis) => (await node.cli('CLUSTER', 'MYID'))[0] ?? '';
   const ownerOf = async (slot: number): Promise<number> => {
     // Any node that answers (one may be down: a failover test).
