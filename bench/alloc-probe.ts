@@ -1,6 +1,6 @@
 // Loaded into the sidecar and the floor proxy (`node --import`) so that the bench can ask what their V8 heap
-// allocated over a window of load. Commands arrive on stdin, one a line (both programs only drain stdin and exit at
-// its end); each answer is one JSON line {"probe": ...} on stdout. Idle until asked: nothing runs between commands.
+// allocated over a window of load. Commands arrive on stdin, one a line; at its end the probe sends its process
+// SIGTERM. Each answer is one JSON line {"probe": ...} on stdout. Idle until asked: nothing runs between commands.
 //   alloc-start / alloc-stop: bytes allocated on the V8 heap in between. The heap's used size only grows by
 //     allocation between collections, so the bytes are the growth from the start to the first collection, from
 //     the end of each collection to the start of the next (v8.GCProfiler reports both sides of every one, minor
@@ -80,10 +80,13 @@ async function profileStop(): Promise<void> {
   answer({ probe: 'profile-stop', total, sites: sites.map(([site, bytes]) => ({ site, bytes })) });
 }
 
-createInterface({ input: process.stdin }).on('line', (line) => {
-  const [command, argument] = line.trim().split(' ');
-  if (command === 'alloc-start') allocStart();
-  else if (command === 'alloc-stop') allocStop();
-  else if (command === 'profile-start') void profileStart(Number(argument) || 4096);
-  else if (command === 'profile-stop') void profileStop();
-});
+createInterface({ input: process.stdin })
+  .on('line', (line) => {
+    const [command, argument] = line.trim().split(' ');
+    if (command === 'alloc-start') allocStart();
+    else if (command === 'alloc-stop') allocStop();
+    else if (command === 'profile-start') void profileStart(Number(argument) || 4096);
+    else if (command === 'profile-stop') void profileStop();
+  })
+  // The bench is gone (even killed): the process stops as its orchestrator would stop it.
+  .on('close', () => process.kill(process.pid, 'SIGTERM'));

@@ -52,4 +52,3 @@ const server = createServer((req, res) => {
 server.listen(0, '127.0.0.1', () =>
   console.log(JSON.stringify({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })),
 );
-process.stdin.once('end', () => process.exit(0)).resume();

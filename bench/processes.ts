@@ -15,8 +15,22 @@ export interface Child {
   ask(command: string): Promise<Record<string, unknown>>;
 }
 
-/** Runs `node ...args`; resolves once it prints a JSON line {"url": ...} (it is ready), fails after `timeoutMs`. */
-export function startNode(args: readonly string[], env: NodeJS.ProcessEnv, timeoutMs = 15_000): Promise<Child> {
+/** A child that prints nothing: where it serves, and the URL that answers 200 once it is ready. */
+export interface Readiness {
+  readonly url: string;
+  readonly probe: string;
+}
+
+/**
+ * Runs `node ...args`; resolves once it is ready, fails after `timeoutMs`. Ready: it printed a JSON line
+ * {"url": ...}, or, with `readiness`, its probe answered 200.
+ */
+export function startNode(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  timeoutMs = 15_000,
+  readiness?: Readiness,
+): Promise<Child> {
   const child = spawn(process.execPath, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
   running.add(child);
   let stderr = '';
@@ -40,17 +54,33 @@ export function startNode(args: readonly string[], env: NodeJS.ProcessEnv, timeo
       });
     // A child that is gone answers nothing: whoever waits gets an error instead of waiting for ever.
     child.once('exit', () => answers.splice(0).forEach((answered) => answered({ error: 'exited' })));
-    // Every line is read, which also keeps the pipe drained: a full pipe would block the child.
-    createInterface({ input: child.stdout }).on('line', (line) => {
-      if (line.startsWith('{"probe":')) return answers.shift()?.(JSON.parse(line) as Record<string, unknown>);
-      const url = /^\{"url":"([^"]+)"\}$/.exec(line)?.[1];
-      if (url === undefined) return;
+    const ready = (url: string): void => {
       clearTimeout(timer);
       child.off('exit', onExit);
       const alive = (): boolean => child.exitCode === null && child.signalCode === null;
       resolve({ pid: child.pid ?? 0, url, alive, stop: () => stop(child), ask });
+    };
+    // Every line is read, which also keeps the pipe drained: a full pipe would block the child.
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      if (line.startsWith('{"probe":')) return answers.shift()?.(JSON.parse(line) as Record<string, unknown>);
+      const url = /^\{"url":"([^"]+)"\}$/.exec(line)?.[1];
+      if (url !== undefined && readiness === undefined) ready(url);
     });
+    if (readiness !== undefined) void pollUntilReady(readiness, child).then((ok) => ok && ready(readiness.url));
   });
+}
+
+/** Asks the probe every 50 ms while the child lives; true once it answered 200. */
+async function pollUntilReady(readiness: Readiness, child: ChildProcess): Promise<boolean> {
+  while (child.exitCode === null && child.signalCode === null && running.has(child)) {
+    const status = await fetch(readiness.probe).then(
+      (answer) => answer.status,
+      () => 0,
+    );
+    if (status === 200) return true;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return false;
 }
 
 /** SIGTERM, then SIGKILL if the child is still there after `graceMs`. */

@@ -1,10 +1,12 @@
 // What the bench runs, each its own process on 127.0.0.1 port 0: the gateway stand-in, the sidecar and the floor
-// proxy (both built, in dist/), which share a throwaway 2048-bit key and password file in a temp dir.
+// proxy (both bundled as the image is: dist/image, dist/bench-image), which share a throwaway 2048-bit key and
+// password file in a temp dir.
 import { generateKeyPairSync, randomUUID, type KeyObject } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { freeStablePort } from '../test/support/free-port.js';
 import { killAllNow, startNode, type Child } from './processes.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -78,39 +80,37 @@ export function workspaceUntilExit(): Workspace {
 export const startGateway = (): Promise<Child> =>
   startNode([...process.execArgv, join(ROOT, 'bench', 'gateway.ts')], { PATH: process.env.PATH });
 
-// What `signing-sidecar serve` does, through the built package's own API, so that the sidecar listens on port 0
-// and says where at any log level. It answers once it holds a token.
-const SIDECAR_PROGRAM = `
-const { loadConfig } = await import(${JSON.stringify(pathToFileURL(dist('src', 'config', 'load.js')).href)});
-const { startSidecar } = await import(${JSON.stringify(pathToFileURL(dist('src', 'app.js')).href)});
-const sidecar = await startSidecar(loadConfig(process.env));
-process.once('SIGTERM', () => void sidecar.shutdown('SIGTERM').finally(() => process.exit(0)));
-process.stdin.once('end', () => process.exit(1)).resume();
-while (!sidecar.tokens.hasValidToken()) await new Promise((resolve) => setTimeout(resolve, 20));
-console.log(JSON.stringify({ url: sidecar.proxyUrl }));`;
-
 /**
  * `redisUrl`: the sidecar keeps its shared state there instead of in memory. `signerEnv`: another signer's settings
  * (the PKCS#11 token of bench/pkcs11.ts). `runtime`: the image's unless another is being compared (flags.ts).
  */
-export function startSidecar(
+export async function startSidecar(
   ws: Workspace,
   gatewayUrl: string,
   redisUrl?: string,
   signerEnv: NodeJS.ProcessEnv = {},
   runtime: Runtime = IMAGE_RUNTIME,
 ): Promise<Child> {
-  if (!existsSync(dist('bench', 'alloc-probe.js'))) throw new Error('dist/bench is missing: run "npm run bench"');
+  const main = dist('image', 'main.js');
+  if (!existsSync(main)) throw new Error('dist/image is missing: run "npm run bench"');
+  // The image's own command, `serve`: it prints nothing at the bench's log level, so it gets free ports and is
+  // ready once its admin port says it holds a token.
+  const [port, adminPort] = [await freeStablePort(), await freeStablePort()];
   const store = redisUrl ? { SIDECAR_STATE_STORE: 'redis', SIDECAR_REDIS_URL: redisUrl } : {};
-  const program = ['--input-type=module', '--eval', SIDECAR_PROGRAM];
-  const env = { ...sidecarEnv(ws, gatewayUrl, runtime), ...store, ...signerEnv };
-  return startNode([...runtime.flags, ...PROBE, ...program], env);
+  const ports = { SIDECAR_LISTEN_PORT: String(port), SIDECAR_ADMIN_PORT: String(adminPort) };
+  const env = { ...sidecarEnv(ws, gatewayUrl, runtime), ...ports, ...store, ...signerEnv };
+  const readiness = { url: `http://127.0.0.1:${port}`, probe: `http://127.0.0.1:${adminPort}/healthz/token` };
+  return startNode([...runtime.flags, ...PROBE, main, 'serve'], env, undefined, readiness);
 }
 
-/** bench/floor-proxy.ts, built like the sidecar (tsx's loader alone would add some 35 MB to its RSS). */
+/**
+ * bench/floor-proxy.ts, bundled like the sidecar (bundling alone takes some 7 MB off either's RSS; tsx's loader
+ * would add some 35 MB).
+ */
 export function startFloor(ws: Workspace, gatewayUrl: string, runtime: Runtime = IMAGE_RUNTIME): Promise<Child> {
-  if (!existsSync(dist('bench', 'floor-proxy.js'))) throw new Error('dist/bench is missing: run "npm run bench"');
-  return startNode([...runtime.flags, ...PROBE, dist('bench', 'floor-proxy.js')], sidecarEnv(ws, gatewayUrl, runtime));
+  const floor = dist('bench-image', 'floor-proxy.js');
+  if (!existsSync(floor)) throw new Error('dist/bench-image is missing: run "npm run bench"');
+  return startNode([...runtime.flags, ...PROBE, floor], sidecarEnv(ws, gatewayUrl, runtime));
 }
 
 const sidecarEnv = (ws: Workspace, gatewayUrl: string, runtime: Runtime): NodeJS.ProcessEnv => ({
@@ -122,9 +122,7 @@ const sidecarEnv = (ws: Workspace, gatewayUrl: string, runtime: Runtime): NodeJS
   SIDECAR_PASSWORD_FILE: join(ws.dir, 'password'),
   SIDECAR_PRIVATE_KEY_FILE: join(ws.dir, 'key.pem'),
   SIDECAR_LISTEN_HOST: '127.0.0.1',
-  SIDECAR_LISTEN_PORT: '0',
   SIDECAR_ADMIN_HOST: '127.0.0.1',
-  SIDECAR_ADMIN_PORT: '0',
   SIDECAR_LOG_LEVEL: 'warn',
   SIDECAR_SHUTDOWN_DRAIN_DELAY_MS: '0',
 });

@@ -61,12 +61,13 @@ export interface World {
 }
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-/** As the image runs it (Dockerfile ENTRYPOINT, `npm start`). */
-const SERVE = ['--max-semi-space-size=4', '--max-old-space-size=192', '--no-maglev', 'dist/src/main.js', 'serve'];
+/** As the image runs it (Dockerfile ENTRYPOINT, `npm start`): the bundle. */
+const SERVE = ['--max-semi-space-size=4', '--max-old-space-size=192', '--no-maglev', 'dist/image/main.js', 'serve'];
 
 /** `logDir`: each replica's stdout and stderr go to replica-N.log there (warnings and errors). */
 export async function startWorld(logDir: string): Promise<World> {
-  if (!existsSync(join(ROOT, 'dist', 'src', 'main.js'))) throw new Error('dist/ is missing: run "npm run build"');
+  if (!existsSync(join(ROOT, 'dist', 'image', 'main.js')))
+    throw new Error('dist/image is missing: run "npm run bundle"');
   const dir = scratchDir('chaos-');
   const keys = await makeKeys();
   const file = (name: string, content: string): string => {

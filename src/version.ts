@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 
-/** The package version, found by walking up from this file (src/ under tsx, dist/src/ when built). */
+/** The package version, found by walking up from this file (src/ under tsx, dist/src/ built, dist/image/ bundled). */
 export function packageVersion(): string {
   for (const up of ['../package.json', '../../package.json']) {
     try {

@@ -1,5 +1,6 @@
 // The image's runtime stage without Docker: production dependencies only (npm ci --omit=dev) in a clean
-// folder, the compiled dist/, and `node dist/src/main.js serve` answering a signed request via the simulator.
+// folder, the bundle alone (dist/image, scripts/bundle.ts), and `node dist/image/main.js serve` answering a signed
+// request via the simulator.
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -10,6 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import { startSimulator } from '@signing-sidecar/simulator';
 import { makeVendor, postDeposit, waitFor } from './support/live-sidecar.js';
 import { REPO_ROOT } from './support/render.js';
+import { bundle } from '../../scripts/bundle.js';
 
 const app = mkdtempSync(join(tmpdir(), 'deploy-image-'));
 after(() => rmSync(app, { recursive: true, force: true }));
@@ -25,6 +27,7 @@ const imageEnv: Record<string, string> = Object.fromEntries(
   [...runtime.matchAll(/^ENV (\w+)=(\S+)$/gm)].map((m): [string, string] => [m[1] ?? '', m[2] ?? '']),
 );
 const pkg = JSON.parse(readFileSync(`${REPO_ROOT}package.json`, 'utf8')) as {
+  version: string;
   devDependencies?: Record<string, string>;
   engines?: { node?: string };
 };
@@ -50,7 +53,7 @@ describe('Dockerfile and .dockerignore', () => {
     assert.ok(user && Number(user[1]) > 0, 'USER must be a numeric non-root uid');
     assert.match(
       runtime,
-      /^ENTRYPOINT \["prlimit", "--core=1:1", "--", "node", "--max-semi-space-size=4", "--max-old-space-size=192", "--no-maglev", "dist\/src\/main\.js"\]$/m,
+      /^ENTRYPOINT \["prlimit", "--core=1:1", "--", "node", "--max-semi-space-size=4", "--max-old-space-size=192", "--no-maglev", "dist\/image\/main\.js"\]$/m,
     );
     // Node's diagnostic reports hold the environment and the command line: none is written on a crash or signal.
     assert.doesNotMatch(dockerfile, /--report-|NODE_OPTIONS/, 'no diagnostic report on fatal error or signal');
@@ -91,7 +94,7 @@ describe('Dockerfile and .dockerignore', () => {
 });
 
 describe('runtime stage reproduced in a clean folder', () => {
-  before(() => {
+  before(async () => {
     copyFileSync(`${REPO_ROOT}package.json`, join(app, 'package.json'));
     copyFileSync(`${REPO_ROOT}package-lock.json`, join(app, 'package-lock.json'));
     execFileSync('npm', ['ci', '--omit=dev', '--ignore-scripts', '--prefer-offline', '--no-audit', '--no-fund'], {
@@ -108,6 +111,9 @@ describe('runtime stage reproduced in a clean folder', () => {
         timeout: 300_000,
       },
     );
+    // As the build stage does; the runtime stage copies dist/image alone.
+    await bundle('main.js', join(app, 'dist', 'src'), join(app, 'dist', 'image'));
+    rmSync(join(app, 'dist', 'src'), { recursive: true });
   });
 
   test('has no development dependency', () => {
@@ -117,26 +123,34 @@ describe('runtime stage reproduced in a clean folder', () => {
   });
 
   test('carries no simulator: neither its package, its code, nor the certificate library only it uses', () => {
-    for (const absent of ['node_modules/@signing-sidecar/simulator', 'node_modules/selfsigned', 'dist/src/simulator']) {
+    for (const absent of ['node_modules/@signing-sidecar/simulator', 'node_modules/selfsigned']) {
       assert.ok(!existsSync(join(app, absent)), `${absent} is in the image`);
     }
-    assert.ok(existsSync(join(app, 'dist/src/main.js')), 'the sidecar itself is');
+    assert.ok(existsSync(join(app, 'dist/image/main.js')), 'the sidecar itself is');
+    for (const file of bundleFiles()) {
+      assert.doesNotMatch(readFileSync(join(app, 'dist/image', file), 'utf8'), /selfsigned|simulator\/src/, file);
+    }
   });
 
-  test('loads every runtime module with production dependencies only', () => {
-    const entries = ['app.js', 'config/load.js', 'cli/commands.js'].map((f) => `./dist/src/${f}`);
-    execFileSync(
-      process.execPath,
-      ['--input-type=module', '-e', entries.map((e) => `await import(${JSON.stringify(e)});`).join('')],
-      {
-        cwd: app,
-        stdio: ['ignore', 'pipe', 'pipe'],
-        timeout: 30_000,
-      },
-    );
+  test('loads every file of the bundle, on demand ones included, with production dependencies only', () => {
+    const chunks = bundleFiles().filter((file) => file !== 'main.js');
+    assert.ok(chunks.some((file) => file.startsWith('redis-store-')) && chunks.some((f) => f.startsWith('otel-')));
+    const program = chunks.map((file) => `await import(${JSON.stringify(`./dist/image/${file}`)});`).join('');
+    execFileSync(process.execPath, ['--input-type=module', '-e', program], {
+      cwd: app,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: 30_000,
+    });
   });
 
-  test('`node dist/src/main.js serve` answers a signed request, writes no file, then stops on SIGTERM with exit 0', async (t) => {
+  test('the operator tools run from the bundle, and it knows its version', () => {
+    const run = (...args: string[]): string =>
+      execFileSync(process.execPath, ['dist/image/main.js', ...args], { cwd: app, encoding: 'utf8', timeout: 30_000 });
+    assert.equal(run('--version').trim(), pkg.version);
+    assert.match(run('check', '--help'), /^usage: signing-sidecar check$/m);
+  });
+
+  test('`node dist/image/main.js serve` answers a signed request, writes no file, then stops on SIGTERM with exit 0', async (t) => {
     const placeholder = await makeVendor('http://127.0.0.1:1');
     const simulator = await startSimulator({
       accounts: [
@@ -206,7 +220,7 @@ describe('runtime stage reproduced in a clean folder', () => {
     });
     assert.match(
       readFileSync(`/proc/${node}/cmdline`, 'utf8'),
-      /dist\/src\/main\.js\0serve\0$/,
+      /dist\/image\/main\.js\0serve\0$/,
       'prlimit exec-ed node',
     );
     assert.match(readFileSync(`/proc/${node}/limits`, 'utf8'), /^Max core file size +1 +1 +bytes/m, 'RLIMIT_CORE 1');
@@ -214,7 +228,7 @@ describe('runtime stage reproduced in a clean folder', () => {
     assert.equal(await exited, 0, `exit code after SIGTERM; stderr: ${stderr}`);
     const calls = readFileSync(trace, 'utf8').split('\n');
     assert.ok(
-      calls.some((line) => /\bopenat\(.*dist\/src\/main\.js"/.test(line)),
+      calls.some((line) => /\bopenat\(.*dist\/image\/main\.js"/.test(line)),
       'the trace covers the process',
     );
     assert.deepEqual(calls.filter(writesFile), [], 'serve wrote to the filesystem');
@@ -270,6 +284,11 @@ describe('runtime stage reproduced in a clean folder', () => {
 });
 
 /** The hard RLIMIT_CORE of this process, as prlimit takes it: the highest soft limit a child may set. */
+/** The files of the bundle, chunks included. */
+function bundleFiles(): string[] {
+  return readdirSync(join(app, 'dist/image')).filter((file) => file.endsWith('.js'));
+}
+
 function hardCoreLimit(): string {
   const line = /^Max core file size +(\S+) +(\S+)/m.exec(readFileSync('/proc/self/limits', 'utf8'));
   return line?.[2] ?? '0';

@@ -89,7 +89,7 @@ for (const which of KUSTOMIZATIONS) {
       const container = sidecar(render(which));
       assert.equal(container.restartPolicy, 'Always');
       assert.deepEqual(container.args, ['serve']);
-      assert.equal(container.command, undefined, 'keep the image ENTRYPOINT (node dist/src/main.js)');
+      assert.equal(container.command, undefined, 'keep the image ENTRYPOINT (node dist/image/main.js)');
       assert.ok(spec.containers.length >= 1, 'an application container');
     });
 
