@@ -110,7 +110,12 @@ export function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
 }
 
-/** Resident set size in MB: VmRSS of /proc/<pid>/status. */
-export function rssMb(pid: number): number {
-  return Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
+/**
+ * Resident set size in MB, of /proc/<pid>/status: all of it (VmRSS), or its anonymous part alone (RssAnon: the
+ * process's own memory, without the pages of files it maps, such as the node binary's code, which every node process
+ * of the host shares).
+ */
+export function rssMb(pid: number, part: 'VmRSS' | 'RssAnon' = 'VmRSS'): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(new RegExp(`^${part}:\\s+(\\d+) kB`, 'm').exec(status)?.[1]) / 1024;
 }

@@ -69,6 +69,7 @@ async function bench(): Promise<void> {
   stack.removeWorkspace(ws); // every child has read the key and the password: off the disk now, whatever happens
   await sleep(SECONDS.idle * 1000);
   const [idleRss, floorIdleRss] = [rssMb(sidecar.pid), rssMb(floor.pid)];
+  const [idleAnon, floorIdleAnon] = [rssMb(sidecar.pid, 'RssAnon'), rssMb(floor.pid, 'RssAnon')];
 
   say(`saturated with ${CONNECTIONS} connections, ${SECONDS.saturate} s each in ${ROUNDS} rounds`);
   const turns = { warmupSeconds: SECONDS.warmup, seconds: SECONDS.saturate, rounds: ROUNDS, connections: CONNECTIONS };
@@ -158,6 +159,8 @@ async function bench(): Promise<void> {
     ),
     rss_mb_idle: round(idleRss, 1),
     floor_rss_mb_idle: round(floorIdleRss, 1),
+    rss_anon_mb_idle: round(idleAnon, 1),
+    floor_rss_anon_mb_idle: round(floorIdleAnon, 1),
     rss_mb_load: round(Math.max(sat.rssMaxMb, ...rss.samples), 1),
     floor_rss_mb_load: round(floorSat.rssMaxMb, 1),
     rss_mb_overload: round(over?.rssMaxMb ?? Number.NaN, 1),

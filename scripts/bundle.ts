@@ -9,6 +9,7 @@
 // `--floor`: the bench's floor proxy too, bundled alike (dist/bench-image), so that the bench compares like with
 // like.
 import { build } from 'esbuild';
+import { rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -18,6 +19,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
  * package.json two levels up from any of them.
  */
 export async function bundle(entry: string, from: string, to: string): Promise<void> {
+  rmSync(to, { recursive: true, force: true }); // chunk names change with their content: no stale one stays
   await build({
     entryPoints: [`${from}/${entry}`],
     outdir: to,
