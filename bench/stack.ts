@@ -104,8 +104,8 @@ export async function startSidecar(
 }
 
 /**
- * bench/floor-proxy.ts, bundled like the sidecar (bundling alone takes some 7 MB off either's RSS; tsx's loader
- * would add some 35 MB).
+ * bench/floor-proxy.ts, bundled like the sidecar (bundling takes some 7 MB off its RSS at rest; tsx's loader would
+ * add some 35 MB).
  */
 export function startFloor(ws: Workspace, gatewayUrl: string, runtime: Runtime = IMAGE_RUNTIME): Promise<Child> {
   const floor = dist('bench-image', 'floor-proxy.js');

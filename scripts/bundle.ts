@@ -1,7 +1,7 @@
 // `npm run bundle`: what the image runs. tsc's output (dist/src) and the production dependencies it imports,
 // bundled by esbuild into dist/image: main.js, and chunks beside it for what is loaded on demand (the operator
 // tools, Redis, tracing, PKCS#11, the postback inbox), each loaded only when a command or a setting asks for it.
-// Why (docs/performance.md#the-image-runs-a-bundle): loaded as some 400 files, the sidecar's start-up resolves
+// Why (docs/performance.md#the-image-runs-a-bundle): loaded as some 300 files, the sidecar's start-up resolves
 // enough paths to wake V8's optimizing compiler, whose code then stays resident, and holds every file's module
 // records; the bundled `serve` starts from 15 modules and holds about 10 MB less at rest.
 // Left out, found in node_modules at run time: pkcs11js (a native addon) and yaml (required on demand, for a YAML
