@@ -3,7 +3,7 @@
 // tools, Redis, tracing, PKCS#11, the postback inbox), each loaded only when a command or a setting asks for it.
 // Why (docs/performance.md#the-image-runs-a-bundle): loaded as some 300 files, the sidecar's start-up resolves
 // enough paths to wake V8's optimizing compiler, whose code then stays resident, and holds every file's module
-// records; the bundled `serve` starts from 15 modules and holds about 10 MB less at rest.
+// records; the bundled `serve` starts from 14 modules and holds about 10 MB less at rest.
 // Left out, found in node_modules at run time: pkcs11js (a native addon) and yaml (required on demand, for a YAML
 // config file only).
 // `--floor`: the bench's floor proxy too, bundled alike (dist/bench-image), so that the bench compares like with
