@@ -101,6 +101,19 @@ export default tseslint.config(
     },
   },
   {
+    // Date's text methods read the host's time zone through ICU the first time one runs, and its data then stays
+    // resident: src/utc-time.ts writes the sidecar's UTC times instead.
+    files: ['src/**/*.ts'],
+    rules: {
+      'no-restricted-properties': [
+        'error',
+        ...['toISOString', 'toUTCString', 'toGMTString', 'toJSON', 'toLocaleString', 'toTimeString', 'toDateString']
+          .concat(['toLocaleDateString', 'toLocaleTimeString'])
+          .map((property) => ({ property, message: 'loads ICU time-zone data: use src/utc-time.ts.' })),
+      ],
+    },
+  },
+  {
     files: ['src/*.ts', 'src/cli/**/*.ts', 'src/tools/**/*.ts'],
     rules: { 'no-restricted-imports': ['error', { patterns: [SIMULATOR_STANDS_APART] }] },
   },

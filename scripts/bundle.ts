@@ -3,13 +3,14 @@
 // tools, Redis, tracing, PKCS#11, the postback inbox), each loaded only when a command or a setting asks for it.
 // Why (docs/performance.md#the-image-runs-a-bundle): loaded as some 300 files, the sidecar's start-up resolves
 // enough paths to wake V8's optimizing compiler, whose code then stays resident, and holds every file's module
-// records; the bundled `serve` starts from 14 modules and holds about 10 MB less at rest.
+// records; the bundled `serve` starts from 15 modules and holds about 10 MB less at rest.
 // Left out, found in node_modules at run time: pkcs11js (a native addon) and yaml (required on demand, for a YAML
 // config file only).
 // `--floor`: the bench's floor proxy too, bundled alike (dist/bench-image), so that the bench compares like with
 // like.
-import { build } from 'esbuild';
-import { rmSync } from 'node:fs';
+import { build, type OutputFile } from 'esbuild';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -20,7 +21,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
  */
 export async function bundle(entry: string, from: string, to: string): Promise<void> {
   rmSync(to, { recursive: true, force: true }); // chunk names change with their content: no stale one stays
-  await build({
+  const { outputFiles } = await build({
     entryPoints: [`${from}/${entry}`],
     outdir: to,
     bundle: true,
@@ -29,17 +30,36 @@ export async function bundle(entry: string, from: string, to: string): Promise<v
     platform: 'node',
     target: 'node20',
     external: ['pkcs11js', 'yaml'],
-    // The CommonJS dependencies (prom-client, pino, undici...) call require(); an ES module has none of its own.
-    // Imported under a name of its own: the sidecar's modules import createRequire too.
-    banner: {
-      js: "import { createRequire as bundleRequire } from 'node:module'; const require = bundleRequire(import.meta.url);",
-    },
     // Not minified: a logged bug's stack (handler.bug) keeps the source's names and lines. Not keepNames either:
     // its one call per function and class at start-up wakes the optimizing compiler (7 MB of RSS at rest). esbuild
     // renames a top-level name only when two modules share it.
     legalComments: 'eof',
     logLevel: 'warning',
+    write: false,
   });
+  for (const file of outputFiles) {
+    mkdirSync(dirname(file.path), { recursive: true });
+    // A program (main.js, with its #! line) is executable, as esbuild itself writes it.
+    writeFileSync(file.path, withRequireWhereUsed(file), { mode: file.text.startsWith('#!') ? 0o755 : 0o644 });
+  }
+}
+
+/**
+ * The CommonJS dependencies (prom-client, pino, undici...) call require(), which an ES module does not have: the
+ * outputs that name it get one, made by createRequire (under a name of its own: the sidecar's modules import
+ * createRequire too). esbuild's banner would put it in every output, but one chunk calls it (the one with esbuild's
+ * __require helper), and each createRequire at start-up is path work, which, summed over the modules `serve` starts
+ * from, is what wakes V8's optimizing compiler (docs/performance.md, "The image runs a bundle").
+ */
+const REQUIRE =
+  "import { createRequire as bundleRequire } from 'node:module'; const require = bundleRequire(import.meta.url);";
+
+function withRequireWhereUsed(file: OutputFile): string {
+  const text = file.text;
+  // A free `require`: not a property (.require), a key (require:) or part of a longer name or text ("--require").
+  if (!/(?<![\w$.'"-])require(?![\w$'":-])/.test(text)) return text;
+  const shebang = /^#!.*\n/.exec(text)?.[0] ?? '';
+  return `${shebang}${REQUIRE}\n${text.slice(shebang.length)}`;
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

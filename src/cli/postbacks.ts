@@ -10,6 +10,7 @@ import { openStateStore } from '../state/open-store.js';
 import type { RedisStateStore } from '../state/redis-store.js';
 import { parseCommandLine, runtimeFailure, usageFailure } from '../tools/usage.js';
 import { EXIT, type Command, type CommandIo, type ExitCode } from './command.js';
+import { isoTimestamp } from '../utc-time.js';
 
 const USAGE = `usage: signing-sidecar postbacks list [--dead] [--limit N] [--json]
        signing-sidecar postbacks show <id>
@@ -42,7 +43,7 @@ const PAGE = 100;
 /** How long the command waits for Redis to answer before it gives up. */
 const CONNECT_WAIT_MS = 5_000;
 
-const when = (ms: number | undefined): string => (ms === undefined ? '-' : new Date(ms).toISOString());
+const when = (ms: number | undefined): string => (ms === undefined ? '-' : isoTimestamp(ms));
 
 function line(row: PostbackSummary): string {
   const next = row.state === 'retry' ? when(row.nextAttemptMs) : '-';

@@ -1,6 +1,7 @@
 // Writing a request's one answer, the same for every listener: its length, and an end that does not lose it to a
 // reset when the request's body is still arriving.
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { httpDate } from '../utc-time.js';
 
 /** An answer whose whole body is in hand. */
 export interface Answer {
@@ -29,8 +30,9 @@ export function writeAnswer(req: IncomingMessage, res: ServerResponse, answer: A
   }
   const { status, body } = answer;
   // A copy: the headers may be kept elsewhere (an idempotency record's, for the next replay).
-  const headers: OutgoingHttpHeaders = { ...answer.headers };
+  const headers: OutgoingHttpHeaders = { date: httpDate(), ...answer.headers };
   if (status !== 204 && status !== 304) headers['content-length'] = Buffer.byteLength(body);
+  res.sendDate = false; // the Date is ours (src/utc-time.ts)
   res.writeHead(status, headers);
   if (ending === 'after-unread-body') endAfterUnreadBody(req, res, body);
   else res.end(body);

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { ADMIN_LISTENER, limitAdminConnections, oneRequestAtATime } from './admin-listener.js';
+import { httpDate, isoTimestamp } from '../utc-time.js';
 
 /** The access token as the admin listener reports it: state and expiry times only, never a token. */
 export interface TokenHealth {
@@ -127,12 +128,10 @@ function tokenView(options: AdminOptions): TokenView {
     ...(token.accessExpiresAtMs === undefined
       ? {}
       : {
-          accessExpiresAt: new Date(token.accessExpiresAtMs).toISOString(),
+          accessExpiresAt: isoTimestamp(token.accessExpiresAtMs),
           accessExpiresInSeconds: Math.max(0, Math.floor((token.accessExpiresAtMs - Date.now()) / 1000)),
         }),
-    ...(token.refreshExpiresAtMs === undefined
-      ? {}
-      : { refreshExpiresAt: new Date(token.refreshExpiresAtMs).toISOString() }),
+    ...(token.refreshExpiresAtMs === undefined ? {} : { refreshExpiresAt: isoTimestamp(token.refreshExpiresAtMs) }),
   };
 }
 
@@ -151,7 +150,9 @@ function send(
   body: string,
   headers: Record<string, string> = {},
 ): void {
-  res.writeHead(status, { ...headers, 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
+  res.sendDate = false; // the Date is ours (src/utc-time.ts)
+  const length = Buffer.byteLength(body);
+  res.writeHead(status, { date: httpDate(), ...headers, 'content-type': contentType, 'content-length': length });
   res.end(body);
 }
 

@@ -1,5 +1,6 @@
 import { pino, type Logger, type DestinationStream } from 'pino';
 import type { LogLevel } from '../config/config.js';
+import { isoTimestamp } from '../utc-time.js';
 
 export type { Logger };
 
@@ -40,7 +41,8 @@ export function createLogger(level: LogLevel, destination?: DestinationStream): 
     level,
     base: { service: 'signing-sidecar' },
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
-    timestamp: pino.stdTimeFunctions.isoTime,
+    // pino's isoTime, without Date's toISOString (src/utc-time.ts).
+    timestamp: () => `,"time":"${isoTimestamp(Date.now())}"`,
   };
   return pino(options, destination ?? pino.destination({ dest: 1, sync: true }));
 }

@@ -3,6 +3,7 @@
 // StateStoreUnavailableError; the handler then answers 503 so that the gateway redelivers (never delivered
 // without the check).
 import type { StateStore } from '../state/state-store.js';
+import { isoTimestamp } from '../utc-time.js';
 
 /** A delivery's claim outlives its timeout by this much, so that a crashed replica's claim still expires soon. */
 const CLAIM_MARGIN_MS = 5_000;
@@ -69,7 +70,7 @@ export class ReplayMemory {
 
   /** After a 2xx from the application: redeliveries within the TTL get 200 without a second delivery. */
   async delivered(digest: string, owner: string): Promise<void> {
-    await this.store.setIfAbsent(deliveredKey(digest), new Date().toISOString(), this.options.deliveredTtlMs);
+    await this.store.setIfAbsent(deliveredKey(digest), isoTimestamp(Date.now()), this.options.deliveredTtlMs);
     await this.release(digest, owner);
   }
 

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../observability/log.js';
 import type { StateStore } from './state-store.js';
+import { isoTimestamp } from '../utc-time.js';
 
 /** Where the epoch lives (scoped per account by the store, like every other key). */
 export const STORE_EPOCH_KEY = 'store:epoch';
@@ -95,8 +96,8 @@ export class StoreEpoch {
       {
         event: 'state_store.wiped',
         // The wipe happened between these two moments.
-        lastConfirmedAt: new Date(lastConfirmedMs).toISOString(),
-        noticedAt: new Date(this.confirmedAtMs).toISOString(),
+        lastConfirmedAt: isoTimestamp(lastConfirmedMs),
+        noticedAt: isoTimestamp(this.confirmedAtMs),
         lost: ['idempotency_keys', 'token_record', 'token_lock', 'postback_inbox', 'postback_memory'],
       },
       'the shared state store lost its dataset (a Redis restarted empty, or flushed): idempotency keys, the token ' +

@@ -2,6 +2,7 @@ import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics, TokenGrant } from '../observability/metrics.js';
 import type { TraceContext, Tracing } from '../observability/tracing.js';
 import type { GrantResult } from './token-set.js';
+import { isoTimestamp } from '../utc-time.js';
 
 /** Where a grant's span goes: the tracing, and the span it is made under (undefined: a trace of its own). */
 export interface GrantTrace {
@@ -46,8 +47,8 @@ export async function callGrant(
       {
         event: 'token.granted',
         grant,
-        accessExpiresAt: new Date(result.tokens.accessExpiresAtMs).toISOString(),
-        refreshExpiresAt: new Date(result.tokens.refreshExpiresAtMs).toISOString(),
+        accessExpiresAt: isoTimestamp(result.tokens.accessExpiresAtMs),
+        refreshExpiresAt: isoTimestamp(result.tokens.refreshExpiresAtMs),
       },
       'token endpoint granted new tokens',
     );
