@@ -60,11 +60,15 @@ STOPSIGNAL SIGTERM
 # runs on libuv's four threads, collection on V8's) hold about 5 MB less under load at the same throughput per
 # core.
 ENV MALLOC_ARENA_MAX=2
+# Modules resolve without realpath (--preserve-symlinks, --preserve-symlinks-main; the image holds no symlink):
+# the path work of resolving each module at start-up, summed over those `serve` loads, otherwise wakes V8's
+# optimizing compiler under an install path of 18 characters or more, and its machine code then stays resident,
+# some 6 MB at rest (docs/performance.md, "The image runs a bundle").
 # No core dump: a crash must not write the process's memory (key, password, tokens) to any disk. RLIMIT_CORE is
 # set to 1 byte, soft and hard, before node starts: under a page, so the kernel writes no core file, and the one
 # value it reads as "no dump" when kernel.core_pattern pipes cores to a host program (systemd-coredump, apport),
 # which a limit of 0 does not stop (Debian's systemd-coredump ignores it). Node cannot set rlimits or
 # PR_SET_DUMPABLE itself, and Kubernetes has no per-container ulimit (kubernetes/kubernetes#3595), so prlimit
 # (util-linux, essential in Debian) sets it and execs node: node is still PID 1, and no shell is involved.
-ENTRYPOINT ["prlimit", "--core=1:1", "--", "node", "--max-semi-space-size=4", "--max-old-space-size=192", "--no-maglev", "dist/image/main.js"]
+ENTRYPOINT ["prlimit", "--core=1:1", "--", "node", "--max-semi-space-size=4", "--max-old-space-size=192", "--no-maglev", "--preserve-symlinks", "--preserve-symlinks-main", "dist/image/main.js"]
 CMD ["serve"]

@@ -9,6 +9,7 @@ import { createWriteStream, existsSync, renameSync, writeFileSync } from 'node:f
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
+import { IMAGE_RUNTIME } from '../bench/stack.js';
 import { freeStablePort } from '../test/support/free-port.js';
 import { makeKeys } from '../test/support/keys.js';
 import { startSentinelSet, type SentinelSet } from '../test/support/redis-topologies.js';
@@ -61,8 +62,8 @@ export interface World {
 }
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-/** As the image runs it (Dockerfile ENTRYPOINT, `npm start`): the bundle. */
-const SERVE = ['--max-semi-space-size=4', '--max-old-space-size=192', '--no-maglev', 'dist/image/main.js', 'serve'];
+/** As the image runs it: the bundle, with the node flags of the Dockerfile's ENTRYPOINT and its ENV. */
+const SERVE = [...IMAGE_RUNTIME.flags, 'dist/image/main.js', 'serve'];
 
 /** `logDir`: each replica's stdout and stderr go to replica-N.log there (warnings and errors). */
 export async function startWorld(logDir: string): Promise<World> {
@@ -168,7 +169,7 @@ export async function startWorld(logDir: string): Promise<World> {
         env: {
           PATH: process.env.PATH,
           HOME: process.env.HOME,
-          MALLOC_ARENA_MAX: '2',
+          ...IMAGE_RUNTIME.env,
           ...env,
           SIDECAR_LISTEN_PORT: String(replica.ports.proxy),
           SIDECAR_ADMIN_PORT: String(replica.ports.admin),
