@@ -30,9 +30,11 @@ export function writeAnswer(req: IncomingMessage, res: ServerResponse, answer: A
   }
   const { status, body } = answer;
   // A copy: the headers may be kept elsewhere (an idempotency record's, for the next replay).
-  const headers: OutgoingHttpHeaders = { date: httpDate(), ...answer.headers };
+  const headers: OutgoingHttpHeaders = { ...answer.headers };
   if (status !== 204 && status !== 304) headers['content-length'] = Buffer.byteLength(body);
-  res.sendDate = false; // the Date is ours (src/utc-time.ts)
+  // Ours (src/utc-time.ts), unless the answer has one: a gateway answer passed on keeps the gateway's.
+  headers.date ??= httpDate();
+  res.sendDate = false;
   res.writeHead(status, headers);
   if (ending === 'after-unread-body') endAfterUnreadBody(req, res, body);
   else res.end(body);
