@@ -40,7 +40,8 @@ export async function bundle(entry: string, from: string, to: string): Promise<v
   for (const file of outputFiles) {
     mkdirSync(dirname(file.path), { recursive: true });
     // A program (main.js, with its #! line) is executable, as esbuild itself writes it.
-    writeFileSync(file.path, withRequireWhereUsed(file), { mode: file.text.startsWith('#!') ? 0o755 : 0o644 });
+    const text = asciiComments(withRequireWhereUsed(file));
+    writeFileSync(file.path, text, { mode: text.startsWith('#!') ? 0o755 : 0o644 });
   }
 }
 
@@ -53,6 +54,15 @@ export async function bundle(entry: string, from: string, to: string): Promise<v
  */
 const REQUIRE =
   "import { createRequire as bundleRequire } from 'node:module'; const require = bundleRequire(import.meta.url);";
+
+/**
+ * esbuild escapes every non-ASCII character of the code (its default charset, ascii), but keeps comments as written,
+ * and some of undici's hold a few (’, §). One is enough for V8 to hold the whole source of its chunk, 1.1 MB, as a
+ * two-byte string, for the life of the process: 1 MB more RSS. Escaped in the comments, where they mean nothing.
+ */
+function asciiComments(text: string): string {
+  return text.replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
 
 function withRequireWhereUsed(file: OutputFile): string {
   const text = file.text;

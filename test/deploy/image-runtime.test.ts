@@ -143,6 +143,15 @@ describe('runtime stage reproduced in a clean folder', () => {
     });
   });
 
+  test('every file of the bundle is ASCII (V8 then holds its source one byte a character) and one makes require', () => {
+    const withRequire = bundleFiles().filter((file) => {
+      const text = readFileSync(join(app, 'dist/image', file), 'utf8');
+      assert.doesNotMatch(text, /[\u0080-\uffff]/, `${file} holds a non-ASCII character`);
+      return text.includes('bundleRequire(import.meta.url)');
+    });
+    assert.equal(withRequire.length, 1, `createRequire in ${withRequire.join(', ')}`);
+  });
+
   test('the operator tools run from the bundle, and it knows its version', () => {
     const run = (...args: string[]): string =>
       execFileSync(process.execPath, ['dist/image/main.js', ...args], { cwd: app, encoding: 'utf8', timeout: 30_000 });
