@@ -60,7 +60,8 @@ STOPSIGNAL SIGTERM
 # runs on libuv's four threads, collection on V8's) hold about 5 MB less under load at the same throughput per
 # core.
 ENV MALLOC_ARENA_MAX=2
-# Modules resolve without realpath (--preserve-symlinks, --preserve-symlinks-main; the image holds no symlink):
+# Modules resolve without realpath (--preserve-symlinks, --preserve-symlinks-main; no module the sidecar loads is
+# reached through a symlink, and main.js is run by its own path):
 # the path work of resolving each module at start-up, summed over those `serve` loads, otherwise wakes V8's
 # optimizing compiler under an install path of 18 characters or more, and its machine code then stays resident,
 # some 6 MB at rest (docs/performance.md, "The image runs a bundle").

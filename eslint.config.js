@@ -27,6 +27,9 @@ const LAYERS = Object.fromEntries(INNER.map((layer, i) => [layer, [...INNER.slic
 
 const MODULE_FILES = { errors: 'src/errors.ts', app: 'src/app.ts' };
 
+/** Why Date's text methods are not used in src/ (numbers' toLocaleString loads ICU's locale data alike). */
+const LOCAL_TIME_TEXT = "loads ICU's time-zone or locale data for the life of the process: use src/utc-time.ts.";
+
 const SIMULATOR_STANDS_APART = {
   group: ['@signing-sidecar/simulator', '**/packages/simulator/**'],
   message: 'the sidecar must not import the simulator: see docs/architecture.md.',
@@ -97,19 +100,22 @@ export default tseslint.config(
             "AssignmentExpression[left.type='MemberExpression'][right.type=/^(ArrowFunctionExpression|FunctionExpression)$/]",
           message: 'make the function in a local, then assign the local (docs/performance.md, "Garbage collection").',
         },
+        // Date() without new is the local time as text (below).
+        { selector: "CallExpression[callee.name='Date']", message: LOCAL_TIME_TEXT },
       ],
     },
   },
   {
     // Date's text methods read the host's time zone through ICU the first time one runs, and its data then stays
-    // resident: src/utc-time.ts writes the sidecar's UTC times instead.
+    // resident: src/utc-time.ts writes the sidecar's UTC times instead. Not caught here: a Date given to
+    // JSON.stringify or to a log call (both call toISOString), or made text by a template.
     files: ['src/**/*.ts'],
     rules: {
       'no-restricted-properties': [
         'error',
-        ...['toISOString', 'toUTCString', 'toGMTString', 'toJSON', 'toLocaleString', 'toTimeString', 'toDateString']
-          .concat(['toLocaleDateString', 'toLocaleTimeString'])
-          .map((property) => ({ property, message: 'loads ICU time-zone data: use src/utc-time.ts.' })),
+        ...['toISOString', 'toUTCString', 'toGMTString', 'toJSON', 'toTimeString', 'toDateString']
+          .concat(['toLocaleString', 'toLocaleDateString', 'toLocaleTimeString'])
+          .map((property) => ({ property, message: LOCAL_TIME_TEXT })),
       ],
     },
   },

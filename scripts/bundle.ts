@@ -34,12 +34,17 @@ export async function bundle(entry: string, from: string, to: string): Promise<v
     // its one call per function and class at start-up wakes the optimizing compiler (7 MB of RSS at rest). esbuild
     // renames a top-level name only when two modules share it.
     legalComments: 'eof',
+    charset: 'ascii', // esbuild's default, said: asciiComments relies on it
     logLevel: 'warning',
     write: false,
   });
   for (const file of outputFiles) {
     mkdirSync(dirname(file.path), { recursive: true });
     // A program (main.js, with its #! line) is executable, as esbuild itself writes it.
+    if (!file.path.endsWith('.js')) {
+      writeFileSync(file.path, file.contents);
+      continue;
+    }
     const text = asciiComments(withRequireWhereUsed(file));
     writeFileSync(file.path, text, { mode: text.startsWith('#!') ? 0o755 : 0o644 });
   }
@@ -56,9 +61,10 @@ const REQUIRE =
   "import { createRequire as bundleRequire } from 'node:module'; const require = bundleRequire(import.meta.url);";
 
 /**
- * esbuild escapes every non-ASCII character of the code (its default charset, ascii), but keeps comments as written,
- * and some of undici's hold a few (’, §). One is enough for V8 to hold the whole source of its chunk, 1.1 MB, as a
- * two-byte string, for the life of the process: 1 MB more RSS. Escaped in the comments, where they mean nothing.
+ * esbuild escapes every non-ASCII character of the code (charset ascii), but keeps comments as written, and some of
+ * undici's hold a few (a right quote, a section sign). One is enough for V8 to hold the whole source of its chunk,
+ * 1.1 MB, as a two-byte string, for the life of the process: 1 MB more RSS. So any non-ASCII character left is in a
+ * comment, where its escape means nothing.
  */
 function asciiComments(text: string): string {
   return text.replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);

@@ -40,6 +40,15 @@ export function writeAnswer(req: IncomingMessage, res: ServerResponse, answer: A
   else res.end(body);
 }
 
+/**
+ * A server's 'checkExpectation' listener. Without one, Node answers a request whose Expect is not 100-continue with
+ * a bare 417 of its own, whose Date it makes with toUTCString (src/utc-time.ts says why the sidecar does not): this
+ * is the same answer, with the sidecar's Date.
+ */
+export function answerUnmetExpectation(req: IncomingMessage, res: ServerResponse): void {
+  writeAnswer(req, res, { status: 417, headers: {}, body: '' }, 'after-unread-body');
+}
+
 /** How long, and how much of a request's unread body, is read and dropped after an early answer before closing. */
 export const LINGER_BOUNDS = { ms: 5_000, bytes: 16 * 1024 * 1024 } as const;
 

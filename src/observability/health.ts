@@ -49,6 +49,8 @@ export function createAdminServer(options: AdminOptions): Server {
       if (!res.headersSent) send(res, 500, 'text/plain', 'internal error\n');
     });
   });
+  // Node's own 417 for an Expect other than 100-continue would carry Node's Date (src/utc-time.ts): ours instead.
+  server.on('checkExpectation', (_req, res) => send(res, 417, 'text/plain', ''));
   // It listens on every address of the pod: connections that never finish, or come by the thousand, are cut.
   limitAdminConnections(server);
   return server;

@@ -9,6 +9,7 @@ import {
   type PostbackConfig,
   type PostbackSourceAllowList,
 } from '../config/postback-settings.js';
+import { answerUnmetExpectation } from '../inbound/answer.js';
 import { BodyBudget, type BodyBudgetSizes } from '../inbound/body-budget.js';
 import { InFlightRequests } from '../inbound/in-flight.js';
 import { listen } from '../inbound/listener.js';
@@ -160,6 +161,7 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
     });
   });
   server.maxConnections = config.maxConnections;
+  server.on('checkExpectation', answerUnmetExpectation);
   server.on('connection', (socket: Socket) => limitRefusedSource(socket, config.allowCidrs));
   return {
     server,

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { request } from 'undici';
+import { request as httpRequest } from 'node:http';
 import { httpDate, isoTimestamp } from '../../src/utc-time.js';
+import type { RunningSidecar } from '../../src/app.js';
+import { makeKeys } from '../support/keys.js';
 import { withReadySidecar } from '../support/sidecar.js';
 
 // Date's own methods are the oracle here: the sidecar only avoids calling them (src/utc-time.ts says why).
@@ -48,26 +50,88 @@ describe('httpDate', () => {
 });
 
 describe('the Date header of every answer', () => {
-  it('is one, current and IMF-fixdate: on the egress listener, its refusals and the admin listener', async () => {
-    await withReadySidecar({}, async ({ running }) => {
-      const { proxyUrl, adminUrl } = running.sidecar;
-      const answers = [
-        await request(`${proxyUrl}/api/v2/transaction/init`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: '{"amount":"1.00","currency":"EUR"}',
-        }),
-        await request(`${proxyUrl}/api/v2/no-such-route`, { method: 'POST', body: '{}' }),
-        await request(`${adminUrl}/healthz/ready`),
-        await request(`${adminUrl}/metrics`),
-      ];
-      for (const answer of answers) {
-        await answer.body.dump();
-        const date = answer.headers.date;
-        assert.equal(typeof date, 'string', `one Date header (${answer.statusCode})`);
-        assert.match(String(date), /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d \w{3} \d{4} \d\d:\d\d:\d\d GMT$/);
-        assert.ok(Math.abs(Date.parse(String(date)) - Date.now()) < 5_000, `current: ${String(date)}`);
+  /** The answers of the three listeners: a payment, refusals, probes, a scrape, and Node's case, an unmet Expect. */
+  async function answers(sidecar: RunningSidecar): Promise<Array<{ what: string; status: number; date: unknown }>> {
+    const { proxyUrl, adminUrl, postbackUrl } = sidecar;
+    assert.ok(postbackUrl !== undefined, 'the postback receiver listens');
+    const payment = { 'content-type': 'application/json' };
+    const asked: Array<[string, string, string, Record<string, string>]> = [
+      ['payment', 'POST', `${proxyUrl}/api/v2/transaction/init`, payment],
+      ['egress refusal', 'POST', `${proxyUrl}/api/v2/no-such-route`, payment],
+      ['egress, Expect: foo', 'POST', `${proxyUrl}/api/v2/transaction/init`, { ...payment, expect: 'foo' }],
+      ['readiness', 'GET', `${adminUrl}/healthz/ready`, {}],
+      ['metrics', 'GET', `${adminUrl}/metrics`, {}],
+      ['admin, Expect: foo', 'GET', `${adminUrl}/healthz/ready`, { expect: 'foo' }],
+      ['postback refusal', 'POST', `${postbackUrl}/`, payment],
+      ['postback, Expect: foo', 'POST', `${postbackUrl}/`, { ...payment, expect: 'foo' }],
+    ];
+    const answered = [];
+    for (const [what, method, url, headers] of asked) {
+      const { status, date } = await ask(method, url, headers, method === 'POST' ? '{"amount":"1.00"}' : undefined);
+      answered.push({ what, status, date });
+    }
+    return answered;
+  }
+
+  it('is one, current and IMF-fixdate on every listener, its refusals and an unmet Expect included', async () => {
+    await withPostbackSidecar(async (sidecar) => {
+      const answered = await answers(sidecar);
+      assert.deepEqual(
+        answered.filter((a) => a.what.includes('Expect')).map((a) => a.status),
+        [417, 417, 417],
+      );
+      for (const { what, date } of answered) {
+        assert.equal(typeof date, 'string', `one Date header: ${what}`);
+        assert.match(String(date), /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d \w{3} \d{4} \d\d:\d\d:\d\d GMT$/, what);
+        assert.ok(Math.abs(Date.parse(String(date)) - Date.now()) < 5_000, `current: ${what} ${String(date)}`);
+      }
+    });
+  });
+
+  it("is the sidecar's own, not Node's (which reads the time zone through ICU), but for a gateway's answer", async (t) => {
+    await withPostbackSidecar(async (sidecar) => {
+      // The sidecar reads Date.now for its Date; Node's own header reads the clock itself. A minute in the future
+      // is in no token's way.
+      const later = Date.now() + 60_000;
+      t.mock.method(Date, 'now', () => later);
+      const answered = await answers(sidecar);
+      t.mock.restoreAll();
+      const ours = new Date(Math.floor(later / 1000) * 1000).toUTCString();
+      for (const { what, date } of answered) {
+        if (what === 'payment') assert.notEqual(date, ours, 'the gateway answer keeps the gateway Date');
+        else assert.equal(date, ours, what);
       }
     });
   });
 });
+
+/** A sidecar with its postback receiver on, ready (holding a token). */
+async function withPostbackSidecar(body: (sidecar: RunningSidecar) => Promise<void>): Promise<void> {
+  const gatewayKeys = await makeKeys();
+  const postbacks = {
+    SIDECAR_POSTBACK_FORWARD_URL: 'http://127.0.0.1:9/postbacks',
+    SIDECAR_POSTBACK_PUBLIC_URL: 'https://merchant.example/postbacks',
+    SIDECAR_POSTBACK_PUBLIC_KEY_FILE: gatewayKeys.publicKeyFile,
+    SIDECAR_POSTBACK_LISTEN_HOST: '127.0.0.1',
+    SIDECAR_POSTBACK_LISTEN_PORT: '0',
+  };
+  await withReadySidecar(postbacks, ({ running }) => body(running.sidecar));
+}
+
+/** node:http, since undici refuses to send Expect. */
+function ask(
+  method: string,
+  url: string,
+  headers: Record<string, string>,
+  body?: string,
+): Promise<{ status: number; date: unknown }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method, headers, agent: false, timeout: 10_000 }, (res) => {
+      res.resume();
+      res.once('end', () => resolve({ status: res.statusCode ?? 0, date: res.headers.date }));
+    });
+    req.once('timeout', () => req.destroy(new Error(`no answer: ${method} ${url}`)));
+    req.once('error', reject);
+    req.end(body);
+  });
+}
