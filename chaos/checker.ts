@@ -16,6 +16,8 @@ import type {
 
 /** After the last fault heals: every replica ready, the final round answered 200, the inbox empty. */
 export const LIVENESS_BOUND_MS = 60_000;
+/** After a wipe's end, by when every replica has appended again what it held: one epoch check and one lookup. */
+export const REAPPEND_BOUND_MS = 2_000 + 5_000;
 
 export type ViolationName =
   | 'duplicate-payment'
@@ -164,9 +166,12 @@ export function check(history: readonly HistoryEvent[]): CheckResult {
     // The gateway sends PENDING's successor once: a final status followed by another one is out of order.
     if (statuses.length > 1) flag('postback-out-of-order', `${id}: ${statuses.join(' then ')}`);
   }
-  // After a wipe the replicas append again what they accepted and have not seen delivered; only a replica stopped
-  // between the postback's start and the wipe's end takes its copy with it. The history does not say which replica
-  // accepted a postback, so any replica stopped then explains it.
+  // After a wipe the replicas append again what they accepted and have not seen delivered; a replica stopped
+  // between the postback's start and its appending again takes its copy with it (docs/fleet.md: lost only if that
+  // replica dies and Redis is wiped too). A replica notices a wipe within its epoch check (2 s) and appends at once;
+  // an append that fails (Redis still coming back) is tried again at its next lookup (5 s): REAPPEND_BOUND_MS after
+  // the wipe's end. The history does not say which replica accepted a postback, so any replica stopped then explains
+  // it.
   const completedAt = new Map(completes.map((c) => [c.transaction_id, c.t]));
   const stops = faults.filter((f) => f.kind === 'replica-kill' || f.kind === 'rolling-restart');
   for (const held of ledger) {
@@ -183,12 +188,12 @@ export function check(history: readonly HistoryEvent[]): CheckResult {
                 sentAt <= w.end &&
                 stops.some((k) =>
                   k.kind === 'replica-kill'
-                    ? k.start >= sentAt && k.start <= w.end
-                    : k.end >= sentAt && k.start <= w.end,
+                    ? k.start >= sentAt && k.start <= w.end + REAPPEND_BOUND_MS
+                    : k.end >= sentAt && k.start <= w.end + REAPPEND_BOUND_MS,
                 ),
             );
       if (wipe === undefined) flag('postback-missing', detail);
-      else explain('postback-missing', `${detail}; lost by the wipe at ${wipe.start} ms with a replica stopped`);
+      else explain('postback-missing', `${detail}; lost by the wipe at ${wipe.start} ms and a replica stopped`);
     }
   }
 

@@ -2,7 +2,7 @@
 // (the faults a broken sidecar would leave in a real history) is caught and named.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { check, type ViolationName } from '../../chaos/checker.js';
+import { check, REAPPEND_BOUND_MS, type ViolationName } from '../../chaos/checker.js';
 import type { HistoryEvent } from '../../chaos/history.js';
 
 /** Three payments: one ok and completed (its postback delivered), one certainly refused, one of unknown outcome. */
@@ -263,7 +263,7 @@ describe('chaos checker', () => {
       assert.deepEqual(names([...cleanHistory(), noWipe, copied] as HistoryEvent[]), ['duplicate-payment']);
     });
 
-    it('counts a postback lost when a replica was stopped between its start and the wipe; else flags it', () => {
+    it('counts a postback lost when a replica was stopped between its start and its appending again; else flags it', () => {
       const dropped = cleanHistory().filter((e) => !(e.type === 'postback' && e.transaction_id === 'tx-1'));
       // tx-1 completed at 300 ms; a wipe at 1000-1200 ms.
       const later = { ...wipe, start: 1000, end: 1200, noticed_at: 3000 };
@@ -277,6 +277,16 @@ describe('chaos checker', () => {
         names([...dropped, later, killedBefore] as HistoryEvent[]),
         ['postback-missing'],
         'the replica died before the postback was sent',
+      );
+      // Killed after the wipe, before it could append again (an append to a Redis still coming back is tried again
+      // at the next lookup): explained. Killed once every replica has appended again: flagged.
+      const killedAfter = { ...killed, start: 1200 + REAPPEND_BOUND_MS };
+      assert.deepEqual(check([...dropped, later, killedAfter] as HistoryEvent[]).violations, []);
+      const killedLate = { ...killed, start: 1201 + REAPPEND_BOUND_MS };
+      assert.deepEqual(
+        names([...dropped, later, killedLate] as HistoryEvent[]),
+        ['postback-missing'],
+        'appended again',
       );
     });
 
