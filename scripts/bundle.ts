@@ -40,12 +40,12 @@ export async function bundle(entry: string, from: string, to: string): Promise<v
   });
   for (const file of outputFiles) {
     mkdirSync(dirname(file.path), { recursive: true });
-    // A program (main.js, with its #! line) is executable, as esbuild itself writes it.
     if (!file.path.endsWith('.js')) {
       writeFileSync(file.path, file.contents);
       continue;
     }
     const text = asciiComments(withRequireWhereUsed(file));
+    // A program (main.js, with its #! line) is executable, as esbuild itself writes it.
     writeFileSync(file.path, text, { mode: text.startsWith('#!') ? 0o755 : 0o644 });
   }
 }

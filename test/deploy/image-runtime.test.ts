@@ -28,6 +28,7 @@ const imageEnv: Record<string, string> = Object.fromEntries(
 );
 const pkg = JSON.parse(readFileSync(`${REPO_ROOT}package.json`, 'utf8')) as {
   version: string;
+  scripts: Record<string, string>;
   devDependencies?: Record<string, string>;
   engines?: { node?: string };
 };
@@ -61,6 +62,15 @@ describe('Dockerfile and .dockerignore', () => {
     assert.deepEqual(imageEnv, { NODE_ENV: 'production', MALLOC_ARENA_MAX: '2' });
     assert.match(runtime, /^STOPSIGNAL SIGTERM$/m);
     assert.doesNotMatch(dockerfile, /^(ENV|ARG) \S*(PASSWORD|SECRET|TOKEN|PRIVATE_KEY)/im, 'no secrets in layers');
+  });
+
+  test('npm start runs what the image runs: its node flags, its malloc setting, the bundle, serve', () => {
+    const [assignments = '', command = ''] = /^((?:\w+=\S+ )*)node (.*)$/.exec(pkg.scripts.start ?? '')?.slice(1) ?? [];
+    const startEnv: Record<string, string> = {};
+    for (const [, name = '', value = ''] of assignments.matchAll(/(\w+)=(\S+)/g)) startEnv[name] = value;
+    const image = entrypoint.slice(entrypoint.indexOf(process.execPath) + 1);
+    assert.deepEqual(command.split(' '), [...image, 'serve']);
+    assert.deepEqual(startEnv, { MALLOC_ARENA_MAX: imageEnv.MALLOC_ARENA_MAX });
   });
 
   test('the Node.js the image runs is a supported version (engines), and CI runs the whole suite on it', () => {
