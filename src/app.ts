@@ -2,7 +2,6 @@ import { createServer } from 'node:http';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config/config.js';
 import type { PostbackConfig } from './config/postback-settings.js';
-import { answerUnmetExpectation } from './inbound/answer.js';
 import { BodyBudget } from './inbound/body-budget.js';
 import { InFlightRequests } from './inbound/in-flight.js';
 import { listen } from './inbound/listener.js';
@@ -216,7 +215,8 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   // listener array on every request.
   const proxy = createServer(EGRESS_LISTENER, (req, res) => tracker.track(handle(req, res)));
   proxy.maxConnections = EGRESS_MAX_CONNECTIONS;
-  proxy.on('checkExpectation', answerUnmetExpectation);
+  // Refused like any other request (logged, counted, with its code), rather than with Node's bare 417.
+  proxy.on('checkExpectation', (req, res) => tracker.track(handle(req, res, 'unmet')));
   // A native sidecar's readiness is the whole pod's (docs/operations.md, "Readiness and the access token"): ready
   // means serving (listening, not draining) unless SIDECAR_READINESS_REQUIRES_TOKEN=true also asks for a valid
   // token. Startup never waits for a token: Kubernetes answers a failed startup probe with a restart, which would

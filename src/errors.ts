@@ -4,6 +4,7 @@
 export type SidecarErrorCode =
   | 'sidecar.request.forbidden_host'
   | 'sidecar.request.browser_origin'
+  | 'sidecar.request.expectation_failed'
   | 'sidecar.route.not_found'
   | 'sidecar.method.not_allowed'
   | 'sidecar.body.invalid_json'
@@ -65,6 +66,14 @@ export const sidecarErrors = {
       'sidecar.request.browser_origin',
       403,
       'requests made by a web browser (Origin, Sec-Fetch-Site) are refused: the sidecar signs for internal services only',
+      true,
+    ),
+  // RFC 9110 10.1.1: an expectation other than 100-continue is one the sidecar cannot meet; nothing was sent.
+  expectationFailed: () =>
+    new SidecarError(
+      'sidecar.request.expectation_failed',
+      417,
+      'Expect may only be 100-continue; send the request again without another expectation',
       true,
     ),
   routeNotFound: () => new SidecarError('sidecar.route.not_found', 404, 'no signed route at this path', true),

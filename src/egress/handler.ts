@@ -52,11 +52,19 @@ export interface HandlerDeps {
 }
 
 /**
+ * Whether Node found an `Expect` it cannot meet: one other than 100-continue on an HTTP/1.1 request, which it hands
+ * to the server's 'checkExpectation' listeners instead of 'request' (100-continue it answers itself).
+ */
+export type Expectation = 'none or met' | 'unmet';
+
+export type EgressHandler = (req: IncomingMessage, res: ServerResponse, expectation?: Expectation) => EgressRequest;
+
+/**
  * The egress listener's request handler: turns one client request into exactly one definitive answer, the
  * gateway's or a sidecar.* error. It returns the request at once (the connection tracker follows it) and works on
  * it in the background until it is settled.
  */
-export function createEgressHandler(deps: HandlerDeps): (req: IncomingMessage, res: ServerResponse) => EgressRequest {
+export function createEgressHandler(deps: HandlerDeps): EgressHandler {
   const parts: RequestParts = {
     log: deps.log,
     metrics: deps.metrics,
@@ -66,24 +74,30 @@ export function createEgressHandler(deps: HandlerDeps): (req: IncomingMessage, r
     deadlines: new RequestDeadlines(deps.requestDeadlineMs),
   };
   const tracing = deps.tracing ?? NO_TRACING;
-  return (req, res) => {
+  return (req, res, expectation = 'none or met') => {
     const match = deps.route(req.method ?? '', req.url ?? '/');
     const route = match.kind === 'not_found' ? UNMATCHED_ROUTE : match.route;
     const id = requestId(req.headers['x-request-id']);
     // Off, no span and no attributes are made: nothing per request.
     const span = tracing.enabled ? startServerSpan(tracing, req, route, id) : undefined;
     const request = new EgressRequest(id, route, req, res, parts, span);
-    void serve(deps, req, request, match);
+    void serve(deps, req, request, match, expectation);
     return request;
   };
 }
 
 /** Handles the request and settles it; never rejects (a failure to settle is a bug, logged). */
-async function serve(deps: HandlerDeps, req: IncomingMessage, request: EgressRequest, match: RouteMatch) {
+async function serve(
+  deps: HandlerDeps,
+  req: IncomingMessage,
+  request: EgressRequest,
+  match: RouteMatch,
+  expectation: Expectation,
+) {
   try {
     let settlement: Settlement;
     try {
-      settlement = await handle(deps, req, request, match);
+      settlement = await handle(deps, req, request, match, expectation);
     } catch (err) {
       settlement = refusal(deps, req, asSidecarError(err));
     }
@@ -98,10 +112,12 @@ async function handle(
   req: IncomingMessage,
   request: EgressRequest,
   match: RouteMatch,
+  expectation: Expectation,
 ): Promise<Settlement> {
   // First, and on the headers alone: a request that is not an internal service's costs no body read, no key claim.
   const foreign = deps.checkCaller(req.headers);
   if (foreign !== undefined) throw foreign;
+  if (expectation === 'unmet') throw sidecarErrors.expectationFailed();
   if (match.kind === 'not_found') throw sidecarErrors.routeNotFound();
   if (match.kind === 'method_not_allowed') throw sidecarErrors.methodNotAllowed('POST');
   if (!isJsonContentType(req.headers['content-type'])) throw sidecarErrors.unsupportedMediaType();

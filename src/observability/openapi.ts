@@ -63,6 +63,7 @@ export function errorCatalogue(maxBodyBytes: number = SETTINGS.maxBodyBytes.defa
 const BEFORE_ROUTING: readonly SidecarErrorCode[] = [
   'sidecar.request.forbidden_host',
   'sidecar.request.browser_origin',
+  'sidecar.request.expectation_failed',
 ];
 const OUTSIDE_SIGNED_ROUTES: readonly SidecarErrorCode[] = ['sidecar.route.not_found', 'sidecar.method.not_allowed'];
 

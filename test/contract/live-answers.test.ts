@@ -203,6 +203,14 @@ describe('every answer the sidecar makes matches the OpenAPI document it serves'
       'sidecar.request.browser_origin',
       403,
     );
+    // An expectation other than 100-continue (Node's own answer would be a bare 417), on a signed route or not.
+    for (const path of [DEPOSIT, '/elsewhere'])
+      assertMatches(
+        plain,
+        await call(proxyUrl, { path, headers: { expect: 'x-deliver-later' }, body: payment() }),
+        'sidecar.request.expectation_failed',
+        417,
+      );
     assertMatches(
       plain,
       await call(proxyUrl, { path: '/api/v2/elsewhere', body: payment() }),
