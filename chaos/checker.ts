@@ -16,8 +16,12 @@ import type {
 
 /** After the last fault heals: every replica ready, the final round answered 200, the inbox empty. */
 export const LIVENESS_BOUND_MS = 60_000;
-/** After a wipe's end, by when every replica has appended again what it held: one epoch check and one lookup. */
-export const REAPPEND_BOUND_MS = 2_000 + 5_000;
+/**
+ * After a wipe's end, by when every replica has appended again what it held: its connection back (a connect attempt
+ * timing out, 2 s, and the reconnect backoff, 1 s), one epoch check (2 s), and a failed append's retry (within 1 s)
+ * with its command, with a second to spare.
+ */
+export const REAPPEND_BOUND_MS = 2_000 + 1_000 + 2_000 + 1_000 + 1_000;
 
 export type ViolationName =
   | 'duplicate-payment'
@@ -169,8 +173,8 @@ export function check(history: readonly HistoryEvent[]): CheckResult {
   // After a wipe the replicas append again what they accepted and have not seen delivered; a replica stopped
   // between the postback's start and its appending again takes its copy with it (docs/fleet.md: lost only if that
   // replica dies and Redis is wiped too). A replica notices a wipe within its epoch check (2 s) and appends at once;
-  // an append that fails (Redis still coming back) is tried again at its next lookup (5 s): REAPPEND_BOUND_MS after
-  // the wipe's end. The history does not say which replica accepted a postback, so any replica stopped then explains
+  // an append that fails (Redis still coming back) is tried again within a second: REAPPEND_BOUND_MS after the
+  // wipe's end. The history does not say which replica accepted a postback, so any replica stopped then explains
   // it.
   const completedAt = new Map(completes.map((c) => [c.transaction_id, c.t]));
   const stops = faults.filter((f) => f.kind === 'replica-kill' || f.kind === 'rolling-restart');

@@ -11,6 +11,12 @@ import type { NewPostback, PostbackInbox } from './inbox.js';
 
 /** How often the postbacks held are looked up in Redis: those delivered (or dropped) since are let go. */
 const LOOKUP_INTERVAL_MS = 5_000;
+/**
+ * After a wipe, a re-append that fails (Redis still coming back, the replicas resynchronising) is tried again after
+ * this, doubling up to REAPPEND_RETRY_MAX_MS: until it succeeds, the replica's death would lose what it holds.
+ */
+const REAPPEND_RETRY_FIRST_MS = 100;
+const REAPPEND_RETRY_MAX_MS = 1_000;
 /** Postbacks looked up per script: a short script, so Redis never waits long on it. */
 const LOOKUP_BATCH = 500;
 /** Per postback besides its payload and headers: the id, the line's name, the map entry (an estimate). */
@@ -47,12 +53,15 @@ export interface RequeueMemoryOptions {
  * Holds accepted postbacks (in arrival order, within maxBytes: the oldest go first, counted) until a lookup finds
  * them gone from the inbox under the same epoch, or this replica's own delivery records them delivered. On a wipe it
  * appends again every postback held that was appended under an older epoch, oldest first, so one transaction's
- * postbacks held here keep their order; an append that fails is tried again at the next lookup.
+ * postbacks held here keep their order; when an append fails, the rest is tried again shortly (backing off up to a
+ * second), and at every lookup.
  */
 export class RequeueMemory {
   private readonly held = new Map<string, Held>();
   private bytes = 0;
   private timer: NodeJS.Timeout | undefined;
+  private retry: NodeJS.Timeout | undefined;
+  private stopped = false;
   private busy: Promise<void> | undefined;
   private droppedSinceLog = 0;
   private lastDropLogMs = Number.NEGATIVE_INFINITY;
@@ -87,12 +96,14 @@ export class RequeueMemory {
   }
 
   start(): void {
-    this.epoch.onWipe(() => void this.runAlone(() => this.appendAgain()));
+    this.epoch.onWipe(() => this.appendAgainUntilDone(REAPPEND_RETRY_FIRST_MS));
     this.timer = setInterval(() => void this.runAlone(() => this.lookUp()), LOOKUP_INTERVAL_MS).unref();
   }
 
   stop(): void {
+    this.stopped = true;
     clearInterval(this.timer);
+    clearTimeout(this.retry);
   }
 
   /** How many postbacks, and bytes, are held now. */
@@ -181,6 +192,20 @@ export class RequeueMemory {
         if (Number(reply[i]) === 0 && this.held.get(id)?.epoch === current) this.forget(id);
       });
     }
+  }
+
+  /** Appends again now and, while an append fails, after `retryMs`, doubling: one chain at a time (a new wipe's). */
+  private appendAgainUntilDone(retryMs: number): void {
+    clearTimeout(this.retry);
+    void this.runAlone(async () => {
+      try {
+        await this.appendAgain();
+      } catch {
+        if (this.stopped) return;
+        const next = Math.min(retryMs * 2, REAPPEND_RETRY_MAX_MS);
+        this.retry = setTimeout(() => this.appendAgainUntilDone(next), retryMs).unref();
+      }
+    });
   }
 
   /** Appends again, oldest first, every postback held that the current epoch's inbox has not had from here. */

@@ -142,7 +142,7 @@ describe('the requeue memory', { timeout: 60_000 }, () => {
     assert.equal(await counter(a.registry, 'signing_sidecar_postback_requeued_total'), 3);
   });
 
-  test('a re-append stored but not acknowledged (replicas resynchronising) is tried again, and counted once', async () => {
+  test('a re-append stored but not acknowledged (replicas resynchronising) is tried again at once, counted once', async () => {
     const redis = await startRedis();
     cleanups.push(() => redis.close());
     // After a wipe the replicas resynchronise, and WAIT fails: the entry is stored, the append throws. The next try
@@ -167,6 +167,12 @@ describe('the requeue memory', { timeout: 60_000 }, () => {
     await a.memory.lookUpNow();
     await waitFor('the epoch replaced', () => a.epoch.current() !== before, 5_000);
     await waitFor('the first re-append tried', () => unacknowledged === 0, 5_000);
+    // Tried again within a second, not at the next lookup (every 5 s): meanwhile the replica's death would lose both.
+    await waitFor(
+      'both appended again before the next lookup',
+      async () => (await counter(a.registry, 'signing_sidecar_postback_requeued_total')) === 2,
+      3_000,
+    );
     await a.memory.lookUpNow();
     assert.equal(await counter(a.registry, 'signing_sidecar_postback_requeued_total'), 2, 'both counted, once each');
     await a.inbox.prepare();
