@@ -4,7 +4,9 @@
 //   alloc-start / alloc-stop: bytes allocated on the V8 heap in between. The heap's used size only grows by
 //     allocation between collections, so the bytes are the growth from the start to the first collection, from
 //     the end of each collection to the start of the next (v8.GCProfiler reports both sides of every one, minor
-//     and major), and from the last to the stop. Buffer contents (outside the V8 heap) are not counted.
+//     and major), and from the last to the stop. Buffer contents (outside the V8 heap) are not counted. Also the
+//     bytes promoted: what the young-generation collections moved to the old generation (its growth across each),
+//     which only a full collection frees.
 //   profile-start / profile-stop: V8's sampling heap profiler over the window, objects freed by minor and major
 //     collections included, so that it lists what was allocated rather than what is still alive: the top
 //     allocation sites by bytes (self), each its function, file and line.
@@ -30,16 +32,24 @@ function allocStop(): void {
   const usedAtStop = getHeapStatistics().used_heap_size; // before stop(), whose report is itself allocated
   const { statistics } = window.profiler.stop();
   const collections = { minor: 0, major: 0 };
-  let [bytes, usedAfterLast] = [0, window.usedAtStart];
+  let [bytes, promoted, usedAfterLast] = [0, 0, window.usedAtStart];
   for (const gc of statistics) {
     bytes += gc.beforeGC.heapStatistics.usedHeapSize - usedAfterLast;
     usedAfterLast = gc.afterGC.heapStatistics.usedHeapSize;
-    if (/scavenge|minor/i.test(gc.gcType)) collections.minor++;
-    else collections.major++;
+    if (/scavenge|minor/i.test(gc.gcType)) {
+      collections.minor++;
+      promoted += oldSpaceUsed(gc.afterGC) - oldSpaceUsed(gc.beforeGC);
+    } else collections.major++;
   }
   bytes += usedAtStop - usedAfterLast;
   window = undefined;
-  answer({ probe: 'alloc-stop', bytes, ...collections });
+  answer({ probe: 'alloc-stop', bytes, promoted, ...collections });
+}
+
+function oldSpaceUsed(side: {
+  heapSpaceStatistics: ReadonlyArray<{ spaceName: string; spaceUsedSize: number }>;
+}): number {
+  return side.heapSpaceStatistics.find((space) => space.spaceName === 'old_space')?.spaceUsedSize ?? 0;
 }
 
 interface ProfileNode {

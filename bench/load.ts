@@ -97,12 +97,14 @@ export async function saturate(
 
 /**
  * Open-loop latency (ms) of one round; `allocKbPerRequest`: what the process's V8 heap allocated over the round
- * per request sent (alloc-probe.ts), for a target whose process is probed.
+ * per request sent, `promotedKbPerRequest`: what of it young-generation collections promoted (alloc-probe.ts), for a
+ * target whose process is probed.
  */
 export interface LatencyRound {
   readonly p50: number;
   readonly p99: number;
   readonly allocKbPerRequest?: number | undefined;
+  readonly promotedKbPerRequest?: number | undefined;
 }
 /** The rounds pooled, each round's own, and the failures (transport errors, timeouts and non-2xx answers). */
 export type Latency = LatencyRound & { readonly errors: number; readonly rounds: readonly LatencyRound[] };
@@ -143,6 +145,7 @@ export async function openLoop<Name extends string>(
         p50: percentile(latencies, 0.5),
         p99: percentile(latencies, 0.99),
         allocKbPerRequest: allocated === undefined ? undefined : Number(allocated.bytes) / count / 1024,
+        promotedKbPerRequest: allocated === undefined ? undefined : Number(allocated.promoted) / count / 1024,
       });
     });
   } finally {
@@ -150,17 +153,22 @@ export async function openLoop<Name extends string>(
   }
   const result = {} as Record<Name, Latency>;
   for (const { name, latencies, errors, rounds: each } of runs) {
-    const allocs = each.map((r) => r.allocKbPerRequest).filter((kb) => kb !== undefined);
-    const allocKbPerRequest = allocs.length === 0 ? undefined : allocs.reduce((a, b) => a + b, 0) / allocs.length;
     result[name] = {
       p50: percentile(latencies, 0.5),
       p99: percentile(latencies, 0.99),
-      allocKbPerRequest,
+      allocKbPerRequest: mean(each.map((r) => r.allocKbPerRequest)),
+      promotedKbPerRequest: mean(each.map((r) => r.promotedKbPerRequest)),
       errors,
       rounds: each,
     };
   }
   return result;
+}
+
+/** The mean of the figures measured; undefined when none was. */
+function mean(figures: ReadonlyArray<number | undefined>): number | undefined {
+  const measured = figures.filter((figure) => figure !== undefined);
+  return measured.length === 0 ? undefined : measured.reduce((a, b) => a + b, 0) / measured.length;
 }
 
 /** `count` requests of the open loop on `pool`; pushes each one's latency (ms) and returns the failures. */

@@ -155,6 +155,15 @@ async function bench(): Promise<void> {
       overRounds((r) => kb(lat.floor, r)),
       2,
     ),
+    // Reported, no target: what the young-generation collections promoted, which only full collections free.
+    promoted_kb_per_request: round(
+      overRounds((r) => lat.sidecar.rounds[r]?.promotedKbPerRequest),
+      2,
+    ),
+    floor_promoted_kb_per_request: round(
+      overRounds((r) => lat.floor.rounds[r]?.promotedKbPerRequest),
+      2,
+    ),
     rss_mb_idle: round(median(atRest.map((r) => r.sidecar.rss)), 1),
     floor_rss_mb_idle: round(median(atRest.map((r) => r.floor.rss)), 1),
     rss_anon_mb_idle: round(median(atRest.map((r) => r.sidecar.anon)), 1),

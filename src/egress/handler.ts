@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { DeadlineList } from '../deadline-list.js';
 import { asSidecarError, sidecarErrors, type SidecarError } from '../errors.js';
 import { requestFingerprint } from '../idempotency/fingerprint.js';
 import type { Claim, IdempotencyKeeper } from '../idempotency/keeper.js';
@@ -15,7 +16,6 @@ import type { BodyBudget } from '../inbound/body-budget.js';
 import { requestId } from '../inbound/request-id.js';
 import { exchange, type ExchangeDeps } from './gateway-exchange.js';
 import { forwardableRequestHeaders, forwardableResponseHeaders } from './headers.js';
-import { RequestDeadlines } from './request-deadline.js';
 import { logVerifyFailure } from './request-log.js';
 import { errorSettlement, EgressRequest, type RequestParts, type Settlement } from './request.js';
 import { startServerSpan } from './request-span.js';
@@ -71,7 +71,7 @@ export function createEgressHandler(deps: HandlerDeps): EgressHandler {
     keeper: deps.idempotency.keeper,
     draining: deps.draining,
     bodyBudget: deps.bodyBudget,
-    deadlines: new RequestDeadlines(deps.requestDeadlineMs),
+    deadlines: new DeadlineList(deps.requestDeadlineMs),
   };
   const tracing = deps.tracing ?? NO_TRACING;
   return (req, res, expectation = 'none or met') => {

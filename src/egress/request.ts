@@ -4,6 +4,7 @@ import type { IdempotencyKeeper, Ticket } from '../idempotency/keeper.js';
 import type { IdempotencyKey } from '../idempotency/key.js';
 import { errorAnswer, type KeptAnswer } from '../idempotency/record.js';
 import { writeAnswer } from '../inbound/answer.js';
+import type { Deadline, DeadlineList } from '../deadline-list.js';
 import type { BodyBudget } from '../inbound/body-budget.js';
 import type { InFlightRequest } from '../inbound/in-flight.js';
 import type { RequestId } from '../inbound/request-id.js';
@@ -12,7 +13,6 @@ import type { SidecarMetrics } from '../observability/metrics.js';
 import type { TraceSpan } from '../observability/tracing.js';
 import type { RequestEnd } from '../upstream/gateway-client.js';
 import { logRequest, type RequestOutcome } from './request-log.js';
-import type { Deadline, RequestDeadlines } from './request-deadline.js';
 import { endServerSpan } from './request-span.js';
 
 /** Who settled the request first: the handler, or shutdown for a request it could wait for no longer. */
@@ -60,7 +60,7 @@ export interface RequestParts {
   /** Shared by the bodies of every request of the listener (body-budget.ts). */
   readonly bodyBudget: Pick<BodyBudget, 'release'>;
   /** The request deadline, from its arrival (docs/architecture.md, "The request deadline"): one timer for all. */
-  readonly deadlines: RequestDeadlines;
+  readonly deadlines: DeadlineList;
 }
 
 /**

@@ -6,7 +6,10 @@ import { httpDate } from '../utc-time.js';
 /** An answer whose whole body is in hand. */
 export interface Answer {
   readonly status: number;
-  /** Every header but Content-Length, which is the body's. */
+  /**
+   * Every header but Content-Length, which is the body's: writeAnswer adds it (and Date) to this object, which must
+   * be made for this answer (not kept elsewhere, as an idempotency record's headers are).
+   */
   readonly headers: OutgoingHttpHeaders;
   readonly body: Buffer | string;
 }
@@ -28,9 +31,7 @@ export function writeAnswer(req: IncomingMessage, res: ServerResponse, answer: A
     if (!res.writableEnded) res.destroy();
     return;
   }
-  const { status, body } = answer;
-  // A copy: the headers may be kept elsewhere (an idempotency record's, for the next replay).
-  const headers: OutgoingHttpHeaders = { ...answer.headers };
+  const { status, headers, body } = answer;
   if (status !== 204 && status !== 304) headers['content-length'] = Buffer.byteLength(body);
   // Ours (src/utc-time.ts), unless the answer has one: a gateway answer passed on keeps the gateway's.
   headers.date ??= httpDate();

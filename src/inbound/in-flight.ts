@@ -1,5 +1,7 @@
 // A listener's requests in flight, for its shutdown: which still wait for their answer, when the last connection
-// is done with, and when the work each does after its answer (records, log lines) is over.
+// is done with, and when the work each does after its answer (records, log lines) is over. In lists rather than
+// Sets: src/linked-list.ts says why.
+import { LinkedList, type Link } from '../linked-list.js';
 
 /** One inbound request, as the tracking sees it. */
 export interface InFlightRequest {
@@ -16,20 +18,20 @@ export interface InFlightRequest {
  * request cut off by shutdown still writes its idempotency record afterwards).
  */
 export class InFlightRequests<Request extends InFlightRequest = InFlightRequest> {
-  private readonly open = new Set<Request>();
-  private readonly unsettled = new Set<Request>();
+  private readonly open = new LinkedList<Request>();
+  private readonly unsettled = new LinkedList<Request>();
   private readonly idleWaiters: Array<() => void> = [];
 
   /** Called once per request, from the server's request listener. */
   track(request: Request): void {
-    this.open.add(request);
-    this.unsettled.add(request);
-    request.onClose(() => this.finished(request));
-    void request.done.then(() => this.unsettled.delete(request));
+    const open = this.open.add(request);
+    const unsettled = this.unsettled.add(request);
+    request.onClose(() => this.finished(open));
+    void request.done.then(() => this.unsettled.remove(unsettled));
   }
 
-  private finished(request: Request): void {
-    this.open.delete(request);
+  private finished(open: Link<Request>): void {
+    this.open.remove(open);
     if (this.open.size === 0) this.idleWaiters.splice(0).forEach((wake) => wake());
   }
 
@@ -39,7 +41,7 @@ export class InFlightRequests<Request extends InFlightRequest = InFlightRequest>
 
   /** Requests still waiting for their answer. */
   unanswered(): Request[] {
-    return [...this.open].filter((request) => !request.isAnswered);
+    return this.open.values().filter((request) => !request.isAnswered);
   }
 
   /** Resolves when no request is in flight, or after `maxMs`, whichever comes first; true when drained. */
@@ -63,7 +65,7 @@ export class InFlightRequests<Request extends InFlightRequest = InFlightRequest>
     const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), maxMs)));
     try {
       while (this.unsettled.size > 0) {
-        const all = Promise.all([...this.unsettled].map((request) => request.done)).then(() => true);
+        const all = Promise.all(this.unsettled.values().map((request) => request.done)).then(() => true);
         if (!(await Promise.race([all, timeout]))) return false;
       }
       return true;

@@ -1,5 +1,6 @@
 import { buildConnector, Client } from 'undici';
 import type { BaseAddress } from '../config/base-url.js';
+import { DeadlineList } from '../deadline-list.js';
 import type { Secret } from '../config/secret.js';
 import { NO_TRACING, type Tracing } from '../observability/tracing.js';
 import { ConnectionLender } from './connection-lender.js';
@@ -71,6 +72,7 @@ export function createGatewayClient(
   hooks: GatewayClientHooks = {},
 ): RotatableGatewayClient {
   const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+  const responseTimeouts = new DeadlineList(options.responseTimeoutMs);
   let current = options;
   const lender = new ConnectionLender(options.connections, options.connectTimeoutMs, () =>
     newClient(base, current, () => current.proxy),
@@ -103,7 +105,7 @@ export function createGatewayClient(
         throw refusal;
       }
     }
-    let outcome = await dispatch(lease.client, request, options.responseTimeoutMs, maxBytes);
+    let outcome = await dispatch(lease.client, request, responseTimeouts, maxBytes);
     const mismatch = outcome.kind === 'response' ? request.checkAnswer?.(outcome.response) : undefined;
     if (mismatch !== undefined) outcome = sentNoAnswer(mismatch, false);
     // A connection that failed mid-exchange is already gone in undici; one that delivered a stray answer is
@@ -163,12 +165,17 @@ function newClient(
   });
 }
 
-function dispatch(client: Client, request: UpstreamRequest, timeoutMs: number, maxBytes: number): Promise<SendOutcome> {
+function dispatch(
+  client: Client,
+  request: UpstreamRequest,
+  timeouts: DeadlineList,
+  maxBytes: number,
+): Promise<SendOutcome> {
   return new Promise<SendOutcome>((resolve) => {
     const { path, headers, body, end } = request;
     client.dispatch(
       { method: 'POST', path, headers, body, idempotent: false },
-      new SendHandler(resolve, timeoutMs, maxBytes, end),
+      new SendHandler(resolve, timeouts, maxBytes, end),
     );
   });
 }

@@ -1,4 +1,5 @@
 import type { Dispatcher } from 'undici';
+import type { Deadline, DeadlineList, Expiring } from '../deadline-list.js';
 import type { UpstreamResponse } from './gateway-answer.js';
 import { notSent, sentNoAnswer, type RequestEnd, type SendOutcome } from './gateway-send.js';
 import {
@@ -15,17 +16,19 @@ import {
  * before any byte was written. undici calls onRequestStart on a connected socket right before it writes the
  * first byte, so "sent or not" is decided by that moment, never guessed from an error code.
  */
-export class SendHandler implements Dispatcher.DispatchHandler {
+export class SendHandler implements Dispatcher.DispatchHandler, Expiring {
   private started = false;
+  private controller: Dispatcher.DispatchController | undefined;
   private status = 0;
   private headers: Record<string, string | string[]> = {};
   private readonly chunks: Buffer[] = [];
   private size = 0;
-  private timer: NodeJS.Timeout | undefined;
+  private timeout: Deadline | undefined;
 
   constructor(
     private readonly settle: (outcome: SendOutcome) => void,
-    private readonly timeoutMs: number,
+    /** The response timeouts of the client's sends, from each one's first byte. */
+    private readonly timeouts: DeadlineList,
     private readonly maxBytes: number,
     /** The request's end: see UpstreamRequest.end. */
     private readonly end?: RequestEnd,
@@ -36,8 +39,14 @@ export class SendHandler implements Dispatcher.DispatchHandler {
     // Aborted here, nothing is written: undici checks for an abort before it writes the first byte.
     if (end?.ended) return controller.abort(upstreamErrors.requestEnded());
     this.started = true;
-    this.timer = setTimeout(() => controller.abort(upstreamErrors.responseTimeout()), this.timeoutMs);
+    this.controller = controller;
+    this.timeout = this.timeouts.add(this);
     end?.whileSending(() => controller.abort(upstreamErrors.requestEnded()));
+  }
+
+  /** The response timeout, from the first byte written: the answer is cut (sent, no answer). */
+  expire(): void {
+    this.controller?.abort(upstreamErrors.responseTimeout());
   }
 
   onResponseStart(
@@ -73,7 +82,7 @@ export class SendHandler implements Dispatcher.DispatchHandler {
   }
 
   private finish(outcome: SendOutcome): void {
-    clearTimeout(this.timer);
+    if (this.timeout !== undefined) this.timeouts.remove(this.timeout);
     if (this.started) this.end?.whileSending(undefined);
     this.settle(outcome);
   }

@@ -10,7 +10,7 @@ import type { KeptAnswer } from '../../src/idempotency/record.js';
 import { InFlightRequests } from '../../src/inbound/in-flight.js';
 import { createLogger } from '../../src/observability/log.js';
 import { requestId } from '../../src/inbound/request-id.js';
-import { RequestDeadlines } from '../../src/egress/request-deadline.js';
+import { DeadlineList } from '../../src/deadline-list.js';
 import type { RequestOutcome } from '../../src/egress/request-log.js';
 import { errorSettlement, EgressRequest, type Settlement } from '../../src/egress/request.js';
 
@@ -60,7 +60,7 @@ function request(options: { draining?: boolean; deadlineMs?: number; recordWrite
       },
       draining: () => options.draining ?? false,
       bodyBudget: { release: () => undefined },
-      deadlines: new RequestDeadlines(options.deadlineMs ?? 60_000),
+      deadlines: new DeadlineList(options.deadlineMs ?? 60_000),
     },
   );
   return { req, res, recorded };
@@ -193,7 +193,7 @@ describe('EgressRequest: one answer per request', () => {
   });
 
   it("one listener's deadlines: each request's own, from its arrival; a settled request's no longer applies", async () => {
-    const deadlines = new RequestDeadlines(60);
+    const deadlines = new DeadlineList(60);
     const expired: string[] = [];
     const arrive = (name: string) => {
       return deadlines.add({ expire: () => expired.push(name) });
@@ -208,6 +208,57 @@ describe('EgressRequest: one answer per request', () => {
     assert.deepEqual(expired, ['second'], 'the second is due, the third not yet');
     await new Promise((resolve) => setTimeout(resolve, 60));
     assert.deepEqual(expired, ['second', 'third']);
+  });
+});
+
+describe('InFlightRequests', () => {
+  /** A tracked request whose connection closes, and whose handling settles, when the test says. */
+  function tracked(tracker: InFlightRequests, name: string) {
+    let close = (): void => undefined;
+    let settle = (): void => undefined;
+    const done = new Promise<void>((resolve) => (settle = resolve));
+    const request = {
+      name,
+      isAnswered: false,
+      done,
+      onClose: (listener: () => void) => (close = listener),
+    };
+    tracker.track(request);
+    return { request, close: () => close(), settle: () => settle() };
+  }
+
+  it('follows requests ending in any order: active, unanswered, idle and settled', async () => {
+    const tracker = new InFlightRequests<ReturnType<typeof tracked>['request']>();
+    const [a, b, c] = ['a', 'b', 'c'].map((name) => tracked(tracker, name)) as [
+      ReturnType<typeof tracked>,
+      ReturnType<typeof tracked>,
+      ReturnType<typeof tracked>,
+    ];
+    b.request.isAnswered = true;
+    assert.equal(tracker.active, 3);
+    assert.deepEqual(
+      tracker.unanswered().map((r) => r.name),
+      ['a', 'c'],
+    );
+    let idle: boolean | undefined;
+    const waiting = tracker.waitIdle(5_000).then((value) => (idle = value));
+    b.close(); // the middle one first
+    a.close();
+    assert.equal(tracker.active, 1);
+    assert.deepEqual(
+      tracker.unanswered().map((r) => r.name),
+      ['c'],
+    );
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.equal(idle, undefined, 'c is still open');
+    c.close();
+    await waiting;
+    assert.equal(idle, true);
+    assert.equal(tracker.active, 0);
+    for (const r of [c, a]) r.settle();
+    assert.equal(await tracker.settled(50), false, 'b has not settled');
+    b.settle();
+    assert.equal(await tracker.settled(1_000), true);
   });
 });
 

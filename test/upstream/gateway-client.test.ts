@@ -108,6 +108,27 @@ describe('gatewayClient: did any byte leave?', () => {
     assert.equal(outcome.kind === 'sent_no_answer' && outcome.timedOut, true);
   });
 
+  it("each send's response timeout runs from its own first byte", async (t) => {
+    // The first request is answered, the next two never: the later one, sent 300 ms after the earlier, must not be
+    // cut with it (one timer serves every send's timeout).
+    let connections = 0;
+    const gateway = await tcpServer(t, (socket) => {
+      if (++connections === 1) socket.once('data', () => socket.write(NO_CONTENT));
+    });
+    const forwarder = forwarderFor(t, gateway.url, { responseTimeoutMs: 600, connections: 3 });
+    const answered = await forwarder.send(REQUEST);
+    assert.equal(answered.kind, 'response');
+    const started = performance.now();
+    const early = forwarder.send(REQUEST).then((outcome) => ({ outcome, afterMs: performance.now() - started }));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const late = forwarder.send(REQUEST).then((outcome) => ({ outcome, afterMs: performance.now() - started }));
+    const [first, second] = await Promise.all([early, late]);
+    for (const { outcome } of [first, second])
+      assert.equal(outcome.kind === 'sent_no_answer' && outcome.timedOut, true, JSON.stringify(outcome.kind));
+    assert.ok(first.afterMs >= 590, `the first cut at its own timeout, not before: ${first.afterMs} ms`);
+    assert.ok(second.afterMs >= 890, `the second cut at its own timeout, not the first's: ${second.afterMs} ms`);
+  });
+
   it('header bytes 0x80-0xFF leave as the same bytes (latin1), the body as UTF-8', async (t) => {
     const received: Buffer[] = [];
     const gateway = await tcpServer(t, (socket) =>
