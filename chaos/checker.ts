@@ -18,8 +18,8 @@ import type {
 export const LIVENESS_BOUND_MS = 60_000;
 /**
  * After a wipe's end, by when every replica has appended again what it held: its connection back (a connect attempt
- * timing out, 2 s, and the reconnect backoff, 1 s), one epoch check (2 s), and a failed append's retry (within 1 s)
- * with its command, with a second to spare.
+ * timing out, 2 s, and the reconnect backoff, 1 s and up to 0.1 s of jitter), one epoch check (2 s), and a failed
+ * append's retry (within 1 s) with its command, with most of a second to spare.
  */
 export const REAPPEND_BOUND_MS = 2_000 + 1_000 + 2_000 + 1_000 + 1_000;
 

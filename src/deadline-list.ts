@@ -36,8 +36,9 @@ export class DeadlineList {
         this.list.remove(due);
         due.value.item.expire();
       }
+      // An expire() may have added an entry, and armed the timer for it.
       const next = this.list.first;
-      if (next !== undefined) this.arm(next.value.at - now);
+      if (next !== undefined && this.timer === undefined) this.arm(next.value.at - now);
     };
     this.fire = fire;
   }

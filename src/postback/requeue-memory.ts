@@ -61,6 +61,8 @@ export class RequeueMemory {
   private bytes = 0;
   private timer: NodeJS.Timeout | undefined;
   private retry: NodeJS.Timeout | undefined;
+  /** The latest wipe's re-append chain: an older chain's retries stop once a newer wipe starts its own. */
+  private chain = 0;
   private stopped = false;
   private busy: Promise<void> | undefined;
   private droppedSinceLog = 0;
@@ -96,7 +98,7 @@ export class RequeueMemory {
   }
 
   start(): void {
-    this.epoch.onWipe(() => this.appendAgainUntilDone(REAPPEND_RETRY_FIRST_MS));
+    this.epoch.onWipe(() => this.appendAgainUntilDone(++this.chain, REAPPEND_RETRY_FIRST_MS));
     this.timer = setInterval(() => void this.runAlone(() => this.lookUp()), LOOKUP_INTERVAL_MS).unref();
   }
 
@@ -194,16 +196,20 @@ export class RequeueMemory {
     }
   }
 
-  /** Appends again now and, while an append fails, after `retryMs`, doubling: one chain at a time (a new wipe's). */
-  private appendAgainUntilDone(retryMs: number): void {
+  /** Appends again now and, while an append fails, after `retryMs`, doubling; only the latest wipe's chain goes on. */
+  private appendAgainUntilDone(chain: number, retryMs: number): void {
+    const current = (): boolean => chain === this.chain && !this.stopped;
+    if (!current()) return;
     clearTimeout(this.retry);
     void this.runAlone(async () => {
+      if (!current()) return;
       try {
         await this.appendAgain();
       } catch {
-        if (this.stopped) return;
+        if (!current()) return;
         const next = Math.min(retryMs * 2, REAPPEND_RETRY_MAX_MS);
-        this.retry = setTimeout(() => this.appendAgainUntilDone(next), retryMs).unref();
+        clearTimeout(this.retry);
+        this.retry = setTimeout(() => this.appendAgainUntilDone(chain, next), retryMs).unref();
       }
     });
   }

@@ -167,11 +167,11 @@ describe('the requeue memory', { timeout: 60_000 }, () => {
     await a.memory.lookUpNow();
     await waitFor('the epoch replaced', () => a.epoch.current() !== before, 5_000);
     await waitFor('the first re-append tried', () => unacknowledged === 0, 5_000);
-    // Tried again within a second, not at the next lookup (every 5 s): meanwhile the replica's death would lose both.
+    // Tried again within 0.1 s, not at the next lookup (every 5 s): meanwhile the replica's death would lose both.
     await waitFor(
       'both appended again before the next lookup',
       async () => (await counter(a.registry, 'signing_sidecar_postback_requeued_total')) === 2,
-      3_000,
+      1_500,
     );
     await a.memory.lookUpNow();
     assert.equal(await counter(a.registry, 'signing_sidecar_postback_requeued_total'), 2, 'both counted, once each');
