@@ -205,8 +205,16 @@ export class RequeueMemory {
       if (!current()) return;
       try {
         await this.appendAgain();
-      } catch {
+      } catch (err) {
         if (!current()) return;
+        // Once a chain: until the append succeeds (postback.requeued), the replica's death would lose these.
+        if (retryMs === REAPPEND_RETRY_FIRST_MS) {
+          const reason = err instanceof Error ? err.message : 'error';
+          this.options.log.warn(
+            { event: 'postback.requeue_retrying', held: this.held.size, err: reason },
+            'accepted postbacks not yet appended again after the state store lost them; trying again',
+          );
+        }
         const next = Math.min(retryMs * 2, REAPPEND_RETRY_MAX_MS);
         clearTimeout(this.retry);
         this.retry = setTimeout(() => this.appendAgainUntilDone(chain, next), retryMs).unref();

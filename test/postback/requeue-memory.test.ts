@@ -175,6 +175,7 @@ describe('the requeue memory', { timeout: 60_000 }, () => {
     );
     await a.memory.lookUpNow();
     assert.equal(await counter(a.registry, 'signing_sidecar_postback_requeued_total'), 2, 'both counted, once each');
+    assert.equal(a.logs.text.match(/"event":"postback.requeue_retrying"/g)?.length, 1, 'the failed try said once');
     await a.inbox.prepare();
     const taken = await a.inbox.read('after-wipe', 100, Date.now());
     assert.deepEqual(taken.map((item) => item.id).sort(), held.map((item) => item.id).sort(), 'both back, once each');
