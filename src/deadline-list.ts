@@ -1,6 +1,6 @@
 // Deadlines of one length on one timer: the request deadlines of a listener (egress/request.ts) and the response
 // timeouts of the gateway's sends (upstream/send-handler.ts). A timer per request was a Timeout object and a closure
-// each, 0.2-0.4 KB of heap a request (docs/performance.md); a list entry is two small objects.
+// each, 0.2-0.4 KB of heap a request (docs/performance.md); a list entry is one small object.
 
 import { LinkedList, type Link } from './linked-list.js';
 
@@ -9,14 +9,8 @@ export interface Expiring {
   expire(): void;
 }
 
-interface Due {
-  readonly item: Expiring;
-  /** performance.now() time at which it falls due. */
-  readonly at: number;
-}
-
-/** An entry's place among the deadlines: what add() returns and remove() takes. */
-export type Deadline = Link<Due>;
+/** An entry's place among the deadlines (`at`: its performance.now() due time): what add() returns and remove() takes. */
+export type Deadline = Link<Expiring>;
 
 /**
  * Every entry gets the same time from when it is added, so they fall due in the order they were added: a list in
@@ -24,7 +18,7 @@ export type Deadline = Link<Due>;
  * empties: it fires once, finds nothing due, and is made again by the next entry.
  */
 export class DeadlineList {
-  private readonly list = new LinkedList<Due>();
+  private readonly list = new LinkedList<Expiring>();
   private timer: NodeJS.Timeout | undefined;
   private readonly fire: () => void;
 
@@ -32,20 +26,21 @@ export class DeadlineList {
     const fire = (): void => {
       this.timer = undefined;
       const now = performance.now();
-      for (let due = this.list.first; due !== undefined && due.value.at <= now; due = this.list.first) {
+      for (let due = this.list.first; due !== undefined && due.at <= now; due = this.list.first) {
+        const item = due.value;
         this.list.remove(due);
-        due.value.item.expire();
+        item?.expire();
       }
       // An expire() may have added an entry, and armed the timer for it.
       const next = this.list.first;
-      if (next !== undefined && this.timer === undefined) this.arm(next.value.at - now);
+      if (next !== undefined && this.timer === undefined) this.arm(next.at - now);
     };
     this.fire = fire;
   }
 
   /** From now, `item` has deadlineMs until its deadline is removed. */
   add(item: Expiring): Deadline {
-    const deadline = this.list.add({ item, at: performance.now() + this.deadlineMs });
+    const deadline = this.list.add(item, performance.now() + this.deadlineMs);
     if (this.timer === undefined) this.arm(this.deadlineMs);
     return deadline;
   }

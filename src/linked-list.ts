@@ -5,11 +5,16 @@
 // table goes straight to the old generation. Each young-generation collection takes every pointer out of the old
 // generation as live, so every request such a dead table held stayed alive until the next full collection: under load
 // the sidecar promoted some 3 KB a request and spent twice the floor's time collecting (docs/performance.md, "Garbage
-// collection"). A link is one small object, unlinked on removal.
+// collection"). A link is one small object, unlinked on removal, and it lets go of its value then: V8 may allocate
+// such small objects straight in the old generation once most of them survive (allocation-site pretenuring, under
+// load), and a dead old link that still named its request would keep it alive just the same.
 
 /** An entry's place in the list: what add() returns and remove() takes. */
 export interface Link<T> {
-  readonly value: T;
+  /** Undefined once removed: a removed link may live on (in the old generation) and must not keep its value. */
+  value: T | undefined;
+  /** A number the list's user keeps with the entry (the deadline list: when it falls due). */
+  readonly at: number;
   previous: Link<T> | undefined;
   next: Link<T> | undefined;
   listed: boolean;
@@ -29,8 +34,8 @@ export class LinkedList<T> {
     return this.head;
   }
 
-  add(value: T): Link<T> {
-    const link: Link<T> = { value, previous: this.tail, next: undefined, listed: true };
+  add(value: T, at = 0): Link<T> {
+    const link: Link<T> = { value, at, previous: this.tail, next: undefined, listed: true };
     if (this.tail === undefined) this.head = link;
     else this.tail.next = link;
     this.tail = link;
@@ -38,7 +43,7 @@ export class LinkedList<T> {
     return link;
   }
 
-  /** Once is enough; again does nothing. */
+  /** Unlinks the entry and lets go of its value. Once is enough; again does nothing. */
   remove(link: Link<T>): void {
     if (!link.listed) return;
     link.listed = false;
@@ -47,14 +52,15 @@ export class LinkedList<T> {
     else previous.next = next;
     if (next === undefined) this.tail = previous;
     else next.previous = previous;
-    link.previous = link.next = undefined;
+    link.previous = link.next = link.value = undefined;
     this.count--;
   }
 
   /** The values listed now, in insertion order: a copy, which removals do not change. */
   values(): T[] {
     const values: T[] = [];
-    for (let link = this.head; link !== undefined; link = link.next) values.push(link.value);
+    for (let link = this.head; link !== undefined; link = link.next)
+      if (link.value !== undefined) values.push(link.value);
     return values;
   }
 }
