@@ -54,7 +54,7 @@ describe('Dockerfile and .dockerignore', () => {
     assert.ok(user && Number(user[1]) > 0, 'USER must be a numeric non-root uid');
     assert.match(
       runtime,
-      /^ENTRYPOINT \["prlimit", "--core=1:1", "--", "node", "--max-semi-space-size=4", "--max-old-space-size=192", "--no-maglev", "--preserve-symlinks", "--preserve-symlinks-main", "dist\/image\/main\.js"\]$/m,
+      /^ENTRYPOINT \["prlimit", "--core=1:1", "--", "node", "--max-semi-space-size=4", "--max-old-space-size=192", "--no-maglev", "--no-allocation-site-pretenuring", "--preserve-symlinks", "--preserve-symlinks-main", "dist\/image\/main\.js"\]$/m,
     );
     // Node's diagnostic reports hold the environment and the command line: none is written on a crash or signal.
     assert.doesNotMatch(dockerfile, /--report-|NODE_OPTIONS/, 'no diagnostic report on fatal error or signal');
