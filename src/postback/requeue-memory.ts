@@ -198,9 +198,9 @@ export class RequeueMemory {
 
   /** Appends again now and, while an append fails, after `retryMs`, doubling; only the latest wipe's chain goes on. */
   private appendAgainUntilDone(chain: number, retryMs: number): void {
+    // A timer of an older chain, or one left at stop(), finds itself no longer current and does nothing.
     const current = (): boolean => chain === this.chain && !this.stopped;
     if (!current()) return;
-    clearTimeout(this.retry);
     void this.runAlone(async () => {
       if (!current()) return;
       try {
@@ -216,7 +216,6 @@ export class RequeueMemory {
           );
         }
         const next = Math.min(retryMs * 2, REAPPEND_RETRY_MAX_MS);
-        clearTimeout(this.retry);
         this.retry = setTimeout(() => this.appendAgainUntilDone(chain, next), retryMs).unref();
       }
     });

@@ -1,7 +1,7 @@
 import { buildConnector, Client } from 'undici';
 import type { BaseAddress } from '../config/base-url.js';
-import { DeadlineList } from '../deadline-list.js';
 import type { Secret } from '../config/secret.js';
+import { DeadlineList } from '../deadline-list.js';
 import { NO_TRACING, type Tracing } from '../observability/tracing.js';
 import { ConnectionLender } from './connection-lender.js';
 import type { UpstreamResponse } from './gateway-answer.js';
