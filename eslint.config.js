@@ -35,6 +35,17 @@ const SIMULATOR_STANDS_APART = {
   message: 'the sidecar must not import the simulator: see docs/architecture.md.',
 };
 
+/**
+ * An ES module import of a built-in reads all of its exports: node:tls's `rootCertificates` getter then keeps Node's
+ * bundled roots as strings for the life of the process (0.2 MB), whatever the settings. The operator tools (outside
+ * these layers) may import it.
+ */
+const BUNDLED_ROOTS = {
+  message:
+    "keeps Node's bundled root certificates resident: use src/config/trusted-cas.ts, or process.getBuiltinModule.",
+};
+const NODE_TLS = ['node:tls', 'tls'].map((name) => ({ name, ...BUNDLED_ROOTS }));
+
 const from = (layer) => (MODULE_FILES[layer] ? './' : '../');
 
 function dependencyDirection() {
@@ -44,6 +55,7 @@ function dependencyDirection() {
       'no-restricted-imports': [
         'error',
         {
+          paths: NODE_TLS,
           patterns: [
             ...later.map((name) => ({
               // Relative import paths, as written from a top-level file (./x) or from inside a layer folder (../x).

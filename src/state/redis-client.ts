@@ -1,6 +1,6 @@
-import { rootCertificates } from 'node:tls';
 import { createClient, createCluster, createSentinel, ErrorReply } from '@redis/client';
 import type { RedisNode, RedisTopology } from '../config/state-settings.js';
+import { trustedCas } from '../config/trusted-cas.js';
 
 /** How long one connection attempt (TCP, TLS, AUTH, SELECT) may take before it counts as failed and is retried. */
 export const REDIS_CONNECT_TIMEOUT_MS = 2_000;
@@ -114,11 +114,8 @@ function credentials(username: string | undefined, password: RedisConnectionOpti
 function socketOptions(options: RedisConnectionOptions) {
   const common = { connectTimeout: REDIS_CONNECT_TIMEOUT_MS, reconnectStrategy: reconnectDelay };
   if (options.tls !== true) return { ...common, tls: false as const };
-  return {
-    ...common,
-    tls: true as const,
-    ...(options.ca !== undefined ? { ca: [...rootCertificates, options.ca] } : {}),
-  };
+  const ca = trustedCas(options.ca);
+  return { ...common, tls: true as const, ...(ca !== undefined ? { ca } : {}) };
 }
 
 /**

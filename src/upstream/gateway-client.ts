@@ -17,7 +17,7 @@ import {
 } from './gateway-send.js';
 import { InterimContinueFilter } from './interim-continue.js';
 import { SendHandler } from './send-handler.js';
-import { trustedCas } from './trusted-cas.js';
+import { trustedCas } from '../config/trusted-cas.js';
 import { forwardProxyConnector, type ForwardProxyRoute } from './forward-proxy-tunnel.js';
 import { errorCode } from './upstream-errors.js';
 
