@@ -107,6 +107,11 @@ export interface PostbackInbox {
   prepare(): Promise<void>;
   /** Keeps a verified postback, acknowledged by the configured replicas; `duplicate` when it is kept already. */
   append(postback: NewPostback, nowMs: number): Promise<'accepted' | 'duplicate'>;
+  /**
+   * Keeps again, in the order given, postbacks accepted before the store lost them (requeue-memory.ts): all written
+   * first, then acknowledged at once by the configured replicas. Those kept already stay as they are.
+   */
+  appendAgain(held: ReadonlyArray<{ readonly postback: NewPostback; readonly receivedMs: number }>): Promise<void>;
   /** New postbacks for `consumer`, each counted as an attempt. */
   read(consumer: string, count: number, nowMs: number): Promise<TakenPostback[]>;
   /**
@@ -240,6 +245,14 @@ export function createRedisInbox(store: RedisStateStore, mac: RecordMac = NO_REC
     return (Array.isArray(reply) ? reply : []).map(detailOf).filter((row) => row !== undefined);
   }
 
+  /** APPEND's keys and arguments for one postback (its MAC tag among them). */
+  function appendCall(postback: NewPostback, nowMs: number) {
+    const headers = JSON.stringify(postback.headers);
+    const tag = mac.tag(entryKey(postback.id), [postback.payload, headers, postback.orderKey]) ?? '';
+    const args = [postback.id, postback.payload, headers, postback.orderKey, String(nowMs), tag];
+    return { keyNames: [entryKey(postback.id), PENDING, postback.orderKey, STREAM], args };
+  }
+
   /** The line a kept postback waits in (its entry names it); undefined when there is no such postback. */
   async function lineOf(id: string): Promise<string | undefined> {
     const [row] = await inspect('pending', ['0', '0', '0', id]);
@@ -249,13 +262,17 @@ export function createRedisInbox(store: RedisStateStore, mac: RecordMac = NO_REC
   return {
     prepare: () => store.streamGroupCreate(STREAM, DELIVERY_GROUP),
     async append(postback, nowMs) {
-      const headers = JSON.stringify(postback.headers);
-      const tag = mac.tag(entryKey(postback.id), [postback.payload, headers, postback.orderKey]) ?? '';
-      const args = [postback.id, postback.payload, headers, postback.orderKey, String(nowMs), tag];
-      const keys = [entryKey(postback.id), PENDING, postback.orderKey, STREAM];
-      const stored = await store.evalScript('inbox_append', APPEND, keys, args, acknowledged);
+      const { keyNames, args } = appendCall(postback, nowMs);
+      const stored = await store.evalScript('inbox_append', APPEND, keyNames, args, acknowledged);
       return Number(stored) === 1 ? 'accepted' : 'duplicate';
     },
+    appendAgain: (held) =>
+      store.evalScriptInOrder(
+        'inbox_append',
+        APPEND,
+        held.map(({ postback, receivedMs }) => appendCall(postback, receivedMs)),
+        acknowledged,
+      ),
     read: async (consumer, count, nowMs) =>
       take(await store.streamReadGroup(STREAM, DELIVERY_GROUP, consumer, count), nowMs),
     async recover(consumer, count, nowMs, delivering) {

@@ -13,7 +13,8 @@ import type { NewPostback, PostbackInbox } from './inbox.js';
 const LOOKUP_INTERVAL_MS = 5_000;
 /**
  * After a wipe, a re-append that fails (Redis still coming back, the replicas resynchronising) is tried again after
- * this, doubling up to REAPPEND_RETRY_MAX_MS: until it succeeds, the replica's death would lose what it holds.
+ * this, doubling up to REAPPEND_RETRY_MAX_MS: until it succeeds, what it holds may be only here, or on a primary
+ * whose replicas do not have it yet.
  */
 const REAPPEND_RETRY_FIRST_MS = 100;
 const REAPPEND_RETRY_MAX_MS = 1_000;
@@ -53,8 +54,8 @@ export interface RequeueMemoryOptions {
  * Holds accepted postbacks (in arrival order, within maxBytes: the oldest go first, counted) until a lookup finds
  * them gone from the inbox under the same epoch, or this replica's own delivery records them delivered. On a wipe it
  * appends again every postback held that was appended under an older epoch, oldest first, so one transaction's
- * postbacks held here keep their order; when an append fails, the rest is tried again shortly (backing off up to a
- * second), and at every lookup.
+ * postbacks held here keep their order; when that fails, it is tried again shortly (backing off up to a second), and
+ * at every lookup.
  */
 export class RequeueMemory {
   private readonly held = new Map<string, Held>();
@@ -207,7 +208,7 @@ export class RequeueMemory {
         await this.appendAgain();
       } catch (err) {
         if (!current()) return;
-        // Once a chain: until the append succeeds (postback.requeued), the replica's death would lose these.
+        // Once a chain: until the append succeeds (postback.requeued), these may be held only here.
         if (retryMs === REAPPEND_RETRY_FIRST_MS) {
           const reason = err instanceof Error ? err.message : 'error';
           this.options.log.warn(
@@ -221,28 +222,24 @@ export class RequeueMemory {
     });
   }
 
-  /** Appends again, oldest first, every postback held that the current epoch's inbox has not had from here. */
+  /**
+   * Appends again, oldest first, every postback held that the current epoch's inbox has not had from here: all
+   * written to the primary first, then acknowledged at once. A Redis that comes back empty has replicas to
+   * resynchronise, and until they have, an acknowledgement fails (WAIT): one at a time, no postback after the first
+   * would reach the primary meanwhile, and this replica's death would lose them. Kept already (an earlier try written,
+   * its acknowledgement failed), a postback is left as it is and counted as back.
+   */
   private async appendAgain(): Promise<void> {
     const epoch = this.epoch.current();
     if (epoch === undefined) return;
-    let requeued = 0;
-    try {
-      for (const entry of [...this.held.values()]) {
-        if (entry.epoch === epoch || !this.held.has(entry.postback.id)) continue;
-        // 'duplicate' counts too: an earlier append of this entry may have been stored and then failed its
-        // acknowledgement (the replicas still resynchronising after the wipe), so it is back all the same.
-        await this.inbox.append(entry.postback, entry.receivedMs);
-        requeued++;
-        entry.epoch = epoch;
-      }
-    } finally {
-      if (requeued > 0) {
-        this.options.metrics.requeued(requeued);
-        this.options.log.warn(
-          { event: 'postback.requeued', postbacks: requeued, held: this.held.size },
-          'accepted postbacks appended to the inbox again after the state store lost them',
-        );
-      }
-    }
+    const again = [...this.held.values()].filter((entry) => entry.epoch !== epoch);
+    if (again.length === 0) return;
+    await this.inbox.appendAgain(again);
+    for (const entry of again) entry.epoch = epoch;
+    this.options.metrics.requeued(again.length);
+    this.options.log.warn(
+      { event: 'postback.requeued', postbacks: again.length, held: this.held.size },
+      'accepted postbacks appended to the inbox again after the state store lost them',
+    );
   }
 }
