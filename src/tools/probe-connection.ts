@@ -1,8 +1,8 @@
 import { connect as netConnect, isIP, type Socket } from 'node:net';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import type { BaseAddress } from '../config/base-url.js';
-import type { CheckMark } from './check-report.js';
 import { trustedCas } from '../config/trusted-cas.js';
+import type { CheckMark } from './check-report.js';
 import { dialTarget } from './upstream-tls.js';
 
 export interface ProbeResult {

@@ -1,8 +1,8 @@
 import type { Socket } from 'node:net';
 import { buildConnector, Client } from 'undici';
 import type { Secret } from '../config/secret.js';
-import { errorCode, forwardProxyErrors, UpstreamError } from './upstream-errors.js';
 import { trustedCas } from '../config/trusted-cas.js';
+import { errorCode, forwardProxyErrors, UpstreamError } from './upstream-errors.js';
 
 /** The forward proxy as a connection needs it; read afresh at each CONNECT, so a rotated password is used next. */
 export interface ForwardProxyRoute {

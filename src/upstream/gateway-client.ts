@@ -1,6 +1,7 @@
 import { buildConnector, Client } from 'undici';
 import type { BaseAddress } from '../config/base-url.js';
 import type { Secret } from '../config/secret.js';
+import { trustedCas } from '../config/trusted-cas.js';
 import { DeadlineList } from '../deadline-list.js';
 import { NO_TRACING, type Tracing } from '../observability/tracing.js';
 import { ConnectionLender } from './connection-lender.js';
@@ -17,7 +18,6 @@ import {
 } from './gateway-send.js';
 import { InterimContinueFilter } from './interim-continue.js';
 import { SendHandler } from './send-handler.js';
-import { trustedCas } from '../config/trusted-cas.js';
 import { forwardProxyConnector, type ForwardProxyRoute } from './forward-proxy-tunnel.js';
 import { errorCode } from './upstream-errors.js';
 
