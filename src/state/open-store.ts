@@ -76,6 +76,7 @@ export async function openStateStore(config: Config, deps: StoreDeps = {}): Prom
     return store;
   }
   metrics?.available(false);
+  metrics?.redisCommandsAtZero();
   // The Redis client is loaded only when the settings ask for Redis: a pod on the memory store does not carry it.
   const { RedisStateStore } = await import('./redis-store.js');
   const store = new RedisStateStore({

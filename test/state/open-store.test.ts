@@ -40,6 +40,9 @@ describe('openStateStore: the store SIDECAR_STATE_STORE asks for', () => {
     const text = await sidecar.registry.metrics();
     assert.match(text, /^signing_sidecar_state_store_evictions_total 2$/m);
     assert.match(text, /^signing_sidecar_state_store_up 1$/m);
+    // No Redis command is ever sent: the histogram says what it is, with no series.
+    assert.match(text, /^# TYPE signing_sidecar_state_store_command_duration_seconds histogram$/m);
+    assert.doesNotMatch(text, /^signing_sidecar_state_store_command_duration_seconds/m);
     await store.close();
   });
 
@@ -82,6 +85,11 @@ describe('openStateStore: the store SIDECAR_STATE_STORE asks for', () => {
     assert.match(
       text,
       /^signing_sidecar_state_store_command_duration_seconds_count\{command="set_if_absent",outcome="ok"\} 1$/m,
+    );
+    // Every other command x outcome at zero from the start, for rate() to see its first failure.
+    assert.match(
+      text,
+      /^signing_sidecar_state_store_command_duration_seconds_count\{command="wait",outcome="error"\} 0$/m,
     );
     await store.close();
   });

@@ -1,8 +1,10 @@
-// Starts the real sidecar (startSidecar) against the gateway simulator, sends one signed deposit through it
-// and scrapes its admin listener: what the alerts and the dashboard are checked against.
+// Starts the real sidecar (startSidecar) against the gateway simulator, on a Redis store (as a fleet runs, and the
+// only store that exports the Redis command series the alerts and the dashboard read), sends one signed deposit
+// through it and scrapes its admin listener: what the alerts and the dashboard are checked against.
 import { rm } from 'node:fs/promises';
 import { startSimulator } from '@signing-sidecar/simulator';
 import { makeKeys } from '../../support/keys.js';
+import { startRedis } from '../../support/redis-server.js';
 import { depositJson } from '../../support/payloads.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../../support/recording-gateway.js';
 import { sidecarEnv, startTestSidecar } from '../../support/sidecar.js';
@@ -62,7 +64,9 @@ export async function scrapeLiveSidecar(): Promise<Scrape> {
       { username: placeholder.username, password: placeholder.password, publicKeyPem: placeholder.publicKeyPem },
     ],
   });
-  const vendor = { ...placeholder, env: { ...placeholder.env, SIDECAR_BASE_URL: simulator.baseUrl } };
+  const redis = await startRedis();
+  const store = { SIDECAR_STATE_STORE: 'redis', SIDECAR_REDIS_URL: redis.url };
+  const vendor = { ...placeholder, env: { ...placeholder.env, SIDECAR_BASE_URL: simulator.baseUrl, ...store } };
   try {
     const { sidecar } = await startTestSidecar(vendor.env);
     try {
@@ -81,7 +85,7 @@ export async function scrapeLiveSidecar(): Promise<Scrape> {
       await sidecar.shutdown('test done');
     }
   } finally {
-    await simulator.close();
+    await Promise.all([simulator.close(), redis.close()]);
     await rm(vendor.dir, { recursive: true, force: true });
   }
 }
