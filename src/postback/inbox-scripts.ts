@@ -18,6 +18,14 @@ if redis.call('RPUSH', KEYS[3], ARGV[1]) == 1 then redis.call('XADD', KEYS[4], '
 return 1`);
 
 /**
+ * KEYS the mark; ARGV a value, its time to live in ms. Always a write, so that a WAIT after it on the same
+ * connection counts every write the primary took before it, whichever connection made them (requeue-memory.ts:
+ * postbacks appended again without waiting, then acknowledged at once).
+ */
+export const MARK_WRITTEN = luaScript(`redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1`);
+
+/**
  * KEYS entry, stream; ARGV stream entry id, group, now ms. Counts one more attempt and answers
  * {attempts, payload, headers, order, MAC}; false when the postback was dropped meanwhile (its stream entry is done).
  */

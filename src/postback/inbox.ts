@@ -11,12 +11,25 @@
 import { createHash } from 'node:crypto';
 import { NO_RECORD_MAC, type RecordMac } from '../state/record-mac.js';
 import type { RedisStateStore, StreamEntry } from '../state/redis-store.js';
-import { APPEND, DROP, INSPECT, RELEASE_DUE, REPLAY, RECORD_OUTCOME, STATUS, TAKE } from './inbox-scripts.js';
+import {
+  APPEND,
+  DROP,
+  INSPECT,
+  MARK_WRITTEN,
+  RELEASE_DUE,
+  REPLAY,
+  RECORD_OUTCOME,
+  STATUS,
+  TAKE,
+} from './inbox-scripts.js';
 
 const STREAM = 'postback:inbox';
 const RETRY = 'postback:retry';
 const PENDING = 'postback:pending';
 const DEAD = 'postback:dead';
+/** Written to acknowledge postbacks appended again without waiting (MARK_WRITTEN); gone a minute later. */
+const REQUEUE_MARK = 'postback:requeue-mark';
+const REQUEUE_MARK_TTL_MS = 60_000;
 export const DELIVERY_GROUP = 'sidecar-delivery';
 
 const entryKey = (id: string): string => `postback:entry:${id}`;
@@ -108,10 +121,13 @@ export interface PostbackInbox {
   /** Keeps a verified postback, acknowledged by the configured replicas; `duplicate` when it is kept already. */
   append(postback: NewPostback, nowMs: number): Promise<'accepted' | 'duplicate'>;
   /**
-   * Keeps again, in the order given, postbacks accepted before the store lost them (requeue-memory.ts): all written
-   * first, then acknowledged at once by the configured replicas. Those kept already stay as they are.
+   * As append, without waiting for the replicas: a postback accepted before the store lost it, kept again
+   * (requeue-memory.ts). While Redis's replicas resynchronise after it came back empty, each acknowledgement fails;
+   * one per postback, no postback after the first would reach the primary until they had.
    */
-  appendAgain(held: ReadonlyArray<{ readonly postback: NewPostback; readonly receivedMs: number }>): Promise<void>;
+  appendAgain(postback: NewPostback, receivedMs: number): Promise<void>;
+  /** Resolves once the configured replicas hold every write the primary has taken so far (appendAgain's). */
+  acknowledgeAppended(nowMs: number): Promise<void>;
   /** New postbacks for `consumer`, each counted as an attempt. */
   read(consumer: string, count: number, nowMs: number): Promise<TakenPostback[]>;
   /**
@@ -266,13 +282,14 @@ export function createRedisInbox(store: RedisStateStore, mac: RecordMac = NO_REC
       const stored = await store.evalScript('inbox_append', APPEND, keyNames, args, acknowledged);
       return Number(stored) === 1 ? 'accepted' : 'duplicate';
     },
-    appendAgain: (held) =>
-      store.evalScriptInOrder(
-        'inbox_append',
-        APPEND,
-        held.map(({ postback, receivedMs }) => appendCall(postback, receivedMs)),
-        acknowledged,
-      ),
+    async appendAgain(postback, receivedMs) {
+      const { keyNames, args } = appendCall(postback, receivedMs);
+      await store.evalScript('inbox_append', APPEND, keyNames, args);
+    },
+    async acknowledgeAppended(nowMs) {
+      const args = [String(nowMs), String(REQUEUE_MARK_TTL_MS)];
+      await store.evalScript('inbox_append', MARK_WRITTEN, [REQUEUE_MARK], args, acknowledged);
+    },
     read: async (consumer, count, nowMs) =>
       take(await store.streamReadGroup(STREAM, DELIVERY_GROUP, consumer, count), nowMs),
     async recover(consumer, count, nowMs, delivering) {

@@ -42,6 +42,8 @@ interface Held {
   readonly bytes: number;
   /** The epoch the inbox had when this replica last appended it (undefined: not known yet). */
   epoch: string | undefined;
+  /** The epoch in which this replica wrote it again after a wipe, until the replicas acknowledge it. */
+  writtenIn?: string;
 }
 
 export interface RequeueMemoryOptions {
@@ -53,9 +55,9 @@ export interface RequeueMemoryOptions {
 /**
  * Holds accepted postbacks (in arrival order, within maxBytes: the oldest go first, counted) until a lookup finds
  * them gone from the inbox under the same epoch, or this replica's own delivery records them delivered. On a wipe it
- * appends again every postback held that was appended under an older epoch, oldest first, so one transaction's
- * postbacks held here keep their order; when that fails, it is tried again shortly (backing off up to a second), and
- * at every lookup.
+ * appends again every postback held that was appended under an older epoch, oldest first, so that one
+ * transaction's postbacks held here keep their order among themselves (one accepted meanwhile may come before them);
+ * when that fails, it is tried again shortly (backing off up to a second), and at every lookup.
  */
 export class RequeueMemory {
   private readonly held = new Map<string, Held>();
@@ -223,22 +225,34 @@ export class RequeueMemory {
   }
 
   /**
-   * Appends again, oldest first, every postback held that the current epoch's inbox has not had from here: all
-   * written to the primary first, then acknowledged at once. A Redis that comes back empty has replicas to
-   * resynchronise, and until they have, an acknowledgement fails (WAIT): one at a time, no postback after the first
-   * would reach the primary meanwhile, and this replica's death would lose them. Kept already (an earlier try written,
-   * its acknowledgement failed), a postback is left as it is and counted as back.
+   * Appends again, oldest first, every postback held that the current epoch's inbox has not had from here: written
+   * to the primary without waiting for the replicas, then acknowledged once for all. A Redis that comes back empty
+   * has replicas to resynchronise, and until they have, every acknowledgement fails: one per postback, none after the
+   * first would reach the primary meanwhile, and this replica's death would lose them. A postback written already in
+   * this epoch is not written again when only its acknowledgement failed: another replica may have delivered it
+   * since, and it would be delivered twice.
    */
   private async appendAgain(): Promise<void> {
     const epoch = this.epoch.current();
     if (epoch === undefined) return;
-    const again = [...this.held.values()].filter((entry) => entry.epoch !== epoch);
-    if (again.length === 0) return;
-    await this.inbox.appendAgain(again);
-    for (const entry of again) entry.epoch = epoch;
-    this.options.metrics.requeued(again.length);
+    const behind = (entry: Held): boolean => entry.epoch !== epoch;
+    if (![...this.held.values()].some(behind)) return;
+    for (const entry of [...this.held.values()]) {
+      if (!behind(entry) || entry.writtenIn === epoch || !this.held.has(entry.postback.id)) continue;
+      await this.inbox.appendAgain(entry.postback, entry.receivedMs);
+      entry.writtenIn = epoch;
+    }
+    await this.inbox.acknowledgeAppended(Date.now());
+    let requeued = 0;
+    for (const entry of this.held.values()) {
+      if (!behind(entry) || entry.writtenIn !== epoch) continue;
+      entry.epoch = epoch;
+      requeued++;
+    }
+    if (requeued === 0) return;
+    this.options.metrics.requeued(requeued);
     this.options.log.warn(
-      { event: 'postback.requeued', postbacks: again.length, held: this.held.size },
+      { event: 'postback.requeued', postbacks: requeued, held: this.held.size },
       'accepted postbacks appended to the inbox again after the state store lost them',
     );
   }

@@ -187,35 +187,6 @@ export class RedisStateStore implements StateStore {
     return this.write(command, keyNames[0] ?? '', options, write, () => true);
   }
 
-  /**
-   * Runs of one script, one after the other, each a command of its own (timed, bounded by the command timeout).
-   * Acknowledged: all on one connection, then one WAIT for all of them. For writes that must all reach the primary
-   * at once whatever the replicas: with a WAIT each, none after the first is made while the replicas are behind
-   * (resynchronising after a restart). The first that fails stops the rest, so that they are made in order or not.
-   */
-  async evalScriptInOrder(
-    command: StateStoreCommand,
-    script: LuaScript,
-    calls: ReadonlyArray<{ readonly keyNames: readonly string[]; readonly args: readonly string[] }>,
-    options: WriteOptions = {},
-  ): Promise<void> {
-    const [first] = calls;
-    const pool = this.acknowledging;
-    if (first === undefined) return;
-    const writeAll = async (target: () => Promise<WriteTarget>, via?: RedisLink): Promise<void> => {
-      for (const { keyNames, args } of calls) {
-        await this.run(command, async () => this.script(script, keyNames, [...args], await target()), via);
-      }
-    };
-    if (options.acknowledged !== true || pool === undefined) return writeAll(() => Promise.resolve(this.client));
-    await this.onAcknowledgingLink(command, pool, async (link, wanted) => {
-      if (wanted === 0) return writeAll(() => Promise.resolve(link), link);
-      let held: HeldConnection | undefined;
-      await writeAll(async () => (held ??= await link.hold(this.keys.key(first.keyNames[0] ?? ''))), link);
-      if (held !== undefined) await this.replicated(link, held, wanted);
-    });
-  }
-
   /** The stored name of a short key name: what a script builds other keys of the account from. */
   storedKey(name: string): string {
     return this.keys.key(name);
@@ -301,31 +272,20 @@ export class RedisStateStore implements StateStore {
   ): Promise<T> {
     const pool = this.acknowledging;
     if (options.acknowledged !== true || pool === undefined) return this.run(command, () => send(this.client));
-    return this.onAcknowledgingLink(command, pool, async (link, wanted) => {
-      // No replica to wait for (`auto`, a cluster without replicas): written as any write, routed by its keys.
-      if (wanted === 0) return await this.run(command, () => send(link), link);
-      const made = async () => {
-        const connection = await link.hold(this.keys.key(key));
-        return { connection, reply: await send(connection) };
-      };
-      const { connection, reply } = await this.run(command, made, link);
-      if (written(reply)) await this.replicated(link, connection, wanted);
-      return reply;
-    });
-  }
-
-  /**
-   * `use` on the least busy of the acknowledged writes' links, with the number of replicas to wait for; unavailable
-   * when none of them is connected.
-   */
-  private async onAcknowledgingLink<T>(
-    command: StateStoreCommand,
-    pool: LinkPool,
-    use: (link: RedisLink, wanted: number) => Promise<T>,
-  ): Promise<T> {
     const started = performance.now();
     try {
-      return await pool.use(async (link) => use(link, await this.replicasWanted()));
+      return await pool.use(async (link) => {
+        const wanted = await this.replicasWanted();
+        // No replica to wait for (`auto`, a cluster without replicas): written as any write, routed by its keys.
+        if (wanted === 0) return await this.run(command, () => send(link), link);
+        const made = async () => {
+          const connection = await link.hold(this.keys.key(key));
+          return { connection, reply: await send(connection) };
+        };
+        const { connection, reply } = await this.run(command, made, link);
+        if (written(reply)) await this.replicated(link, connection, wanted);
+        return reply;
+      });
     } catch (err) {
       if (!(err instanceof PoolNotConnected)) throw err;
       this.observe(command, 'unavailable', started);

@@ -23,6 +23,7 @@ after(async () => {
 const TAG = accountTag('https://gateway.test', 'merchant@example.test');
 
 interface Replica {
+  readonly store: RedisStateStore;
   readonly inbox: PostbackInbox;
   readonly memory: RequeueMemory;
   readonly epoch: StoreEpoch;
@@ -30,11 +31,20 @@ interface Replica {
   readonly logs: CapturedOutput;
 }
 
-async function replica(redis: TestRedis, maxBytes = 1_000_000, minReplicasAcked = 0): Promise<Replica> {
+interface ReplicaOptions {
+  readonly maxBytes?: number;
+  /** SIDECAR_REDIS_MIN_REPLICAS_ACKED. */
+  readonly minReplicasAcked?: number;
+  /** SIDECAR_REDIS_COMMAND_TIMEOUT_MS (a WAIT's own timeout is half of it). */
+  readonly commandTimeoutMs?: number;
+}
+
+async function replica(redis: TestRedis, options: ReplicaOptions = {}): Promise<Replica> {
+  const { maxBytes = 1_000_000, minReplicasAcked = 0, commandTimeoutMs = 2_000 } = options;
   const store = new RedisStateStore({
     topology: { mode: 'standalone', url: redis.url },
     accountTag: TAG,
-    commandTimeoutMs: 2_000,
+    commandTimeoutMs,
     minReplicasAcked,
   });
   assert.equal(await store.whenAvailable(5_000), true);
@@ -58,7 +68,7 @@ async function replica(redis: TestRedis, maxBytes = 1_000_000, minReplicasAcked 
     epoch.stop();
     await store.close();
   });
-  return { inbox, memory, epoch, registry, logs };
+  return { store, inbox, memory, epoch, registry, logs };
 }
 
 async function counter(registry: Registry, name: string): Promise<number> {
@@ -139,31 +149,45 @@ describe('the requeue memory', { timeout: 60_000 }, () => {
     assert.equal(await counter(a.registry, 'signing_sidecar_postback_requeued_total'), 3);
   });
 
-  test('a wipe while no replica can acknowledge: all held back on the primary at once, counted once acknowledged', async () => {
+  test('a wipe while no replica can acknowledge: all held back on the primary at once, each once, counted when acknowledged', async () => {
     const redis = await startRedis();
     cleanups.push(() => redis.close());
     let follower = await startReplica(redis);
     cleanups.push(() => follower.close());
-    // Writes wait for one replica (SIDECAR_REDIS_MIN_REPLICAS_ACKED=1); WAIT's own timeout is 1 s here.
-    const a = await replica(redis, 1_000_000, 1);
+    // Writes wait for one replica, with a WAIT of 100 ms (half the command timeout).
+    const acked = { minReplicasAcked: 1, commandTimeoutMs: 200 };
+    const [a, b] = [await replica(redis, acked), await replica(redis, acked)];
     // Five transactions, four postbacks each: each transaction's wait in its line behind its first.
     const held = Array.from({ length: 20 }, (_, i) => postback(`tx-line-${i % 5}`));
     for (const item of held) assert.equal(await a.inbox.append(item, Date.now()), 'accepted');
     await follower.close(); // as after a restart, until the replicas have resynchronised: every WAIT fails
+    // Other acknowledged writes of a's go on meanwhile, each holding its connection for its WAIT.
+    let writing = true;
+    const writers = Array.from({ length: 4 }, async (_, w) => {
+      for (let i = 0; writing; i++) {
+        await a.store.setIfAbsent(`load:${w}:${i}`, 'v', 60_000, { acknowledged: true }).catch(() => undefined);
+      }
+    });
     const before = a.epoch.current();
     assert.deepEqual(await redis.cli('FLUSHALL'), ['OK']);
     await a.memory.lookUpNow();
     await waitFor('the epoch replaced', () => a.epoch.current() !== before, 5_000);
-    // All twenty on the primary before the first WAIT gives up: appended one at a time, each behind its own WAIT,
-    // only the first would be, and this replica's death would lose the other nineteen.
+    // All twenty on the primary at once: appended one at a time behind a WAIT each, only the first would be, and
+    // a's death meanwhile would lose the other nineteen.
     const kept = async () => (await redis.cli('KEYS', '*postback:entry:*')).filter((line) => line !== '').length;
     await waitFor('all twenty back on the primary', async () => (await kept()) === 20, 900);
+    // Another replica delivers each transaction's first while a's acknowledgement still fails.
+    await b.inbox.prepare();
+    const firsts = held.slice(0, 5).map((item) => item.id);
+    assert.deepEqual(await deliverAll(b), firsts);
     await waitFor(
       'the acknowledgement failed, said once',
       () => /"event":"postback.requeue_retrying"/.test(a.logs.text),
       5_000,
     );
     assert.equal(await counter(a.registry, 'signing_sidecar_postback_requeued_total'), 0, 'not counted unacknowledged');
+    writing = false;
+    await Promise.all(writers);
     follower = await startReplica(redis);
     await waitFor(
       'counted once a replica acknowledges',
@@ -171,13 +195,13 @@ describe('the requeue memory', { timeout: 60_000 }, () => {
       10_000,
     );
     assert.equal(a.logs.text.match(/"event":"postback.requeue_retrying"/g)?.length, 1);
-    assert.equal(await kept(), 20, 'each once');
-    await a.inbox.prepare();
+    // The five delivered were not written again by a's retries (they would be delivered twice): fifteen kept, and
+    // each transaction's second is next, in arrival order.
+    assert.equal(await kept(), 15);
     const taken = await a.inbox.read('after-wipe', 100, Date.now());
     assert.deepEqual(
       taken.map((item) => item.id),
-      held.slice(0, 5).map((item) => item.id),
-      "each transaction's first, in arrival order",
+      held.slice(5, 10).map((item) => item.id),
     );
   });
 
@@ -187,7 +211,7 @@ describe('the requeue memory', { timeout: 60_000 }, () => {
     const one = postback();
     // Room for about two postbacks of this size.
     const size = Buffer.byteLength(one.payload) + Buffer.byteLength(JSON.stringify(one.headers)) + 256;
-    const a = await replica(redis, size * 2 + 10);
+    const a = await replica(redis, { maxBytes: size * 2 + 10 });
     const items = [one, postback(), postback(), postback()];
     for (const item of items) await a.inbox.append(item, Date.now());
     assert.equal(a.memory.size().postbacks, 2);

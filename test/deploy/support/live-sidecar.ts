@@ -58,14 +58,21 @@ export async function postDeposit(proxyUrl: string): Promise<{ status: number; b
 }
 
 export async function scrapeLiveSidecar(): Promise<Scrape> {
+  const redis = await startRedis();
+  try {
+    return await scrapeOnStore({ SIDECAR_STATE_STORE: 'redis', SIDECAR_REDIS_URL: redis.url });
+  } finally {
+    await redis.close();
+  }
+}
+
+async function scrapeOnStore(store: NodeJS.ProcessEnv): Promise<Scrape> {
   const placeholder = await makeVendor('http://127.0.0.1:1');
   const simulator = await startSimulator({
     accounts: [
       { username: placeholder.username, password: placeholder.password, publicKeyPem: placeholder.publicKeyPem },
     ],
   });
-  const redis = await startRedis();
-  const store = { SIDECAR_STATE_STORE: 'redis', SIDECAR_REDIS_URL: redis.url };
   const vendor = { ...placeholder, env: { ...placeholder.env, SIDECAR_BASE_URL: simulator.baseUrl, ...store } };
   try {
     const { sidecar } = await startTestSidecar(vendor.env);
@@ -85,7 +92,7 @@ export async function scrapeLiveSidecar(): Promise<Scrape> {
       await sidecar.shutdown('test done');
     }
   } finally {
-    await Promise.all([simulator.close(), redis.close()]);
+    await simulator.close();
     await rm(vendor.dir, { recursive: true, force: true });
   }
 }
