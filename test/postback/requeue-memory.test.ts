@@ -154,8 +154,8 @@ describe('the requeue memory', { timeout: 60_000 }, () => {
     cleanups.push(() => redis.close());
     let follower = await startReplica(redis);
     cleanups.push(() => follower.close());
-    // Writes wait for one replica, with a WAIT of 100 ms (half the command timeout).
-    const acked = { minReplicasAcked: 1, commandTimeoutMs: 200 };
+    // Writes wait for one replica, each WAIT up to 1 s (half the command timeout).
+    const acked = { minReplicasAcked: 1, commandTimeoutMs: 2_000 };
     const [a, b] = [await replica(redis, acked), await replica(redis, acked)];
     // Five transactions, four postbacks each: each transaction's wait in its line behind its first.
     const held = Array.from({ length: 20 }, (_, i) => postback(`tx-line-${i % 5}`));
