@@ -155,15 +155,18 @@ describe('Redis Sentinel: the Sentinels restarted', () => {
       assert.equal(reply.status, 200, 'the sidecar found the new primary through the restarted Sentinels');
       const { store } = running.sidecar;
       assert.ok(store instanceof RedisStateStore);
-      // node-redis names as the primary the first of its primary connections that is ready: right after a failover
-      // the old one can still be, while commands already go to the new primary (the payment above). Under the whole
-      // suite's load it was seen to stay so for over 10 s.
-      let seen = (await store.topology()).primary;
-      for (const deadline = Date.now() + 30_000; seen !== after && Date.now() < deadline;) {
+      // The store's commands go to the promoted node: ROLE, asked on the store's own connection, answers from a
+      // primary that has the old one as its replica (the old primary itself would answer as a replica, with none).
+      let view = await store.topology();
+      for (const deadline = Date.now() + 30_000; view.replicas !== 1 && Date.now() < deadline;) {
         await sleep(100);
-        seen = (await store.topology()).primary;
+        view = await store.topology();
       }
-      assert.equal(seen, after, "the sidecar's primary is the one the Sentinels promoted");
+      assert.equal(view.replicas, 1, "the store's connection is on the promoted primary, the old one its replica");
+      // The name node-redis gives that primary (the first of its primary connections that is ready) can still be the
+      // old one: under the whole suite's load it was seen to stay so for over 30 s after a failover, while commands
+      // already went to the new primary. Said, not judged.
+      t.diagnostic(`the sidecar names its primary ${view.primary ?? 'none'}; the Sentinels promoted ${after}`);
     } finally {
       await running.stop();
     }
