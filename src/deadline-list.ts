@@ -9,7 +9,10 @@ export interface Expiring {
   expire(): void;
 }
 
-/** An entry's place among the deadlines (`at`: its performance.now() due time): what add() returns and remove() takes. */
+/**
+ * An entry's place among the deadlines (`at`: its performance.now() due time): what add() returns and remove()
+ * takes.
+ */
 export type Deadline = Link<Expiring>;
 
 /**

@@ -6,7 +6,8 @@
  *
  * node:tls is taken from the running process rather than imported: an ES module import of a built-in reads all of
  * its exports, and node:tls's `rootCertificates` getter then makes and keeps Node's 140-odd bundled roots as strings,
- * some 0.2 MB for the life of the process, with a CA file set or not (docs/performance.md, "Root certificates only with a CA file").
+ * some 0.2 MB for the life of the process, with a CA file set or not (docs/performance.md, "Root certificates only
+ * with a CA file").
  */
 export function trustedCas(extraCa: string | undefined): string[] | undefined {
   if (extraCa === undefined) return undefined;
