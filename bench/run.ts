@@ -192,7 +192,9 @@ async function bench(): Promise<void> {
   // the host's speed drifts between rounds, never within a pair. Each round's comparison goes on the JSON line too
   // (`paired_rounds`), so that a verdict can be read against the spread it was made from.
   const either = (x: number | undefined): number => x ?? Number.NaN;
-  const perRound: Record<string, (r: number) => number> = {
+  type PerRound = (r: number) => number;
+  const perRound: Record<'cpu' | 'p50' | 'p99' | 'alloc' | 'load', PerRound> &
+    Partial<Record<'store' | 'key', PerRound>> = {
     cpu: (r) => either(perCore(sat, r)) / either(perCore(floorSat, r)),
     p50: (r) => either(added('p50', lat.sidecar, r)) - either(added('p50', lat.floor, r)),
     p99: (r) => either(added('p99', lat.sidecar, r)) / either(added('p99', lat.floor, r)),
@@ -203,7 +205,7 @@ async function bench(): Promise<void> {
       key: (r: number) => either(added('p50', fleet.idempotent, r)) - either(added('p50', fleet.plain, r)),
     }),
   };
-  const paired = (name: string, digits = 3): number =>
+  const paired = (name: keyof typeof perRound, digits = 3): number =>
     round(
       overRounds((r) => perRound[name]?.(r)),
       digits,
