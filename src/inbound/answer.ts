@@ -21,9 +21,6 @@ export interface Answer {
  */
 export type AnswerEnding = 'after-unread-body' | 'now';
 
-/** The largest Buffer body written as text with the head: a payment's answer is a few hundred bytes. */
-const ONE_WRITE_MAX_BYTES = 16 * 1024;
-
 /**
  * Writes the answer; a half-written one (headers already sent) is cut rather than corrupted. The body is in hand:
  * without a length, writeHead (called before end) would make Node send it chunked. 204 and 304 answers carry no
@@ -40,14 +37,8 @@ export function writeAnswer(req: IncomingMessage, res: ServerResponse, answer: A
   headers.date ??= httpDate();
   res.sendDate = false;
   res.writeHead(status, headers);
-  // Node writes the head and a string body as one string, but a Buffer body as a second chunk after the head (a
-  // writev, with its array of chunks: 0.5-0.8 KB more per answer). So a Buffer of a usual answer's size goes as
-  // Latin-1 text, which maps each byte to one character and back; a large one stays a Buffer, off the V8 heap.
-  const asText = typeof body !== 'string' && body.length <= ONE_WRITE_MAX_BYTES;
-  const chunk = asText ? body.toString('latin1') : body;
-  const encoding = asText ? 'latin1' : 'utf8';
-  if (ending === 'after-unread-body') endAfterUnreadBody(req, res, chunk, encoding);
-  else res.end(chunk, encoding);
+  if (ending === 'after-unread-body') endAfterUnreadBody(req, res, body);
+  else res.end(body);
 }
 
 /**
@@ -75,14 +66,13 @@ function endAfterUnreadBody(
   req: IncomingMessage,
   res: ServerResponse,
   body: Buffer | string,
-  encoding: BufferEncoding,
   bounds: { readonly ms: number; readonly bytes: number } = LINGER_BOUNDS,
 ): void {
   if (req.complete || req.destroyed) {
-    res.end(body, encoding);
+    res.end(body);
     return;
   }
-  res.write(body, encoding);
+  res.write(body);
   let dropped = 0;
   const finish = () => {
     clearTimeout(timer);

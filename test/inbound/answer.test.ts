@@ -1,6 +1,6 @@
-// An answer's bytes as the client receives them: writeAnswer sends a Buffer body of a usual size as Latin-1 text (one
-// write with the head), a large one as it is, and a string body as UTF-8; either way the client must get exactly the
-// bytes it was given, framed by their length. Real sockets on 127.0.0.1.
+// An answer's bytes as the client receives them: whatever the body (a Buffer of any byte values, small or large, or a
+// UTF-8 string) and however the answer ends (at once, or after the rest of the request's body), the client gets
+// exactly the bytes it was given, framed by their length. Real sockets on 127.0.0.1.
 import assert from 'node:assert/strict';
 import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
@@ -10,7 +10,7 @@ import { closeNow, listenOnLoopback } from '../support/loopback-server.js';
 /** Every byte value, the high half included: not valid UTF-8, so any decoding on the way would change it. */
 const EVERY_BYTE = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
 const UTF8_TEXT = '{"message":"Gebühr 5 € abgelehnt","emoji":"💳"}';
-/** Over the size written as text with the head: it goes as a Buffer of its own, and must arrive as unchanged. */
+/** Larger than a socket's usual first write. */
 const LARGE = Buffer.concat(Array.from({ length: 100 }, () => EVERY_BYTE));
 
 const answers: Record<string, { answer: () => Answer; ending: AnswerEnding }> = {
