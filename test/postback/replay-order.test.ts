@@ -83,16 +83,21 @@ describe('replaying a dead letter', { timeout: 90_000 }, () => {
       () => ['tx-order', 'tx-end'].every((t) => seenBy(application, t).includes('SUCCESS#1')),
       10_000,
     );
-    const listed = await runCommand(postbacks, ['list', '--json'], world.env);
-    const states = listed.stdout
-      .trim()
-      .split('\n')
-      .map((line) => (JSON.parse(line) as { state: string }).state);
-    assert.deepEqual(
-      states,
-      ['retry', 'waiting', 'retry', 'waiting'],
-      'each SUCCESS waits for its retry, FAILED behind',
-    );
+    // The application has each SUCCESS before the sidecar has its refusal and records the retry, so the list is
+    // read until it shows both (a SUCCESS still being delivered is `queued`), within the 4 s before the retry.
+    const expected = ['retry', 'waiting', 'retry', 'waiting'];
+    let states: string[] = [];
+    const listStates = async () =>
+      (await runCommand(postbacks, ['list', '--json'], world.env)).stdout
+        .trim()
+        .split('\n')
+        .map((line) => (JSON.parse(line) as { state: string }).state);
+    await waitFor(
+      'each SUCCESS waiting for its retry',
+      async () => (states = await listStates()).join() === expected.join(),
+      3_000,
+    ).catch(() => undefined);
+    assert.deepEqual(states, expected, 'each SUCCESS waits for its retry, FAILED behind');
 
     // The application is fixed; the dead letters are replayed.
     refused.clear();
