@@ -194,6 +194,10 @@ export class MemoryStateStore implements StateStore {
     return true;
   }
 
+  whenAvailable(): Promise<boolean> {
+    return Promise.resolve(true);
+  }
+
   onAvailabilityChange(): void {
     // Memory never becomes unavailable.
   }

@@ -12,11 +12,12 @@ import type { StateStore } from './state-store.js';
 
 /**
  * How long start waits for a first answer from Redis. A healthy Redis answers in milliseconds, and a replica that
- * starts with the store up joins the fleet's token instead of logging in on its own. A Redis that fails (refused,
+ * starts with the store up serves keyed payments and postbacks from its first request. A Redis that fails (refused,
  * connect timeout, wrong password) ends the wait at its first failure; only a Redis that is slow to answer, without
- * failing, costs up to this much start time once; then the sidecar serves and keeps connecting in the background.
- * Long enough for a loaded Sentinel set: a replica that gave up sooner logged in alone, and on a gateway where a
- * login revokes earlier tokens the fleet's callers got 401 FAILED (found by `npm run chaos`, docs/reliability.md).
+ * failing, costs up to this much start time once (well within the startup probe's 30 s); then the sidecar serves and
+ * keeps connecting in the background. Its first token goes on waiting for such a store on its own
+ * (DEFAULT_FIRST_CONNECT_WAIT_MS, fleet-token.ts): a replica that logged in alone at the end of a wait like this one
+ * logged the fleet's callers out on a gateway where a login revokes earlier tokens (found by `npm run chaos`).
  */
 export const FIRST_CONNECT_WAIT_MS = 10_000;
 

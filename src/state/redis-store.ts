@@ -100,8 +100,9 @@ export class RedisStateStore implements StateStore {
   }
 
   /**
-   * Resolves true once Redis answers, false when `timeoutMs` passes first (start and tests; never on requests).
-   * With `settle`, false already at the first failure (a refused connection, a wrong password).
+   * Resolves true once Redis answers, false when `timeoutMs` passes first (start, a replica's first token, the
+   * tools; never on requests). With `settle`, false already at the first failure (a refused connection, a wrong
+   * password).
    */
   whenAvailable(timeoutMs: number, settle = false): Promise<boolean> {
     return this.availability.whenAvailable(timeoutMs, settle);
@@ -249,6 +250,7 @@ export class RedisStateStore implements StateStore {
   close(): Promise<void> {
     this.closed = true;
     clearInterval(this.probe);
+    this.availability.close();
     this.channels.clear();
     // destroy, not QUIT: the store closes last at shutdown, nothing is in flight, and a QUIT to a Redis that is
     // down would wait for it.

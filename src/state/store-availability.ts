@@ -20,6 +20,7 @@ export class StoreAvailability {
   private reason: string | undefined;
   private lastUpAt = Number.NEGATIVE_INFINITY;
   private quietCycle = false;
+  private closed = false;
   private readonly listeners: Array<(available: boolean) => void> = [];
   /** Woken on up; those marked `settle` also on down. */
   private readonly waiters = new Map<() => void, { readonly settle: boolean }>();
@@ -70,11 +71,18 @@ export class StoreAvailability {
     if (wasUp) this.notify(false);
   }
 
+  /** The store is closed: every wait ends, and none starts. */
+  close(): void {
+    this.closed = true;
+    for (const wake of this.waiters.keys()) wake();
+  }
+
   /**
-   * Resolves true once available, false when `timeoutMs` passes first; with `settle`, also false at the first
-   * failure (`check`: a refused connection is known at once, no need to wait out the timeout).
+   * Resolves true once available, false when `timeoutMs` passes first or the store is closed; with `settle`, also
+   * false at the first failure (`check`: a refused connection is known at once, no need to wait out the timeout).
    */
   async whenAvailable(timeoutMs: number, settle = false): Promise<boolean> {
+    if (this.closed) return false;
     if (this.available) return true;
     if (settle && this.phase === 'down') return false;
     let wake: (() => void) | undefined;
@@ -90,7 +98,7 @@ export class StoreAvailability {
       clearTimeout(timer);
       this.waiters.delete(wake!);
     }
-    return this.available;
+    return !this.closed && this.available;
   }
 
   private notify(available: boolean): void {

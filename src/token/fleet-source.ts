@@ -35,6 +35,7 @@ export class FleetTokenSource implements TokenSource {
   private retry: NodeJS.Timeout | undefined;
   private unlisten: (() => void) | undefined;
   private news: () => void = () => undefined;
+  private stopped = false;
 
   constructor(
     private readonly fleet: FleetToken,
@@ -63,6 +64,7 @@ export class FleetTokenSource implements TokenSource {
   }
 
   stop(): void {
+    this.stopped = true;
     clearInterval(this.timer);
     clearTimeout(this.retry);
     this.unlisten?.();
@@ -71,13 +73,26 @@ export class FleetTokenSource implements TokenSource {
 
   /** The fleet's token; when the store is away, the one in memory to its end, then one of this replica's own. */
   async acquire(held: HeldToken, trace?: TraceContext): Promise<TokenSet> {
-    const shared = await this.fromStore(held, trace);
+    const shared = (await this.fromStore(held, trace)) ?? (await this.firstOnceConnected(held, trace));
     if (shared) return shared;
     // Kept: the manager looks again soon, and the store may well be back by then.
     if (held.set && decideGrant(this.local.state(held), 'store-away') === 'keep') return held.set;
     this.metrics.tokenStoreFallback();
     this.log.warn({ event: 'token.store_fallback' }, 'state store unavailable; getting a token for this replica alone');
     return this.local.acquire(held, trace, () => this.lookAgain(held, trace));
+  }
+
+  /**
+   * The replica's first token while the store is still making its first connection (no answer, no failure yet):
+   * from the store once it answers, rather than a login alone (FleetToken.firstConnectWaitMs). Not for a store that
+   * failed, nor once the replica holds a token.
+   */
+  private async firstOnceConnected(held: HeldToken, trace: TraceContext | undefined): Promise<TokenSet | undefined> {
+    if (held.set !== undefined) return undefined;
+    const connected = await this.fleet.store.whenAvailable(this.fleet.firstConnectWaitMs, true);
+    // Stopped meanwhile (shutdown): no grant at all, least of all a login alone.
+    if (this.stopped) throw new Error('stopped');
+    return connected ? this.fromStore(held, trace) : undefined;
   }
 
   /**

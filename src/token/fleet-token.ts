@@ -59,6 +59,14 @@ export const DEFAULT_LOOK_AGAIN_MS = 3_000;
  * the record after it, within the 10 s a request waits for a token.
  */
 export const DEFAULT_STORE_BACK_WAIT_MS = 5_000;
+/**
+ * How long a replica's first token waits for a store still making its first connection (neither an answer nor a
+ * failure yet, past the start's own wait, FIRST_CONNECT_WAIT_MS) before it logs in alone. Replicas started together
+ * on slow Sentinels would otherwise each log in, and on a gateway where a login revokes earlier tokens log each
+ * other's callers out. A store that failed is not waited for; a connection that neither answers nor fails this long
+ * is taken for a hung one. Requests meanwhile get 503 token.unavailable (retryable) after their token wait.
+ */
+export const DEFAULT_FIRST_CONNECT_WAIT_MS = 30_000;
 
 /** The two grants, as the replica makes them (counted and logged there). */
 export interface FleetGrants {
@@ -75,6 +83,7 @@ export interface FleetTokenOptions {
   readonly pollMs?: number;
   readonly lookAgainMs?: number;
   readonly storeBackWaitMs?: number;
+  readonly firstConnectWaitMs?: number;
   /** The gateway's time as this replica best knows it (ms): the record's expiries are on the gateway's clock. */
   readonly gatewayNow?: () => number;
   /** Tells when Redis lost its dataset (store-epoch.ts): the lock and the record are gone. */
@@ -107,6 +116,8 @@ export class FleetToken {
   readonly lookAgainMs: number;
   /** A lone refresh refused: how long to wait for the store before a login alone (DEFAULT_STORE_BACK_WAIT_MS). */
   readonly storeBackWaitMs: number;
+  /** The first token, the store still connecting: how long to wait for it (DEFAULT_FIRST_CONNECT_WAIT_MS). */
+  readonly firstConnectWaitMs: number;
   private stopped = false;
   readonly gatewayNow: () => number;
   private readonly accessUsable = (record: SharedTokenRecord): boolean => this.records.accessUsable(record);
@@ -122,6 +133,7 @@ export class FleetToken {
     this.loginCooldownMs = options.loginCooldownMs ?? DEFAULT_LOGIN_COOLDOWN_MS;
     this.lookAgainMs = options.lookAgainMs ?? DEFAULT_LOOK_AGAIN_MS;
     this.storeBackWaitMs = options.storeBackWaitMs ?? DEFAULT_STORE_BACK_WAIT_MS;
+    this.firstConnectWaitMs = options.firstConnectWaitMs ?? DEFAULT_FIRST_CONNECT_WAIT_MS;
     this.gatewayNow = options.gatewayNow ?? Date.now;
     this.lock = new FleetLock(store, this.lockTtlMs, options.pollMs ?? DEFAULT_POLL_MS);
     this.records = new FleetRecords(store, this.lock, reporter, this.gatewayNow);

@@ -1,8 +1,8 @@
 // Found by the chaos run (seed 20261126, docs/reliability.md): replicas started together while their Sentinels were
-// slow to name the primary (a loaded machine) waited 2 s, then each logged in alone; on a gateway where a login
-// revokes the tokens before it, they logged each other out and callers got 401 FAILED. Here each Sentinel answers a
-// new connection only after 2.5 s (longer than that old wait), as a slow one does, without ever failing. The first
-// wait is 10 s now (FIRST_CONNECT_WAIT_MS); 3 s a connection left too little of it under the suite's load.
+// slow to name the primary (a loaded machine) waited for the store a fixed time, then each logged in alone; on a
+// gateway where a login revokes the tokens before it, they logged each other out and callers got 401 FAILED. Here
+// each Sentinel answers a new connection only after 5 s, as a slow one does, without ever failing: the stores
+// connect after the start's own wait (FIRST_CONNECT_WAIT_MS, 10 s) is over, and the first tokens wait on for them.
 import assert from 'node:assert/strict';
 import { createConnection, createServer, type AddressInfo, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
@@ -13,7 +13,7 @@ import { startSentinelSet } from '../support/redis-topologies.js';
 import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
 import { deposit, postJson } from '../support/sim-world.js';
 
-const SLOW_FIRST_ANSWER_MS = 2_500;
+const SLOW_FIRST_ANSWER_MS = 5_000;
 
 /** A TCP relay to `port` that holds each new connection `delayMs` before it connects it through. */
 async function slowRelay(port: number, delayMs: number): Promise<{ address: string; close: () => Promise<void> }> {
@@ -62,7 +62,8 @@ describe('a fleet started together on a Redis slow to give its first answer', ()
         SIDECAR_REDIS_SENTINELS: relays.map((relay) => relay.address).join(','),
       });
       pods.push(...(await Promise.all([0, 1, 2].map(() => startTestSidecar(env)))));
-      await Promise.all(pods.map((pod) => waitUntilReady(pod.sidecar, 30_000)));
+      const connectedAtStart = pods.map((pod) => pod.sidecar.store.isAvailable());
+      await Promise.all(pods.map((pod) => waitUntilReady(pod.sidecar, 60_000)));
       const answers = await Promise.all(
         Array.from({ length: 12 }, (_, i) => postJson(pods[i % 3]!.sidecar.proxyUrl, deposit())),
       );
@@ -74,6 +75,10 @@ describe('a fleet started together on a Redis slow to give its first answer', ()
       assert.equal(simulator.tokenGrants().password, 1, 'one login for the fleet');
       const logs = pods.map((pod) => pod.logs.text).join('');
       assert.equal(logs.includes('"event":"token.store_fallback"'), false, 'no replica got a token of its own');
+      assert.ok(
+        connectedAtStart.includes(false),
+        `a store still connecting when its sidecar started serving: ${connectedAtStart.join(', ')}`,
+      );
     } finally {
       await Promise.all(pods.map((pod) => pod.stop()));
       await Promise.all(relays.map((relay) => relay.close()));

@@ -63,4 +63,15 @@ describe('StoreAvailability: what operators and callers hear of the store coming
     assert.equal(await waiting, true);
     assert.equal(await availability.whenAvailable(10), true);
   });
+
+  it('closing ends every wait at once with false, and no later wait starts', async () => {
+    const availability = new StoreAvailability(undefined, 'redis');
+    const waiting = availability.whenAvailable(60_000);
+    const startedAt = Date.now();
+    availability.close();
+    assert.equal(await waiting, false);
+    assert.ok(Date.now() - startedAt < 1_000, 'not held until the timeout');
+    availability.up();
+    assert.equal(await availability.whenAvailable(60_000), false, 'a closed store is not waited for');
+  });
 });

@@ -71,6 +71,11 @@ export class SwitchableStore implements StateStore {
     this.inner.onAvailabilityChange(listener);
   }
 
+  /** Switched off, it is a store that failed: false at once. */
+  whenAvailable(timeoutMs: number, settle?: boolean): Promise<boolean> {
+    return this.down ? Promise.resolve(false) : this.inner.whenAvailable(timeoutMs, settle);
+  }
+
   close(): Promise<void> {
     return this.inner.close();
   }

@@ -5,6 +5,7 @@ import { Secret } from '../../src/config/secret.js';
 import { createLogger } from '../../src/observability/log.js';
 import { SidecarMetrics } from '../../src/observability/metrics.js';
 import { MemoryStateStore } from '../../src/state/memory-store.js';
+import { StoreAvailability } from '../../src/state/store-availability.js';
 import {
   StateStoreUnavailableError,
   type Condition,
@@ -105,15 +106,23 @@ export class ReplicaStore implements StateStore {
   calls = 0;
   /** Compare-and-set on this key fails as if Redis were away for this replica alone (other commands answer). */
   failKey: string | undefined;
-  private up = true;
-  private readonly listeners: Array<(available: boolean) => void> = [];
+  private readonly availability = new StoreAvailability(undefined, 'test');
 
-  constructor(private readonly shared: StateStore) {}
+  /** `connecting`: the replica's store is still making its first connection until setAvailable says otherwise. */
+  constructor(
+    private readonly shared: StateStore,
+    connecting = false,
+  ) {
+    if (!connecting) this.availability.up();
+  }
 
   setAvailable(up: boolean): void {
-    if (up === this.up) return;
-    this.up = up;
-    for (const listener of this.listeners) listener(up);
+    if (up) this.availability.up();
+    else this.availability.down('switched off by the test');
+  }
+
+  private get up(): boolean {
+    return this.availability.available;
   }
 
   get(key: string): Promise<string | undefined> {
@@ -142,7 +151,10 @@ export class ReplicaStore implements StateStore {
     return this.up;
   }
   onAvailabilityChange(listener: (available: boolean) => void): void {
-    this.listeners.push(listener);
+    this.availability.onChange(listener);
+  }
+  whenAvailable(timeoutMs: number, settle?: boolean): Promise<boolean> {
+    return this.availability.whenAvailable(timeoutMs, settle);
   }
   close(): Promise<void> {
     return Promise.resolve();
@@ -177,13 +189,13 @@ export function replica(
   shared: StateStore,
   gateway: StrictGateway,
   options: FleetTokenOptions = FAST,
-  manager: { refreshAheadSeconds?: number } = {},
+  setup: { refreshAheadSeconds?: number; storeConnecting?: boolean } = {},
 ): Replica {
-  const store = new ReplicaStore(shared);
+  const store = new ReplicaStore(shared, setup.storeConnecting);
   const metrics = new SidecarMetrics({ version: 't', environment: 'staging', keyFingerprint: 'f' });
   const logs = new CapturedOutput();
   const log = createLogger('debug', logs);
-  const ahead = manager.refreshAheadSeconds ?? 20;
+  const ahead = setup.refreshAheadSeconds ?? 20;
   const tokens = new TokenManager(
     gateway,
     {

@@ -1,0 +1,83 @@
+// A replica's first token while its store is still making its first connection (slow Sentinels when a fleet
+// starts together): it waits for the store instead of logging in alone, where each replica's login would revoke
+// the others' tokens. A store that fails is not waited for, nor one that neither answers nor fails past the bound.
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, it } from 'node:test';
+import { MemoryStateStore } from '../../src/state/memory-store.js';
+import { FAST, StrictGateway, replica, type Replica } from './fleet-support.js';
+import { waitFor } from '../support/wait-for.js';
+
+const running: Replica[] = [];
+afterEach(() => {
+  for (const r of running.splice(0)) r.tokens.stop();
+});
+
+/** A replica whose store has neither answered nor failed yet, its token manager started. */
+function startConnecting(shared: MemoryStateStore, gateway: StrictGateway, options = FAST): Replica {
+  const r = replica(shared, gateway, options, { storeConnecting: true });
+  running.push(r);
+  r.tokens.start();
+  return r;
+}
+
+const access = (r: Replica): string | undefined => r.tokens.usableToken()?.accessToken.reveal();
+const fallbacks = (r: Replica): number => r.logs.text.split('"event":"token.store_fallback"').length - 1;
+
+describe('fleet token: the first token while the store is still connecting', () => {
+  it('replicas started together wait for their stores: one password login for the fleet, none alone', async () => {
+    const shared = new MemoryStateStore();
+    const gateway = new StrictGateway();
+    const replicas = [0, 1, 2].map(() => startConnecting(shared, gateway));
+    // Longer than every wait of FAST (lock, poll, cooldown, look-again, store-back): only the store is waited for.
+    await sleep(300);
+    assert.equal(gateway.calls.length, 0, 'no grant while the stores are connecting');
+    for (const r of replicas) {
+      r.store.setAvailable(true);
+      await sleep(30);
+    }
+    await waitFor('every replica with a token', () => replicas.every((r) => access(r) !== undefined), 3_000);
+    assert.equal(gateway.logins(), 1, 'one login for the whole fleet');
+    assert.deepEqual(
+      replicas.map(access),
+      replicas.map(() => access(replicas[0]!)),
+      "every replica on the fleet's token",
+    );
+    assert.deepEqual(replicas.map(fallbacks), [0, 0, 0], 'no replica got a token of its own');
+  });
+
+  it('a store that fails while connecting is not waited for: the replica logs in alone at once', async () => {
+    const gateway = new StrictGateway();
+    const r = startConnecting(new MemoryStateStore(), gateway);
+    await sleep(100);
+    assert.equal(gateway.calls.length, 0);
+    const failedAt = Date.now();
+    r.store.setAvailable(false);
+    await waitFor('a token of its own', () => access(r) !== undefined, 1_000);
+    assert.ok(Date.now() - failedAt < 1_000);
+    assert.equal(fallbacks(r), 1);
+    assert.equal(gateway.logins(), 1);
+  });
+
+  it('a replica stopped while it waits (shutdown) makes no grant when the wait ends', async () => {
+    const gateway = new StrictGateway();
+    const r = startConnecting(new MemoryStateStore(), gateway);
+    await sleep(100);
+    r.tokens.stop();
+    r.store.setAvailable(false); // would send it to a login alone, were it still running
+    await sleep(300);
+    assert.equal(gateway.calls.length, 0, 'no login from a stopped replica');
+  });
+
+  it('a store that neither answers nor fails: the replica logs in alone once the first-connect wait is over', async () => {
+    const gateway = new StrictGateway();
+    const startedAt = Date.now();
+    const r = startConnecting(new MemoryStateStore(), gateway, { ...FAST, firstConnectWaitMs: 600 });
+    await sleep(400);
+    assert.equal(gateway.calls.length, 0, 'still waiting for the store');
+    await waitFor('a token of its own', () => access(r) !== undefined, 3_000);
+    assert.ok(Date.now() - startedAt >= 600, 'not before the wait was over');
+    assert.equal(fallbacks(r), 1);
+    assert.equal(gateway.logins(), 1);
+  });
+});
