@@ -104,8 +104,8 @@ export class RedisStateStore implements StateStore {
    * tools; never on requests). With `settle`, false already at the first failure (a refused connection, a wrong
    * password).
    */
-  whenAvailable(timeoutMs: number, settle = false): Promise<boolean> {
-    return this.availability.whenAvailable(timeoutMs, settle);
+  whenAvailable(timeoutMs: number, settle = false, signal?: AbortSignal): Promise<boolean> {
+    return this.availability.whenAvailable(timeoutMs, settle, signal);
   }
 
   /** Why the store is unavailable (the first failure of this outage, never a value); undefined while up. */

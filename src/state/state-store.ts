@@ -73,10 +73,11 @@ export interface StateStore {
   /** True while the store answers (always, in memory). */
   isAvailable(): boolean;
   /**
-   * Resolves true once the store answers, false when `timeoutMs` passes first; with `settle`, false already at its
-   * first failure (a refused connection, a wrong password) or at once while it is down. True at once in memory.
+   * Resolves true once the store answers, false when `timeoutMs` passes first or `signal` aborts; with `settle`,
+   * false already at its first failure (a refused connection, a wrong password) or at once while it is down. True at
+   * once in memory.
    */
-  whenAvailable(timeoutMs: number, settle?: boolean): Promise<boolean>;
+  whenAvailable(timeoutMs: number, settle?: boolean, signal?: AbortSignal): Promise<boolean>;
   /** Called when the store becomes unavailable or available again. */
   onAvailabilityChange(listener: (available: boolean) => void): void;
   close(): Promise<void>;

@@ -78,11 +78,13 @@ export class StoreAvailability {
   }
 
   /**
-   * Resolves true once available, false when `timeoutMs` passes first or the store is closed; with `settle`, also
-   * false at the first failure (`check`: a refused connection is known at once, no need to wait out the timeout).
+   * Resolves true once available, false when `timeoutMs` passes first, `signal` aborts or the store is closed; with
+   * `settle`, also false at the first failure (`check`: a refused connection is known at once, no need to wait out
+   * the timeout).
    */
-  async whenAvailable(timeoutMs: number, settle = false): Promise<boolean> {
-    if (this.closed) return false;
+  async whenAvailable(timeoutMs: number, settle = false, signal?: AbortSignal): Promise<boolean> {
+    const aborted = (): boolean => signal?.aborted ?? false;
+    if (this.closed || aborted()) return false;
     if (this.available) return true;
     if (settle && this.phase === 'down') return false;
     let wake: (() => void) | undefined;
@@ -92,13 +94,15 @@ export class StoreAvailability {
       timer = setTimeout(resolve, timeoutMs);
     });
     this.waiters.set(wake!, { settle });
+    signal?.addEventListener('abort', wake!, { once: true });
     try {
       await woken;
     } finally {
       clearTimeout(timer);
       this.waiters.delete(wake!);
+      signal?.removeEventListener('abort', wake!);
     }
-    return !this.closed && this.available;
+    return !this.closed && !aborted() && this.available;
   }
 
   private notify(available: boolean): void {

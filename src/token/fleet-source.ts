@@ -35,7 +35,10 @@ export class FleetTokenSource implements TokenSource {
   private retry: NodeJS.Timeout | undefined;
   private unlisten: (() => void) | undefined;
   private news: () => void = () => undefined;
-  private stopped = false;
+  /** Aborted by stop(): ends the first token's wait for the store (shutdown). */
+  private readonly stopping = new AbortController();
+  /** The first token's wait for a connecting store is made once: a later attempt without a token does not wait. */
+  private firstWaitSpent = false;
 
   constructor(
     private readonly fleet: FleetToken,
@@ -64,7 +67,7 @@ export class FleetTokenSource implements TokenSource {
   }
 
   stop(): void {
-    this.stopped = true;
+    this.stopping.abort();
     clearInterval(this.timer);
     clearTimeout(this.retry);
     this.unlisten?.();
@@ -84,14 +87,16 @@ export class FleetTokenSource implements TokenSource {
 
   /**
    * The replica's first token while the store is still making its first connection (no answer, no failure yet):
-   * from the store once it answers, rather than a login alone (FleetToken.firstConnectWaitMs). Not for a store that
-   * failed, nor once the replica holds a token.
+   * from the store once it answers, rather than a login alone (FleetToken.firstConnectWaitMs). Waited for once; not
+   * for a store that failed, nor once the replica holds a token.
    */
   private async firstOnceConnected(held: HeldToken, trace: TraceContext | undefined): Promise<TokenSet | undefined> {
-    if (held.set !== undefined) return undefined;
-    const connected = await this.fleet.store.whenAvailable(this.fleet.firstConnectWaitMs, true);
+    if (held.set !== undefined || this.firstWaitSpent) return undefined;
+    this.firstWaitSpent = true;
+    const { signal } = this.stopping;
+    const connected = await this.fleet.store.whenAvailable(this.fleet.firstConnectWaitMs, true, signal);
     // Stopped meanwhile (shutdown): no grant at all, least of all a login alone.
-    if (this.stopped) throw new Error('stopped');
+    if (signal.aborted) throw new Error('stopped');
     return connected ? this.fromStore(held, trace) : undefined;
   }
 

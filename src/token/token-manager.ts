@@ -190,7 +190,7 @@ export class TokenManager {
       (set) => (set === this.current ? this.recheckLater(set) : this.install(set)),
       (err: unknown) => {
         // The messages are this module's and the token client's (status, code, network error): never a secret.
-        this.scheduleRetry(err instanceof Error ? err.message : String(err));
+        if (!this.stopped) this.scheduleRetry(err instanceof Error ? err.message : String(err));
         throw err;
       },
     );

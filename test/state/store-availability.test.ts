@@ -64,6 +64,18 @@ describe('StoreAvailability: what operators and callers hear of the store coming
     assert.equal(await availability.whenAvailable(10), true);
   });
 
+  it('an aborted signal ends its own wait with false; other waits go on', async () => {
+    const availability = new StoreAvailability(undefined, 'redis');
+    const stop = new AbortController();
+    const mine = availability.whenAvailable(60_000, true, stop.signal);
+    const other = availability.whenAvailable(60_000, true);
+    stop.abort();
+    assert.equal(await mine, false);
+    availability.up();
+    assert.equal(await other, true);
+    assert.equal(await availability.whenAvailable(60_000, true, stop.signal), false, 'aborted before it began');
+  });
+
   it('closing ends every wait at once with false, and no later wait starts', async () => {
     const availability = new StoreAvailability(undefined, 'redis');
     const waiting = availability.whenAvailable(60_000);

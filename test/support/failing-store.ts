@@ -72,8 +72,8 @@ export class SwitchableStore implements StateStore {
   }
 
   /** Switched off, it is a store that failed: false at once. */
-  whenAvailable(timeoutMs: number, settle?: boolean): Promise<boolean> {
-    return this.down ? Promise.resolve(false) : this.inner.whenAvailable(timeoutMs, settle);
+  whenAvailable(timeoutMs: number, settle?: boolean, signal?: AbortSignal): Promise<boolean> {
+    return this.down ? Promise.resolve(false) : this.inner.whenAvailable(timeoutMs, settle, signal);
   }
 
   close(): Promise<void> {

@@ -8,16 +8,23 @@ export function freePort(): Promise<number> {
   return bindable(0);
 }
 
+/** The stable ports this process has handed out: free when checked, but maybe not yet bound by their server. */
+const handedOut = new Set<number>();
+
 /**
  * A port free right now below the kernel's ephemeral range (32768 and up on Linux), for a server stopped and
  * started again on the same port (redis-server in outage tests): while it is down, a port-0 listener of another
- * test can take any free ephemeral port, but never this one.
+ * test can take any free ephemeral port, but never this one. Never the same one twice in a process: a port handed
+ * out is free until its server binds it, and a second caller (the chaos world's fifteen) would be given it too.
  */
 export async function freeStablePort(): Promise<number> {
   for (;;) {
     const candidate = 20_000 + Math.floor(Math.random() * 12_000);
+    if (handedOut.has(candidate)) continue;
     const port = await bindable(candidate).catch(() => undefined);
-    if (port !== undefined) return port;
+    if (port === undefined) continue;
+    handedOut.add(port);
+    return port;
   }
 }
 

@@ -59,14 +59,29 @@ describe('fleet token: the first token while the store is still connecting', () 
     assert.equal(gateway.logins(), 1);
   });
 
-  it('a replica stopped while it waits (shutdown) makes no grant when the wait ends', async () => {
+  it('a replica stopped while it waits (shutdown) ends the wait at once and makes no grant', async () => {
     const gateway = new StrictGateway();
     const r = startConnecting(new MemoryStateStore(), gateway);
     await sleep(100);
+    const stoppedAt = Date.now();
     r.tokens.stop();
+    await r.tokens.settle(); // what shutdown waits for before it closes the store
+    assert.ok(Date.now() - stoppedAt < 1_000, `settled in ${Date.now() - stoppedAt} ms, not at the settle cap`);
     r.store.setAvailable(false); // would send it to a login alone, were it still running
     await sleep(300);
     assert.equal(gateway.calls.length, 0, 'no login from a stopped replica');
+    assert.equal(r.logs.text.includes('token.retry_scheduled'), false, 'no retry scheduled by a stopped replica');
+  });
+
+  it('the wait is made once: a login alone after it that fails is tried again without waiting again', async () => {
+    const gateway = new StrictGateway();
+    gateway.unreachableLogins = 1;
+    const r = startConnecting(new MemoryStateStore(), gateway, { ...FAST, firstConnectWaitMs: 600 });
+    await waitFor('the login alone, after the wait', () => gateway.logins() === 1, 3_000);
+    const firstAt = Date.now();
+    await waitFor('a token of its own, from the next login', () => access(r) !== undefined, 3_000);
+    assert.equal(gateway.logins(), 2);
+    assert.ok(Date.now() - firstAt < 400, `tried again ${Date.now() - firstAt} ms later: within the backoff`);
   });
 
   it('a store that neither answers nor fails: the replica logs in alone once the first-connect wait is over', async () => {

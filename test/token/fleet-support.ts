@@ -27,6 +27,8 @@ export class StrictGateway implements TokenClient {
   readonly calls: Array<{ grant: 'password' | 'refresh_token'; refreshToken?: string }> = [];
   /** What the next refresh calls do instead of answering normally. */
   readonly nextRefresh: Scripted[] = [];
+  /** The next logins that fail before reaching the gateway (a refused connection). */
+  unreachableLogins = 0;
   latencyMs = 30;
   accessTtlMs = 60_000;
   private live = new Set<string>();
@@ -35,6 +37,10 @@ export class StrictGateway implements TokenClient {
 
   passwordGrant(): Promise<GrantResult> {
     this.calls.push({ grant: 'password' });
+    if (this.unreachableLogins > 0) {
+      this.unreachableLogins--;
+      return Promise.resolve({ kind: 'failed', sent: false, reason: 'ECONNREFUSED' });
+    }
     return this.after(() => {
       this.live = new Set();
       this.liveAccess = new Set();
@@ -153,8 +159,8 @@ export class ReplicaStore implements StateStore {
   onAvailabilityChange(listener: (available: boolean) => void): void {
     this.availability.onChange(listener);
   }
-  whenAvailable(timeoutMs: number, settle?: boolean): Promise<boolean> {
-    return this.availability.whenAvailable(timeoutMs, settle);
+  whenAvailable(timeoutMs: number, settle?: boolean, signal?: AbortSignal): Promise<boolean> {
+    return this.availability.whenAvailable(timeoutMs, settle, signal);
   }
   close(): Promise<void> {
     return Promise.resolve();
