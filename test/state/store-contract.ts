@@ -60,12 +60,13 @@ export function describeStateStoreContract(name: string, open: () => Promise<Sta
 
     it('forgets a key once its TTL has passed, and compareAndSet renews the TTL', async () => {
       const short = key('ttl');
-      await store.setIfAbsent(short, 'v', 150);
+      // 600 ms: room for a loaded host between the set and the renewal (a sleep is only ever longer than asked).
+      await store.setIfAbsent(short, 'v', 600);
       const renewed = key('renew');
-      await store.setIfAbsent(renewed, 'v1', 150);
-      await sleep(80);
-      assert.equal(await store.compareAndSet(renewed, 'v1', 'v2', 10_000), true);
+      await store.setIfAbsent(renewed, 'v1', 600);
       await sleep(200);
+      assert.equal(await store.compareAndSet(renewed, 'v1', 'v2', 10_000), true);
+      await sleep(600);
       assert.equal(await store.get(short), undefined);
       assert.equal(await store.setIfAbsent(short, 'again', 10_000), true);
       assert.equal(await store.get(renewed), 'v2');

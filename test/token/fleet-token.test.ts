@@ -257,15 +257,15 @@ describe('fleet token: the store away and back', () => {
   it('store away while the token is valid: kept to its end, no refresh behind the fleet’s back', async () => {
     const shared = new MemoryStateStore();
     const gateway = new StrictGateway();
-    gateway.accessTtlMs = 3_000;
+    gateway.accessTtlMs = 6_000;
     const r = start(shared, gateway, FAST, { refreshAheadSeconds: 60 });
     await waitFor('a token', () => r.tokens.hasValidToken());
     r.store.setAvailable(false);
-    // Refresh ahead was due after 1.5 s; the token still works until 2 s before its expiry.
-    await new Promise((resolve) => setTimeout(resolve, 800));
+    // Refresh ahead was due after 3 s (half the lifetime); the token still works until 2 s before its expiry, 4 s.
+    await new Promise((resolve) => setTimeout(resolve, 3_300));
     assert.equal(gateway.calls.length, 1, 'nothing but the first login');
     assert.equal(r.tokens.hasValidToken(), true);
-    await waitFor('its own refresh once the token ran out', () => gateway.refreshes() === 1, 3_000);
+    await waitFor('its own refresh once the token ran out', () => gateway.refreshes() === 1, 5_000);
     assert.equal(await r.metric('signing_sidecar_token_store_fallbacks_total'), 1);
     assert.equal(gateway.logins(), 1);
   });
