@@ -20,7 +20,7 @@ import { answerChecker, type AnswerCheck, type LiveAnswer } from '../support/ope
 import { depositJson } from '../support/payloads.js';
 import { RecordingGateway } from '../support/recording-gateway.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
-import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
+import { sidecarEnv, startTestSidecar, untilInFlight, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
 import { waitFor } from '../support/wait-for.js';
 import { scratchDir } from '../support/scratch.js';
 import { initToken, newSoftHsm, pkcs11SkipReason, pkcs11ToolKeyPair, removeTokens } from '../support/softhsm.js';
@@ -391,7 +391,7 @@ describe('every answer the sidecar makes matches the OpenAPI document it serves'
   it('shutdown while a body is arriving: shutdown.draining', async () => {
     const w = await world({ SIDECAR_SHUTDOWN_MAX_DELAY_MS: '300' });
     const arriving = rawPost(w.proxyUrl, 'hold');
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await untilInFlight(w.running, 1);
     await w.running.stop();
     assertMatches(w, parseRaw(await arriving.received, 'POST', DEPOSIT), 'sidecar.shutdown.draining', 503);
   });

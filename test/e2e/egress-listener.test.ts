@@ -3,7 +3,7 @@ import { request, type OutgoingHttpHeaders } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { depositJson } from '../support/payloads.js';
-import { withReadySidecar, type TestSidecar } from '../support/sidecar.js';
+import { untilInFlight, withReadySidecar, type TestSidecar } from '../support/sidecar.js';
 import { waitFor } from '../support/wait-for.js';
 
 const PATH = '/api/v2/transaction/init';
@@ -66,7 +66,7 @@ describe('egress listener', () => {
       socket.write(
         `POST ${PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"amount":`,
       );
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await untilInFlight(running, 1);
       await running.stop();
       const answer = await received;
       assert.match(answer, /^HTTP\/1\.1 503 /);

@@ -8,7 +8,7 @@ import { assertKeyedRefusedUnkeyedSent, freshDeposit, newKey, send } from '../su
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { RecordingGateway, TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
-import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
+import { sidecarEnv, startTestSidecar, untilInFlight, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
 import { spawnSidecar } from '../support/spawned-sidecar.js';
 import { waitFor } from '../support/wait-for.js';
 
@@ -187,7 +187,7 @@ describe('shutdown with the Redis store', () => {
       // delay passes and the caller is answered draining.
       redis.freeze();
       const pending = send(stopping.sidecar.proxyUrl, key, payment);
-      await new Promise((resolve) => setTimeout(resolve, 200)); // the request reaches the handler
+      await untilInFlight(stopping, 1); // the request reaches the handler
       const stopped = stopping.stop();
       const cut = await pending;
       redis.thaw(); // the claim succeeds now, for a request that will never be sent

@@ -13,9 +13,10 @@ import { SwitchableStore } from '../support/failing-store.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 import { freshKey, gatewayAnswer, keeperOn, LONGEST_MS } from './keeper-contract.js';
 
-const LEASE_MS = 400;
+/** Renewed every 200 ms: only a stall of some 400 ms on a loaded machine would let a live holder's lease lapse. */
+const LEASE_MS = 600;
 /** Past the lease with room for a loaded machine's timers. */
-const PAST_LEASE_MS = LEASE_MS + 300;
+const PAST_LEASE_MS = LEASE_MS + 400;
 
 let redis: TestRedis;
 let shared: RedisStateStore;
@@ -24,7 +25,7 @@ before(async () => {
   shared = new RedisStateStore({
     topology: { mode: 'standalone', url: redis.url },
     accountTag: accountTag('https://gateway.test', 'lease@example.test'),
-    commandTimeoutMs: 150,
+    commandTimeoutMs: 200,
   });
   assert.equal(await shared.whenAvailable(5_000), true, 'the store connects');
 });

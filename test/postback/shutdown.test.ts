@@ -27,7 +27,7 @@ describe('shutdown', () => {
     try {
       slow.application.delayMs = 5_000;
       const waiting = deliver(slow.receiverUrl, await signPostback(gateway.privateKeyPem));
-      await new Promise((r) => setTimeout(r, 100));
+      await slow.application.waitFor(1, 5_000); // the forward reached the application, which holds its answer
       const started = Date.now();
       await slow.running.stop();
       const answer = await waiting;

@@ -3,8 +3,10 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { startSidecar, type RunningSidecar, type SidecarDeps } from '../../src/app.js';
 import { loadConfig } from '../../src/config/load.js';
+import { METRICS } from '../../src/observability/metric-names.js';
 import { makeKeys, type TestKeys } from './keys.js';
 import { RecordingGateway, TEST_PASSWORD, TEST_USERNAME } from './recording-gateway.js';
+import { waitFor } from './wait-for.js';
 
 /** Collects every log byte so tests can grep for secrets that must never appear. */
 export class CapturedOutput extends Writable {
@@ -64,6 +66,21 @@ export async function waitUntilReady(sidecar: RunningSidecar, ms = 5_000): Promi
     if (Date.now() > until) throw new Error('sidecar did not become ready');
     await new Promise((r) => setTimeout(r, 10));
   }
+}
+
+/**
+ * Resolves once the egress listener holds `count` requests (its in-flight gauge: their headers read), rather than a
+ * sleep that stands for "the request has reached the sidecar" and falls short on a loaded machine.
+ */
+export async function untilInFlight(running: TestSidecar, count: number, ms = 5_000): Promise<void> {
+  await waitFor(
+    `${count} request(s) in flight`,
+    async () => {
+      const text = await running.sidecar.metrics.registry.getSingleMetricAsString(METRICS.inFlight);
+      return Number(/ (\d+)$/m.exec(text)?.[1]) === count;
+    },
+    ms,
+  );
 }
 
 export interface ReadySidecar {
