@@ -4,11 +4,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { accountTag, DEFAULT_REDIS_KEY_PREFIX, RedisKeys } from '../../src/state/redis-keys.js';
+import { freeStablePort } from '../support/free-port.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 
 let redis: TestRedis;
 before(async () => {
-  redis = await startRedis({ args: ['--cluster-enabled', 'yes'] });
+  // The cluster bus listens on the node's port + 10000 unless told otherwise, a port that may fall in the ephemeral
+  // range and be taken (as startCluster does, a free one is given).
+  redis = await startRedis({ args: ['--cluster-enabled', 'yes', '--cluster-port', String(await freeStablePort())] });
 });
 after(async () => {
   await redis.close();
