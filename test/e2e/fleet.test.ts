@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TOKEN_RECORD_KEY, decodeRecord } from '../../src/token/fleet-record.js';
-import { podMetric, podTokens, startFleet, type Answer } from '../support/fleet-world.js';
+import { podTokens, startFleet, type Answer } from '../support/fleet-world.js';
+import { podMetric } from '../support/sidecar.js';
 import { waitFor } from '../support/wait-for.js';
 
 function summary(answers: readonly Answer[]): string {

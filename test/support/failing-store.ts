@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   StateStoreUnavailableError,
   type Condition,
@@ -71,9 +72,14 @@ export class SwitchableStore implements StateStore {
     this.inner.onAvailabilityChange(listener);
   }
 
-  /** Switched off, it is a store that failed: false at once. */
-  whenAvailable(timeoutMs: number, settle?: boolean, signal?: AbortSignal): Promise<boolean> {
-    return this.down ? Promise.resolve(false) : this.inner.whenAvailable(timeoutMs, settle, signal);
+  /** Switched off, it is a store that failed: false at once with `settle`, else once switched on or at the timeout. */
+  async whenAvailable(timeoutMs: number, settle?: boolean, signal?: AbortSignal): Promise<boolean> {
+    const until = Date.now() + timeoutMs;
+    while (this.down) {
+      if (settle === true || signal?.aborted === true || Date.now() >= until) return false;
+      await sleep(10);
+    }
+    return this.inner.whenAvailable(Math.max(0, until - Date.now()), settle, signal);
   }
 
   close(): Promise<void> {

@@ -141,10 +141,3 @@ export class Traffic {
 export function podTokens(pods: readonly TestSidecar[]): Array<string | undefined> {
   return pods.map((pod) => pod.sidecar.tokens.usableToken()?.accessToken.reveal());
 }
-
-/** A counter or gauge of one pod's registry (no labels). */
-export async function podMetric(pod: TestSidecar, name: string): Promise<number> {
-  const text = await pod.sidecar.metrics.registry.metrics();
-  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
-  return Number(line?.split(' ')[1] ?? Number.NaN);
-}

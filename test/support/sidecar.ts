@@ -68,6 +68,13 @@ export async function waitUntilReady(sidecar: RunningSidecar, ms = 5_000): Promi
   }
 }
 
+/** A counter or gauge of one in-process sidecar's registry (no labels). */
+export async function podMetric(pod: TestSidecar, name: string): Promise<number> {
+  const text = await pod.sidecar.metrics.registry.metrics();
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+  return Number(line?.split(' ')[1] ?? Number.NaN);
+}
+
 /**
  * Resolves once the egress listener holds `count` requests (its in-flight gauge: their headers read), rather than a
  * sleep that stands for "the request has reached the sidecar" and falls short on a loaded machine.
@@ -75,10 +82,7 @@ export async function waitUntilReady(sidecar: RunningSidecar, ms = 5_000): Promi
 export async function untilInFlight(running: TestSidecar, count: number, ms = 5_000): Promise<void> {
   await waitFor(
     `${count} request(s) in flight`,
-    async () => {
-      const text = await running.sidecar.metrics.registry.getSingleMetricAsString(METRICS.inFlight);
-      return Number(/ (\d+)$/m.exec(text)?.[1]) === count;
-    },
+    async () => (await podMetric(running, METRICS.inFlight)) === count,
     ms,
   );
 }
