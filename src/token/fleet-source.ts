@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Secret } from '../config/secret.js';
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
@@ -19,6 +20,8 @@ const SYNC_INTERVAL_MS = 10_000;
  * token or theirs is the newer one (a publication can be missed while their subscription is being restored).
  */
 const LOCK_TAKEN_RETRY_MS = 250;
+/** How often a replica looking again for a refused token's successor checks whether the store is back. */
+const STORE_POLL_MS = 100;
 
 /**
  * Fleet mode: the replica's token is the fleet's (fleet-token.ts), as a TokenSet on this replica's clock. While the
@@ -104,7 +107,11 @@ export class FleetTokenSource implements TokenSource {
    */
   private async lookAgain(held: HeldToken, trace: TraceContext | undefined): Promise<TokenSet | undefined> {
     const { fleet } = this;
-    if (!(await fleet.store.whenAvailable(fleet.storeBackWaitMs))) return undefined;
+    const storeBy = performance.now() + fleet.storeBackWaitMs;
+    while (!fleet.store.isAvailable()) {
+      if (performance.now() >= storeBy) return undefined;
+      await sleep(STORE_POLL_MS);
+    }
     this.log.info(
       { event: 'token.looking_again', withinMs: fleet.lookAgainMs },
       "refresh refused; waiting for the fleet's record to bring a newer token before a login",
