@@ -27,11 +27,20 @@ export function percentile(samples: number[], q: number): number {
   return samples[Math.ceil(q * samples.length) - 1] ?? Number.NaN;
 }
 
-/** Samples a process's RSS (MB) every `everyMs` until stopped. */
-export function watchRss(pid: number, everyMs: number): { readonly samples: number[]; stop(): void } {
-  const samples = [rssMb(pid)];
-  const timer = setInterval(() => samples.push(rssMb(pid)), everyMs);
-  return { samples, stop: () => clearInterval(timer) };
+/**
+ * Samples a process's RSS (MB) every `everyMs` until stopped; `anon`: its anonymous part at each sample (without the
+ * pages of mapped files, the node binary's code among them).
+ */
+export function watchRss(
+  pid: number,
+  everyMs: number,
+): { readonly samples: number[]; readonly anon: number[]; stop(): void } {
+  const [samples, anon] = [[rssMb(pid)], [rssMb(pid, 'RssAnon')]];
+  const timer = setInterval(() => {
+    samples.push(rssMb(pid));
+    anon.push(rssMb(pid, 'RssAnon'));
+  }, everyMs);
+  return { samples, anon, stop: () => clearInterval(timer) };
 }
 
 // The one way the bench compares: `rounds` rounds of one turn each, in an order that rotates. The host's speed
@@ -41,10 +50,16 @@ async function inTurns(count: number, rounds: number, turn: (index: number) => P
     for (let offset = 0; offset < count; offset++) await turn((round + offset) % count);
 }
 
-/** 2xx answers per second and per CPU second (user + system, all threads) and peak RSS, of one round. */
-export type SaturationRound = Record<'perSecond' | 'perCore' | 'rssMaxMb', number>;
+/**
+ * 2xx answers per second and per CPU second (user + system, all threads), peak RSS and its anonymous part at that
+ * peak, of one round.
+ */
+export type SaturationRound = Record<'perSecond' | 'perCore' | 'rssMaxMb' | 'anonAtMaxMb', number>;
 /** The rounds pooled, each round's own figures, and the errors (with the warm-up's). */
-export type Saturation = SaturationRound & { readonly errors: number; readonly rounds: readonly SaturationRound[] };
+export type Saturation = Omit<SaturationRound, 'anonAtMaxMb'> & {
+  readonly errors: number;
+  readonly rounds: readonly SaturationRound[];
+};
 const REQUEST = {
   method: 'POST',
   headers: { 'content-type': 'application/json' },
@@ -76,12 +91,13 @@ export async function saturate(
     const loop = autocannon({ ...REQUEST, url: proc.url + ROUTE, connections: options.connections, duration: seconds });
     const result = await Promise.resolve(loop).finally(() => rss.stop());
     const rssMaxMb = Math.max(...rss.samples);
+    const anonAtMaxMb = rss.anon[rss.samples.indexOf(rssMaxMb)] ?? Number.NaN;
     if (counted) {
       const [wall, cpu] = [(performance.now() - start) / 1000, cpuSeconds(proc.pid) - cpu0];
       sum.answers += result['2xx'];
       sum.wall += wall;
       sum.cpu += cpu;
-      sum.rounds.push({ perSecond: result['2xx'] / wall, perCore: result['2xx'] / cpu, rssMaxMb });
+      sum.rounds.push({ perSecond: result['2xx'] / wall, perCore: result['2xx'] / cpu, rssMaxMb, anonAtMaxMb });
     }
     sum.rssMaxMb = Math.max(sum.rssMaxMb, rssMaxMb);
     sum.errors += result.errors + result.non2xx;

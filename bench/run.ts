@@ -175,6 +175,16 @@ async function bench(): Promise<void> {
     floor_rss_anon_mb_idle: round(median(atRest.map((r) => r.floor.anon)), 1),
     rss_mb_load: round(Math.max(sat.rssMaxMb, ...rss.samples), 1),
     floor_rss_mb_load: round(floorSat.rssMaxMb, 1),
+    // Reported, no target: the anonymous part of each round's peak (median over the rounds), without the pages of
+    // mapped files (the node binary's code): whether a gap under load is the process's own memory.
+    rss_anon_mb_load: round(
+      overRounds((r) => sat.rounds[r]?.anonAtMaxMb),
+      1,
+    ),
+    floor_rss_anon_mb_load: round(
+      overRounds((r) => floorSat.rounds[r]?.anonAtMaxMb),
+      1,
+    ),
     rss_mb_overload: round(over?.rssMaxMb ?? Number.NaN, 1),
     rss_growth_mb_soak: round(growth, 1),
     errors: Object.values(errorsBy).reduce((a, b) => a + b, 0),
@@ -193,13 +203,14 @@ async function bench(): Promise<void> {
   // (`paired_rounds`), so that a verdict can be read against the spread it was made from.
   const either = (x: number | undefined): number => x ?? Number.NaN;
   type PerRound = (r: number) => number;
-  const perRound: Record<'cpu' | 'p50' | 'p99' | 'alloc' | 'load', PerRound> &
+  const perRound: Record<'cpu' | 'p50' | 'p99' | 'alloc' | 'load' | 'load_anon', PerRound> &
     Partial<Record<'store' | 'key', PerRound>> = {
     cpu: (r) => either(perCore(sat, r)) / either(perCore(floorSat, r)),
     p50: (r) => either(added('p50', lat.sidecar, r)) - either(added('p50', lat.floor, r)),
     p99: (r) => either(added('p99', lat.sidecar, r)) / either(added('p99', lat.floor, r)),
     alloc: (r) => either(kb(lat.sidecar, r)) / either(kb(lat.floor, r)),
     load: (r) => either(sat.rounds[r]?.rssMaxMb) - either(floorSat.rounds[r]?.rssMaxMb),
+    load_anon: (r) => either(sat.rounds[r]?.anonAtMaxMb) - either(floorSat.rounds[r]?.anonAtMaxMb),
     ...(fleet && {
       store: (r: number) => either(perCore(fleet.sat, r)) / either(perCore(sat, r)),
       key: (r: number) => either(added('p50', fleet.idempotent, r)) - either(added('p50', fleet.plain, r)),

@@ -47,7 +47,9 @@ describe('Redis Sentinel: a failover under keyed traffic', () => {
 
   // First, while the primary and its replica are both up.
   it('SIDECAR_REDIS_MIN_REPLICAS_ACKED=1 with the replica stopped: keyed payments refused 503, nothing sent', async () => {
-    const running = await replica({ SIDECAR_REDIS_MIN_REPLICAS_ACKED: '1' });
+    // A WAIT's own timeout is half the command timeout: 1 s here, as a loaded host can hold a healthy replica's
+    // acknowledgement past the 500 ms of the suite's 1 s.
+    const running = await replica({ SIDECAR_REDIS_MIN_REPLICAS_ACKED: '1', SIDECAR_REDIS_COMMAND_TIMEOUT_MS: '2000' });
     try {
       assert.equal((await send(running.sidecar.proxyUrl, newKey(), freshDeposit())).status, 200, 'with the replica up');
       await set.replica.stop();
