@@ -51,6 +51,11 @@ export function describeRedisError(err: unknown): string {
       ? `Redis refused the credentials or a command (${code}): check SIDECAR_REDIS_USERNAME, SIDECAR_REDIS_PASSWORD_FILE and the user's ACL rules`
       : `Redis answered an error (${code})`;
   }
-  if (err instanceof Error) return (err.message.split('\n')[0] ?? err.name).slice(0, 200) || err.name;
+  if (err instanceof Error) return firstLine(err.message) || err.name;
+  // node-redis's Sentinel client reports some failures as text, not as an Error: its observer's connection to a
+  // Sentinel ("obseve client error: Error: ...", as it spells it), while the sidecar looks for the primary.
+  if (typeof err === 'string') return firstLine(err) || 'unknown error';
   return 'unknown error';
 }
+
+const firstLine = (text: string): string => (text.split('\n')[0] ?? '').slice(0, 200);
