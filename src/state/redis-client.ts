@@ -273,7 +273,14 @@ function sentinelLink(
     get isReady() {
       return sentinel.isReady;
     },
-    onError: (listener) => void sentinel.on('error', listener),
+    // An error while the link is ready is one Sentinel's: its connection to the one it listens to for failovers, or
+    // the one it asks while looking for another. node-redis asks the next Sentinel, and the primary's connection
+    // goes on serving; the commands judge the store (one that fails takes it down). Before the first ready, and
+    // while it connects to a new primary, an error is the link's own.
+    onError: (listener) =>
+      void sentinel.on('error', (err: unknown) => {
+        if (!sentinel.isReady) listener(err);
+      }),
     onReady: (listener) => void sentinel.on('ready', listener),
     connect: () => first.run(() => sentinel.connect()),
     destroy: () => {

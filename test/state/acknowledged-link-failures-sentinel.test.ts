@@ -8,7 +8,7 @@ import { after, before } from 'node:test';
 import { accountTag } from '../../src/state/redis-keys.js';
 import { describeReplacedConnection } from '../support/reconnecting-link.js';
 import type { TestRedis } from '../support/redis-server.js';
-import { SENTINEL_MASTER, startSentinelSet, type SentinelSet } from '../support/redis-topologies.js';
+import { startSentinelSet, type SentinelSet } from '../support/redis-topologies.js';
 
 let set: SentinelSet;
 /** The node the Sentinels name primary: the one whose connections the store's writes go on. */
@@ -27,14 +27,7 @@ after(async () => {
 
 describeReplacedConnection(
   'Sentinel',
-  () => ({
-    mode: 'sentinel',
-    sentinels: set.sentinelPorts.map((port) => ({ host: '127.0.0.1', port })),
-    master: SENTINEL_MASTER,
-    sentinelUsername: undefined,
-    sentinelPassword: undefined,
-    sentinelPasswordFile: undefined,
-  }),
+  () => set.topology,
   () => primary,
   accountTag('https://gateway.test', 'merchant@example.test'),
 );

@@ -19,6 +19,7 @@ import { once } from 'node:events';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import type { RedisTopology } from '../../src/config/state-settings.js';
 import { freeStablePort } from './free-port.js';
 import { startRedis, type TestRedis } from './redis-server.js';
 import { scratchDir } from './scratch.js';
@@ -39,6 +40,8 @@ export interface SentinelSet {
   /** Every data node: the first primary, then its replicas (`replica` first). */
   readonly nodes: readonly TestRedis[];
   readonly sentinelPorts: readonly number[];
+  /** The set as a store's configuration has it (no credentials). */
+  readonly topology: Extract<RedisTopology, { mode: 'sentinel' }>;
   readonly env: Readonly<Record<string, string>>;
   /** The primary as the Sentinels name it now (host:port). */
   currentPrimary(): Promise<string>;
@@ -52,6 +55,8 @@ export interface SentinelSet {
    * from a stale file and could name the old primary for a while.
    */
   restartSentinels(): Promise<void>;
+  /** Kills one Sentinel (SIGKILL), the others left running. */
+  killSentinel(index: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -125,6 +130,14 @@ export async function startSentinelSet(options: SentinelOptions = {}): Promise<S
     replica,
     nodes,
     sentinelPorts: ports,
+    topology: {
+      mode: 'sentinel',
+      sentinels: ports.map((port) => ({ host: '127.0.0.1', port })),
+      master: SENTINEL_MASTER,
+      sentinelUsername: undefined,
+      sentinelPassword: undefined,
+      sentinelPasswordFile: undefined,
+    },
     env: {
       SIDECAR_STATE_STORE: 'redis',
       SIDECAR_REDIS_MODE: 'sentinel',
@@ -144,6 +157,11 @@ export async function startSentinelSet(options: SentinelOptions = {}): Promise<S
       // Each Sentinel rewrote its file with what it knows (the primary, the replica, its peers): it resumes from it.
       children = await Promise.all(files.map((file) => spawnSentinel(file)));
       await settled(30_000);
+    },
+    async killSentinel(index) {
+      const child = children[index];
+      if (child === undefined) throw new Error(`no Sentinel ${index} of ${children.length}`);
+      await stopChild(child);
     },
     async close() {
       await Promise.all(children.map((child) => stopChild(child)));
