@@ -253,6 +253,7 @@ function sentinelLink(
 ): RedisLink {
   const node = dataNodeOptions(options);
   const first = new FirstConnection();
+  const errors = new SentinelErrors(topology.sentinels.length);
   const sentinel = createSentinel({
     name: topology.master,
     sentinelRootNodes: topology.sentinels.map((entry) => ({ host: entry.host, port: entry.port })),
@@ -266,6 +267,7 @@ function sentinelLink(
       ...credentials(topology.sentinelUsername, options.sentinelPassword),
     },
   });
+  sentinel.on('ready', () => errors.connected());
   return {
     get isOpen() {
       return sentinel.isOpen;
@@ -273,13 +275,9 @@ function sentinelLink(
     get isReady() {
       return sentinel.isReady;
     },
-    // An error while the link is ready is one Sentinel's: its connection to the one it listens to for failovers, or
-    // the one it asks while looking for another. node-redis asks the next Sentinel, and the primary's connection
-    // goes on serving; the commands judge the store (one that fails takes it down). Before the first ready, and
-    // while it connects to a new primary, an error is the link's own.
     onError: (listener) =>
       void sentinel.on('error', (err: unknown) => {
-        if (!sentinel.isReady) listener(err);
+        if (errors.isTheLinks(err, sentinel.isReady)) listener(err);
       }),
     onReady: (listener) => void sentinel.on('ready', listener),
     connect: () => first.run(() => sentinel.connect()),
@@ -377,6 +375,32 @@ function clusterLink(options: RedisConnectionOptions, nodes: readonly RedisNode[
       }),
     duplicate: () => clusterLink(options, nodes),
   };
+}
+
+/**
+ * Which of a Sentinel client's `error` events are the link's own. node-redis finds the primary by asking each Sentinel
+ * in turn, and reports each one that fails: as text from its connection (`obseve client error: ...`), then as the
+ * Error of that attempt. Until it first connects, the link has failed once every Sentinel has (one Error each): one
+ * Sentinel down while another answers is no failure, and a replica starting then waits for the fleet's token instead
+ * of logging in alone. Once connected, an error while ready is one Sentinel's (the one it listens to for failovers,
+ * or one it asks while looking for another): node-redis asks another and the primary's connection goes on serving, so
+ * the commands judge the store. While it moves to a new primary (not ready), every error is the link's.
+ */
+class SentinelErrors {
+  private everConnected = false;
+  private failedSentinels = 0;
+
+  constructor(private readonly sentinels: number) {}
+
+  connected(): void {
+    this.everConnected = true;
+  }
+
+  isTheLinks(err: unknown, ready: boolean): boolean {
+    if (ready) return false;
+    if (this.everConnected) return true;
+    return err instanceof Error && ++this.failedSentinels >= this.sentinels;
+  }
 }
 
 /**

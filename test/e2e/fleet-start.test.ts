@@ -44,16 +44,22 @@ async function slowRelay(port: number, delayMs: number): Promise<{ address: stri
   };
 }
 
+/** The simulator, on which a login revokes the refresh tokens before it, and a Sentinel set. */
+async function startWorld() {
+  const keys = await makeKeys();
+  const [simulator, set] = await Promise.all([
+    startSimulator({
+      accounts: [{ username: TEST_USERNAME, password: TEST_PASSWORD, publicKeyPem: keys.publicKeyPem }],
+      loginRevokesRefresh: true,
+    }),
+    startSentinelSet(),
+  ]);
+  return { keys, simulator, set };
+}
+
 describe('a fleet started together on a Redis slow to give its first answer', () => {
   it('waits for the store before its first token: one password login, no 401 FAILED', async () => {
-    const keys = await makeKeys();
-    const [simulator, set] = await Promise.all([
-      startSimulator({
-        accounts: [{ username: TEST_USERNAME, password: TEST_PASSWORD, publicKeyPem: keys.publicKeyPem }],
-        loginRevokesRefresh: true,
-      }),
-      startSentinelSet(),
-    ]);
+    const { keys, simulator, set } = await startWorld();
     const relays = await Promise.all(set.sentinelPorts.map((port) => slowRelay(port, SLOW_FIRST_ANSWER_MS)));
     const pods: TestSidecar[] = [];
     try {
@@ -82,6 +88,33 @@ describe('a fleet started together on a Redis slow to give its first answer', ()
     } finally {
       await Promise.all(pods.map((pod) => pod.stop()));
       await Promise.all(relays.map((relay) => relay.close()));
+      await Promise.all([simulator.close(), set.close()]);
+    }
+  });
+
+  // A Sentinel pod restarting while the replicas start (a rolling update of the Redis chart): the first Sentinel
+  // listed refuses. node-redis asks the next; a store that counted the refusal as its failure would get each replica
+  // a login alone.
+  it('the first Sentinel listed down: the replicas connect through the next, one password login', async () => {
+    const { keys, simulator, set } = await startWorld();
+    const pods: TestSidecar[] = [];
+    try {
+      await set.killSentinel(0);
+      const env = await sidecarEnv(keys, simulator.baseUrl, set.env);
+      pods.push(...(await Promise.all([0, 1, 2].map(() => startTestSidecar(env)))));
+      await Promise.all(pods.map((pod) => waitUntilReady(pod.sidecar, 30_000)));
+      const answers = await Promise.all(pods.map((pod) => postJson(pod.sidecar.proxyUrl, deposit())));
+      assert.deepEqual(
+        answers.map((a) => a.status),
+        [200, 200, 200],
+        answers.map((a) => `${a.status} ${a.code ?? ''}`).join(', '),
+      );
+      assert.equal(simulator.tokenGrants().password, 1, 'one login for the fleet');
+      const logs = pods.map((pod) => pod.logs.text).join('');
+      assert.equal(logs.includes('"event":"state_store.down"'), false, 'no store counted the refusal as down');
+      assert.equal(logs.includes('"event":"token.store_fallback"'), false, 'no replica got a token of its own');
+    } finally {
+      await Promise.all(pods.map((pod) => pod.stop()));
       await Promise.all([simulator.close(), set.close()]);
     }
   });

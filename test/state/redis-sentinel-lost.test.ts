@@ -1,7 +1,7 @@
-// A Sentinel lost while the primary serves: node-redis asks another Sentinel, and the store stays available. The
-// Sentinels are the way to the primary, not the data's path: a Sentinel that dies is no outage of the store, no
-// `state_store.down` line, no token refreshed alone for it. A primary, one replica and three Sentinels, real
-// processes on 127.0.0.1.
+// Sentinels lost while the primary serves: the Sentinels are the way to the primary, not the data's path. One of them
+// down at start, or dying later, is no outage of the store (no `state_store.down` line, no token taken alone for
+// it): node-redis asks another. Every one of them down at start is known at once. A primary, one replica and three
+// Sentinels, real processes on 127.0.0.1; the cases run in order, each killing one more Sentinel.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -20,15 +20,35 @@ after(async () => {
   await set.close();
 });
 
-describe('a Sentinel lost while the primary serves', () => {
-  it('two of the three Sentinels killed in turn under commands: the store stays available, every command answered', async () => {
-    const lines: string[] = [];
-    const store = new RedisStateStore({
-      topology: set.topology,
-      accountTag: accountTag('https://gateway.test', 'merchant@example.test'),
-      commandTimeoutMs: 2_000,
-      log: createLogger('debug', { write: (line: string) => void lines.push(line) }),
-    });
+/** A store on the set, and the lines it logs. */
+function openStore(): { store: RedisStateStore; lines: string[] } {
+  const lines: string[] = [];
+  const store = new RedisStateStore({
+    topology: set.topology,
+    accountTag: accountTag('https://gateway.test', 'merchant@example.test'),
+    commandTimeoutMs: 2_000,
+    log: createLogger('debug', { write: (line: string) => void lines.push(line) }),
+  });
+  return { store, lines };
+}
+
+const downLines = (lines: readonly string[]) => lines.filter((line) => line.includes('"event":"state_store.down"'));
+
+describe('Sentinels lost while the primary serves', () => {
+  it('the first Sentinel listed down at start: the store connects through the next one, never down', async () => {
+    await set.killSentinel(0);
+    const { store, lines } = openStore();
+    try {
+      // What a replica's first token waits for (settle: false at the store's first failure, and a login alone).
+      assert.equal(await store.whenAvailable(15_000, true), true, 'connected, not failed');
+      assert.deepEqual(downLines(lines), [], 'no state_store.down line');
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('the Sentinel it listens to killed under commands: the store stays available, every command answered', async () => {
+    const { store, lines } = openStore();
     try {
       assert.equal(await store.whenAvailable(15_000), true, 'the store connects');
       const changes: boolean[] = [];
@@ -42,22 +62,30 @@ describe('a Sentinel lost while the primary serves', () => {
           await sleep(10);
         }
       })();
-      // The first is the one node-redis found first and listens to; after it, the one it moved to, or another.
-      for (const index of [0, 1]) {
-        await set.killSentinel(index);
-        await sleep(1_500);
-      }
+      // The first listed is dead: node-redis found the second first, and listens to it.
+      await set.killSentinel(1);
+      await sleep(2_000);
       running = false;
       await traffic;
       assert.ok(commands > 50, `commands went on: ${commands}`);
       assert.deepEqual(failures, [], 'every command answered');
       assert.deepEqual(changes, [], 'the store never went down');
       assert.equal(store.isAvailable(), true);
-      assert.equal(
-        lines.filter((line) => line.includes('"event":"state_store.down"')).length,
-        0,
-        `no state_store.down line: ${lines.join('')}`,
-      );
+      assert.deepEqual(downLines(lines), [], 'no state_store.down line');
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('every Sentinel down at start: the store has failed at once, naming the refusal', async () => {
+    await set.killSentinel(2);
+    const { store, lines } = openStore();
+    try {
+      const started = performance.now();
+      assert.equal(await store.whenAvailable(15_000, true), false);
+      const tookMs = performance.now() - started;
+      assert.ok(tookMs < 5_000, `failed within a round of the Sentinels, not the wait: ${tookMs.toFixed(0)} ms`);
+      assert.match(downLines(lines).join(''), /"reason":"[^"]*ECONNREFUSED/);
     } finally {
       await store.close();
     }
