@@ -385,6 +385,12 @@ function clusterLink(options: RedisConnectionOptions, nodes: readonly RedisNode[
  * of logging in alone. Once connected, an error while ready is one Sentinel's (the one it listens to for failovers,
  * or one it asks while looking for another): node-redis asks another and the primary's connection goes on serving, so
  * the commands judge the store. While it moves to a new primary (not ready), every error is the link's.
+ *
+ * The count runs over the whole first connection (no event marks node-redis's rounds, a second apart): a start whose
+ * Sentinels answer but name no usable primary yet (a failover under way) is called failed after as many rounds as
+ * Sentinels down, where with every Sentinel up it waits as for a slow one. And an error of the pub/sub connection
+ * while ready is dropped with the Sentinels' (node-redis reports both alike): it reconnects and subscribes again by
+ * itself, and the fleet's record is read every 10 s whatever was announced meanwhile.
  */
 class SentinelErrors {
   private everConnected = false;

@@ -423,6 +423,11 @@ export class RedisStateStore implements StateStore {
     const started = performance.now();
     if (this.closed || !this.client.isReady || !via.isReady) {
       this.observe(command, 'unavailable', started);
+      // Up until now, and a link not connected: it lost its connection without an error event (the Sentinel client
+      // moving to a new primary reports only its nodes' own events, and may not reach it for a while).
+      if (!this.closed && this.availability.available) {
+        this.failed(this.client.isReady && !this.sharedLink(via) ? 'acknowledging' : 'shared', 'not connected');
+      }
       throw new StateStoreUnavailableError(`redis ${command}: not connected`);
     }
     try {
@@ -435,9 +440,13 @@ export class RedisStateStore implements StateStore {
       const reason = describeRedisError(err);
       // A failure on an acknowledged write's own connection (replicas behind, a WAIT past its deadline, a link that
       // dropped) refuses that write only: Redis itself may answer, and the store stays available (the token, reads).
-      this.failed(via === this.client || via === this.subscriber ? 'shared' : 'acknowledging', reason);
+      this.failed(this.sharedLink(via) ? 'shared' : 'acknowledging', reason);
       throw new StateStoreUnavailableError(`redis ${command}: ${reason}`, { cause: err });
     }
+  }
+
+  private sharedLink(link: RedisLink): boolean {
+    return link === this.client || link === this.subscriber;
   }
 
   private observe(command: StateStoreCommand, outcome: StateStoreOutcome, started: number): void {

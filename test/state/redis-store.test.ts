@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger } from '../../src/observability/log.js';
+import { createRedisLink } from '../../src/state/redis-client.js';
 import { accountTag } from '../../src/state/redis-keys.js';
 import { RedisStateStore, type RedisStoreOptions } from '../../src/state/redis-store.js';
 import { StateStoreUnavailableError, type StateStore } from '../../src/state/state-store.js';
@@ -117,6 +118,27 @@ describe('RedisStateStore on a real redis-server', () => {
     await redis.cli('SCRIPT', 'FLUSH');
     assert.equal(await store.compareAndSet('flush', 'one', 'two', 10_000), true);
     assert.equal(await store.compareAndDelete('flush', 'two'), true);
+  });
+
+  // node-redis's Sentinel client moving to a new primary it cannot reach yet reports no error of its own.
+  it('goes down when a command finds its connection gone with no error event, and up once it is back', async () => {
+    let gone = false;
+    const store = await openAvailable(redis, {
+      createLink: (options) =>
+        new Proxy(createRedisLink(options), {
+          get: (link, property): unknown =>
+            property === 'isReady' ? !gone && link.isReady : Reflect.get(link, property),
+        }),
+    });
+    const changes: boolean[] = [];
+    store.onAvailabilityChange((available) => changes.push(available));
+    gone = true;
+    assert.equal(store.isAvailable(), true, 'nothing told the store');
+    await assert.rejects(store.get('k'), StateStoreUnavailableError);
+    assert.equal(store.isAvailable(), false, 'the command found it out');
+    gone = false;
+    await waitFor('the store up again', () => store.isAvailable(), 5_000);
+    assert.deepEqual(changes, [false, true]);
   });
 
   it('gives the timeout, not a hang, when Redis stops answering (a frozen server)', async (t) => {
