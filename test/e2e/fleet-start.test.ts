@@ -67,7 +67,8 @@ describe('a fleet started together on a Redis slow to give its first answer', ()
         ...set.env,
         SIDECAR_REDIS_SENTINELS: relays.map((relay) => relay.address).join(','),
       });
-      pods.push(...(await Promise.all([0, 1, 2].map(() => startTestSidecar(env)))));
+      // Each kept as it starts: one that fails leaves the others to be stopped.
+      await Promise.all([0, 1, 2].map(async () => pods.push(await startTestSidecar(env))));
       const connectedAtStart = pods.map((pod) => pod.sidecar.store.isAvailable());
       await Promise.all(pods.map((pod) => waitUntilReady(pod.sidecar, 60_000)));
       const answers = await Promise.all(
@@ -101,7 +102,8 @@ describe('a fleet started together on a Redis slow to give its first answer', ()
     try {
       await set.killSentinel(0);
       const env = await sidecarEnv(keys, simulator.baseUrl, set.env);
-      pods.push(...(await Promise.all([0, 1, 2].map(() => startTestSidecar(env)))));
+      // Each kept as it starts: one that fails leaves the others to be stopped.
+      await Promise.all([0, 1, 2].map(async () => pods.push(await startTestSidecar(env))));
       await Promise.all(pods.map((pod) => waitUntilReady(pod.sidecar, 30_000)));
       const answers = await Promise.all(pods.map((pod) => postJson(pod.sidecar.proxyUrl, deposit())));
       assert.deepEqual(

@@ -62,11 +62,14 @@ describe('Sentinels lost while the primary serves', () => {
           await sleep(10);
         }
       })();
-      // The first listed is dead: node-redis found the second first, and listens to it.
-      await set.killSentinel(1);
-      await sleep(2_000);
-      running = false;
-      await traffic;
+      try {
+        // The first listed is dead: node-redis found the second first, and listens to it.
+        await set.killSentinel(1);
+        await sleep(2_000);
+      } finally {
+        running = false;
+        await traffic;
+      }
       assert.ok(commands > 50, `commands went on: ${commands}`);
       assert.deepEqual(failures, [], 'every command answered');
       assert.deepEqual(changes, [], 'the store never went down');
