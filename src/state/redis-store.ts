@@ -29,6 +29,8 @@ export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 100;
 const TRYAGAIN_PAUSE_MS = 5;
 /** While down but connected (commands timing out or refused), how often a PING checks whether Redis is back. */
 const PROBE_INTERVAL_MS = 500;
+/** The store's own links (commands, pub/sub), or one of the acknowledged writes' connections. */
+type LinkRole = 'shared' | 'acknowledging';
 
 export interface RedisStoreOptions extends RedisConnectionOptions {
   /** Short name of the vendor account (accountTag(base URL, username)): the hash tag of every key. */
@@ -333,7 +335,7 @@ export class RedisStateStore implements StateStore {
    * Attaches the listeners, then starts connecting (and reconnecting, with capped backoff) in the background. An
    * acknowledging link that fails takes the store down only when it was the last of them connected.
    */
-  private connect(link: RedisLink, role: 'shared' | 'acknowledging'): RedisLink {
+  private connect(link: RedisLink, role: LinkRole): RedisLink {
     // node-redis emits `error` for every failed attempt and throws when nobody listens: always listened to.
     link.onError((err: unknown) => this.failed(role, describeRedisError(err)));
     link.onReady(() => this.markUpIfConnected());
@@ -426,7 +428,7 @@ export class RedisStateStore implements StateStore {
       // Up until now, and a link not connected: it lost its connection without an error event (the Sentinel client
       // moving to a new primary reports only its nodes' own events, and may not reach it for a while).
       if (!this.closed && this.availability.available) {
-        this.failed(this.client.isReady && !this.sharedLink(via) ? 'acknowledging' : 'shared', 'not connected');
+        this.failed(this.client.isReady ? this.roleOf(via) : 'shared', 'not connected');
       }
       throw new StateStoreUnavailableError(`redis ${command}: not connected`);
     }
@@ -440,13 +442,13 @@ export class RedisStateStore implements StateStore {
       const reason = describeRedisError(err);
       // A failure on an acknowledged write's own connection (replicas behind, a WAIT past its deadline, a link that
       // dropped) refuses that write only: Redis itself may answer, and the store stays available (the token, reads).
-      this.failed(this.sharedLink(via) ? 'shared' : 'acknowledging', reason);
+      this.failed(this.roleOf(via), reason);
       throw new StateStoreUnavailableError(`redis ${command}: ${reason}`, { cause: err });
     }
   }
 
-  private sharedLink(link: RedisLink): boolean {
-    return link === this.client || link === this.subscriber;
+  private roleOf(link: RedisLink): LinkRole {
+    return link === this.client || link === this.subscriber ? 'shared' : 'acknowledging';
   }
 
   private observe(command: StateStoreCommand, outcome: StateStoreOutcome, started: number): void {
@@ -462,7 +464,7 @@ export class RedisStateStore implements StateStore {
   }
 
   /** A connection failed: the store is down, unless it was an acknowledging link and another one is connected. */
-  private failed(role: 'shared' | 'acknowledging', reason: string): void {
+  private failed(role: LinkRole, reason: string): void {
     if (role === 'acknowledging' && this.acknowledging?.anyReady() !== false) return;
     this.markDown(reason);
   }
