@@ -60,6 +60,12 @@ STOPSIGNAL SIGTERM
 # runs on libuv's four threads, collection on V8's) hold about 5 MB less under load at the same throughput per
 # core.
 ENV MALLOC_ARENA_MAX=2
+# glibc's trim threshold held at its default (128 KiB; setting it holds the mmap threshold at its default too) instead
+# of both rising with the largest block freed: under load the process frees blocks of 128 to 420 KiB, and with the
+# thresholds raised past them, memory freed in the arenas stays there rather than going back to the kernel. Held,
+# the sidecar holds about 9 MB less under load and 1 MB less at rest at the same throughput per core (mallopt(3);
+# docs/performance.md, "V8 settings").
+ENV MALLOC_TRIM_THRESHOLD_=131072
 # No allocation-site pretenuring: under load V8 starts allocating some of a request's short-lived objects straight in
 # the old generation (they were alive at a collection), and dead there they keep the young objects they name alive
 # until a full collection; without it the bench's promotion stays near the floor's and RSS under load is 3 MB lower, at

@@ -163,7 +163,14 @@ export class SidecarMetrics {
   // labels() child spares the hot path a label object and a closure per observation.
   private readonly requestLatencyOf = new Map<string, Histogram.Internal<'route'>>();
   private readonly gatewayLatencyOf = new Map<string, Histogram.Internal<'route'>>();
-  private readonly skew = this.gauge(METRICS.clockSkew, 'Gateway Date header minus local clock, in seconds.');
+  // Measured on every answer, read at scrape time: an answer pays for a number, not for prom-client's set().
+  private latestSkewSeconds = 0;
+  private readonly skew: Gauge = new Gauge({
+    name: METRICS.clockSkew,
+    help: 'Gateway Date header minus local clock, in seconds.',
+    registers: [this.registry],
+    collect: (): void => this.skew.set(this.latestSkewSeconds),
+  });
   private readonly correction = this.gauge(
     METRICS.clockCorrection,
     'Seconds added to the local clock for X-Timestamp.',
@@ -340,7 +347,7 @@ export class SidecarMetrics {
   }
 
   clockSkew(seconds: number): void {
-    this.skew.set(seconds);
+    this.latestSkewSeconds = seconds;
   }
 
   clockCorrection(seconds: number): void {

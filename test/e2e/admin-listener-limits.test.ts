@@ -41,15 +41,21 @@ const SMALL_HEAD = 'GET /livez HTTP/1.1\r\nHost: sidecar\r\n';
  */
 const RSS_RISE_KB = 20 * 1024;
 
-/** The image's node flags and malloc setting, read from the Dockerfile so that the test runs what the pod runs. */
+/** The image's node flags and malloc settings, read from the Dockerfile so that the test runs what the pod runs. */
 function imageRuntime(): { nodeArgs: string[]; env: Record<string, string> } {
   const dockerfile = readFileSync(new URL('../../Dockerfile', import.meta.url), 'utf8');
-  const entrypoint = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(dockerfile)?.[1] ?? '[]') as string[];
-  const arenas = /^ENV MALLOC_ARENA_MAX=(\S+)$/m.exec(dockerfile)?.[1];
-  assert.ok(entrypoint.length > 0 && arenas !== undefined, 'the Dockerfile has its ENTRYPOINT and MALLOC_ARENA_MAX');
+  const stage = dockerfile.split(/^FROM /m).at(-1) ?? '';
+  const entrypoint = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(stage)?.[1] ?? '[]') as string[];
+  const env = Object.fromEntries(
+    [...stage.matchAll(/^ENV (MALLOC_\w+)=(\S+)$/gm)].map((m) => [m[1] ?? '', m[2] ?? '']),
+  );
+  assert.ok(
+    entrypoint.length > 0 && 'MALLOC_ARENA_MAX' in env,
+    'the Dockerfile has its ENTRYPOINT and malloc settings',
+  );
   // The node flags only: the ENTRYPOINT may start with a wrapper (prlimit) that has flags of its own.
   const nodeFlags = entrypoint.slice(entrypoint.indexOf('node') + 1).filter((arg) => arg.startsWith('--'));
-  return { nodeArgs: nodeFlags, env: { MALLOC_ARENA_MAX: arenas } };
+  return { nodeArgs: nodeFlags, env };
 }
 
 function rssKb(pid: number): number {
