@@ -2,36 +2,20 @@
 // proxy (both bundled as the image is: dist/image, dist/bench-image), which share a throwaway 2048-bit key and
 // password file in a temp dir.
 import { generateKeyPairSync, randomUUID, type KeyObject } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { freeStablePort } from '../test/support/free-port.js';
+import { IMAGE_RUNTIME, type Runtime } from '../test/support/image-runtime.js';
 import { killAllNow, startNode, type Child } from './processes.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const dist = (...path: string[]): string => join(ROOT, 'dist', ...path);
 
-/** How a child's node runs: its flags (before the program) and the environment they come with. */
-export interface Runtime {
-  readonly flags: readonly string[];
-  readonly env: Readonly<Record<string, string>>;
-}
+/** What the image runs (its node flags and environment), read from the Dockerfile: the bench measures those. */
+export { IMAGE_RUNTIME, type Runtime };
 
-/**
- * What the image runs, read from the Dockerfile's last stage: the node flags of its ENTRYPOINT and the variables
- * of its ENV lines. The bench measures those, not a copy of them.
- */
-export const IMAGE_RUNTIME: Runtime = imageRuntime(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'));
-
-function imageRuntime(dockerfile: string): Runtime {
-  const stage = dockerfile.split(/^FROM /m).at(-1) ?? '';
-  const entrypoint = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(stage)?.[1] ?? '[]') as string[];
-  const flags = entrypoint.slice(entrypoint.indexOf('node') + 1).filter((arg) => arg.startsWith('--'));
-  const env = Object.fromEntries([...stage.matchAll(/^ENV (\w+)=(\S+)$/gm)].map((m) => [m[1] ?? '', m[2] ?? '']));
-  if (flags.length === 0) throw new Error('the Dockerfile has no ENTRYPOINT running node with flags');
-  return { flags, env };
-}
 /** The allocation probe (alloc-probe.ts), in the sidecar and the floor alike: idle until the bench asks. */
 const PROBE: readonly string[] = ['--import', pathToFileURL(dist('bench', 'alloc-probe.js')).href];
 const [USERNAME, PASSWORD] = ['bench@example.com', 'bench password, loopback only'];

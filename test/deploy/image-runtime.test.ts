@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, before, describe, test } from 'node:test';
 import { startSimulator } from '@signing-sidecar/simulator';
+import { IMAGE_RUNTIME } from '../support/image-runtime.js';
 import { makeVendor, postDeposit, waitFor } from './support/live-sidecar.js';
 import { REPO_ROOT } from './support/render.js';
 import { bundle } from '../../scripts/bundle.js';
@@ -23,9 +24,7 @@ const entrypoint = (JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(runtime)?.[1] ?? '[
   arg === 'node' ? process.execPath : arg,
 );
 /** The environment the runtime stage sets (ENV NAME=value lines). */
-const imageEnv: Record<string, string> = Object.fromEntries(
-  [...runtime.matchAll(/^ENV (\w+)=(\S+)$/gm)].map((m): [string, string] => [m[1] ?? '', m[2] ?? '']),
-);
+const imageEnv = IMAGE_RUNTIME.env;
 const pkg = JSON.parse(readFileSync(`${REPO_ROOT}package.json`, 'utf8')) as {
   version: string;
   scripts: Record<string, string>;

@@ -10,6 +10,7 @@ import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
+import { IMAGE_RUNTIME } from '../support/image-runtime.js';
 import { makeKeys } from '../support/keys.js';
 import { depositJson } from '../support/payloads.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
@@ -40,23 +41,6 @@ const SMALL_HEAD = 'GET /livez HTTP/1.1\r\nHost: sidecar\r\n';
  * about 100 MB, and keeps it.
  */
 const RSS_RISE_KB = 20 * 1024;
-
-/** The image's node flags and malloc settings, read from the Dockerfile so that the test runs what the pod runs. */
-function imageRuntime(): { nodeArgs: string[]; env: Record<string, string> } {
-  const dockerfile = readFileSync(new URL('../../Dockerfile', import.meta.url), 'utf8');
-  const stage = dockerfile.split(/^FROM /m).at(-1) ?? '';
-  const entrypoint = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(stage)?.[1] ?? '[]') as string[];
-  const env = Object.fromEntries(
-    [...stage.matchAll(/^ENV (MALLOC_\w+)=(\S+)$/gm)].map((m) => [m[1] ?? '', m[2] ?? '']),
-  );
-  assert.ok(
-    entrypoint.length > 0 && 'MALLOC_ARENA_MAX' in env,
-    'the Dockerfile has its ENTRYPOINT and malloc settings',
-  );
-  // The node flags only: the ENTRYPOINT may start with a wrapper (prlimit) that has flags of its own.
-  const nodeFlags = entrypoint.slice(entrypoint.indexOf('node') + 1).filter((arg) => arg.startsWith('--'));
-  return { nodeArgs: nodeFlags, env };
-}
 
 function rssKb(pid: number): number {
   const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -178,9 +162,9 @@ describe('the admin listener under connections that never finish', { timeout: 11
     simulator = await startSimulator({
       accounts: [{ username: TEST_USERNAME, password: TEST_PASSWORD, publicKeyPem: keys.publicKeyPem }],
     });
-    const image = imageRuntime();
-    const env = await sidecarEnv(keys, simulator.baseUrl, { SIDECAR_LOG_LEVEL: 'info', ...image.env });
-    sidecar = await spawnSidecar(env, 20_000, image.nodeArgs);
+    // The image's node flags and environment, so that the test runs what the pod runs.
+    const env = await sidecarEnv(keys, simulator.baseUrl, { SIDECAR_LOG_LEVEL: 'info', ...IMAGE_RUNTIME.env });
+    sidecar = await spawnSidecar(env, 20_000, [...IMAGE_RUNTIME.flags]);
     const ready = await probeUntilOk(sidecar.adminUrl, '/healthz/token', 15_000);
     assert.equal(ready.at(-1), 200, 'the sidecar holds a token');
   });
