@@ -39,6 +39,8 @@ export class FleetTokenSource implements TokenSource {
   private readonly stopping = new AbortController();
   /** The first token's wait for a connecting store is made once: a later attempt without a token does not wait. */
   private firstWaitSpent = false;
+  /** When the store last went away (performance.now() ms); while it has never answered, when this replica started. */
+  private storeAwaySince = performance.now();
 
   constructor(
     private readonly fleet: FleetToken,
@@ -59,6 +61,7 @@ export class FleetTokenSource implements TokenSource {
     this.unlisten = fleet.listen(onNews);
     fleet.store.onAvailabilityChange((available) => {
       if (available) void fleet.subscribe().then(onNews);
+      else this.storeAwaySince = performance.now();
     });
     // Redis lost the record: ours is shared again at once (rejoin), before a refresh finds none and logs in.
     fleet.onWipe(onNews);
@@ -76,7 +79,10 @@ export class FleetTokenSource implements TokenSource {
 
   /** The fleet's token; when the store is away, the one in memory to its end, then one of this replica's own. */
   async acquire(held: HeldToken, trace?: TraceContext): Promise<TokenSet> {
-    const shared = (await this.fromStore(held, trace)) ?? (await this.firstOnceConnected(held, trace));
+    const shared =
+      (await this.fromStore(held, trace)) ??
+      (await this.firstOnceConnected(held, trace)) ??
+      (await this.onceOutageOutlasted(held, trace));
     if (shared) return shared;
     // Kept: the manager looks again soon, and the store may well be back by then.
     if (held.set && decideGrant(this.local.state(held), 'store-away') === 'keep') return held.set;
@@ -87,8 +93,8 @@ export class FleetTokenSource implements TokenSource {
 
   /**
    * The replica's first token while the store is still making its first connection (no answer, no failure yet):
-   * from the store once it answers, rather than a login alone (FleetToken.firstConnectWaitMs). Waited for once; not
-   * for a store that failed, nor once the replica holds a token.
+   * from the store once it answers, rather than a login alone (FleetToken.firstConnectWaitMs). Waited for once, and
+   * not once the replica holds a token; a store that failed is waited for as any store away (onceOutageOutlasted).
    */
   private async firstOnceConnected(held: HeldToken, trace: TraceContext | undefined): Promise<TokenSet | undefined> {
     if (held.set !== undefined || this.firstWaitSpent) return undefined;
@@ -98,6 +104,22 @@ export class FleetTokenSource implements TokenSource {
     // Stopped meanwhile (shutdown): no grant at all, least of all a login alone.
     if (signal.aborted) throw new Error('stopped');
     return connected ? this.fromStore(held, trace) : undefined;
+  }
+
+  /**
+   * A login alone logs every other replica's callers out on a gateway where a login revokes earlier tokens (spec 4.1
+   * rule 3): it is made for an outage, not for a blip (one command over its timeout on a loaded host, a reconnect).
+   * Until the store has been away storeBackWaitMs (since this replica started, if it never answered), its return is
+   * waited for. Neither a refresh alone (the token at its end) nor a login later in a longer outage waits.
+   */
+  private async onceOutageOutlasted(held: HeldToken, trace: TraceContext | undefined): Promise<TokenSet | undefined> {
+    if (decideGrant(this.local.state(held), 'store-away') !== 'login') return undefined;
+    const waitMs = this.storeAwaySince + this.fleet.storeBackWaitMs - performance.now();
+    if (waitMs <= 0) return undefined;
+    const { signal } = this.stopping;
+    const back = await this.fleet.store.whenAvailable(waitMs, false, signal);
+    if (signal.aborted) throw new Error('stopped');
+    return back ? this.fromStore(held, trace) : undefined;
   }
 
   /**

@@ -54,17 +54,18 @@ const REFUSED = Symbol('refused');
  */
 export const DEFAULT_LOOK_AGAIN_MS = 3_000;
 /**
- * How long a replica whose lone refresh was refused (the store away) waits for the store before it logs in alone,
- * which would revoke every other replica's token: a restart's few seconds and one reconnect delay. With the look at
- * the record after it, within the 10 s a request waits for a token.
+ * How long the store must stay away before a replica logs in alone, which would revoke every other replica's token:
+ * a restart's few seconds and one reconnect delay. A replica whose lone refresh was refused waits this long for the
+ * store; one that needs a login waits for the store until it has been away this long (since the replica started, if
+ * it never answered). With the look at the record after it, within the 10 s a request waits for a token.
  */
 export const DEFAULT_STORE_BACK_WAIT_MS = 5_000;
 /**
  * How long a replica's first token waits for a store still making its first connection (neither an answer nor a
  * failure yet, past the start's own wait, FIRST_CONNECT_WAIT_MS) before it logs in alone. Replicas started together
  * on slow Sentinels would otherwise each log in, and on a gateway where a login revokes earlier tokens log each
- * other's callers out. A store that failed is not waited for; a connection that neither answers nor fails this long
- * is taken for a hung one. Requests meanwhile get 503 token.unavailable (retryable) after their token wait.
+ * other's callers out. A store that failed is waited for as any store away (DEFAULT_STORE_BACK_WAIT_MS); a
+ * connection that neither answers nor fails this long is taken for a hung one. Requests meanwhile get 503 token.unavailable (retryable) after their token wait.
  */
 export const DEFAULT_FIRST_CONNECT_WAIT_MS = 30_000;
 
@@ -114,7 +115,7 @@ export class FleetToken {
   readonly loginCooldownMs: number;
   /** A refresh refused: how long the record is read again for a newer token before a login (DEFAULT_LOOK_AGAIN_MS). */
   readonly lookAgainMs: number;
-  /** A lone refresh refused: how long to wait for the store before a login alone (DEFAULT_STORE_BACK_WAIT_MS). */
+  /** How long the store must stay away before a login alone (DEFAULT_STORE_BACK_WAIT_MS). */
   readonly storeBackWaitMs: number;
   /** The first token, the store still connecting: how long to wait for it (DEFAULT_FIRST_CONNECT_WAIT_MS). */
   readonly firstConnectWaitMs: number;

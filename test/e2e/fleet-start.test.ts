@@ -113,7 +113,14 @@ describe('a fleet started together on a Redis slow to give its first answer', ()
       );
       assert.equal(simulator.tokenGrants().password, 1, 'one login for the fleet');
       const logs = pods.map((pod) => pod.logs.text).join('');
-      assert.equal(logs.includes('"event":"state_store.down"'), false, 'no store counted the refusal as down');
+      // A command over its 100 ms timeout on a loaded host takes a store down for a moment too, and costs no login
+      // (a login alone waits for the store): only the refusal must not count.
+      const downs = logs.split('\n').filter((line) => line.includes('"event":"state_store.down"'));
+      assert.deepEqual(
+        downs.filter((line) => line.includes('ECONNREFUSED')),
+        [],
+        'no store counted the refusal as down',
+      );
       assert.equal(logs.includes('"event":"token.store_fallback"'), false, 'no replica got a token of its own');
     } finally {
       await Promise.all(pods.map((pod) => pod.stop()));

@@ -239,19 +239,34 @@ describe('fleet token: one token for every replica', () => {
 });
 
 describe('fleet token: the store away and back', () => {
-  it('store away at start: the replica logs in on its own, counted and logged, and requests do not wait', async () => {
+  it('store away at start: the replica logs in on its own once the store-back wait is over, counted and logged', async () => {
     const shared = new MemoryStateStore();
     const gateway = new StrictGateway();
-    const r = replica(shared, gateway);
+    const constructed = performance.now();
+    const r = replica(shared, gateway, { ...FAST, storeBackWaitMs: 400 });
     running.push(r);
     r.store.setAvailable(false);
-    const started = performance.now();
     r.tokens.start();
     await r.tokens.token();
-    assert.ok(performance.now() - started < 500, 'no waiting on the store');
+    assert.ok(performance.now() - constructed >= 400, 'not before the store was away 400 ms');
     assert.equal(gateway.logins(), 1);
     assert.equal(await r.metric('signing_sidecar_token_store_fallbacks_total'), 1);
     assert.match(r.logs.text, /"event":"token.store_fallback"/);
+  });
+
+  it('a login alone that fails, the store still away, is tried again without waiting for the store again', async () => {
+    const gateway = new StrictGateway();
+    gateway.unreachableLogins = 1;
+    const r = replica(new MemoryStateStore(), gateway, { ...FAST, storeBackWaitMs: 1_000 });
+    running.push(r);
+    r.store.setAvailable(false);
+    r.tokens.start();
+    await waitFor('the login alone, after the wait', () => gateway.logins() === 1, 5_000);
+    const firstAt = performance.now();
+    await waitFor('a token of its own, from the next login', () => r.tokens.hasValidToken(), 5_000);
+    assert.equal(gateway.logins(), 2);
+    // The backoff is at most 100 ms (FAST): well under a second wait of 1 s, even on a loaded host.
+    assert.ok(performance.now() - firstAt < 800, `tried again ${(performance.now() - firstAt).toFixed(0)} ms later`);
   });
 
   it('store away while the token is valid: kept to its end, no refresh behind the fleet’s back', async () => {
