@@ -380,21 +380,26 @@ function clusterLink(options: RedisConnectionOptions, nodes: readonly RedisNode[
 /**
  * Which of a Sentinel client's `error` events are the link's own. node-redis finds the primary by asking each Sentinel
  * in turn, and reports each one that fails: as text from its connection (`obseve client error: ...`), then as the
- * Error of that attempt. Until it first connects, the link has failed once every Sentinel has (one Error each): one
- * Sentinel down while another answers is no failure, and a replica starting then waits for the fleet's token instead
- * of logging in alone. Once connected, an error while ready is one Sentinel's (the one it listens to for failovers,
- * or one it asks while looking for another): node-redis asks another and the primary's connection goes on serving, so
- * the commands judge the store. While it moves to a new primary (not ready), every error is the link's.
+ * Error of that attempt; it goes round again a second later when none answered, or the primary they named could not
+ * be reached. Until it first connects, the link has failed once every Sentinel has failed in one round (one Error
+ * each): one Sentinel down while another answers is no failure, however many rounds node-redis makes, and a replica
+ * starting then waits for the fleet's token instead of logging in alone. A round is told from the next by the
+ * addresses the errors name (a refused or unreachable Sentinel's error carries it): a Sentinel failing again starts a
+ * new round. An error without an address (node-redis's own connect timeout) counts as one more Sentinel. Once
+ * connected, an error while ready is one Sentinel's (the one it listens to for failovers, or one it asks while looking
+ * for another): node-redis asks another and the primary's connection goes on serving, so the commands judge the
+ * store. While it moves to a new primary (not ready), every error is the link's.
  *
- * The count runs over the whole first connection (no event marks node-redis's rounds, a second apart): a start whose
- * Sentinels answer but name no usable primary yet (a failover under way) is called failed after as many rounds as
- * Sentinels down, where with every Sentinel up it waits as for a slow one. And an error of the pub/sub connection
- * while ready is dropped with the Sentinels' (node-redis reports both alike): it reconnects and subscribes again by
- * itself, and the fleet's record is read every 10 s whatever was announced meanwhile.
+ * An error of the pub/sub connection while ready is dropped with the Sentinels' (node-redis reports both alike): it
+ * reconnects and subscribes again by itself, and the fleet's record is read every 10 s whatever was announced
+ * meanwhile.
  */
-class SentinelErrors {
+export class SentinelErrors {
   private everConnected = false;
-  private failedSentinels = 0;
+  /** The addresses that failed in node-redis's current round of asking the Sentinels. */
+  private readonly failedThisRound = new Set<string>();
+  /** Errors of this round that name no address. */
+  private unnamedThisRound = 0;
 
   constructor(private readonly sentinels: number) {}
 
@@ -405,8 +410,24 @@ class SentinelErrors {
   isTheLinks(err: unknown, ready: boolean): boolean {
     if (ready) return false;
     if (this.everConnected) return true;
-    return err instanceof Error && ++this.failedSentinels >= this.sentinels;
+    if (!(err instanceof Error)) return false;
+    const address = errorAddress(err);
+    if (address === undefined) this.unnamedThisRound++;
+    else {
+      if (this.failedThisRound.has(address)) {
+        this.failedThisRound.clear();
+        this.unnamedThisRound = 0;
+      }
+      this.failedThisRound.add(address);
+    }
+    return this.failedThisRound.size + this.unnamedThisRound >= this.sentinels;
   }
+}
+
+/** The `host:port` a connection error names (Node's system errors carry them), if any. */
+function errorAddress(err: Error): string | undefined {
+  const { address, port } = err as Error & { address?: unknown; port?: unknown };
+  return typeof address === 'string' && typeof port === 'number' ? `${address}:${port}` : undefined;
 }
 
 /**
