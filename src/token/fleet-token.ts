@@ -65,7 +65,8 @@ export const DEFAULT_STORE_BACK_WAIT_MS = 5_000;
  * failure yet, past the start's own wait, FIRST_CONNECT_WAIT_MS) before it logs in alone. Replicas started together
  * on slow Sentinels would otherwise each log in, and on a gateway where a login revokes earlier tokens log each
  * other's callers out. A store that failed is waited for as any store away (DEFAULT_STORE_BACK_WAIT_MS); a
- * connection that neither answers nor fails this long is taken for a hung one. Requests meanwhile get 503 token.unavailable (retryable) after their token wait.
+ * connection that neither answers nor fails this long is taken for a hung one. Requests meanwhile get 503
+ * token.unavailable (retryable) after their token wait.
  */
 export const DEFAULT_FIRST_CONNECT_WAIT_MS = 30_000;
 
