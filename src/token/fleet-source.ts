@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Secret } from '../config/secret.js';
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
@@ -20,8 +19,6 @@ const SYNC_INTERVAL_MS = 10_000;
  * token or theirs is the newer one (a publication can be missed while their subscription is being restored).
  */
 const LOCK_TAKEN_RETRY_MS = 250;
-/** How often a replica looking again for a refused token's successor checks whether the store is back. */
-const STORE_POLL_MS = 100;
 
 /**
  * Fleet mode: the replica's token is the fleet's (fleet-token.ts), as a TokenSet on this replica's clock. While the
@@ -99,10 +96,7 @@ export class FleetTokenSource implements TokenSource {
   private async firstOnceConnected(held: HeldToken, trace: TraceContext | undefined): Promise<TokenSet | undefined> {
     if (held.set !== undefined || this.firstWaitSpent) return undefined;
     this.firstWaitSpent = true;
-    const { signal } = this.stopping;
-    const connected = await this.fleet.store.whenAvailable(this.fleet.firstConnectWaitMs, true, signal);
-    // Stopped meanwhile (shutdown): no grant at all, least of all a login alone.
-    if (signal.aborted) throw new Error('stopped');
+    const connected = await this.storeBack(this.fleet.firstConnectWaitMs, true);
     return connected ? this.fromStore(held, trace) : undefined;
   }
 
@@ -116,10 +110,18 @@ export class FleetTokenSource implements TokenSource {
     if (decideGrant(this.local.state(held), 'store-away') !== 'login') return undefined;
     const waitMs = this.storeAwaySince + this.fleet.storeBackWaitMs - performance.now();
     if (waitMs <= 0) return undefined;
+    return (await this.storeBack(waitMs)) ? this.fromStore(held, trace) : undefined;
+  }
+
+  /**
+   * Waits up to `withinMs` for the store to answer (with `settle`, only until its first failure); true once it does.
+   * Stopped meanwhile (shutdown): throws, so that no grant follows, least of all a login alone.
+   */
+  private async storeBack(withinMs: number, settle = false): Promise<boolean> {
     const { signal } = this.stopping;
-    const back = await this.fleet.store.whenAvailable(waitMs, false, signal);
+    const back = await this.fleet.store.whenAvailable(withinMs, settle, signal);
     if (signal.aborted) throw new Error('stopped');
-    return back ? this.fromStore(held, trace) : undefined;
+    return back;
   }
 
   /**
@@ -129,11 +131,7 @@ export class FleetTokenSource implements TokenSource {
    */
   private async lookAgain(held: HeldToken, trace: TraceContext | undefined): Promise<TokenSet | undefined> {
     const { fleet } = this;
-    const storeBy = performance.now() + fleet.storeBackWaitMs;
-    while (!fleet.store.isAvailable()) {
-      if (performance.now() >= storeBy) return undefined;
-      await sleep(STORE_POLL_MS);
-    }
+    if (!(await this.storeBack(fleet.storeBackWaitMs))) return undefined;
     this.log.info(
       { event: 'token.looking_again', withinMs: fleet.lookAgainMs },
       "refresh refused; waiting for the fleet's record to bring a newer token before a login",

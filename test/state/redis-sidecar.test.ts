@@ -1,11 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { makeKeys } from '../support/keys.js';
 import { depositJson } from '../support/payloads.js';
-import { RecordingGateway } from '../support/recording-gateway.js';
 import { startRedis } from '../support/redis-server.js';
-import { sidecarEnv, startTestSidecar, waitUntilReady, withReadySidecar } from '../support/sidecar.js';
+import { withReadySidecar } from '../support/sidecar.js';
 
 async function metrics(adminUrl: string): Promise<string> {
   return (await fetch(`${adminUrl}/metrics`)).text();
@@ -40,34 +38,34 @@ describe('the sidecar with SIDECAR_STATE_STORE=redis', () => {
         SIDECAR_REDIS_USERNAME: redis.username,
         SIDECAR_REDIS_PASSWORD_FILE: redis.passwordFile,
       };
-      const gateway = await new RecordingGateway().start();
       const startedAt = performance.now();
-      const running = await startTestSidecar(await sidecarEnv(await makeKeys(), gateway.url, env));
-      try {
-        // Its login alone waits until Redis has been away 5 s since the start (a blip is waited out, not answered
-        // by a login that would log every other replica out).
-        await waitUntilReady(running.sidecar, 15_000);
-        const readyAfter = performance.now() - startedAt;
-        assert.ok(readyAfter >= 5_000, `its own token after ${readyAfter.toFixed(0)} ms, not before 5 s`);
-        const { proxyUrl, adminUrl } = running.sidecar;
-        assert.equal(await pay(proxyUrl), 201);
-        assert.match(await metrics(adminUrl), /^signing_sidecar_state_store_up 0$/m);
-        assert.equal(running.sidecar.store.isAvailable(), false);
-        await redis.start();
-        await waitForMetric(adminUrl, /^signing_sidecar_state_store_up 1$/m);
-        assert.equal(await pay(proxyUrl), 201);
-        const text = await metrics(adminUrl);
-        assert.match(
-          text,
-          /signing_sidecar_state_store_command_duration_seconds_count\{command="get",outcome="timeout"\} \d+/,
-        );
-        const events = running.logs.lines().map((line) => line.event);
-        assert.ok(events.includes('state_store.down') && events.includes('state_store.up'), events.join(','));
-        assert.equal(running.logs.text.includes(redis.password!), false, 'the Redis password is never logged');
-      } finally {
-        await running.stop();
-        await gateway.stop();
-      }
+      // Its login alone waits until Redis has been away 5 s since the start (a blip is waited out, not answered by a
+      // login that would log every other replica out): ready within 15 s, not the helper's 5.
+      const readyWithinMs = 15_000;
+      await withReadySidecar(
+        env,
+        async ({ running }) => {
+          const readyAfter = performance.now() - startedAt;
+          assert.ok(readyAfter >= 5_000, `its own token after ${readyAfter.toFixed(0)} ms, not before 5 s`);
+          const { proxyUrl, adminUrl } = running.sidecar;
+          assert.equal(await pay(proxyUrl), 201);
+          assert.match(await metrics(adminUrl), /^signing_sidecar_state_store_up 0$/m);
+          assert.equal(running.sidecar.store.isAvailable(), false);
+          await redis.start();
+          await waitForMetric(adminUrl, /^signing_sidecar_state_store_up 1$/m);
+          assert.equal(await pay(proxyUrl), 201);
+          const text = await metrics(adminUrl);
+          assert.match(
+            text,
+            /signing_sidecar_state_store_command_duration_seconds_count\{command="get",outcome="timeout"\} \d+/,
+          );
+          const events = running.logs.lines().map((line) => line.event);
+          assert.ok(events.includes('state_store.down') && events.includes('state_store.up'), events.join(','));
+          assert.equal(running.logs.text.includes(redis.password!), false, 'the Redis password is never logged');
+        },
+        undefined,
+        readyWithinMs,
+      );
     } finally {
       await redis.close();
     }

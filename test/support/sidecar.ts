@@ -93,20 +93,21 @@ export interface ReadySidecar {
 }
 
 /**
- * A RecordingGateway and a sidecar in front of it that already holds a token; both are stopped after `body`,
- * whatever happens (stopping twice is harmless, so a test may stop either itself).
+ * A RecordingGateway and a sidecar in front of it that already holds a token (within `readyWithinMs`); both are
+ * stopped after `body`, whatever happens (stopping twice is harmless, so a test may stop either itself).
  */
 export async function withReadySidecar(
   extraEnv: NodeJS.ProcessEnv,
   body: (ready: ReadySidecar) => Promise<void>,
   configure: (gateway: RecordingGateway) => void = () => undefined,
+  readyWithinMs?: number,
 ): Promise<void> {
   const keys = await makeKeys();
   const gateway = await new RecordingGateway().start();
   configure(gateway);
   const running = await startTestSidecar(await sidecarEnv(keys, gateway.url, extraEnv));
   try {
-    await waitUntilReady(running.sidecar);
+    await waitUntilReady(running.sidecar, readyWithinMs);
     await body({ gateway, running });
   } finally {
     await running.stop();
