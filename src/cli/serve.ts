@@ -3,6 +3,7 @@ import type { Config } from '../config/config.js';
 import { collectConfig } from '../config/load.js';
 import { settingName } from '../config/schema.js';
 import { ConfigError } from '../errors.js';
+import { releaseStartUpGarbage } from '../start-up-garbage.js';
 import { parseCommandLine } from '../tools/usage.js';
 import { EXIT, type Command, type CommandIo } from './command.js';
 
@@ -58,6 +59,8 @@ export const serve: Command = async (argv, io) => {
     return configurationError(io, refusal);
   }
   const running = sidecar;
+  // The process is the sidecar's alone from here on (tests start sidecars in their own process, without `gc`).
+  releaseStartUpGarbage();
   const signal = await Promise.race([io.stopSignal, running.stopped.then(() => undefined)]);
   if (signal) await running.shutdown(signal);
   return EXIT.ok;
