@@ -505,11 +505,18 @@ function ttl(ms: number): number {
   return Math.max(1, Math.ceil(ms));
 }
 
-/** The command's own promise keeps running after a timeout; Promise.race has already handled its rejection. */
+/**
+ * The command's own promise keeps running after a timeout; Promise.race has already handled its rejection.
+ *
+ * The deadline is judged once the event loop has read what arrived. Its timer runs in the loop's timers phase, which
+ * comes before the poll phase that reads sockets: after the loop was held up past the deadline (a long collection, a
+ * starved host), a reply that Redis sent in time would lose to the timer, and its request be refused for nothing.
+ * So the rejection waits for setImmediate's check phase, after that poll.
+ */
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new RedisCommandTimeout(ms)), ms);
+    timer = setTimeout(() => setImmediate(() => reject(new RedisCommandTimeout(ms))), ms);
   });
   return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
 }

@@ -160,6 +160,50 @@ describe('RedisStateStore on a real redis-server', () => {
   });
 });
 
+describe('RedisStateStore on a held-up event loop', () => {
+  let redis: TestRedis;
+  before(async () => {
+    redis = await startRedis();
+  });
+  after(() => redis.close());
+
+  // A long collection or a starved host holds the loop past the command timeout while Redis answers at once: the
+  // answer is in the socket when the loop wakes, and the timer, run before the socket is read, must not refuse it.
+  it('takes the answer Redis sent within the command timeout, and stays available', async () => {
+    const store = await openAvailable(redis, { commandTimeoutMs: FAST_MS });
+    assert.equal(await store.setIfAbsent('held-up', 'answered', 60_000), true);
+    for (let i = 0; i < 5; i++) {
+      const read = store.get('held-up');
+      await new Promise((resolve) => setImmediate(resolve)); // the command is on the wire
+      holdLoop(FAST_MS + 150);
+      assert.equal(await read, 'answered', `read ${i}`);
+    }
+    assert.equal(store.isAvailable(), true);
+  });
+
+  it('still refuses an answer that came after the timeout (a frozen Redis), in about the timeout', async (t) => {
+    const frozen = await startRedis();
+    t.after(async () => {
+      frozen.thaw();
+      await frozen.close();
+    });
+    const store = await openAvailable(frozen, { commandTimeoutMs: FAST_MS });
+    frozen.freeze();
+    const started = performance.now();
+    const read = store.get('k');
+    await new Promise((resolve) => setImmediate(resolve));
+    holdLoop(FAST_MS + 150);
+    await assert.rejects(read, StateStoreUnavailableError);
+    assert.ok(performance.now() - started < FAST_MS + 150 + MARGIN_MS, 'refused once the loop was free');
+  });
+});
+
+/** Keeps the event loop busy for `ms`, as a long collection or a starved host would. */
+function holdLoop(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end);
+}
+
 describe('RedisStateStore through a Redis outage', () => {
   let redis: TestRedis;
   before(async () => {
