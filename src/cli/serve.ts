@@ -59,7 +59,7 @@ export const serve: Command = async (argv, io) => {
     return configurationError(io, refusal);
   }
   const running = sidecar;
-  // The process is the sidecar's alone from here on (tests start sidecars in their own process, without `gc`).
+  // Here rather than in startSidecar: a collection is the whole process's, and serve's process runs one sidecar.
   releaseStartUpGarbage();
   const signal = await Promise.race([io.stopSignal, running.stopped.then(() => undefined)]);
   if (signal) await running.shutdown(signal);
