@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger } from '../../src/observability/log.js';
 import { createRedisLink } from '../../src/state/redis-client.js';
@@ -142,12 +142,7 @@ describe('RedisStateStore on a real redis-server', () => {
   });
 
   it('gives the timeout, not a hang, when Redis stops answering (a frozen server)', async (t) => {
-    const frozen = await startRedis();
-    t.after(async () => {
-      frozen.thaw();
-      await frozen.close();
-    });
-    const store = await openAvailable(frozen, { commandTimeoutMs: FAST_MS });
+    const { frozen, store } = await storeOnOwnRedis(t);
     const changes: boolean[] = [];
     store.onAvailabilityChange((available) => changes.push(available));
     frozen.freeze();
@@ -158,14 +153,6 @@ describe('RedisStateStore on a real redis-server', () => {
     assert.deepEqual(changes, [false, true]);
     assert.equal(await store.setIfAbsent('after-thaw', 'v', 10_000), true);
   });
-});
-
-describe('RedisStateStore on a held-up event loop', () => {
-  let redis: TestRedis;
-  before(async () => {
-    redis = await startRedis();
-  });
-  after(() => redis.close());
 
   // A long collection or a starved host holds the loop past the command timeout while Redis answers at once: the
   // answer is in the socket when the loop wakes, and the timer, run before the socket is read, must not refuse it.
@@ -182,12 +169,7 @@ describe('RedisStateStore on a held-up event loop', () => {
   });
 
   it('still refuses an answer that came after the timeout (a frozen Redis), in about the timeout', async (t) => {
-    const frozen = await startRedis();
-    t.after(async () => {
-      frozen.thaw();
-      await frozen.close();
-    });
-    const store = await openAvailable(frozen, { commandTimeoutMs: FAST_MS });
+    const { frozen, store } = await storeOnOwnRedis(t);
     frozen.freeze();
     const started = performance.now();
     const read = store.get('k');
@@ -197,6 +179,16 @@ describe('RedisStateStore on a held-up event loop', () => {
     assert.ok(performance.now() - started < FAST_MS + 150 + MARGIN_MS, 'refused once the loop was free');
   });
 });
+
+/** A store with the production command timeout on a Redis of its own (to freeze), stopped when the test ends. */
+async function storeOnOwnRedis(t: TestContext): Promise<{ frozen: TestRedis; store: RedisStateStore }> {
+  const frozen = await startRedis();
+  t.after(async () => {
+    frozen.thaw();
+    await frozen.close();
+  });
+  return { frozen, store: await openAvailable(frozen, { commandTimeoutMs: FAST_MS }) };
+}
 
 /** Keeps the event loop busy for `ms`, as a long collection or a starved host would. */
 function holdLoop(ms: number): void {
