@@ -212,6 +212,12 @@ function standaloneLink(options: RedisConnectionOptions, url: string): RedisLink
   // The URL's scheme says whether it is TLS.
   const node = dataNodeOptions({ ...options, tls: url.startsWith('rediss:') });
   const client = createClient({ url, RESP: 2, maintNotifications: 'disabled', ...node });
+  // A client destroyed while its socket is being opened still connects (node-redis checks for no destroy between the
+  // two) and then stays connected, reconnecting for as long as the process lives: destroyed again once it connects.
+  let destroyed = false;
+  client.on('connect', () => {
+    if (destroyed) client.destroy();
+  });
   return {
     get isOpen() {
       return client.isOpen;
@@ -225,7 +231,10 @@ function standaloneLink(options: RedisConnectionOptions, url: string): RedisLink
       // Rejects only when closed while connecting; failures before that were `error` events.
       await client.connect().catch(() => undefined);
     },
-    destroy: () => client.destroy(),
+    destroy: () => {
+      destroyed = true;
+      client.destroy();
+    },
     ping: () => client.ping(),
     get: (key) => client.get(key),
     setIfAbsent: async (key, value, ttlMs) =>
@@ -319,6 +328,22 @@ function clusterLink(options: RedisConnectionOptions, nodes: readonly RedisNode[
     RESP: 2,
     useReplicas: false,
   });
+  // node-redis's destroy() leaves clients behind that reconnect for as long as the process lives: a node's client
+  // destroyed while its socket is being opened still connects (as a standalone one does, above), and a slot discovery
+  // already under way (the first connection's, or one after a failover) connects to every node it found once its
+  // CLUSTER SLOTS answers, after the destroy. So the link keeps every node client it has seen since its destroy (the
+  // cluster's destroy() forgets them) and destroys them all again whenever one connects or retries.
+  let destroyed = false;
+  const doomed = new Set<{ destroy(): void }>();
+  const destroyNodeClients = (): void => {
+    for (const node of cluster.masters) if (node.client !== undefined) doomed.add(node.client);
+    for (const client of doomed) client.destroy();
+  };
+  const destroyLateClients = (): void => {
+    if (destroyed) destroyNodeClients();
+  };
+  cluster.on('node-connect', destroyLateClients);
+  cluster.on('node-reconnecting', destroyLateClients);
   // A held connection's write answered MOVED or ASK (`<kind> <slot> <host:port>`): that node's client. After a MOVED,
   // a read routed by the key lets the cluster follow it too and learn the slot's new node for the next writes.
   const redirect =
@@ -349,7 +374,9 @@ function clusterLink(options: RedisConnectionOptions, nodes: readonly RedisNode[
     connect: () => first.run(() => cluster.connect()),
     destroy: () => {
       first.stop();
-      if (cluster.isOpen) cluster.destroy();
+      destroyed = true;
+      destroyNodeClients();
+      cluster.destroy();
     },
     // On the key's node's client: through the cluster, node-redis sends a PING to every primary (its command tips
     // say all_shards) and fails it when one does not answer, whatever the routing key.

@@ -255,10 +255,9 @@ export class RedisStateStore implements StateStore {
     this.availability.close();
     this.channels.clear();
     // destroy, not QUIT: the store closes last at shutdown, nothing is in flight, and a QUIT to a Redis that is
-    // down would wait for it.
-    for (const connection of [this.subscriber, this.client, ...(this.acknowledging?.links ?? [])]) {
-      if (connection.isOpen) connection.destroy();
-    }
+    // down would wait for it. Every link, open or not: one between two attempts at its first connection is not open,
+    // and only its destroy ends the attempts.
+    for (const connection of [this.subscriber, this.client, ...(this.acknowledging?.links ?? [])]) connection.destroy();
     return Promise.resolve();
   }
 
