@@ -12,7 +12,7 @@ import { after, describe, it } from 'node:test';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
 import { Webhook } from 'standardwebhooks';
 import { forwardSecretFile, newForwardSecret } from '../postback/support.js';
-import { freePort } from '../support/free-port.js';
+import { freeStablePort } from '../support/free-port.js';
 import { makeKeys } from '../support/keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
 import { scratchDir } from '../support/scratch.js';
@@ -107,7 +107,7 @@ for (const name of Object.keys(RECEIVERS)) {
       const webhookPath = `${receiverUrl}/postbacks`;
 
       const keys = await makeKeys();
-      const port = await freePort();
+      const port = await freeStablePort();
       const publicUrl = `http://127.0.0.1:${port}/hooks/payments`;
       const sim: RunningSimulator = await startSimulator({
         accounts: [

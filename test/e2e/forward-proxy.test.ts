@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
 import { CuttingProxy } from '../support/cutting-proxy.js';
-import { freePort } from '../support/free-port.js';
+import { freeStablePort } from '../support/free-port.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
 import { deposit, postJson, type Answer } from '../support/sim-world.js';
@@ -91,7 +91,7 @@ describe('through a real Squid with Basic authentication', () => {
 
   before(async () => {
     application = await new ApplicationStub().start();
-    const postbackPort = await freePort();
+    const postbackPort = await freeStablePort();
     const webhookUrl = `http://127.0.0.1:${postbackPort}/hooks/payments`;
     world = await gatewayWorld(webhookUrl);
     squid = await startSquid({ gatewayPort: world.simulator.port, auth: true });

@@ -6,7 +6,7 @@ import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
-import { freePort } from '../support/free-port.js';
+import { freeStablePort } from '../support/free-port.js';
 import { makeKeys } from '../support/keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
 import { postJson, deposit } from '../support/sim-world.js';
@@ -22,7 +22,7 @@ let receiverUrl: string;
 before(async () => {
   const keys = await makeKeys();
   application = await new ApplicationStub().start();
-  const port = await freePort();
+  const port = await freeStablePort();
   // The URL registered with the gateway: here the receiver's own address (in production, the Ingress's).
   const webhookUrl = `http://127.0.0.1:${port}/hooks/payments`;
   sim = await startSimulator({

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { GATEWAY_ERROR_CODES } from '../../src/observability/metric-names.js';
 import { PROVOKED_CODES, provokeGatewayErrors, startSimWorld, type SimWorld } from '../support/sim-world.js';
-import { freePort } from '../support/free-port.js';
+import { freeStablePort } from '../support/free-port.js';
 
 const METRIC = 'signing_sidecar_gateway_errors_total';
 
@@ -74,7 +74,7 @@ describe('a real Prometheus scrapes the sidecar', () => {
       '',
     ].join('\n');
     await writeFile(join(dir, 'prometheus.yml'), config);
-    const port = await freePort();
+    const port = await freeStablePort();
     promUrl = `http://127.0.0.1:${port}`;
     prometheus = spawn(
       'prometheus',

@@ -18,7 +18,7 @@ import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulato
 import { handleControl } from '../../packages/simulator/src/control-api.js';
 import type { SimContext } from '../../packages/simulator/src/context.js';
 import { ApplicationStub } from '../postback/support.js';
-import { freePort } from '../support/free-port.js';
+import { freeStablePort } from '../support/free-port.js';
 import { makeKeys as makeSidecarKeys } from '../support/keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
 import { scratchDir } from '../support/scratch.js';
@@ -51,7 +51,7 @@ before(async () => {
   const [sidecarKeys, keys] = await Promise.all([makeSidecarKeys(), makeKeys()]);
   directKeys = keys;
   webhook = await new ApplicationStub().start();
-  const receiverPort = await freePort();
+  const receiverPort = await freeStablePort();
   const webhookUrl = `http://127.0.0.1:${receiverPort}/hooks/payments`;
   sim = await startSimulator({
     accounts: [

@@ -1,21 +1,16 @@
 import { createServer, type AddressInfo } from 'node:net';
 
-/**
- * A port free right now on 127.0.0.1, for a program that must be told its port before it starts (Prometheus'
- * scrape target, a `check` run against a port nothing listens on). Servers of our own listen on port 0 instead.
- */
-export function freePort(): Promise<number> {
-  return bindable(0);
-}
-
 /** The stable ports this process has handed out: free when checked, but maybe not yet bound by their server. */
 const handedOut = new Set<number>();
 
 /**
- * A port free right now below the kernel's ephemeral range (32768 and up on Linux), for a server stopped and
- * started again on the same port (redis-server in outage tests): while it is down, a port-0 listener of another
- * test can take any free ephemeral port, but never this one. Never the same one twice in a process: a port handed
- * out is free until its server binds it, and a second caller (the chaos world's fifteen) would be given it too.
+ * A port free right now below the kernel's ephemeral range (32768 and up on Linux). Servers of our own listen on port
+ * 0; this is for a server told its port before it binds it (Prometheus, Squid, a postback listener whose URL the
+ * gateway is given first), one stopped and started again on the same port (redis-server in outage tests), and a port
+ * nothing must listen on (`check` against a closed port): meanwhile a port-0 listener of another test can take any
+ * free ephemeral port (EADDRINUSE, or an answer where a refusal was expected), but never this one. Never the same one
+ * twice in a process: a port handed out is free until its server binds it, and a second caller (the chaos world's
+ * fifteen) would be given it too.
  */
 export async function freeStablePort(): Promise<number> {
   for (;;) {

@@ -20,7 +20,7 @@ import { connect } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { freePort } from './free-port.js';
+import { freeStablePort } from './free-port.js';
 import { scratchDir } from './scratch.js';
 
 const run = promisify(execFile);
@@ -72,7 +72,7 @@ process.once('exit', () => {
 
 export async function startSquid(options: SquidOptions): Promise<TestSquid> {
   const dir = scratchDir('squid-');
-  const port = await freePort();
+  const port = await freeStablePort();
   const auth = options.auth ? await htpasswd(dir) : undefined;
   const listener = options.tls === undefined ? `http_port 127.0.0.1:${port}` : await httpsPort(dir, port, options.tls);
   const accessLogFile = join(dir, 'access.log');

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { check } from '../../src/cli/check.js';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
-import { freePort } from '../support/free-port.js';
+import { freeStablePort } from '../support/free-port.js';
 import { startSquid, type TestSquid } from '../support/squid.js';
 import { vectorPrivateKeyPem, vectorPublicKeyPem } from '../support/vectors.js';
 import { runCommand, tempDir } from './run-command.js';
@@ -102,7 +102,7 @@ describe('check through a forward proxy', () => {
   });
 
   it('a proxy that cannot reach the gateway answers the CONNECT with 5xx: named as the proxy hop', async () => {
-    const nothing = await freePort();
+    const nothing = await freeStablePort();
     const other = await startSquid({ gatewayPort: nothing });
     try {
       const run = await runCommand(check, [], {
@@ -125,7 +125,7 @@ describe('check through a forward proxy', () => {
   it('no proxy listening: ERR_PROXY_UNREACHABLE on the proxy line', async () => {
     const run = await runCommand(check, [], {
       ...env,
-      SIDECAR_UPSTREAM_PROXY_URL: `http://127.0.0.1:${await freePort()}`,
+      SIDECAR_UPSTREAM_PROXY_URL: `http://127.0.0.1:${await freeStablePort()}`,
     });
     assert.equal(run.code, 1, run.stdout);
     assert.match(run.stdout, /^✘ forward proxy: .*ERR_PROXY_UNREACHABLE/m);

@@ -10,7 +10,7 @@ import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulato
 import { vectorPrivateKeyPem, vectorPublicKeyPem } from '../support/vectors.js';
 import { ECHOED_PASSWORD, EchoingGateway } from '../support/echoing-gateway.js';
 import { runCommand, tempDir } from './run-command.js';
-import { freePort } from '../support/free-port.js';
+import { freeStablePort } from '../support/free-port.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 
 const USERNAME = 'vendor@example.com';
@@ -266,7 +266,7 @@ describe('check against the simulator', () => {
   });
 
   it('fails when nothing listens at the base URL', async () => {
-    const port = await freePort();
+    const port = await freeStablePort();
     const run = await runCommand(check, [], { ...env, SIDECAR_BASE_URL: `http://127.0.0.1:${port}` });
     assert.equal(run.code, 1);
     assert.match(run.stdout, /^✘ base URL reachable: .*TCP connect failed: ECONNREFUSED/m);
@@ -296,7 +296,7 @@ describe('check against the simulator', () => {
       assert.match(run.stdout, /^- postback sources: any .*unsigned postbacks refused/m);
       assert.match(run.stdout, /^✔ postback forward URL reachable: http:\/\/127\.0\.0\.1:\d+\/hooks: TCP ok/m);
       assert.equal(calls.count, 0, 'no postback was sent to the internal service');
-      const port = await freePort();
+      const port = await freeStablePort();
       const down = await runCommand(check, [], {
         ...postbackEnv,
         SIDECAR_POSTBACK_FORWARD_URL: `http://127.0.0.1:${port}/h`,
@@ -376,7 +376,7 @@ describe('check with SIDECAR_STATE_STORE=redis (a real redis-server)', () => {
   });
 
   it('fails when nothing listens at SIDECAR_REDIS_URL', async () => {
-    const port = await freePort();
+    const port = await freeStablePort();
     const run = await runCommand(check, [], { ...env, SIDECAR_REDIS_URL: `redis://127.0.0.1:${port}` });
     assert.equal(run.code, 1);
     assert.match(run.stdout, /^✘ state store: redis redis:\/\/127\.0\.0\.1:\d+ as signing-sidecar: .*ECONNREFUSED/m);

@@ -5,7 +5,7 @@ import { createServer, type Socket } from 'node:net';
 import { after, describe, it } from 'node:test';
 import { parseBaseAddress } from '../../src/config/base-url.js';
 import { probeConnection } from '../../src/tools/probe-connection.js';
-import { freePort } from '../support/free-port.js';
+import { freeStablePort } from '../support/free-port.js';
 
 const servers: (() => Promise<void>)[] = [];
 
@@ -32,14 +32,14 @@ describe('probeConnection', () => {
   after(() => Promise.all(servers.map((close) => close())));
 
   it('https:// with nothing listening: the TCP connect failed, not the TLS handshake', async () => {
-    const port = await freePort();
+    const port = await freeStablePort();
     const result = await probeConnection(parseBaseAddress(`https://127.0.0.1:${port}`), undefined, 2000);
     assert.equal(result.mark, '✘');
     assert.equal(result.detail, 'TCP connect failed: ECONNREFUSED');
   });
 
   it('http:// with nothing listening: the TCP connect failed', async () => {
-    const port = await freePort();
+    const port = await freeStablePort();
     const result = await probeConnection(parseBaseAddress(`http://127.0.0.1:${port}`), undefined, 2000);
     assert.equal(result.detail, 'TCP connect failed: ECONNREFUSED');
   });
