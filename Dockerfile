@@ -56,10 +56,11 @@ STOPSIGNAL SIGTERM
 # stated old-generation cap stops V8 from sizing its heap growth from the host's memory: RSS under load drops by
 # about 40 MB whatever the cap; the memory store's default budget follows it (103 MiB of its 204 MiB). Without Maglev
 # (V8's middle compiler, on by default from Node 22; Node 20 has it off) Node 24 holds 5-10 MB less under load
-# for the same throughput per core. Two malloc arenas instead of up to one per thread (glibc's default: signing
-# runs on libuv's four threads, collection on V8's) hold about 5 MB less under load at the same throughput per
-# core.
-ENV MALLOC_ARENA_MAX=2
+# for the same throughput per core. One malloc arena instead of up to one per thread (glibc's default: signing runs
+# on libuv's four threads, collection on V8's): two held about 5 MB less under load than the default, and one about
+# 5 MB less again, with less spread from start to start (which threads happened to fill the second arena decided
+# 1 to 9 MB of it), at the same throughput per core (docs/performance.md, "V8 settings").
+ENV MALLOC_ARENA_MAX=1
 # glibc's trim threshold held at its default (128 KiB; setting it holds the mmap threshold at its default too) instead
 # of both rising with the largest block freed: under load the process frees blocks of 128 to 420 KiB, and with the
 # thresholds raised past them, memory freed in the arenas stays there rather than going back to the kernel. Held,

@@ -1,24 +1,34 @@
-// npm run bench:flags [-- --rounds 6 --seconds 5] [-- --try=--some-v8-flag --try=SOME_VARIABLE=value ...]: whether each node flag and
-// tuning variable the image sets still pays for itself. For each one, a sidecar with the image's runtime and a
-// sidecar without that setting (or with a --try setting added) are saturated in turns; the paired medians say what
-// the setting is worth per CPU second and in RSS at rest and under load. The sidecar alone: a setting is judged by
-// what it does to the product, the floor's figures moving with it are beside the point. All on 127.0.0.1, bounded
-// in time; the children and the key are removed at the end. Prints a markdown table; exit 0 (a report, no target).
+// npm run bench:flags [-- --pairs 3 --rounds 2 --seconds 5] [-- --try=--some-v8-flag --try=SOME_VARIABLE=value ...]:
+// whether each node flag and tuning variable the image sets still pays for itself. For each one, fresh pairs of a
+// sidecar with the image's runtime and a sidecar without that setting (or with a --try setting added) are read at
+// rest and saturated in turns (fresh-pairs.ts); the paired medians say what the setting is worth per CPU second (over
+// every round of every pair) and in RSS at rest and under load (over the pairs). The sidecar alone: a setting is
+// judged by what it does to the product, the floor's figures moving with it are beside the point. All on 127.0.0.1,
+// bounded in time; the children and the key are removed at the end. Prints a markdown table; exit 0 (a report, no
+// target).
 import { parseArgs } from 'node:util';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { saturate } from './load.js';
-import { rssMb, stopAll } from './processes.js';
+import { freshPairs, type Memory } from './fresh-pairs.js';
+import { stopAll } from './processes.js';
 import * as stack from './stack.js';
 
 const { values: options } = parseArgs({
   options: {
-    rounds: { type: 'string', default: '6' },
+    pairs: { type: 'string', default: '3' },
+    rounds: { type: 'string', default: '2' },
     seconds: { type: 'string', default: '5' },
     try: { type: 'string', multiple: true, default: [] },
   },
 });
-const [ROUNDS, SECONDS, CONNECTIONS] = [Number(options.rounds), Number(options.seconds), 64];
-/** Worth keeping: at least this much less RSS under load at no CPU cost, or this much more throughput per core. */
+const [PAIRS, ROUNDS, SECONDS, CONNECTIONS] = [
+  Number(options.pairs),
+  Number(options.rounds),
+  Number(options.seconds),
+  64,
+];
+/**
+ * Worth keeping: at least this much less RSS (at rest or under load) at no CPU cost, or this much more throughput per
+ * core.
+ */
 const [MEMORY_WORTH_MB, CPU_WORTH, CPU_TOLERANCE] = [2, 1.03, 0.97];
 const say = (text: string): boolean => process.stdout.write(`${text}\n`);
 const median = (xs: readonly number[]): number => {
@@ -66,34 +76,34 @@ interface Row {
   readonly variant: Variant;
   /** The image's runtime per CPU second over the variant's (paired median): above 1, the setting is faster. */
   readonly cpu: number;
-  /** The variant's RSS minus the image runtime's, MB (at rest; under load, paired median of each round's peak). */
+  /** The variant's RSS minus the image runtime's, MB: paired medians over the pairs, at rest and of the peaks. */
   readonly idleMb: number;
   readonly loadMb: number;
   readonly errors: number;
 }
 
 async function compare(ws: stack.Workspace, gatewayUrl: string, variant: Variant): Promise<Row> {
-  const shipped = await stack.startSidecar(ws, gatewayUrl);
-  const other = await stack.startSidecar(ws, gatewayUrl, undefined, {}, variant.runtime);
-  try {
-    await sleep(3000);
-    const idleMb = rssMb(other.pid) - rssMb(shipped.pid);
-    const turns = { warmupSeconds: 3, seconds: ROUNDS * SECONDS, rounds: ROUNDS, connections: CONNECTIONS };
-    const [a, b] = await saturate([shipped, other], turns);
-    if (!a || !b) throw new Error('a saturated process has no figures');
-    const paired = (of: (r: number) => number): number => median(a.rounds.map((_, r) => of(r)));
-    const round = (r: number) => ({ a: a.rounds[r], b: b.rounds[r] });
-    return {
-      variant,
-      cpu: paired((r) => (round(r).a?.perCore ?? Number.NaN) / (round(r).b?.perCore ?? Number.NaN)),
-      idleMb,
-      loadMb: paired((r) => (round(r).b?.rssMaxMb ?? Number.NaN) - (round(r).a?.rssMaxMb ?? Number.NaN)),
-      errors: a.errors + b.errors,
-    };
-  } finally {
-    await shipped.stop();
-    await other.stop();
-  }
+  const turns = { warmupSeconds: 3, seconds: ROUNDS * SECONDS, rounds: ROUNDS, connections: CONNECTIONS };
+  const { readings, last } = await freshPairs(
+    async () => [
+      await stack.startSidecar(ws, gatewayUrl),
+      await stack.startSidecar(ws, gatewayUrl, undefined, {}, variant.runtime),
+    ],
+    { pairs: PAIRS, restSeconds: 3, ...turns },
+  );
+  await Promise.all(last.map((p) => p.stop()));
+  const gap = (of: (m: Memory) => number): number =>
+    median(readings.map(({ memory: [shipped, other] }) => of(other) - of(shipped)));
+  const cpu = readings.flatMap(({ saturation: [shipped, other] }) =>
+    shipped.rounds.map((r, i) => r.perCore / (other.rounds[i]?.perCore ?? Number.NaN)),
+  );
+  return {
+    variant,
+    cpu: median(cpu),
+    idleMb: gap((m) => m.restMb),
+    loadMb: gap((m) => m.loadMb),
+    errors: readings.reduce((sum, { saturation: [a, b] }) => sum + a.errors + b.errors, 0),
+  };
 }
 
 /**
@@ -103,11 +113,16 @@ async function compare(ws: stack.Workspace, gatewayUrl: string, variant: Variant
  */
 function verdict(row: Row): string {
   const cpu = row.variant.shipped ? row.cpu : 1 / row.cpu;
-  const memoryMb = row.variant.shipped ? row.loadMb : -row.loadMb;
-  const saves = `${memoryMb.toFixed(0)} MB under load`;
+  const [loadMb, idleMb] = row.variant.shipped ? [row.loadMb, row.idleMb] : [-row.loadMb, -row.idleMb];
+  const savings = [
+    ...(loadMb >= MEMORY_WORTH_MB ? [`${loadMb.toFixed(0)} MB under load`] : []),
+    ...(idleMb >= MEMORY_WORTH_MB ? [`${idleMb.toFixed(0)} MB at rest`] : []),
+  ];
+  const saves = savings.join(' and ');
   if (cpu >= CPU_WORTH) return row.variant.shipped ? 'pays: faster' : 'worth adding: faster';
-  if (memoryMb >= MEMORY_WORTH_MB && cpu >= CPU_TOLERANCE) return `pays: ${saves} at no CPU cost`;
-  if (memoryMb >= MEMORY_WORTH_MB) return `a trade: ${saves} for ${((1 - cpu) * 100).toFixed(1)} % CPU`;
+  if (saves !== '' && cpu >= CPU_TOLERANCE)
+    return `${row.variant.shipped ? 'pays' : 'worth adding'}: ${saves} at no CPU cost`;
+  if (saves !== '') return `a trade: ${saves} for ${((1 - cpu) * 100).toFixed(1)} % CPU`;
   return row.variant.shipped ? 'does not pay' : 'not worth adding';
 }
 
@@ -115,7 +130,9 @@ const ws = stack.workspaceUntilExit();
 try {
   const gateway = await stack.startGateway();
   say(`node ${process.versions.node}; the image runs: node ${image.flags.join(' ')}, ${JSON.stringify(image.env)}`);
-  say(`each comparison: ${ROUNDS} rounds of ${SECONDS} s saturated with ${CONNECTIONS} connections, in turns\n`);
+  say(
+    `each comparison: ${PAIRS} fresh pairs, each read after 3 s at rest, then ${ROUNDS} rounds of ${SECONDS} s saturated with ${CONNECTIONS} connections, in turns\n`,
+  );
   say('| setting | compared | image / variant per CPU s | RSS at rest | RSS under load | verdict |');
   say('| --- | --- | --- | --- | --- | --- |');
   for (const variant of variants) {

@@ -13,8 +13,9 @@ import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
+import { freshPairs, type Memory, type PairReading } from './fresh-pairs.js';
 import { openLoop, saturate, signLimit, watchRss, type Latency, type Saturation } from './load.js';
-import { killAllNow, rssMb, stopAll } from './processes.js';
+import { killAllNow, stopAll } from './processes.js';
 import { commandP50, startRedis } from './redis.js';
 import * as stack from './stack.js';
 import { createBenchToken, pkcs11Missing, type BenchToken } from './pkcs11.js';
@@ -30,8 +31,8 @@ const ROUNDS = flags.smoke ? 1 : 9;
 // Saturated 3 s a turn, latency 4 s a round (800 answers at 200/s), after a warm-up long enough for the JIT: after
 // 3 s the sidecar's first turn was often still its slowest.
 const SECONDS = flags.smoke
-  ? { idle: 1, sign: 0.5, warmup: 0.5, saturate: 1, latency: 1, overload: 1, soak: 2 }
-  : { idle: 3, sign: 3, warmup: 10, saturate: 3 * ROUNDS, latency: 4 * ROUNDS, overload: 10, soak: 60 };
+  ? { idle: 1, fresh: 1, sign: 0.5, warmup: 0.5, saturate: 1, latency: 1, overload: 1, soak: 2 }
+  : { idle: 3, fresh: 12, sign: 3, warmup: 10, saturate: 3 * ROUNDS, latency: 4 * ROUNDS, overload: 10, soak: 60 };
 const [CONNECTIONS, RATE, SOAK_RATE] = [64, 200, 1000];
 /** The runtime whose figures are the verdict: the image's, from the Dockerfile's base image. */
 const IMAGE_NODE = /^ARG NODE_IMAGE=node:(\d+)/m.exec(
@@ -46,6 +47,7 @@ let replica: Awaited<ReturnType<typeof startRedis>> | undefined;
 let token: BenchToken | undefined;
 const say = (text: string): boolean => process.stderr.write(`${text}\n`);
 const round = (n: number, digits = 3): number => Number(n.toFixed(digits));
+const signed = (n: number): string => `${n >= 0 ? '+' : ''}${n}`;
 const median = (xs: readonly number[]): number => {
   const sorted = [...xs].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
@@ -59,8 +61,24 @@ async function bench(): Promise<void> {
   const loadAverage = loadavg()[0] ?? 0;
   const ws = (workspace = stack.createWorkspace());
   const gateway = await stack.startGateway();
-  say(`at rest: ${ROUNDS} fresh starts of the sidecar and the floor, ${SECONDS.idle} s idle each`);
-  const { sidecar, floor, readings: atRest } = await startedAtRest(ws, gateway.url);
+  say(
+    `memory: ${ROUNDS} fresh starts of the sidecar and the floor, ${SECONDS.idle} s idle each, then ${SECONDS.fresh} s saturated each`,
+  );
+  // RSS at rest and under load, each a figure of a process: read on fresh pairs (fresh-pairs.ts), before anything
+  // else starts, so that no other start-up competes with theirs. The last pair goes on to the other phases.
+  const { readings: fresh, last } = await freshPairs(
+    async () => [await stack.startSidecar(ws, gateway.url), await stack.startFloor(ws, gateway.url)],
+    {
+      pairs: ROUNDS,
+      restSeconds: SECONDS.idle,
+      warmupSeconds: 0,
+      seconds: SECONDS.fresh,
+      rounds: 1,
+      connections: CONNECTIONS,
+    },
+  );
+  const [sidecar, floor] = last;
+  const ofPairs = (of: (p: PairReading) => number): number[] => fresh.map(of);
   if (flags['state-store'] === 'redis') redis = await startRedis();
   const onRedis = redis ? await stack.startSidecar(ws, gateway.url, redis.url) : undefined;
   if (redis) replica = await startReplica(redis);
@@ -169,22 +187,19 @@ async function bench(): Promise<void> {
       overRounds((r) => lat.floor.rounds[r]?.promotedKbPerRequest),
       2,
     ),
-    rss_mb_idle: round(median(atRest.map((r) => r.sidecar.rss)), 1),
-    floor_rss_mb_idle: round(median(atRest.map((r) => r.floor.rss)), 1),
-    rss_anon_mb_idle: round(median(atRest.map((r) => r.sidecar.anon)), 1),
-    floor_rss_anon_mb_idle: round(median(atRest.map((r) => r.floor.anon)), 1),
-    rss_mb_load: round(Math.max(sat.rssMaxMb, ...rss.samples), 1),
-    floor_rss_mb_load: round(floorSat.rssMaxMb, 1),
-    // Reported, no target: the anonymous part of each round's peak (median over the rounds), without the pages of
-    // mapped files (the node binary's code): whether a gap under load is the process's own memory.
-    rss_anon_mb_load: round(
-      overRounds((r) => sat.rounds[r]?.anonAtMaxMb),
-      1,
-    ),
-    floor_rss_anon_mb_load: round(
-      overRounds((r) => floorSat.rounds[r]?.anonAtMaxMb),
-      1,
-    ),
+    // Memory: medians over the fresh pairs. The anonymous parts (reported, no target) are without the pages of mapped
+    // files (the node binary's code, shared by every node process of a host): whether a gap is the process's own.
+    rss_mb_idle: round(median(ofPairs((p) => p.memory[0].restMb)), 1),
+    floor_rss_mb_idle: round(median(ofPairs((p) => p.memory[1].restMb)), 1),
+    rss_anon_mb_idle: round(median(ofPairs((p) => p.memory[0].restAnonMb)), 1),
+    floor_rss_anon_mb_idle: round(median(ofPairs((p) => p.memory[1].restAnonMb)), 1),
+    rss_mb_load: round(median(ofPairs((p) => p.memory[0].loadMb)), 1),
+    floor_rss_mb_load: round(median(ofPairs((p) => p.memory[1].loadMb)), 1),
+    rss_anon_mb_load: round(median(ofPairs((p) => p.memory[0].loadAnonMb)), 1),
+    floor_rss_anon_mb_load: round(median(ofPairs((p) => p.memory[1].loadAnonMb)), 1),
+    // Reported, no target: the highest the sidecar reached saturated in any phase (a fresh pair's, the long
+    // saturation, the soak), what a container's memory request is sized by (docs/operations.md).
+    rss_mb_load_max: round(Math.max(...ofPairs((p) => p.memory[0].loadMb), sat.rssMaxMb, ...rss.samples), 1),
     rss_mb_overload: round(over?.rssMaxMb ?? Number.NaN, 1),
     rss_growth_mb_soak: round(growth, 1),
     errors: Object.values(errorsBy).reduce((a, b) => a + b, 0),
@@ -203,14 +218,20 @@ async function bench(): Promise<void> {
   // (`paired_rounds`), so that a verdict can be read against the spread it was made from.
   const either = (x: number | undefined): number => x ?? Number.NaN;
   type PerRound = (r: number) => number;
-  const perRound: Record<'cpu' | 'p50' | 'p99' | 'alloc' | 'load' | 'load_anon', PerRound> &
+  const pairGap = (r: number, of: (m: Memory) => number): number => {
+    const memory = fresh[r]?.memory;
+    return memory ? of(memory[0]) - of(memory[1]) : Number.NaN;
+  };
+  const perRound: Record<'cpu' | 'p50' | 'p99' | 'alloc' | 'idle' | 'load' | 'load_anon', PerRound> &
     Partial<Record<'store' | 'key', PerRound>> = {
     cpu: (r) => either(perCore(sat, r)) / either(perCore(floorSat, r)),
     p50: (r) => either(added('p50', lat.sidecar, r)) - either(added('p50', lat.floor, r)),
     p99: (r) => either(added('p99', lat.sidecar, r)) / either(added('p99', lat.floor, r)),
     alloc: (r) => either(kb(lat.sidecar, r)) / either(kb(lat.floor, r)),
-    load: (r) => either(sat.rounds[r]?.rssMaxMb) - either(floorSat.rounds[r]?.rssMaxMb),
-    load_anon: (r) => either(sat.rounds[r]?.anonAtMaxMb) - either(floorSat.rounds[r]?.anonAtMaxMb),
+    // Memory per fresh pair (the r-th), not per round of the long phases: its rounds share their processes' draw.
+    idle: (r) => pairGap(r, (m) => m.restMb),
+    load: (r) => pairGap(r, (m) => m.loadMb),
+    load_anon: (r) => pairGap(r, (m) => m.loadAnonMb),
     ...(fleet && {
       store: (r: number) => either(perCore(fleet.sat, r)) / either(perCore(sat, r)),
       key: (r: number) => either(added('p50', fleet.idempotent, r)) - either(added('p50', fleet.plain, r)),
@@ -229,16 +250,16 @@ async function bench(): Promise<void> {
     p50: paired('p50'),
     p99: paired('p99'),
     alloc: paired('alloc'),
+    idle: paired('idle', 1),
     load: paired('load', 1),
   };
-  const idleOver = round(median(atRest.map((r) => r.sidecar.rss - r.floor.rss)), 1);
   const checks: Array<[boolean, string]> = [
     [vs.cpu >= 0.9, `ratio_to_limit >= 0.9 x floor's (paired median ${vs.cpu} x)`],
-    [vs.p50 <= 0.2, `added_p50_ms_at_200 <= floor's + 0.2 (paired median ${vs.p50 >= 0 ? '+' : ''}${vs.p50} ms)`],
+    [vs.p50 <= 0.2, `added_p50_ms_at_200 <= floor's + 0.2 (paired median ${signed(vs.p50)} ms)`],
     [vs.p99 <= 1.5, `added_p99_ms_at_200 <= 1.5 x floor's (paired median ${vs.p99} x)`],
     [vs.alloc <= 1.3, `alloc_kb_per_request <= 1.3 x floor's (paired median ${vs.alloc} x)`],
-    [idleOver <= 6, `rss_mb_idle <= floor's + 6 (paired median +${idleOver} MB)`],
-    [vs.load <= 8, `rss_mb_load <= floor's + 8, saturated (paired median +${vs.load} MB)`],
+    [vs.idle <= 6, `rss_mb_idle <= floor's + 6 (paired median over fresh pairs ${signed(vs.idle)} MB)`],
+    [vs.load <= 8, `rss_mb_load <= floor's + 8, saturated (paired median over fresh pairs ${signed(vs.load)} MB)`],
     [survived, `alive after ${2 * CONNECTIONS} connections`],
     [h.rss_growth_mb_soak < 10, 'rss_growth_mb_soak < 10'],
     [h.errors === 0, `errors == 0 (${JSON.stringify(errorsBy)})`],
@@ -260,30 +281,6 @@ async function bench(): Promise<void> {
     );
   process.stdout.write(`${verdicts.join('\n')}\n${JSON.stringify({ ...h, paired_rounds: pairedRounds })}\n`);
   if (judged && !checks.every(([ok]) => ok)) process.exitCode = 1;
-}
-
-interface AtRest {
-  readonly rss: number;
-  readonly anon: number;
-}
-
-/**
- * RSS at rest, like every other figure, over rounds: a reading of one start moves with what the start-up met (a
- * collection or not, the young generation's size), by up to 1 MB here. Each round starts a sidecar and a floor, lets
- * them idle and reads both (VmRSS, and RssAnon: without the pages of mapped files, the node binary's shared with
- * every node process of the host); the last pair goes on to the load phases. Before anything else starts, so that
- * no other start-up competes with theirs.
- */
-async function startedAtRest(ws: stack.Workspace, gatewayUrl: string) {
-  const readings: Array<{ sidecar: AtRest; floor: AtRest }> = [];
-  const read = (pid: number): AtRest => ({ rss: rssMb(pid), anon: rssMb(pid, 'RssAnon') });
-  for (let r = 0; ; r++) {
-    const [sidecar, floor] = [await stack.startSidecar(ws, gatewayUrl), await stack.startFloor(ws, gatewayUrl)];
-    await sleep(SECONDS.idle * 1000);
-    readings.push({ sidecar: read(sidecar.pid), floor: read(floor.pid) });
-    if (r === ROUNDS - 1) return { sidecar, floor, readings };
-    await Promise.all([sidecar.stop(), floor.stop()]);
-  }
 }
 
 /** A redis-server replicating `primary`, once in sync with it. */

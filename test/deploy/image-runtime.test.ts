@@ -58,7 +58,7 @@ describe('Dockerfile and .dockerignore', () => {
     // Node's diagnostic reports hold the environment and the command line: none is written on a crash or signal.
     assert.doesNotMatch(dockerfile, /--report-|NODE_OPTIONS/, 'no diagnostic report on fatal error or signal');
     assert.match(runtime, /^CMD \["serve"\]$/m);
-    assert.deepEqual(imageEnv, { NODE_ENV: 'production', MALLOC_ARENA_MAX: '2', MALLOC_TRIM_THRESHOLD_: '131072' });
+    assert.deepEqual(imageEnv, { NODE_ENV: 'production', MALLOC_ARENA_MAX: '1', MALLOC_TRIM_THRESHOLD_: '131072' });
     assert.match(runtime, /^STOPSIGNAL SIGTERM$/m);
     assert.doesNotMatch(dockerfile, /^(ENV|ARG) \S*(PASSWORD|SECRET|TOKEN|PRIVATE_KEY)/im, 'no secrets in layers');
   });
