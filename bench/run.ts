@@ -5,7 +5,7 @@
 // (SIDECAR_REDIS_MIN_REPLICAS_ACKED=1); where SoftHSM2 and the pkcs11js binding are there, a sidecar signing in a
 // SoftHSM2 token with the same key, in the same rounds. All on 127.0.0.1, every phase bounded in time; the children
 // and the key are removed at the end, on failure and on Ctrl-C. The last line of stdout is one JSON object of the
-// figures (docs/performance.md). Each figure is the median of its rounds (at rest: of fresh starts), and each target
+// figures (docs/performance.md). Each figure is the median of its rounds (memory: of fresh pairs), and each target
 // is judged on the median over the paired rounds (the sidecar's and the floor's turns of one round). A full run on
 // the image's Node major judges, and exits 1 when a target is missed; on another runtime it reports the same and
 // says it does not judge; --smoke (every phase, a few seconds each, for CI) never judges.
