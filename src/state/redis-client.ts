@@ -339,11 +339,8 @@ function clusterLink(options: RedisConnectionOptions, nodes: readonly RedisNode[
     for (const node of cluster.masters) if (node.client !== undefined) doomed.add(node.client);
     for (const client of doomed) client.destroy();
   };
-  const destroyLateClients = (): void => {
-    if (destroyed) destroyNodeClients();
-  };
-  cluster.on('node-connect', destroyLateClients);
-  cluster.on('node-reconnecting', destroyLateClients);
+  for (const event of ['node-connect', 'node-reconnecting'] as const)
+    cluster.on(event, () => destroyed && destroyNodeClients());
   // A held connection's write answered MOVED or ASK (`<kind> <slot> <host:port>`): that node's client. After a MOVED,
   // a read routed by the key lets the cluster follow it too and learn the slot's new node for the next writes.
   const redirect =
