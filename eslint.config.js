@@ -4,20 +4,21 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 // The dependency direction (docs/architecture.md): each layer imports only from the layers before it.
-// errors -> config -> observability -> state -> signing -> upstream -> token -> idempotency -> inbound -> egress
-// -> postback -> app, shutdown -> tools, cli -> main. The simulator (packages/simulator) and the sidecar import
+// errors -> memory -> config -> inbound -> observability -> state -> signing -> upstream -> token -> idempotency ->
+// egress -> postback -> app, shutdown -> tools, cli -> main. The simulator (packages/simulator) and the sidecar import
 // nothing of each other: it is an independent verifier, so that a shared mistake cannot make both sides agree, and
 // the sidecar's image does not carry it.
 const INNER = [
   'errors',
+  'memory',
   'config',
+  'inbound',
   'observability',
   'state',
   'signing',
   'upstream',
   'token',
   'idempotency',
-  'inbound',
   'egress',
   'postback',
 ];

@@ -1,8 +1,10 @@
-import { createServer } from 'node:http';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config/config.js';
 import type { PostbackConfig } from './config/postback-settings.js';
 import { BodyBudget } from './inbound/body-budget.js';
+import { createPolicyServer, type ConnectionPolicy } from './inbound/connection-policy.js';
+import { EGRESS_FREE_BODY_BYTES } from './memory/budget.js';
+import { MemoryPressure } from './memory/pressure.js';
 import { InFlightRequests } from './inbound/in-flight.js';
 import { listen } from './inbound/listener.js';
 import { createAdminServer } from './observability/health.js';
@@ -40,29 +42,24 @@ import { StoreEpoch } from './state/store-epoch.js';
 import { packageVersion } from './version.js';
 
 /**
- * The egress listener serves local callers only. A caller gets 10 s to send its headers and 60 s for the whole
- * request (a body trickling in slower is cut); an idle keep-alive connection is closed after 5 s. The answer itself
- * may take as long as the gateway does (SIDECAR_UPSTREAM_RESPONSE_TIMEOUT_MS): no timeout applies to it here.
+ * The egress listener serves local callers only (docs/operations.md, "Connections"). A caller gets 10 s to send its
+ * headers and 60 s for the whole request (a body trickling in slower is cut); an idle keep-alive connection is
+ * closed after 5 s. The answer itself may take as long as the gateway does (SIDECAR_UPSTREAM_RESPONSE_TIMEOUT_MS):
+ * no idle cut applies to it here. More open connections than a pod's services need are refused rather than piling
+ * up; every caller comes from the pod's own address, so the one source may hold them all.
  */
-const EGRESS_LISTENER = {
-  headersTimeout: 10_000,
-  requestTimeout: 60_000,
-  keepAliveTimeout: 5_000,
+const EGRESS_CONNECTIONS: ConnectionPolicy = {
+  maxConnections: 1_024,
+  maxConnectionsPerSource: 1_024,
+  // Node's default header limit.
+  maxHeaderBytes: 16 * 1024,
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 60_000,
+  keepAliveTimeoutMs: 5_000,
+  idleTimeoutMs: 0,
   // How often Node checks the two timeouts above (its default, 30 s, would let a stalled caller hold on 40 s).
-  connectionsCheckingInterval: 1_000,
-} as const;
-/** More open connections than a pod's services need; past it, new ones are refused rather than piling up. */
-const EGRESS_MAX_CONNECTIONS = 1_024;
-/**
- * How many body bytes the egress listener holds at once (src/inbound/body-budget.ts). A request in flight holds five to
- * eight times its body (its bytes, their parse, the base64 envelope, the bytes sent): 40 bodies near 1 MiB raised
- * the RSS by 246 MB, past the pod's 256 MiB limit, and 1,024 connections could hold 1 GiB of bodies. A payment is a
- * few hundred bytes: a body up to 4 KiB never waits. Larger ones share 8 MiB (8 bodies near the default 1 MiB limit
- * at once: +55 to 75 MB measured), and never less than one body at SIDECAR_MAX_BODY_BYTES; past it, 503
- * sidecar.body.budget_exhausted, retryable, nothing sent. A constant: it follows the pod's memory, not the body limit.
- */
-const EGRESS_FREE_BODY_BYTES = 4 * 1024;
-const EGRESS_BODY_POOL_BYTES = 8 * 1024 * 1024;
+  checkIntervalMs: 1_000,
+};
 
 export interface SidecarDeps {
   /** Where JSON log lines go (stdout by default); tests capture every byte here. */
@@ -111,6 +108,21 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   metrics.initRoutes(config.signedRoutes);
   metrics.initSigner(signer.kind);
   const tracing = await tracingFor(config);
+  // Past the budget's high-water mark every listener sheds new work (memory/pressure.ts).
+  const pressure = new MemoryPressure(config.memory, (overloaded, reading) =>
+    log.warn(
+      {
+        event: overloaded ? 'memory.shedding' : 'memory.recovered',
+        rssBytes: reading.rssBytes,
+        heapUsedBytes: reading.heapUsedBytes,
+      },
+      overloaded
+        ? 'near the memory limit: new requests are refused (503) until memory is back under the low-water mark'
+        : 'memory back under the low-water mark: new requests are taken again',
+    ),
+  );
+  metrics.memory.track(config.memory, pressure);
+  const overloaded = () => pressure.overloaded;
   const opened = await openStateStore(config, { metrics: metrics.stateStore, log });
   const store = deps.wrapStore ? deps.wrapStore(opened) : opened;
   const recordMac = recordMacFor(config, opened, metrics, log);
@@ -159,6 +171,10 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
           log,
           nowMs: deps.now ?? Date.now,
           storeCommandTimeoutMs: config.state.redis?.commandTimeoutMs ?? 0,
+          bodyPoolBytes: config.memory.postbackBodyPoolBytes,
+          overloaded,
+          onShed: () => metrics.memory.requestShed('postback'),
+          onRefused: (reason) => metrics.memory.connectionRefused('postback', reason),
           tracing,
           continueSenderTrace: config.tracing.propagateUpstream,
         })
@@ -198,10 +214,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     maxBodyBytes: config.maxBodyBytes,
     checkCaller: createCallerCheck({ listenHost: config.listen.host, allowedHosts: config.listen.allowedHosts }),
     forwardedRequestHeaders: new Set(config.forwardedRequestHeaders),
-    bodyBudget: new BodyBudget({
-      freeBytes: EGRESS_FREE_BODY_BYTES,
-      poolBytes: Math.max(EGRESS_BODY_POOL_BYTES, config.maxBodyBytes),
-    }),
+    bodyBudget: new BodyBudget({ freeBytes: EGRESS_FREE_BODY_BYTES, poolBytes: config.memory.egressBodyPoolBytes }),
     answerCorrelationFields: config.upstream.answerCorrelationFields,
     idempotency: {
       keeper: keeperFromConfig(config, requestDeadline, store, log, now, recordMac),
@@ -209,14 +222,18 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     },
     requestDeadlineMs: requestDeadline,
     draining: () => draining,
+    overloaded,
     tracing,
   });
-  // One request listener for tracking and handling: a server 'request' event with several listeners copies the
-  // listener array on every request.
-  const proxy = createServer(EGRESS_LISTENER, (req, res) => tracker.track(handle(req, res)));
-  proxy.maxConnections = EGRESS_MAX_CONNECTIONS;
-  // Refused like any other request (logged, counted, with its code), rather than with Node's bare 417.
-  proxy.on('checkExpectation', (req, res) => tracker.track(handle(req, res, 'unmet')));
+  const proxy = createPolicyServer(
+    EGRESS_CONNECTIONS,
+    { onRefused: (reason) => metrics.memory.connectionRefused('egress', reason) },
+    {
+      request: (req, res) => tracker.track(handle(req, res)),
+      // Refused like any other request (logged, counted, with its code), rather than with Node's bare 417.
+      unmetExpectation: (req, res) => tracker.track(handle(req, res, 'unmet')),
+    },
+  );
   // A native sidecar's readiness is the whole pod's (docs/operations.md, "Readiness and the access token"): ready
   // means serving (listening, not draining) unless SIDECAR_READINESS_REQUIRES_TOKEN=true also asks for a valid
   // token. Startup never waits for a token: Kubernetes answers a failed startup probe with a restart, which would
@@ -259,6 +276,9 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     readinessRequiresToken,
     openApiJson: () => (openApiJson ??= JSON.stringify(openApiDocument(openApiInputs(config, proxyUrl)))),
     ...(config.shutdown.quitEndpoint ? { onQuit: () => void shutdown('quitquitquit') } : {}),
+    overloaded,
+    onShed: () => metrics.memory.requestShed('admin'),
+    onRefused: (reason) => metrics.memory.connectionRefused('admin', reason),
   });
   // Made at the first GET /openapi.json, once the listener's address (its port may be 0) is known.
   let openApiJson: string | undefined;
@@ -266,6 +286,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const adminUrl = await listen(admin, config.admin.host, config.admin.port);
   const postbackUrl = await postbacks?.start();
   delivery?.requeue?.start();
+  pressure.start();
   tokens.start();
   await secrets.start();
   log.info(
@@ -297,6 +318,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   );
   void stopped.then(() => {
     secrets.stop();
+    pressure.stop();
     epoch?.stop();
     delivery?.requeue?.stop();
     if (signer.kind === 'pkcs11') signer.stop();

@@ -13,6 +13,7 @@ export type SidecarErrorCode =
   | 'sidecar.body.unsupported_media_type'
   | 'sidecar.body.incomplete'
   | 'sidecar.body.budget_exhausted'
+  | 'sidecar.overloaded'
   | 'sidecar.token.unavailable'
   | 'sidecar.signer.unavailable'
   | 'sidecar.upstream.unreachable'
@@ -97,6 +98,14 @@ export const sidecarErrors = {
       'sidecar.body.budget_exhausted',
       503,
       'the sidecar is holding as many large bodies as it may at once; nothing was sent: send it again shortly',
+      true,
+    ),
+  // The process is near its memory budget (docs/operations.md, "Memory"): refused before its body is read.
+  overloaded: () =>
+    new SidecarError(
+      'sidecar.overloaded',
+      503,
+      'the sidecar is near its memory limit and takes no new request for a moment; nothing was sent: send it again shortly',
       true,
     ),
   tokenUnavailable: () =>

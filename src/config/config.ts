@@ -1,3 +1,4 @@
+import type { MemoryBudget } from '../memory/budget.js';
 import type { BaseAddress } from './base-url.js';
 import type { ConfigWarning } from './config-warning.js';
 import type { PostbackConfig } from './postback-settings.js';
@@ -43,6 +44,8 @@ export interface Config {
   /** Every client header sent on to the gateway, lowercase: the defaults and SIDECAR_FORWARD_REQUEST_HEADERS. */
   readonly forwardedRequestHeaders: readonly string[];
   readonly maxBodyBytes: Settings['maxBodyBytes'];
+  /** The process's memory budget and its shares (docs/operations.md, "Memory"), read at start. */
+  readonly memory: MemoryBudget;
   readonly token: Settings['token'];
   readonly clock: Settings['clock'];
   readonly shutdown: Settings['shutdown'];

@@ -11,10 +11,17 @@ import type { ConfigWarning } from './config-warning.js';
 import { forwardedRequestHeaders } from './forwarded-headers.js';
 import { allowedHostNames, checkListenHost, unresolvableHosts, type HostKey } from './listen-host.js';
 import { loadPostbackSettings } from './postback-settings.js';
-import { heapLimitBytes } from './memory-budget.js';
 import { loadStateSettings } from './state-settings.js';
 import { buildSchema, CONFIG_FILE_ENV, envVarOf, settingName, type Settings } from './schema.js';
 import { schemaRefusals } from './schema-refusals.js';
+import {
+  checkBudgetFits,
+  memoryBudget,
+  MIB,
+  POSTBACK_MAX_BODY_BYTES,
+  readProcessMemory,
+  type MemoryBudget,
+} from '../memory/budget.js';
 import { settingValues } from './setting-values.js';
 import { unknownEnvVars } from './unknown-names.js';
 import { Secret } from './secret.js';
@@ -256,16 +263,11 @@ function collect(env: NodeJS.ProcessEnv): Collected {
           readFile: readSecretFile,
         }),
       );
-  const state = refusals.refusedAny('state')
-    ? null
-    : refusals.group(
-        loadStateSettings({
-          raw: settings.state,
-          environment,
-          readFile: readSecretFile,
-          heapLimitBytes: heapLimitBytes(),
-        }),
-      );
+  const memory = refusals.check(['memoryLimitMb', 'maxBodyBytes'], () => processMemoryBudget(settings, refusals));
+  const state =
+    refusals.refusedAny('state') || memory === undefined
+      ? null
+      : refusals.group(loadStateSettings({ raw: settings.state, environment, readFile: readSecretFile, memory }));
   const host = refusals.check(['listen.host', 'listen.allowNonLoopback'], () =>
     listenHost(settings, refusals.warnings),
   );
@@ -292,6 +294,7 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     forwarded === undefined ||
     upstream?.config === undefined ||
     postback === null ||
+    memory === undefined ||
     state?.config === undefined
   ) {
     return { config: undefined, errors, hosts };
@@ -314,6 +317,7 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     signedRoutes: routes,
     forwardedRequestHeaders: forwarded,
     maxBodyBytes: settings.maxBodyBytes,
+    memory,
     token: settings.token,
     clock: settings.clock,
     shutdown: settings.shutdown,
@@ -325,6 +329,29 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     warnings: refusals.warnings,
   };
   return { config, errors, hosts };
+}
+
+/**
+ * The process's memory budget from the container's limit (or the setting, or the heap) as read now; a limit that
+ * cannot hold the runtime and the bodies in flight is refused. A heap that may grow past the limit is warned about:
+ * node started by hand sizes its heap from the memory it sees, the container's included, as if it had it all.
+ */
+function processMemoryBudget(settings: Settings, refusals: Refusals): MemoryBudget {
+  const budget = memoryBudget({
+    limitMb: settings.memoryLimitMb,
+    process: readProcessMemory(),
+    maxBodyBytes: settings.maxBodyBytes,
+    maxPostbackBodyBytes: POSTBACK_MAX_BODY_BYTES,
+  });
+  checkBudgetFits(budget, { limit: settingName('memoryLimitMb'), maxBodyBytes: settingName('maxBodyBytes') });
+  const fitting = budget.fittingOldSpaceMb * MIB;
+  if (budget.source !== 'heap' && budget.oldSpaceBytes > fitting) {
+    refusals.warnings.push({
+      setting: settingName('memoryLimitMb'),
+      message: `node's old space (${Math.floor(budget.oldSpaceBytes / MIB)} MiB) may grow past the memory limit (${Math.floor(budget.limitBytes / MIB)} MiB, ${budget.source}): start node with --max-old-space-size=${budget.fittingOldSpaceMb}, as the image does (docs/operations.md, "Memory")`,
+    });
+  }
+  return budget;
 }
 
 /**

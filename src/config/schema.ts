@@ -300,6 +300,12 @@ export const SETTINGS = {
     default: 1_048_576,
     env: 'SIDECAR_MAX_BODY_BYTES',
   },
+  memoryLimitMb: {
+    doc: "The process's memory budget, MiB; `auto`: the container's limit (cgroup), else derived from node's heap. Split into shares (store, bodies, headroom); past 90 % every listener sheds ([memory](operations.md#memory)).",
+    format: 'auto-or-positive-int',
+    default: 'auto' as number | 'auto',
+    env: 'SIDECAR_MEMORY_LIMIT_MB',
+  },
   clock: {
     skewCorrection: {
       doc: "Sign with local time + the gateway's `Date` offset ([runbook](runbooks.md#runbook-clock-skew)).",
@@ -545,7 +551,7 @@ export const SETTINGS = {
       env: 'SIDECAR_STATE_ACCEPT_UNSIGNED_RECORDS',
     },
     memoryMaxMb: {
-      doc: 'Memory store budget, MiB (keys and values as the heap holds them); `auto`: 60 % of the V8 heap limit beyond 32 MiB. Past it the oldest settled go (counted); above the heap limit: refused ([limits](idempotency.md#the-memory-stores-limits)).',
+      doc: "Memory store budget, MiB (keys and values as the heap holds them); `auto`: the store's share of the [memory budget](operations.md#memory). Past it the oldest settled go (counted); one that does not fit the budget: refused ([limits](idempotency.md#the-memory-stores-limits)).",
       format: 'auto-or-positive-int',
       default: 'auto' as number | 'auto',
       env: 'SIDECAR_STATE_MEMORY_MAX_MB',

@@ -5,7 +5,7 @@ import type { KeyObject } from 'node:crypto';
 import { ConfigError } from '../errors.js';
 import { attempt } from './attempt.js';
 import type { ConfigWarning } from './config-warning.js';
-import { heapForStore, MEMORY_STORE_HEAP_SHARE_WARNED, MIB, memoryStoreMaxBytes } from './memory-budget.js';
+import { storeMaxBytes, type MemoryBudget } from '../memory/budget.js';
 import { envVarOf, settingName, type Environment, type Settings } from './schema.js';
 import { caFromFile, macKeysFromFile, passwordFromFile, type ReadSettingFile } from './secret-files.js';
 import type { Secret } from './secret.js';
@@ -57,7 +57,7 @@ export interface RedisConfig extends Readonly<
 }
 
 export interface StateConfig extends Readonly<Pick<Settings['state'], 'store' | 'memoryMaxEntries'>> {
-  /** The memory store's budget (SIDECAR_STATE_MEMORY_MAX_MB, `auto` resolved against the heap limit), in bytes. */
+  /** The memory store's budget (SIDECAR_STATE_MEMORY_MAX_MB, `auto`: its share of the memory budget), in bytes. */
   readonly memoryMaxBytes: number;
   /** Set when store is redis. */
   readonly redis: RedisConfig | undefined;
@@ -68,8 +68,8 @@ export interface StateInput {
   readonly raw: Settings['state'];
   readonly environment: Environment | undefined;
   readonly readFile: ReadSettingFile;
-  /** V8's heap limit in this process (memory-budget.ts heapLimitBytes), in bytes. */
-  readonly heapLimitBytes: number;
+  /** The process's memory budget (memory/budget.ts): the store's `auto` share, and the room a set one must fit. */
+  readonly memory: MemoryBudget;
 }
 
 export interface StateResult {
@@ -282,38 +282,13 @@ function unusedRedisSettings(raw: Settings['state']): ConfigWarning[] {
   }));
 }
 
-/**
- * The memory store's budget in bytes. One above the heap limit is refused: the process would die of a full heap
- * (every idempotency key with it) before the store evicted anything. One above the share measured safe is
- * allowed with a warning (a host with another workload may have measured its own).
- */
-function memoryMaxBytes(input: StateInput, warnings: ConfigWarning[]): number {
-  const { memoryMaxMb } = input.raw;
-  const bytes = memoryStoreMaxBytes(memoryMaxMb, input.heapLimitBytes);
-  const limit = `the V8 heap limit (${Math.floor(input.heapLimitBytes / MIB)} MiB)`;
-  if (bytes > input.heapLimitBytes) {
-    throw new ConfigError(
-      settingName('state.memoryMaxMb'),
-      `${String(memoryMaxMb)} MiB is above ${limit}: the heap would run out before the store evicts; use auto (${Math.floor(memoryStoreMaxBytes('auto', input.heapLimitBytes) / MIB)} MiB here) or raise node's --max-old-space-size`,
-    );
-  }
-  const warnedAbove = heapForStore(input.heapLimitBytes, MEMORY_STORE_HEAP_SHARE_WARNED);
-  if (bytes > warnedAbove) {
-    warnings.push({
-      setting: settingName('state.memoryMaxMb'),
-      message: `${String(memoryMaxMb)} MiB leaves too little of ${limit} to the rest of the process (above ${Math.floor(warnedAbove / MIB)} MiB): under load the heap may run out before the store evicts`,
-    });
-  }
-  return bytes;
-}
-
 export function loadStateSettings(input: StateInput): StateResult {
   const { raw } = input;
   const errors: ConfigError[] = [];
   const warnings: ConfigWarning[] = [];
   const { memoryMaxEntries } = raw;
   if (raw.store !== 'redis') {
-    const bytes = attempt(errors, () => memoryMaxBytes(input, warnings));
+    const bytes = attempt(errors, () => storeMaxBytes(raw.memoryMaxMb, input.memory, settingName('state.memoryMaxMb')));
     const config =
       bytes === undefined
         ? undefined
@@ -322,7 +297,7 @@ export function loadStateSettings(input: StateInput): StateResult {
   }
   const redis = redisSettings(input, errors, warnings);
   // Unused with Redis, so not judged either: the Redis store keeps nothing in this process.
-  const memoryMaxBytesUnused = memoryStoreMaxBytes('auto', input.heapLimitBytes);
+  const memoryMaxBytesUnused = input.memory.shares.store;
   const config =
     redis === undefined
       ? undefined

@@ -47,6 +47,8 @@ export interface HandlerDeps {
   readonly requestDeadlineMs: number;
   /** True once shutdown began: answers then carry Connection: close. */
   readonly draining: () => boolean;
+  /** True past the memory high-water mark (memory/pressure.ts): new requests are refused before their body is read. */
+  readonly overloaded: () => boolean;
   /** The request's server span (docs/operations.md#tracing). */
   readonly tracing?: Tracing;
 }
@@ -121,6 +123,10 @@ async function handle(
   if (match.kind === 'not_found') throw sidecarErrors.routeNotFound();
   if (match.kind === 'method_not_allowed') throw sidecarErrors.methodNotAllowed('POST');
   if (!isJsonContentType(req.headers['content-type'])) throw sidecarErrors.unsupportedMediaType();
+  if (deps.overloaded()) {
+    deps.metrics.memory.requestShed('egress');
+    throw sidecarErrors.overloaded();
+  }
   const key = readIdempotencyKey(deps, req.headers);
   if (key !== undefined) request.useKey(key);
   reserveBody(deps, req, request);
@@ -198,6 +204,13 @@ function replay(claim: Exclude<Admitted, { kind: 'new' }>, payload: Buffer): Set
   };
 }
 
+/** Refusals whose cause passes within a second or so: the answer says when to send again. */
+const RETRY_SHORTLY: ReadonlySet<string> = new Set([
+  'sidecar.idempotency.in_progress',
+  'sidecar.body.budget_exhausted',
+  'sidecar.overloaded',
+]);
+
 /** A request refused before anything was sent. */
 function refusal(deps: HandlerDeps, req: IncomingMessage, error: SidecarError): Settlement {
   if (error.code === 'sidecar.internal')
@@ -206,8 +219,7 @@ function refusal(deps: HandlerDeps, req: IncomingMessage, error: SidecarError): 
   // A refused body may still be arriving: close the connection after answering rather than read it all.
   if (!req.complete) headers.connection = 'close';
   if (error.code === 'sidecar.method.not_allowed') headers.allow = 'POST';
-  if (error.code === 'sidecar.idempotency.in_progress' || error.code === 'sidecar.body.budget_exhausted')
-    headers['retry-after'] = '1';
+  if (RETRY_SHORTLY.has(error.code)) headers['retry-after'] = '1';
   return errorSettlement(error, { attempts: 0 }, headers);
 }
 

@@ -1,6 +1,7 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
-import { ADMIN_LISTENER, limitAdminConnections, oneRequestAtATime } from './admin-listener.js';
+import { createPolicyServer, type ConnectionRefusal } from '../inbound/connection-policy.js';
+import { ADMIN_CONNECTIONS } from './admin-listener.js';
 import { httpDate, isoTimestamp } from '../utc-time.js';
 
 /** The access token as the admin listener reports it: state and expiry times only, never a token. */
@@ -32,6 +33,12 @@ export interface AdminOptions {
   readonly openApiJson?: () => string;
   /** When set, loopback-only POST /quitquitquit calls it (for jobs that must stop their sidecar). */
   readonly onQuit?: () => void;
+  /** True past the memory high-water mark (memory/pressure.ts): one metrics page is made at a time. */
+  readonly overloaded?: () => boolean;
+  /** A scrape answered 503 because of it. */
+  readonly onShed?: () => void;
+  /** A connection or request the connection policy refused. */
+  readonly onRefused?: (reason: ConnectionRefusal) => void;
 }
 
 /** Paths answered to GET and HEAD; /quitquitquit (POST) exists only when enabled. */
@@ -42,21 +49,37 @@ const READ_PATHS = new Set(['/livez', '/startupz', '/readyz', '/healthz/token', 
  * never makes Kubernetes probes fail, and metrics are scraped from outside the pod without exposing the egress listener.
  */
 export function createAdminServer(options: AdminOptions): Server {
-  const admit = oneRequestAtATime();
-  const server = createServer(ADMIN_LISTENER, (req, res) => {
-    if (!admit(req, res)) return;
-    route(options, req, res).catch(() => {
-      if (!res.headersSent) send(res, 500, 'text/plain', 'internal error\n');
-    });
-  });
-  // Node's own 417 for an Expect other than 100-continue would carry Node's Date (src/utc-time.ts): ours instead.
-  server.on('checkExpectation', (_req, res) => send(res, 417, 'text/plain', ''));
-  // It listens on every address of the pod: connections that never finish, or come by the thousand, are cut.
-  limitAdminConnections(server);
-  return server;
+  const renders = { active: 0 };
+  // It listens on every address of the pod: connections that never finish, come by the thousand, or pipeline
+  // requests are cut (admin-listener.ts).
+  return createPolicyServer(
+    ADMIN_CONNECTIONS,
+    { onRefused: options.onRefused ?? (() => undefined) },
+    {
+      request: (req, res) => {
+        route(options, renders, req, res).catch(() => {
+          if (!res.headersSent) send(res, 500, 'text/plain', 'internal error\n');
+        });
+      },
+      // Node's own 417 for an Expect other than 100-continue would carry Node's Date (src/utc-time.ts): ours instead.
+      unmetExpectation: (_req, res) => send(res, 417, 'text/plain', ''),
+    },
+  );
 }
 
-async function route(options: AdminOptions, req: IncomingMessage, res: ServerResponse): Promise<void> {
+/**
+ * Every admin answer but the metrics page is made from state the process holds or a text made once, whatever the
+ * memory pressure. The metrics page (150 KB of text, made anew) is made for this many scrapes at once, and for one
+ * near the memory limit: the pressure gauge is still scraped while a flood of scrapes is not rendered (503).
+ */
+const RENDERS_AT_ONCE = 8;
+
+async function route(
+  options: AdminOptions,
+  renders: { active: number },
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
   const url = req.url ?? '/';
   const mark = url.indexOf('?');
   const path = mark < 0 ? url : url.slice(0, mark);
@@ -69,6 +92,13 @@ async function route(options: AdminOptions, req: IncomingMessage, res: ServerRes
     return;
   }
   if (!READ_PATHS.has(path)) return send(res, 404, 'text/plain', 'not found\n');
+  const overloaded = options.overloaded?.() === true;
+  if (path === '/metrics' && renders.active >= (overloaded ? 1 : RENDERS_AT_ONCE)) {
+    if (overloaded) options.onShed?.();
+    return send(res, 503, 'text/plain', 'busy: near the memory limit, or too many scrapes at once\n', {
+      'retry-after': '1',
+    });
+  }
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     return send(res, 405, 'text/plain', 'method not allowed\n', { allow: 'GET, HEAD' });
   }
@@ -85,7 +115,12 @@ async function route(options: AdminOptions, req: IncomingMessage, res: ServerRes
       if (options.openApiJson === undefined) return send(res, 404, 'text/plain', 'not found\n');
       return send(res, 200, 'application/json', options.openApiJson());
     default:
-      return send(res, 200, options.registry.contentType, await options.registry.metrics());
+      renders.active += 1;
+      try {
+        return send(res, 200, options.registry.contentType, await options.registry.metrics());
+      } finally {
+        renders.active -= 1;
+      }
   }
 }
 

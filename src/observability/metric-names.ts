@@ -99,6 +99,20 @@ export const METRICS = {
   postbackDeadLetters: 'signing_sidecar_postback_dead_letters',
   /** counter{outcome}: signed requests by what their Idempotency-Key did (IDEMPOTENCY_OUTCOMES), created at zero. */
   idempotency: 'signing_sidecar_idempotency_total',
+  /**
+   * counter{listener, reason}: connections and requests the connection policy refused (inbound/connection-policy.ts);
+   * listener egress|postback|admin, reason connections|per_source|pipelined|timeout|headers_too_large|malformed|idle.
+   * Created at zero.
+   */
+  connectionsRefused: 'signing_sidecar_connections_refused_total',
+  /** counter{listener}: requests refused past the memory high-water mark (memory/pressure.ts). Created at zero. */
+  requestsShed: 'signing_sidecar_requests_shed_total',
+  /** gauge{share}: the memory budget (limit) and its shares runtime|headroom|bodies|store, in bytes. */
+  memoryBudgetBytes: 'signing_sidecar_memory_budget_bytes',
+  /** gauge: max(RSS / limit, heap used / old space) at the last look; shedding starts at 0.9. */
+  memoryPressureRatio: 'signing_sidecar_memory_pressure_ratio',
+  /** gauge: 1 while the listeners shed new work. */
+  memoryShedding: 'signing_sidecar_memory_shedding',
 } as const;
 
 /** Which hop a failed send belongs to (upstream/upstream-errors.ts, causeFamily): a label of upstreamFailures. */
@@ -130,7 +144,8 @@ export type IdempotencyOutcome = (typeof IDEMPOTENCY_OUTCOMES)[number];
  * (queued: kept in the inbox), duplicate (delivered or kept before: 200 without a delivery), the refusals
  * (signature_invalid, signature_missing, timestamp_expired, timestamp_future, source_forbidden, body_invalid,
  * not_found, method_not_allowed, too_large) and the 503s that ask for a redelivery (forward_failed: the delivery
- * failed, in_flight, store_unavailable, busy: the large-body budget is full); error is an unexpected failure (500).
+ * failed, in_flight, store_unavailable, busy: the large-body budget is full, overloaded: past the memory high-water
+ * mark); error is an unexpected failure (500).
  */
 export const POSTBACK_OUTCOMES = [
   'forwarded',
@@ -149,6 +164,7 @@ export const POSTBACK_OUTCOMES = [
   'method_not_allowed',
   'too_large',
   'busy',
+  'overloaded',
   'error',
 ] as const;
 export type PostbackOutcome = (typeof POSTBACK_OUTCOMES)[number];

@@ -10,6 +10,7 @@ import {
   type IdempotencyOutcome,
 } from './metric-names.js';
 import { CountedSeries } from './counted-series.js';
+import { MemoryMetrics } from './memory-metrics.js';
 import { InboxMetrics, PostbackMetrics } from './postback-metrics.js';
 import { StateStoreMetrics } from './state-store-metrics.js';
 
@@ -71,6 +72,8 @@ export class SidecarMetrics {
   readonly inbox = new InboxMetrics(this.registry);
   /** The shared state store: up, command latency, memory evictions (state-store-metrics.ts). */
   readonly stateStore = new StateStoreMetrics(this.registry);
+  /** The memory budget, its pressure, and what the connection policy and the shedding refused (memory-metrics.ts). */
+  readonly memory = new MemoryMetrics(this.registry);
   private readonly requests: Counter<'route' | 'status_class' | 'code'> = new Counter({
     name: METRICS.requests,
     help: 'Client requests answered, by route, status class and outcome code (ok, sidecar.* or gateway code).',

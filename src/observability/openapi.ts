@@ -214,7 +214,7 @@ export function openApiDocument(inputs: OpenApiInputs, strictRoutes = false): Re
         'Retry-After': {
           required: false,
           description:
-            'Seconds to wait before sending again with the same key (on 409 in_progress and 503 budget_exhausted).',
+            'Seconds to wait before sending again with the same key (on 409 in_progress, 503 budget_exhausted and 503 overloaded).',
           schema: { type: 'string', pattern: '^[0-9]+$' },
         },
         Allow: {

@@ -9,6 +9,7 @@ import { writeAnswer } from '../inbound/answer.js';
 import { readBoundedBody } from '../inbound/body.js';
 import type { BodyBudget } from '../inbound/body-budget.js';
 import { requestId } from '../inbound/request-id.js';
+import { POSTBACK_MAX_BODY_BYTES } from '../memory/budget.js';
 import type { Logger } from '../observability/log.js';
 import type { PostbackMetrics } from '../observability/postback-metrics.js';
 import { NO_TRACING, type TraceSpan, type Tracing } from '../observability/tracing.js';
@@ -17,9 +18,6 @@ import { postbackRefusals, PostbackRefusal, RETRY_AFTER_SECONDS, type PostbackOu
 import type { ReplayMemory } from './replay-memory.js';
 import type { Arrival, DeliveryReport, PostbackSink } from './sink.js';
 import type { PostbackVerifier, Verification, VerifiedPostback } from './verify-postback.js';
-
-/** Spec 8 leaves payload sizes open; a postback is a few hundred bytes, so the egress default is generous. */
-export const MAX_POSTBACK_BYTES = 1_048_576;
 
 export interface PostbackHandlerDeps {
   /** The public URL's path: the one route served. */
@@ -31,6 +29,9 @@ export interface PostbackHandlerDeps {
   readonly sink: PostbackSink;
   /** Bytes of large bodies buffered at once, across the receiver's connections. */
   readonly budget: BodyBudget;
+  /** True past the memory high-water mark: the postback is answered 503 before its body is read (redelivered). */
+  readonly overloaded: () => boolean;
+  readonly onShed: () => void;
   readonly metrics: PostbackMetrics;
   readonly log: Logger;
   readonly nowMs: () => number;
@@ -99,11 +100,15 @@ function admit(req: IncomingMessage, deps: PostbackHandlerDeps): PostbackRefusal
 async function receive(req: IncomingMessage, deps: PostbackHandlerDeps, arrival: Arrival): Promise<Handled> {
   const inadmissible = admit(req, deps);
   if (inadmissible !== undefined) return refused(inadmissible, { bodyRead: false });
+  if (deps.overloaded()) {
+    deps.onShed();
+    return refused(postbackRefusals.overloaded(), { bodyRead: false });
+  }
   const declared = Number(req.headers['content-length']);
-  const reserved = deps.budget.reserve(Number.isFinite(declared) ? declared : undefined, MAX_POSTBACK_BYTES);
+  const reserved = deps.budget.reserve(Number.isFinite(declared) ? declared : undefined, POSTBACK_MAX_BODY_BYTES);
   if (reserved === undefined) return refused(postbackRefusals.busy(), { bodyRead: false });
   try {
-    const read = await readBoundedBody(req, MAX_POSTBACK_BYTES);
+    const read = await readBoundedBody(req, POSTBACK_MAX_BODY_BYTES);
     if (read.kind === 'too_large') return refused(postbackRefusals.tooLarge(read.limit), { bodyRead: false });
     if (read.kind === 'incomplete') {
       return refused(postbackRefusals.bodyInvalid('the body was not received completely'), { bodyRead: false });

@@ -1,6 +1,6 @@
 // The receiver's own listener (docs/postbacks.md), apart from the egress one: a slow or hostile sender on the public side
 // can hold at most this server's connections, never the egress listener's or the gateway client's.
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { KeyObject } from 'node:crypto';
 import type { Socket } from 'node:net';
 import {
@@ -10,9 +10,11 @@ import {
   type PostbackSourceAllowList,
 } from '../config/postback-settings.js';
 import { answerUnmetExpectation } from '../inbound/answer.js';
-import { BodyBudget, type BodyBudgetSizes } from '../inbound/body-budget.js';
+import { BodyBudget } from '../inbound/body-budget.js';
+import { createPolicyServer, type ConnectionPolicy, type ConnectionRefusal } from '../inbound/connection-policy.js';
 import { InFlightRequests } from '../inbound/in-flight.js';
 import { listen } from '../inbound/listener.js';
+import { POSTBACK_FREE_BODY_BYTES } from '../memory/budget.js';
 import type { Logger } from '../observability/log.js';
 import type { InboxMetrics, PostbackMetrics } from '../observability/postback-metrics.js';
 import type { Tracing } from '../observability/tracing.js';
@@ -28,24 +30,24 @@ import { directSink, inboxSink, type PostbackSink } from './sink.js';
 import { createPostbackVerifier } from './verify-postback.js';
 
 /**
- * A sender gets 10 s for its headers and 15 s for the whole request (the body deadline: a body trickling in is
- * cut with 408); an idle keep-alive connection is closed after 5 s. The answer may take up to the delivery
- * timeout (SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS): no timeout applies to it here.
+ * The receiver's connection policy (docs/operations.md, "Connections"): a sender gets 10 s for its headers and 15 s
+ * for the whole request (the body deadline: a body trickling in is cut with 408); an idle keep-alive connection is
+ * closed after 5 s. The answer may take up to the delivery timeout (SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS): no idle cut
+ * applies to it here. Through an ingress every postback comes from the ingress's address, so one source may hold all
+ * of SIDECAR_POSTBACK_MAX_CONNECTIONS.
  */
-const RECEIVER_LISTENER = {
-  headersTimeout: 10_000,
-  requestTimeout: 15_000,
-  keepAliveTimeout: 5_000,
-  connectionsCheckingInterval: 1_000,
-  maxHeaderSize: 16_384,
-} as const;
-
-/**
- * How many postback body bytes the receiver buffers at once. A genuine postback is a few hundred bytes: a body up to
- * 64 KiB never waits. Larger ones share 32 MiB, 32 bodies near 1 MiB at once; more are answered 503 (redelivered).
- * Without it, senders holding bodies just under 1 MiB on all 256 connections could buffer 256 MiB.
- */
-export const POSTBACK_BODY_BUDGET: BodyBudgetSizes = { freeBytes: 64 * 1024, poolBytes: 32 * 1024 * 1024 };
+function receiverConnections(config: PostbackConfig, deps: PostbackReceiverDeps): ConnectionPolicy {
+  return {
+    maxConnections: config.maxConnections,
+    maxConnectionsPerSource: config.maxConnections,
+    maxHeaderBytes: 16_384,
+    headersTimeoutMs: deps.listener?.headersTimeout ?? 10_000,
+    requestTimeoutMs: deps.listener?.requestTimeout ?? 15_000,
+    keepAliveTimeoutMs: 5_000,
+    idleTimeoutMs: 0,
+    checkIntervalMs: 1_000,
+  };
+}
 
 /**
  * A connection from outside SIDECAR_POSTBACK_ALLOW_CIDRS gets this long, from its connect, to send a request and
@@ -70,6 +72,17 @@ export interface PostbackReceiverDeps {
   readonly continueSenderTrace?: boolean;
   /** Where verified postbacks go (SIDECAR_POSTBACK_DELIVERY), as the wiring chose it. */
   readonly delivery: PostbackDelivery;
+  /**
+   * The bytes of large bodies held at once beyond POSTBACK_FREE_BODY_BYTES: the memory budget's postback share. A
+   * genuine postback is a few hundred bytes; larger ones that do not fit are answered 503 (redelivered).
+   */
+  readonly bodyPoolBytes: number;
+  /** True past the memory high-water mark (memory/pressure.ts): postbacks are answered 503 (redelivered). */
+  readonly overloaded?: () => boolean;
+  /** A postback answered 503 because of it. */
+  readonly onShed?: () => void;
+  /** A connection or request the connection policy refused. */
+  readonly onRefused?: (reason: ConnectionRefusal) => void;
   /** Test hook: shorter sender timeouts than RECEIVER_LISTENER's. */
   readonly listener?: { readonly headersTimeout?: number; readonly requestTimeout?: number };
 }
@@ -140,7 +153,9 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
       storeCommandTimeoutMs: deps.storeCommandTimeoutMs ?? 0,
     }),
     sink,
-    budget: new BodyBudget(POSTBACK_BODY_BUDGET),
+    budget: new BodyBudget({ freeBytes: POSTBACK_FREE_BODY_BYTES, poolBytes: deps.bodyPoolBytes }),
+    overloaded: deps.overloaded ?? (() => false),
+    onShed: deps.onShed ?? (() => undefined),
     metrics: deps.metrics,
     log: deps.log,
     nowMs: deps.nowMs ?? Date.now,
@@ -149,20 +164,27 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
   });
   // The postbacks whose answers are still open, so that close() waits for the work rather than guessing.
   const inFlight = new InFlightRequests();
-  const server = createServer({ ...RECEIVER_LISTENER, ...deps.listener }, (req, res) => {
-    if (!server.listening) res.setHeader('connection', 'close');
-    const done = handle(req, res);
-    inFlight.track({
-      onClose: (listener) => res.once('close', listener),
-      done,
-      get isAnswered() {
-        return res.headersSent;
+  const server = createPolicyServer(
+    receiverConnections(config, deps),
+    {
+      onRefused: deps.onRefused ?? (() => undefined),
+      onAccepted: (socket) => limitRefusedSource(socket, config.allowCidrs),
+    },
+    {
+      request: (req, res) => {
+        if (!server.listening) res.setHeader('connection', 'close');
+        const done = handle(req, res);
+        inFlight.track({
+          onClose: (listener) => res.once('close', listener),
+          done,
+          get isAnswered() {
+            return res.headersSent;
+          },
+        });
       },
-    });
-  });
-  server.maxConnections = config.maxConnections;
-  server.on('checkExpectation', answerUnmetExpectation);
-  server.on('connection', (socket: Socket) => limitRefusedSource(socket, config.allowCidrs));
+      unmetExpectation: answerUnmetExpectation,
+    },
+  );
   return {
     server,
     replaceKeys: (next) => {

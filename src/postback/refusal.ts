@@ -19,6 +19,7 @@ export type PostbackErrorCode =
   | 'postback.forward.in_progress'
   | 'postback.state.unavailable'
   | 'postback.receiver.busy'
+  | 'postback.receiver.overloaded'
   | 'postback.internal';
 
 /** Seconds the gateway is asked to wait before redelivering after a 503. */
@@ -94,6 +95,13 @@ export const postbackRefusals = {
       503,
       'the receiver is holding as many large bodies as it may; deliver it again later',
       'busy',
+    ),
+  overloaded: () =>
+    new PostbackRefusal(
+      'postback.receiver.overloaded',
+      503,
+      'the sidecar is near its memory limit and takes no postback for a moment; deliver it again later',
+      'overloaded',
     ),
   internal: (cause: unknown) =>
     new PostbackRefusal('postback.internal', 500, 'internal error in the postback receiver', 'error', { cause }),

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { memoryStoreMaxBytes } from '../config/memory-budget.js';
+import { defaultStoreBytes } from '../memory/budget.js';
 import type { MemoryStoreUsage } from '../observability/state-store-metrics.js';
 import {
   StateStoreUnavailableError,
@@ -86,7 +86,7 @@ export class MemoryStateStore implements StateStore {
 
   constructor(private readonly options: MemoryStoreOptions = {}) {
     this.maxEntries = options.maxEntries ?? DEFAULT_MEMORY_STORE_MAX_ENTRIES;
-    this.maxBytes = options.maxBytes ?? memoryStoreMaxBytes('auto');
+    this.maxBytes = options.maxBytes ?? defaultStoreBytes();
     this.now = options.now ?? Date.now;
     this.channels.setMaxListeners(0);
     this.sweeper = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS);

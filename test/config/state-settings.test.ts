@@ -5,8 +5,7 @@ import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import { collectConfig, loadConfig } from '../../src/config/load.js';
 import { ConfigError } from '../../src/errors.js';
-import { getHeapStatistics } from 'node:v8';
-import { MIB } from '../../src/config/memory-budget.js';
+import { memoryBudget, MIB, POSTBACK_MAX_BODY_BYTES, readProcessMemory } from '../../src/memory/budget.js';
 import { DEFAULT_MEMORY_STORE_MAX_ENTRIES } from '../../src/state/memory-store.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { productionEnv, refusal, secretFiles } from './support.js';
@@ -47,33 +46,59 @@ describe('config: the shared state store (SIDECAR_STATE_STORE, SIDECAR_REDIS_*)'
     assert.equal(loadConfig({ ...env, SIDECAR_STATE_MEMORY_MAX_ENTRIES: '500' }).state.memoryMaxEntries, 500);
   });
 
-  it('bounds the memory store by bytes: 60 % of the heap limit beyond 32 MiB, or SIDECAR_STATE_MEMORY_MAX_MB', () => {
-    const heapLimit = getHeapStatistics().heap_size_limit;
-    const auto = Math.floor((heapLimit - 32 * MIB) * 0.6);
+  it("bounds the memory store by bytes: the store's share of the memory budget, or SIDECAR_STATE_MEMORY_MAX_MB", () => {
+    const auto = memoryBudget({
+      limitMb: 'auto',
+      process: readProcessMemory(),
+      maxBodyBytes: 1_048_576,
+      maxPostbackBodyBytes: POSTBACK_MAX_BODY_BYTES,
+    }).shares.store;
     assert.equal(loadConfig(env).state.memoryMaxBytes, auto);
     assert.equal(loadConfig({ ...env, SIDECAR_STATE_MEMORY_MAX_MB: 'auto' }).state.memoryMaxBytes, auto);
     const set = loadConfig({ ...env, SIDECAR_STATE_MEMORY_MAX_MB: '32' });
     assert.equal(set.state.memoryMaxBytes, 32 * MIB);
     assert.deepEqual(set.warnings, []);
+    // A pod of 256 MiB: the store gets its share of what the runtime, headroom and bodies leave.
+    const pod = loadConfig({ ...env, SIDECAR_MEMORY_LIMIT_MB: '256' });
+    assert.equal(pod.memory.limitBytes, 256 * MIB);
+    assert.equal(pod.memory.source, 'setting');
+    assert.ok(pod.state.memoryMaxBytes < 80 * MIB, `${pod.state.memoryMaxBytes}`);
   });
 
-  it('refuses a memory store budget above the heap limit, in one line naming both; warns when it leaves too little', () => {
-    const heapMib = Math.floor(getHeapStatistics().heap_size_limit / MIB);
-    const above = String(heapMib + 1);
+  it('refuses a memory store budget that does not fit the memory limit or the old space, in one line with the numbers', () => {
     const message = refusal(
-      () => loadConfig({ ...env, SIDECAR_STATE_MEMORY_MAX_MB: above }),
+      () => loadConfig({ ...env, SIDECAR_MEMORY_LIMIT_MB: '256', SIDECAR_STATE_MEMORY_MAX_MB: '200' }),
       'SIDECAR_STATE_MEMORY_MAX_MB (state.memoryMaxMb)',
-      new RegExp(`${above} MiB is above the V8 heap limit \\(${heapMib} MiB\\).*--max-old-space-size`),
+      /200 MiB does not fit the memory limit \(256 MiB, setting\) beside the runtime \(72 MiB\).*at most \d+ MiB; auto gives \d+ MiB/,
     );
     assert.doesNotMatch(message, /\n/);
-    const high = loadConfig({ ...env, SIDECAR_STATE_MEMORY_MAX_MB: String(Math.floor(heapMib * 0.9)) });
-    assert.deepEqual(
-      high.warnings.map((w) => w.setting),
-      ['SIDECAR_STATE_MEMORY_MAX_MB (state.memoryMaxMb)'],
+    const oldSpaceMib = Math.floor(readProcessMemory().oldSpaceBytes / MIB);
+    refusal(
+      () =>
+        loadConfig({ ...env, SIDECAR_MEMORY_LIMIT_MB: '1000000', SIDECAR_STATE_MEMORY_MAX_MB: String(oldSpaceMib) }),
+      'SIDECAR_STATE_MEMORY_MAX_MB (state.memoryMaxMb)',
+      new RegExp(`does not fit node's old space \\(${oldSpaceMib} MiB\\)`),
     );
-    assert.match(high.warnings[0]!.message, /leaves too little of the V8 heap limit/);
     for (const bad of ['0', '-5', 'half', '1.5'])
       refusal(() => loadConfig({ ...env, SIDECAR_STATE_MEMORY_MAX_MB: bad }), 'SIDECAR_STATE_MEMORY_MAX_MB');
+  });
+
+  it('refuses a memory limit that cannot hold the runtime and the bodies in flight, naming the setting to change', () => {
+    refusal(
+      () => loadConfig({ ...env, SIDECAR_MEMORY_LIMIT_MB: '96' }),
+      'SIDECAR_MEMORY_LIMIT_MB (memoryLimitMb)',
+      /the memory limit \(96 MiB, setting\) cannot hold the runtime \(72 MiB\), headroom \(24 MiB\) and bodies in flight/,
+    );
+    refusal(
+      () => loadConfig({ ...env, SIDECAR_MEMORY_LIMIT_MB: '256', SIDECAR_MAX_BODY_BYTES: String(16 * MIB) }),
+      'SIDECAR_MAX_BODY_BYTES (maxBodyBytes)',
+      /bodies in flight \(\d+ MiB\): at least \d+ MiB is needed/,
+    );
+    // A heap that may grow past a known limit is warned about, with the flag that fits.
+    const warned = loadConfig({ ...env, SIDECAR_MEMORY_LIMIT_MB: '256' });
+    if (readProcessMemory().oldSpaceBytes > 192 * MIB) {
+      assert.match(warned.warnings.map((w) => w.message).join('\n'), /--max-old-space-size=192/);
+    }
   });
 
   it('reads every Redis setting, the password from its file without the trailing newline', () => {

@@ -11,6 +11,12 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { SidecarDeps } from '../../src/app.js';
+import {
+  EGRESS_FREE_BODY_BYTES,
+  memoryBudget,
+  POSTBACK_MAX_BODY_BYTES,
+  readProcessMemory,
+} from '../../src/memory/budget.js';
 import { errorCatalogue } from '../../src/observability/openapi.js';
 import type { StateStore } from '../../src/state/state-store.js';
 import { OPENAPI_FILE } from '../../scripts/openapi.js';
@@ -89,6 +95,18 @@ function rawPost(
   );
   if (finish === 'half-close') socket.end();
   return { received, destroy: () => socket.destroy() };
+}
+
+/** The admin listener's reading of a series (`name{labels}`), NaN when absent. */
+async function metricValue(w: World, series: string): Promise<number> {
+  const text = await (await fetch(`${w.running.sidecar.adminUrl}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? Number.NaN : Number(line.slice(series.length + 1));
+}
+
+/** The egress requests in flight, as the sidecar counts them. */
+function inFlightRequests(w: World): Promise<number> {
+  return metricValue(w, 'signing_sidecar_in_flight_requests');
 }
 
 interface World {
@@ -309,17 +327,44 @@ describe('every answer the sidecar makes matches the OpenAPI document it serves'
   });
 
   it('the body budget spent: budget_exhausted, with Retry-After', async () => {
-    const w = await world();
-    // Nine callers declare bodies near the 1 MiB limit and hold them: eight fit the 8 MiB budget, the ninth does not.
-    const holders = Array.from({ length: 8 }, () => rawPost(w.proxyUrl, 'hold', 1_000_000));
+    // In a 256 MiB budget the egress pool holds a few bodies near the 1 MiB limit (memory/budget.ts): as many
+    // callers as fit declare such bodies and hold them; one more does not fit.
+    const pool = memoryBudget({
+      limitMb: 256,
+      process: readProcessMemory(),
+      maxBodyBytes: 1_048_576,
+      maxPostbackBodyBytes: POSTBACK_MAX_BODY_BYTES,
+    }).egressBodyPoolBytes;
+    const fit = Math.floor(pool / (1_000_000 - EGRESS_FREE_BODY_BYTES));
+    assert.ok(fit >= 1, `the pool (${pool} bytes) holds one body at the limit`);
+    const w = await world({ SIDECAR_MEMORY_LIMIT_MB: '256' });
+    const holders = Array.from({ length: fit }, () => rawPost(w.proxyUrl, 'hold', 1_000_000));
     try {
-      // The ninth is refused at once, unread: its answer arrives and the connection is closed.
+      // The one more is refused at once, unread: its answer arrives and the connection is closed.
+      await waitFor('the holders in flight', async () => (await inFlightRequests(w)) === fit, 5_000);
       const refused = rawPost(w.proxyUrl, 'hold', 1_000_000);
       const answer = parseRaw(await refused.received, 'POST', DEPOSIT);
       assertMatches(w, answer, 'sidecar.body.budget_exhausted', 503);
       assert.equal(answer.headers['retry-after'], '1');
     } finally {
       for (const holder of holders) holder.destroy();
+    }
+  });
+
+  it('near the memory limit: overloaded, with Retry-After, nothing sent', async () => {
+    // The smallest budget the settings take (113 MiB): this test process, the sidecar in it, is past its high-water
+    // mark (90 %) once it holds that much; the memory held here makes sure of it.
+    const held = Buffer.alloc(Math.max(0, 110 * 1024 * 1024 - process.memoryUsage.rss()), 1);
+    try {
+      const w = await world({ SIDECAR_MEMORY_LIMIT_MB: '113' });
+      await waitFor('shedding', async () => (await metricValue(w, 'signing_sidecar_memory_shedding')) === 1, 5_000);
+      const answer = await call(w.proxyUrl, { body: payment(), headers: { 'idempotency-key': newKey() } });
+      assertMatches(w, answer, 'sidecar.overloaded', 503);
+      assert.equal(answer.headers['retry-after'], '1');
+      assert.equal(w.gateway.requests.length, 0, 'nothing sent');
+      assert.equal(await metricValue(w, 'signing_sidecar_requests_shed_total{listener="egress"}'), 1);
+    } finally {
+      held.fill(0);
     }
   });
 

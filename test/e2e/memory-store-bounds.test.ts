@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
-import { MIB, memoryStoreMaxBytes } from '../../src/config/memory-budget.js';
+import { containerLimitBytes, memoryBudget, MIB, POSTBACK_MAX_BODY_BYTES } from '../../src/memory/budget.js';
 import { assertSameAnswer, freshDeposit, newKey, send, seriesValue, type Reply } from '../support/idempotent-calls.js';
 import { makeKeys } from '../support/keys.js';
 import { RecordingGateway } from '../support/recording-gateway.js';
@@ -13,8 +13,9 @@ import { sidecarEnv } from '../support/sidecar.js';
 import { spawnSidecar, type SpawnedSidecar } from '../support/spawned-sidecar.js';
 import { waitFor } from '../support/wait-for.js';
 
-/** A 60 MiB heap limit (48 old + 3 x 4 young): the store's `auto` budget is then 16.8 MiB. */
-const HEAP_FLAGS = '--max-old-space-size=48 --max-semi-space-size=4';
+/** A 48 MiB old space: the store's `auto` budget is then 60 % of the 16 MiB beyond the heap's reserve, 9.6 MiB. */
+const OLD_SPACE_MB = 48;
+const HEAP_FLAGS = `--max-old-space-size=${OLD_SPACE_MB} --max-semi-space-size=4`;
 /** Each kept answer takes about 22 KB of the store (its body in base64, plus the record). */
 const ANSWER_PAD = 16 * 1024;
 /** About 66 MB of answers: more than the whole heap, four times the budget. */
@@ -25,14 +26,14 @@ const FLOOD_DEADLINE_MS = 60_000;
 /** The newest answers, replayed at the end. */
 const NEWEST = 20;
 
-/** The heap limit a node process started with `flags` gets, in bytes. */
-function heapLimitWith(flags: string): number {
-  const probe = spawnSync(process.execPath, ['-p', 'require("node:v8").getHeapStatistics().heap_size_limit'], {
-    env: { PATH: process.env.PATH, NODE_OPTIONS: flags },
-    encoding: 'utf8',
-    timeout: 10_000,
-  });
-  return Number(probe.stdout.trim());
+/** The store's `auto` budget of a process with a 48 MiB old space on this machine (in a container or not). */
+function autoStoreBytes(): number {
+  return memoryBudget({
+    limitMb: 'auto',
+    process: { containerLimitBytes: containerLimitBytes(), oldSpaceBytes: OLD_SPACE_MB * MIB },
+    maxBodyBytes: 1_048_576,
+    maxPostbackBodyBytes: POSTBACK_MAX_BODY_BYTES,
+  }).shares.store;
 }
 
 describe('memory store: bounded by bytes, so that it evicts before the heap runs out', () => {
@@ -84,7 +85,7 @@ describe('memory store: bounded by bytes, so that it evicts before the heap runs
       const metrics = await (await fetch(`${adminUrl}/metrics`)).text();
       const value = (name: string) => seriesValue(metrics, `signing_sidecar_state_store_${name}`) ?? Number.NaN;
       const limit = value('memory_limit_bytes');
-      assert.equal(limit, memoryStoreMaxBytes('auto', heapLimitWith(HEAP_FLAGS)), 'auto, from the heap limit');
+      assert.equal(limit, autoStoreBytes(), 'auto, from the old space');
       assert.ok(limit < 20 * MIB, `the budget leaves most of the heap to the rest (${limit})`);
       assert.ok(value('evictions_total') > 0, 'the oldest answers were evicted to make room');
       assert.ok(value('memory_bytes') <= limit, `within the budget: ${value('memory_bytes')} of ${limit}`);

@@ -1,14 +1,15 @@
-// Senders that hold large bodies open: the receiver buffers at most POSTBACK_BODY_BUDGET.poolBytes of them at once
+// Senders that hold large bodies open: the receiver buffers at most its pool (the memory budget's share) of them at once
 // (beyond the small allowance every body has), so that they cannot take the pod past its memory limit. A further
 // large body is answered 503 at once without being read; a genuine postback, a few hundred bytes, still goes through.
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { MAX_POSTBACK_BYTES } from '../../src/postback/handler.js';
-import { POSTBACK_BODY_BUDGET } from '../../src/postback/receiver.js';
+import {
+  POSTBACK_FREE_BODY_BYTES as FREE_BODY_BYTES,
+  POSTBACK_MAX_BODY_BYTES as MAX_POSTBACK_BYTES,
+} from '../../src/memory/budget.js';
 import { deliver, gatewayKeys, PATH, signPostback, startBareReceiver, type BareReceiver } from './support.js';
 
-const { freeBytes: FREE_BODY_BYTES, poolBytes: BODY_BUDGET_BYTES } = POSTBACK_BODY_BUDGET;
 let world: BareReceiver;
 let privateKeyPem: string;
 
@@ -44,7 +45,7 @@ function holdLargeBody(): Holder {
  * share, whatever order they arrived in, and the budget is full.
  */
 async function fillBudget(): Promise<Holder[]> {
-  const fit = Math.floor(BODY_BUDGET_BYTES / (MAX_POSTBACK_BYTES - FREE_BODY_BYTES));
+  const fit = Math.floor(world.bodyPoolBytes / (MAX_POSTBACK_BYTES - FREE_BODY_BYTES));
   const holders = Array.from({ length: fit + 1 }, () => holdLargeBody());
   const until = Date.now() + 5_000;
   while (!holders.some((h) => h.answer !== '')) {
@@ -91,7 +92,7 @@ describe('large bodies held open', () => {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         // Just more than the room the holders leave (a 1 MiB body would still be in flight when the receiver closes).
-        body: 'A'.repeat(FREE_BODY_BYTES + (BODY_BUDGET_BYTES % (MAX_POSTBACK_BYTES - FREE_BODY_BYTES)) + 1),
+        body: 'A'.repeat(FREE_BODY_BYTES + (world.bodyPoolBytes % (MAX_POSTBACK_BYTES - FREE_BODY_BYTES)) + 1),
       });
       assert.equal(res.status, 503);
       assert.equal(res.headers.get('retry-after'), '5');

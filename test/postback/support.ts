@@ -238,6 +238,8 @@ export interface BareReceiver {
   readonly application: ApplicationStub;
   readonly store: StateStore;
   readonly metrics: SidecarMetrics;
+  /** The large-body pool the receiver was given: the memory budget's postback share for this process. */
+  readonly bodyPoolBytes: number;
   /** Closes the receiver (waiting at most `graceMs` for requests in flight), then the store and the application. */
   stop(graceMs: number): Promise<void>;
 }
@@ -260,9 +262,12 @@ export async function startBareReceiver(
   });
   const store = options.store ?? new MemoryStateStore();
   const metrics = new SidecarMetrics({ version: 't', environment: 'staging', keyFingerprint: 'f' });
-  const receiver = createPostbackReceiver(loadConfig(env).postback!, {
+  const config = loadConfig(env);
+  const bodyPoolBytes = config.memory.postbackBodyPoolBytes;
+  const receiver = createPostbackReceiver(config.postback!, {
     store,
     delivery: { kind: 'direct' },
+    bodyPoolBytes,
     metrics: metrics.postbacks,
     log: options.log ?? createLogger('silent', new CapturedOutput()),
     ...(options.listener === undefined ? {} : { listener: options.listener }),
@@ -274,6 +279,7 @@ export async function startBareReceiver(
     application,
     store,
     metrics,
+    bodyPoolBytes,
     async stop(graceMs) {
       await receiver.close(graceMs);
       await store.close();
