@@ -35,7 +35,7 @@ export const HEAP_RESERVE_BYTES = 32 * MIB;
  * store at 102 MiB the heap peaked at 142 MiB, at 163 MiB it ran out (docs/performance.md, "The memory store's budget").
  */
 export const STORE_HEAP_SHARE = 0.6;
-/** Shedding starts at this share of the limit (RSS) or of the old space (heap used)... */
+/** Shedding starts at this share of the limit (RSS) or of V8's heap limit (heap in use, garbage included)... */
 export const HIGH_WATER_SHARE = 0.9;
 /** ...and stops once both are back under this one. */
 export const LOW_WATER_SHARE = 0.8;
@@ -57,6 +57,8 @@ export interface ProcessMemory {
   readonly containerLimitBytes: number | undefined;
   /** V8's old-space limit (--max-old-space-size, or what V8 chose): where the store and every request live. */
   readonly oldSpaceBytes: number;
+  /** V8's whole heap limit (the old space and the young generation): past it the process dies. */
+  readonly heapLimitBytes: number;
 }
 
 export type LimitSource = 'setting' | 'container' | 'heap';
@@ -66,6 +68,7 @@ export interface MemoryBudget {
   readonly limitBytes: number;
   readonly source: LimitSource;
   readonly oldSpaceBytes: number;
+  readonly heapLimitBytes: number;
   readonly shares: {
     readonly runtime: number;
     readonly headroom: number;
@@ -124,13 +127,16 @@ export function memoryBudget(input: BudgetInput): MemoryBudget {
     limitBytes,
     source,
     oldSpaceBytes,
+    heapLimitBytes: input.process.heapLimitBytes,
     shares: { runtime: RUNTIME_BYTES, headroom, bodies, store },
     egressBodyPoolBytes,
     postbackBodyPoolBytes,
-    rssHighWaterBytes: Math.floor(limitBytes * HIGH_WATER_SHARE),
-    rssLowWaterBytes: Math.floor(limitBytes * LOW_WATER_SHARE),
-    heapHighWaterBytes: Math.floor(oldSpaceBytes * HIGH_WATER_SHARE),
-    heapLowWaterBytes: Math.floor(oldSpaceBytes * LOW_WATER_SHARE),
+    // A limit derived from the heap is no measure of RSS (code and buffers live outside the heap): the heap's own
+    // mark is the one that holds then.
+    rssHighWaterBytes: source === 'heap' ? Number.MAX_SAFE_INTEGER : Math.floor(limitBytes * HIGH_WATER_SHARE),
+    rssLowWaterBytes: source === 'heap' ? Number.MAX_SAFE_INTEGER : Math.floor(limitBytes * LOW_WATER_SHARE),
+    heapHighWaterBytes: Math.floor(input.process.heapLimitBytes * HIGH_WATER_SHARE),
+    heapLowWaterBytes: Math.floor(input.process.heapLimitBytes * LOW_WATER_SHARE),
     fittingOldSpaceMb: Math.floor((limitBytes * OLD_SPACE_SHARE) / MIB),
   };
 }
@@ -155,18 +161,18 @@ export function checkBudgetFits(budget: MemoryBudget, settings: { limit: string;
 export function storeMaxBytes(setting: number | 'auto', budget: MemoryBudget, settingName: string): number {
   if (setting === 'auto') return budget.shares.store;
   const bytes = setting * MIB;
-  const room = budget.limitBytes - RUNTIME_BYTES - budget.shares.headroom - budget.shares.bodies;
-  if (bytes > room) {
-    throw new ConfigError(
-      settingName,
-      `${String(setting)} MiB does not fit the memory limit (${mib(budget.limitBytes)} MiB, ${budget.source}) beside the runtime (${mib(RUNTIME_BYTES)} MiB), headroom (${mib(budget.shares.headroom)} MiB) and bodies in flight (${mib(budget.shares.bodies)} MiB): at most ${mib(room)} MiB; auto gives ${mib(budget.shares.store)} MiB`,
-    );
-  }
   const heapRoom = budget.oldSpaceBytes - HEAP_RESERVE_BYTES;
   if (bytes > heapRoom) {
     throw new ConfigError(
       settingName,
       `${String(setting)} MiB does not fit node's old space (${mib(budget.oldSpaceBytes)} MiB) beside the ${mib(HEAP_RESERVE_BYTES)} MiB the rest of the heap needs: the heap would run out before the store evicts; auto gives ${mib(budget.shares.store)} MiB`,
+    );
+  }
+  const room = budget.limitBytes - RUNTIME_BYTES - budget.shares.headroom - budget.shares.bodies;
+  if (bytes > room) {
+    throw new ConfigError(
+      settingName,
+      `${String(setting)} MiB does not fit the memory limit (${mib(budget.limitBytes)} MiB, ${budget.source}) beside the runtime (${mib(RUNTIME_BYTES)} MiB), headroom (${mib(budget.shares.headroom)} MiB) and bodies in flight (${mib(budget.shares.bodies)} MiB): at most ${mib(room)} MiB; auto gives ${mib(budget.shares.store)} MiB`,
     );
   }
   return bytes;
@@ -213,7 +219,11 @@ export function containerLimitBytes(
 
 /** The figures of this process, read now. */
 export function readProcessMemory(): ProcessMemory {
-  return { containerLimitBytes: containerLimitBytes(), oldSpaceBytes: oldSpaceBytes() };
+  return {
+    containerLimitBytes: containerLimitBytes(),
+    oldSpaceBytes: oldSpaceBytes(),
+    heapLimitBytes: getHeapStatistics().heap_size_limit,
+  };
 }
 
 /** The store's `auto` share for this process with the default settings: a store built without settings (tests). */

@@ -1,5 +1,5 @@
 // Whether the process is near its memory budget (budget.ts), looked at every SAMPLE_MS: past the high-water mark of
-// RSS (against the limit) or of the heap in use (against the old space), every listener refuses new work with a
+// RSS (against the limit) or of the heap in use (against V8's heap limit), every listener refuses new work with a
 // clear answer instead of taking it into a heap that would run out: the egress listener 503 sidecar.overloaded
 // (nothing sent), the postback receiver 503 (the gateway delivers again), the admin listener everything but its
 // probes. Under both low-water marks it takes work again by itself.

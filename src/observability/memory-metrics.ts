@@ -47,7 +47,7 @@ export class MemoryMetrics {
     });
     const ratio: Gauge = new Gauge({
       name: METRICS.memoryPressureRatio,
-      help: 'The larger of RSS against the memory limit and heap in use against the old space, at the last look.',
+      help: 'The larger of RSS against the memory limit and heap in use against the heap limit, at the last look.',
       registers: [registry],
       collect: (): void => ratio.set(this.pressure.ratio),
     });

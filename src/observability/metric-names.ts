@@ -109,7 +109,7 @@ export const METRICS = {
   requestsShed: 'signing_sidecar_requests_shed_total',
   /** gauge{share}: the memory budget (limit) and its shares runtime|headroom|bodies|store, in bytes. */
   memoryBudgetBytes: 'signing_sidecar_memory_budget_bytes',
-  /** gauge: max(RSS / limit, heap used / old space) at the last look; shedding starts at 0.9. */
+  /** gauge: max(RSS / limit, heap used / heap limit) at the last look; shedding starts at 0.9. */
   memoryPressureRatio: 'signing_sidecar_memory_pressure_ratio',
   /** gauge: 1 while the listeners shed new work. */
   memoryShedding: 'signing_sidecar_memory_shedding',

@@ -327,17 +327,17 @@ describe('every answer the sidecar makes matches the OpenAPI document it serves'
   });
 
   it('the body budget spent: budget_exhausted, with Retry-After', async () => {
-    // In a 256 MiB budget the egress pool holds a few bodies near the 1 MiB limit (memory/budget.ts): as many
-    // callers as fit declare such bodies and hold them; one more does not fit.
+    // In a 1 GiB budget the egress pool holds a dozen bodies near the 1 MiB limit (memory/budget.ts): as many callers
+    // as fit declare such bodies and hold them; one more does not fit.
     const pool = memoryBudget({
-      limitMb: 256,
+      limitMb: 1024,
       process: readProcessMemory(),
       maxBodyBytes: 1_048_576,
       maxPostbackBodyBytes: POSTBACK_MAX_BODY_BYTES,
     }).egressBodyPoolBytes;
     const fit = Math.floor(pool / (1_000_000 - EGRESS_FREE_BODY_BYTES));
     assert.ok(fit >= 1, `the pool (${pool} bytes) holds one body at the limit`);
-    const w = await world({ SIDECAR_MEMORY_LIMIT_MB: '256' });
+    const w = await world({ SIDECAR_MEMORY_LIMIT_MB: '1024' });
     const holders = Array.from({ length: fit }, () => rawPost(w.proxyUrl, 'hold', 1_000_000));
     try {
       // The one more is refused at once, unread: its answer arrives and the connection is closed.

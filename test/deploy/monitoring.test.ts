@@ -19,6 +19,7 @@ export const RUNBOOK_ANCHORS = [
   'runbook-ip-forbidden',
   'runbook-token-failures',
   'runbook-sidecar-not-ready',
+  'runbook-memory-pressure',
   'runbook-gateway-latency',
   'runbook-answer-mismatches',
   'runbook-config-reload-failures',

@@ -30,7 +30,11 @@ const NEWEST = 20;
 function autoStoreBytes(): number {
   return memoryBudget({
     limitMb: 'auto',
-    process: { containerLimitBytes: containerLimitBytes(), oldSpaceBytes: OLD_SPACE_MB * MIB },
+    process: {
+      containerLimitBytes: containerLimitBytes(),
+      oldSpaceBytes: OLD_SPACE_MB * MIB,
+      heapLimitBytes: 60 * MIB,
+    },
     maxBodyBytes: 1_048_576,
     maxPostbackBodyBytes: POSTBACK_MAX_BODY_BYTES,
   }).shares.store;
@@ -99,7 +103,7 @@ describe('memory store: bounded by bytes, so that it evicts before the heap runs
     }
   });
 
-  it('serve refuses a budget above the heap limit at start: exit 2, one line naming the setting and the limit', async () => {
+  it('serve refuses a budget above the old space at start: exit 2, one line naming the setting and the old space', async () => {
     const gateway = await new RecordingGateway().start();
     try {
       const env = await sidecarEnv(await makeKeys(), gateway.url, {
@@ -115,7 +119,7 @@ describe('memory store: bounded by bytes, so that it evicts before the heap runs
       assert.equal(result.status, 2);
       assert.match(
         result.stderr,
-        /^signing-sidecar: configuration error: SIDECAR_STATE_MEMORY_MAX_MB \(state\.memoryMaxMb\): 64 MiB is above the V8 heap limit \(60 MiB\)[^\n]*\n$/,
+        /^signing-sidecar: configuration error: SIDECAR_STATE_MEMORY_MAX_MB \(state\.memoryMaxMb\): 64 MiB does not fit node's old space \(48 MiB\)[^\n]*\n$/,
       );
       assert.equal(gateway.grants.length, 0, 'refused before logging in');
     } finally {

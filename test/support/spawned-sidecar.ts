@@ -19,14 +19,24 @@ export interface SpawnedSidecar {
   kill(): Promise<void>;
 }
 
+export interface SpawnOptions {
+  /** What runs the sidecar: `--import tsx src/main.ts` by default; a built `dist/src/main.js` to run it as shipped. */
+  readonly program?: readonly string[];
+  /** A command the node command is handed to (one that puts it in a memory cgroup, say). */
+  readonly launcher?: readonly string[];
+}
+
 /** `nodeArgs`: flags for node itself, before the script (the image's heap settings, say). */
 export async function spawnSidecar(
   env: NodeJS.ProcessEnv,
   startMs = 15_000,
   nodeArgs: readonly string[] = [],
+  options: SpawnOptions = {},
 ): Promise<SpawnedSidecar> {
+  const program = options.program ?? ['--import', 'tsx', 'src/main.ts'];
+  const [command = process.execPath, ...launcherArgs] = [...(options.launcher ?? []), process.execPath];
   // Only PATH and HOME from the test's own environment: stray SIDECAR_* variables must not leak in.
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'src/main.ts', 'serve'], {
+  const child = spawn(command, [...launcherArgs, ...nodeArgs, ...program, 'serve'], {
     cwd: REPO_ROOT,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
