@@ -3,6 +3,7 @@
 import type {
   AnswerEvent,
   CompleteEvent,
+  CrashEvent,
   FaultEvent,
   HistoryEvent,
   InvokeEvent,
@@ -40,7 +41,8 @@ export type ViolationName =
   | 'liveness-final-round'
   | 'liveness-inbox'
   | 'liveness-unmeasured'
-  | 'wipe-unnoticed';
+  | 'wipe-unnoticed'
+  | 'replica-crashed';
 
 export interface Violation {
   readonly name: ViolationName;
@@ -91,6 +93,11 @@ export function check(history: readonly HistoryEvent[]): CheckResult {
   for (const wipe of wipes) {
     if (wipe.noticed_at === null || wipe.noticed_at === undefined)
       flag('wipe-unnoticed', `the wipe at ${wipe.start} ms (${wipe.detail ?? ''}): no replica counted it`);
+  }
+  // A replica that dies on its own (out of memory under a flood, a crash) stops payments: whatever else held.
+  for (const crash of history.filter((e): e is CrashEvent => e.type === 'crash')) {
+    const how = crash.signal ?? `exit code ${String(crash.code)}`;
+    flag('replica-crashed', `replica ${crash.replica} exited on its own at ${crash.t} ms (${how})`);
   }
 
   // No payment twice: an invoice_no is one payment, whatever happened to its attempts. A wipe forgets the key, so

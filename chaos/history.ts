@@ -88,6 +88,15 @@ export interface FaultEvent {
   readonly noticed_at?: number | null;
 }
 
+/** A replica process that exited without the nemesis stopping it: killed by memory, or crashed. */
+export interface CrashEvent {
+  readonly t: number;
+  readonly type: 'crash';
+  readonly replica: number;
+  readonly code: number | null;
+  readonly signal: string | null;
+}
+
 /** At the end: the wipes each replica slot counted (its metric, summed over the processes it ran). */
 export interface WipesNoticedEvent {
   readonly t: number;
@@ -123,7 +132,8 @@ export type HistoryEvent =
   | FaultEvent
   | LoginsEvent
   | LivenessEvent
-  | WipesNoticedEvent;
+  | WipesNoticedEvent
+  | CrashEvent;
 
 export const FAULT_KINDS = [
   'replica-kill',
@@ -140,6 +150,7 @@ export const FAULT_KINDS = [
   'token-revoke',
   'clock-step',
   'password-rotation',
+  'hostile-neighbour',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 

@@ -3,11 +3,12 @@
 // and end. Wall-clock timing and the machine's load still vary between runs of one seed: the schedule is the seed's.
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { otherLoopbackAddresses, pipelined, pipelinedFlood, slowHeaderHolders } from '../test/support/floods.js';
 import type { FaultEvent, FaultKind } from './history.js';
 import type { Recorder } from './recorder.js';
 import { REDIS_COMMAND_TIMEOUT_MS, RESPONSE_TIMEOUT_MS, sleep, type World } from './world.js';
 
-type Group = 'replicas' | 'redis' | 'application' | 'gateway' | 'clock' | 'password';
+type Group = 'replicas' | 'redis' | 'application' | 'gateway' | 'clock' | 'password' | 'neighbour';
 export type PlanKind = FaultKind | 'application';
 
 /** A key outside the sidecar's prefix, written before a restart-empty: gone afterwards means the data was wiped. */
@@ -36,7 +37,15 @@ const PLANS: readonly FaultPlan[] = [
   { kind: 'token-revoke', group: 'gateway', weight: 2 },
   { kind: 'clock-step', group: 'clock', weight: 1 },
   { kind: 'password-rotation', group: 'password', weight: 1 },
+  { kind: 'hostile-neighbour', group: 'neighbour', weight: 2 },
 ];
+
+/**
+ * A hostile neighbour, scaled to a machine that also runs the whole fleet: per flood this many connections, each
+ * writing 64 KB of pipelined requests again and again (the postback port is the internet's through the ingress;
+ * the admin port any pod's), and connections holding unfinished headers on the postback port.
+ */
+const NEIGHBOUR = { postbackConnections: 128, adminConnections: 64, holders: 100 } as const;
 
 export class Nemesis {
   private readonly busy = new Set<Group>();
@@ -199,6 +208,8 @@ export class Nemesis {
       }
       case 'password-rotation':
         return this.span('password-rotation', 'gateway and Secret file', () => world.rotatePassword());
+      case 'hostile-neighbour':
+        return this.hostileNeighbour();
     }
   }
 
@@ -251,6 +262,51 @@ export class Nemesis {
       if (end === start) end = this.recorder.now();
       const fault: Omit<FaultEvent, 't'> = { type: 'fault', kind: 'redis-restart-empty', start, end, detail, ...event };
       this.recorder.record(fault);
+    }
+  }
+
+  /**
+   * Floods one replica's postback and admin ports directly (not through the balancer) with pipelined requests from
+   * other loopback addresses, and holds its postback port with unfinished headers, for a few seconds. The replica
+   * must stay up (a death is a `crash` event, a violation) and go on taking genuine postbacks and payments.
+   */
+  private async hostileNeighbour(): Promise<void> {
+    const { world } = this;
+    const index = Math.floor(this.random() * world.replicas.length);
+    const replica = world.replicas[index];
+    const floodMs = this.between(5_000, 12_000);
+    if (replica === undefined) return;
+    const sources = otherLoopbackAddresses(8, 20);
+    const target = (port: number) => ({ host: '127.0.0.1', port, sources });
+    const start = this.recorder.now();
+    let detail = `replica ${index}, ${floodMs} ms`;
+    try {
+      const until = Date.now() + floodMs;
+      const [postback, admin, closedHolders] = await Promise.all([
+        pipelinedFlood(
+          target(replica.ports.postback),
+          NEIGHBOUR.postbackConnections,
+          pipelined(
+            'POST /postbacks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}',
+          ),
+          until,
+        ),
+        pipelinedFlood(
+          target(replica.ports.admin),
+          NEIGHBOUR.adminConnections,
+          pipelined('GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n'),
+          until,
+        ),
+        slowHeaderHolders(
+          target(replica.ports.postback),
+          NEIGHBOUR.holders,
+          `POST /postbacks HTTP/1.1\r\nHost: x\r\nX-Pad: ${'a'.repeat(8_000)}`,
+          until,
+        ),
+      ]);
+      detail += `: ${postback.connections} postback and ${admin.connections} admin flooding connections, ${closedHolders} holders cut`;
+    } finally {
+      this.recorder.record({ type: 'fault', kind: 'hostile-neighbour', start, end: this.recorder.now(), detail });
     }
   }
 

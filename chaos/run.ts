@@ -66,9 +66,11 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 }
 
 async function run(seed: number, durationS: number, out: string, forced: readonly PlanKind[]): Promise<HistoryEvent[]> {
-  const world = await startWorld(out);
-  running = world;
   const recorder = new Recorder();
+  const world = await startWorld(out, (replica, code, signal) =>
+    recorder.record({ type: 'crash', replica, code, signal }),
+  );
+  running = world;
   recorder.record({ type: 'run', seed, duration_s: durationS, replicas: world.replicas.length, callers: CALLERS });
   world.application.onPostback((p) =>
     recorder.record({

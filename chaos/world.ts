@@ -66,7 +66,11 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SERVE = [...IMAGE_RUNTIME.flags, 'dist/image/main.js', 'serve'];
 
 /** `logDir`: each replica's stdout and stderr go to replica-N.log there (warnings and errors). */
-export async function startWorld(logDir: string): Promise<World> {
+/** `onCrash`: a replica process exited without stopReplica (out of memory, a crash). */
+export async function startWorld(
+  logDir: string,
+  onCrash: (index: number, code: number | null, signal: NodeJS.Signals | null) => void = () => undefined,
+): Promise<World> {
   if (!existsSync(join(ROOT, 'dist', 'image', 'main.js')))
     throw new Error('dist/image is missing: run "npm run bundle"');
   const dir = scratchDir('chaos-');
@@ -179,7 +183,11 @@ export async function startWorld(logDir: string): Promise<World> {
       });
       child.stdout.pipe(log, { end: false });
       child.stderr.pipe(log, { end: false });
-      child.once('exit', () => setTimeout(() => log.end(), 100));
+      child.once('exit', (code, signal) => {
+        // stopReplica forgets the process before it stops it: one still held here died on its own.
+        if (replica.process === child) onCrash(index, code, signal);
+        setTimeout(() => log.end(), 100);
+      });
       replica.process = child;
       const deadline = Date.now() + 60_000;
       while (!(await ready(replica).catch(() => false))) {

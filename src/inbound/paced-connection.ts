@@ -168,11 +168,16 @@ export class PacedConnection extends Duplex {
     if (this.closing) return;
     this.waiting = this.waiting === undefined ? chunk : Buffer.concat([this.waiting, chunk]);
     this.pump();
-    if (this.waiting !== undefined && this.waiting.length > this.limits.maxWaitingBytes) this.refusePipelining();
-    // What waits is a copy: a slice would keep the whole 64 KiB read buffer it came from.
-    else if (this.waiting !== undefined && this.waiting.buffer.byteLength > this.waiting.length) {
-      this.waiting = Buffer.from(this.waiting);
+    const { waiting } = this;
+    if (waiting === undefined) return;
+    if (this.inFlight?.req.complete === true && waiting.length > this.limits.maxWaitingBytes) {
+      this.refusePipelining();
+      return;
     }
+    // The server stopped reading (its answer or the body's reader is behind): so does the socket, until _read.
+    if (this.readableFlowing === false) this.socket.pause();
+    // What waits is a copy: a slice would keep the whole 64 KiB read buffer it came from.
+    if (waiting.buffer.byteLength > waiting.length) this.waiting = Buffer.from(waiting);
   }
 
   /** Hands the parser what it may parse now, while it reads (the server pauses this stream under backpressure). */
@@ -219,6 +224,7 @@ export class PacedConnection extends Duplex {
 
   override _read(): void {
     this.pump();
+    this.socket.resume();
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {

@@ -1,8 +1,8 @@
 // Whether the process is near its memory budget (budget.ts), looked at every SAMPLE_MS: past the high-water mark of
 // RSS (against the limit) or of the heap in use (against V8's heap limit), every listener refuses new work with a
 // clear answer instead of taking it into a heap that would run out: the egress listener 503 sidecar.overloaded
-// (nothing sent), the postback receiver 503 (the gateway delivers again), the admin listener everything but its
-// probes. Under both low-water marks it takes work again by itself.
+// (nothing sent), the postback receiver 503 (the gateway delivers again), the admin listener makes one metrics page
+// at a time. Under both low-water marks it takes work again by itself.
 import { getHeapStatistics } from 'node:v8';
 import type { MemoryBudget } from './budget.js';
 
@@ -34,9 +34,11 @@ export class MemoryPressure {
     return this.shedding;
   }
 
-  /** The larger of RSS against the limit and heap in use against the old space, at the last look (0 to 1 and up). */
+  /** The larger of RSS against the limit and heap in use against the heap limit, at the last look (0 to 1 and up). */
   get ratio(): number {
-    return Math.max(this.last.rssBytes / this.budget.limitBytes, this.last.heapUsedBytes / this.budget.oldSpaceBytes);
+    // A limit derived from the heap says nothing of RSS (budget.ts): only the heap counts then.
+    const rss = this.budget.source === 'heap' ? 0 : this.last.rssBytes / this.budget.limitBytes;
+    return Math.max(rss, this.last.heapUsedBytes / this.budget.heapLimitBytes);
   }
 
   start(): void {

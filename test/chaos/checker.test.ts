@@ -290,6 +290,12 @@ describe('chaos checker', () => {
       );
     });
 
+    it('flags a replica that exited on its own (killed by memory, crashed), not one the nemesis stopped', () => {
+      const crash = { t: 5000, type: 'crash', replica: 1, code: null, signal: 'SIGABRT' };
+      assert.deepEqual(names([...cleanHistory(), crash] as HistoryEvent[]), ['replica-crashed']);
+      assert.match(check([...cleanHistory(), crash] as HistoryEvent[]).violations[0]!.detail, /replica 1 .*SIGABRT/);
+    });
+
     it('flags a wipe no replica noticed, and reads what each replica counted', () => {
       const unnoticed = { ...wipe, noticed_at: null };
       assert.deepEqual(names([...cleanHistory(), unnoticed] as HistoryEvent[]), ['wipe-unnoticed']);
