@@ -1,4 +1,5 @@
 import type { Config } from '../config/config.js';
+import { MIB, type MemoryBudget } from '../memory/budget.js';
 import { collectConfig } from '../config/load.js';
 import { publicKeyFingerprint } from '../signing/keys.js';
 import { CheckReport } from '../tools/check-report.js';
@@ -55,7 +56,17 @@ async function loadOrReport(env: NodeJS.ProcessEnv, report: CheckReport): Promis
     `valid (${config.environment}, base URL ${config.base.origin}${config.base.pathPrefix}, user ${config.username})`,
   );
   for (const warning of config.warnings) report.line('!', 'config', `${warning.setting}: ${warning.message}`);
+  report.line('✔', 'memory', memoryLine(config.memory));
   return config;
+}
+
+/** The memory budget as `serve` will size itself (docs/operations.md, "Memory"), in MiB. */
+function memoryLine(budget: MemoryBudget): string {
+  const mib = (bytes: number) => Math.floor(bytes / MIB);
+  const { shares } = budget;
+  const shedAt =
+    budget.source === 'heap' ? `${mib(budget.heapHighWaterBytes)} MiB of heap` : `${mib(budget.rssHighWaterBytes)} MiB`;
+  return `limit ${mib(budget.limitBytes)} MiB (${budget.source}): store ${mib(shares.store)}, bodies ${mib(shares.bodies)}, headroom ${mib(shares.headroom)}, runtime ${mib(shares.runtime)}; sheds at ${shedAt}`;
 }
 
 async function checkGateway(config: Config, report: CheckReport): Promise<void> {

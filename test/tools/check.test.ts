@@ -391,6 +391,17 @@ describe('check with SIDECAR_STATE_STORE=redis (a real redis-server)', () => {
     );
   });
 
+  it('the memory budget is reported: its limit, where it was read, its shares and where shedding starts', async () => {
+    const run = await runCommand(check, [], { ...env, SIDECAR_MEMORY_LIMIT_MB: '256' });
+    assert.match(
+      run.stdout,
+      /^✔ memory: limit 256 MiB \(setting\): store 72, bodies 36, headroom 38, runtime 72; sheds at 230 MiB$/m,
+    );
+    const refused = await runCommand(check, [], { ...env, SIDECAR_MEMORY_LIMIT_MB: '96' });
+    assert.match(refused.stdout, /^✘ config: SIDECAR_MEMORY_LIMIT_MB \(memoryLimitMb\): the memory limit \(96 MiB/m);
+    assert.equal(refused.code, 1);
+  });
+
   it('the memory store is reported, not checked', async () => {
     const run = await runCommand(check, [], { ...env, SIDECAR_STATE_STORE: 'memory' });
     assert.match(run.stdout, /^- state store: memory \(this pod only/m);
