@@ -38,22 +38,21 @@ export function headerBlockLength(bytes: Buffer): number {
   return -1;
 }
 
-/** The request being answered on a connection, and how much of its body the parser has yet to see. */
-interface InFlight {
-  readonly req: IncomingMessage;
-  readonly res: ServerResponse;
-  /** Declared body bytes not handed over yet; undefined for a chunked body (handed over in pieces). */
-  bodyLeft: number | undefined;
-}
-
 /**
  * One client connection as the HTTP server sees it: a Duplex over the socket that writes straight through and reads
- * one request at a time. The listener's request gate (connection-policy.ts) tells it when a request begins (`begin`)
- * and so when the answer is done.
+ * one request at a time. The listener's request gate (connection-policy.ts) tells it when a request begins (`begin`),
+ * and the answer's 'close' when it is done. Its state is a few fields rather than an object per request: it is on
+ * every request's path, and the bench weighs what a request allocates (docs/performance.md).
  */
 export class PacedConnection extends Duplex {
   private waiting: Buffer | undefined;
-  private inFlight: InFlight | undefined;
+  /** The request being answered, and its answer; undefined between requests. */
+  private req: IncomingMessage | undefined;
+  private res: ServerResponse | undefined;
+  /** Declared body bytes of `req` not handed over yet; undefined for a chunked body (handed over in pieces). */
+  private bodyLeft: number | undefined;
+  /** The last piece handed over was a whole header block. */
+  private gaveHeaderBlock = false;
   /**
    * Nothing more is handed over: a request was pipelined past the bound (the connection ends once the request in
    * flight is answered), or the parser made a request that Node answered itself (a 400), which closes it.
@@ -61,6 +60,8 @@ export class PacedConnection extends Duplex {
   private closing = false;
   private socketEnded = false;
   private endPushed = false;
+  /** One function for every answer of the connection: the answer's 'close' comes after Node's own 'finish' work. */
+  private readonly onAnswered = (): void => this.answered();
 
   constructor(
     readonly socket: Socket,
@@ -114,14 +115,25 @@ export class PacedConnection extends Duplex {
     return this;
   }
 
+  /**
+   * Writes are corked on the socket itself, which then sends an answer's head and body in one system call, as it
+   * does under Node's own HTTP server, rather than here, where they would wait for each other's callbacks.
+   */
+  override cork(): void {
+    this.socket.cork();
+  }
+  override uncork(): void {
+    this.socket.uncork();
+  }
+
   /** Whether a request is being answered on this connection. */
   get requestInFlight(): boolean {
-    return this.inFlight !== undefined;
+    return this.req !== undefined;
   }
 
   /** Whether the answer to the request in flight has begun (a parse error then cuts the connection, unanswered). */
   get answerStarted(): boolean {
-    return this.inFlight?.res.headersSent === true;
+    return this.res?.headersSent === true;
   }
 
   /**
@@ -129,25 +141,20 @@ export class PacedConnection extends Duplex {
    * that came while another is answered (pipelined within one piece of a chunked body), never handed to a handler.
    */
   begin(req: IncomingMessage, res: ServerResponse): boolean {
-    if (this.inFlight !== undefined) {
+    if (this.req !== undefined) {
       this.refusePipelining();
       return false;
     }
-    this.inFlight = { req, res, bodyLeft: declaredBodyLength(req) };
-    let done = false;
-    const answered = () => {
-      if (done) return;
-      done = true;
-      // After Node's own bookkeeping of the finished answer (its 'finish' listener ran first).
-      process.nextTick(() => this.answered());
-    };
-    res.once('finish', answered);
-    res.once('close', answered);
+    this.req = req;
+    this.res = res;
+    this.bodyLeft = declaredBodyLength(req);
+    res.once('close', this.onAnswered);
     return true;
   }
 
   private answered(): void {
-    this.inFlight = undefined;
+    this.req = undefined;
+    this.res = undefined;
     if (this.closing) {
       // The answer is written: the connection ends, and what was pipelined behind it is never parsed.
       this.socket.destroySoon();
@@ -161,7 +168,7 @@ export class PacedConnection extends Duplex {
     this.closing = true;
     this.waiting = undefined;
     this.onPipelined();
-    if (this.inFlight === undefined) this.socket.destroySoon();
+    if (this.req === undefined) this.socket.destroySoon();
   }
 
   private received(chunk: Buffer): void {
@@ -170,7 +177,7 @@ export class PacedConnection extends Duplex {
     this.pump();
     const { waiting } = this;
     if (waiting === undefined) return;
-    if (this.inFlight?.req.complete === true && waiting.length > this.limits.maxWaitingBytes) {
+    if (this.req?.complete === true && waiting.length > this.limits.maxWaitingBytes) {
       this.refusePipelining();
       return;
     }
@@ -183,14 +190,14 @@ export class PacedConnection extends Duplex {
   /** Hands the parser what it may parse now, while it reads (the server pauses this stream under backpressure). */
   private pump(): void {
     while (this.waiting !== undefined && !this.destroyed && !this.closing && this.readableFlowing !== false) {
-      const next = this.nextPiece(this.waiting);
-      if (next.length === 0) break;
-      const piece = next.length >= this.waiting.length ? this.waiting : this.waiting.subarray(0, next.length);
-      this.waiting = next.length >= this.waiting.length ? undefined : this.waiting.subarray(next.length);
+      const length = this.nextPieceLength(this.waiting);
+      if (length === 0) break;
+      const piece = length >= this.waiting.length ? this.waiting : this.waiting.subarray(0, length);
+      this.waiting = length >= this.waiting.length ? undefined : this.waiting.subarray(length);
       this.push(piece);
       // A whole header block made no request for the gate: Node answered it itself (400 without Host, say) and
       // closes the connection; nothing behind it is parsed meanwhile.
-      if (next.headerBlock && this.inFlight === undefined) {
+      if (this.gaveHeaderBlock && this.req === undefined) {
         this.closing = true;
         this.waiting = undefined;
       }
@@ -202,24 +209,23 @@ export class PacedConnection extends Duplex {
   }
 
   /**
-   * What of the waiting bytes the parser may have now: the next header block when no request is in flight; of the
-   * request in flight, the rest of its body; nothing (length 0) while a request it has whole is being answered.
+   * How many of the waiting bytes the parser may have now: the next header block when no request is in flight; of
+   * the request in flight, the rest of its body; none while a request it has whole is being answered.
    */
-  private nextPiece(waiting: Buffer): { readonly length: number; readonly headerBlock: boolean } {
-    const inFlight = this.inFlight;
-    if (inFlight === undefined) {
+  private nextPieceLength(waiting: Buffer): number {
+    this.gaveHeaderBlock = false;
+    if (this.req === undefined) {
       const block = headerBlockLength(waiting);
       // A header block not all in yet goes to the parser as it comes, which enforces its size and deadline.
-      if (block === -1) return { length: Math.min(waiting.length, this.limits.maxHeaderBytes + 1), headerBlock: false };
-      return { length: block, headerBlock: true };
+      if (block === -1) return Math.min(waiting.length, this.limits.maxHeaderBytes + 1);
+      this.gaveHeaderBlock = true;
+      return block;
     }
-    if (inFlight.req.complete) return { length: 0, headerBlock: false };
-    if (inFlight.bodyLeft === undefined || inFlight.bodyLeft === 0) {
-      return { length: Math.min(waiting.length, CHUNKED_PIECE_BYTES), headerBlock: false };
-    }
-    const length = Math.min(waiting.length, inFlight.bodyLeft);
-    inFlight.bodyLeft -= length;
-    return { length, headerBlock: false };
+    if (this.req.complete) return 0;
+    if (this.bodyLeft === undefined || this.bodyLeft === 0) return Math.min(waiting.length, CHUNKED_PIECE_BYTES);
+    const length = Math.min(waiting.length, this.bodyLeft);
+    this.bodyLeft -= length;
+    return length;
   }
 
   override _read(): void {
@@ -227,17 +233,13 @@ export class PacedConnection extends Duplex {
     this.socket.resume();
   }
 
+  /**
+   * Done once the socket has taken the bytes (into its buffer, or the kernel's), as `write` returning true says:
+   * under backpressure, once the socket drains. The socket's own flush is its business; its errors destroy this.
+   */
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
-    this.socket.write(chunk, callback);
-  }
-
-  override _writev(
-    chunks: Array<{ chunk: Buffer; encoding: BufferEncoding }>,
-    callback: (error?: Error | null) => void,
-  ): void {
-    this.socket.cork();
-    chunks.forEach(({ chunk }, i) => this.socket.write(chunk, i === chunks.length - 1 ? callback : undefined));
-    this.socket.uncork();
+    if (this.socket.write(chunk)) callback();
+    else this.socket.once('drain', () => callback());
   }
 
   override _final(callback: (error?: Error | null) => void): void {
