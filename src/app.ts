@@ -126,9 +126,12 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const opened = await openStateStore(config, { metrics: metrics.stateStore, log });
   const store = deps.wrapStore ? deps.wrapStore(opened) : opened;
   const recordMac = recordMacFor(config, opened, metrics, log);
-  // Redis only: a Redis that comes back empty is noticed, and what this replica still holds shared again.
+  // Redis only: a Redis that comes back empty or older is noticed, and what this replica still holds shared again.
+  // On the store as opened: its generation is raised by a script of its own, which no test wrapper passes on.
   const epoch =
-    opened.kind === 'redis' ? new StoreEpoch(store, { log, onWiped: () => metrics.stateStore.wiped() }) : undefined;
+    opened.kind === 'redis'
+      ? new StoreEpoch(opened as RedisStateStore, { log, onWiped: () => metrics.stateStore.wiped() })
+      : undefined;
   epoch?.start();
   const clock = new ClockCorrection(config.clock, metrics);
   // Every gateway answer's Date header is measured, token grants' too: the first payment after start is already

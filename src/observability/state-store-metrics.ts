@@ -28,6 +28,7 @@ export const STATE_STORE_COMMANDS = [
   'inbox_release',
   'inbox_status',
   'inbox_admin',
+  'epoch_check',
 ] as const;
 export type StateStoreCommand = (typeof STATE_STORE_COMMANDS)[number];
 

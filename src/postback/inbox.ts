@@ -5,6 +5,7 @@
 //   postback:retry         a sorted set: postbacks waiting for their next attempt, by its time
 //   postback:pending       a sorted set: every postback not yet delivered nor dead, by arrival (backlog, age)
 //   postback:dead          a sorted set: postbacks whose every attempt failed, by the time of the last
+//   postback:settled:<id>  a postback delivered or dropped, for an hour: what lets a replica forget its own copy
 // Each move is one script (inbox-scripts.ts). Delivery is at least once: a replica that dies while it holds a
 // postback leaves it pending in the group, and another replica takes it over; X-Postback-Id lets the application
 // see a second delivery.
@@ -32,7 +33,19 @@ const REQUEUE_MARK = 'postback:requeue-mark';
 const REQUEUE_MARK_TTL_MS = 60_000;
 export const DELIVERY_GROUP = 'sidecar-delivery';
 
-const entryKey = (id: string): string => `postback:entry:${id}`;
+/** Short key names of one postback's entry and of its settled mark: the id follows. */
+export const ENTRY_PREFIX = 'postback:entry:';
+export const SETTLED_PREFIX = 'postback:settled:';
+/**
+ * How long a settled mark stays. A replica holding a copy of the postback (requeue-memory.ts) looks it up every few
+ * seconds; one that could not look for longer than this (cut off from Redis for an hour) finds neither entry nor mark
+ * and appends its copy again: delivered twice, under one X-Postback-Id, rather than lost.
+ */
+export const SETTLED_MARK_TTL_MS = 3_600_000;
+const SETTLED_TTL = String(SETTLED_MARK_TTL_MS);
+
+const entryKey = (id: string): string => `${ENTRY_PREFIX}${id}`;
+const settledKey = (id: string): string => `${SETTLED_PREFIX}${id}`;
 
 /** `pb_` and 32 hex digits of the payload's SHA-256: the same postback delivered again by the gateway has the same id. */
 export const POSTBACK_ID = /^pb_[0-9a-f]{32}$/;
@@ -204,7 +217,15 @@ function summaryOf(row: InspectedPostback): PostbackSummary {
 export function createRedisInbox(store: RedisStateStore, mac: RecordMac = NO_RECORD_MAC): PostbackInbox {
   const scope = store.storedKey('');
   const acknowledged = { acknowledged: true } as const;
-  const allKeys = (id: string, orderKey: string) => [entryKey(id), STREAM, PENDING, RETRY, DEAD, orderKey];
+  const allKeys = (id: string, orderKey: string) => [
+    entryKey(id),
+    STREAM,
+    PENDING,
+    RETRY,
+    DEAD,
+    orderKey,
+    settledKey(id),
+  ];
 
   async function recordOutcome(
     postback: Pick<TakenPostback, 'streamId' | 'id' | 'orderKey'>,
@@ -213,7 +234,8 @@ export function createRedisInbox(store: RedisStateStore, mac: RecordMac = NO_REC
   ): Promise<boolean> {
     const dueMs = deliveryOutcome.outcome === 'retry' ? String(deliveryOutcome.dueMs) : '';
     const error = deliveryOutcome.outcome === 'delivered' ? '' : deliveryOutcome.error;
-    const args = [postback.streamId, DELIVERY_GROUP, postback.id, deliveryOutcome.outcome, String(nowMs), dueMs, error];
+    const { outcome } = deliveryOutcome;
+    const args = [postback.streamId, DELIVERY_GROUP, postback.id, outcome, String(nowMs), dueMs, error, SETTLED_TTL];
     return (
       Number(await store.evalScript('inbox_settle', RECORD_OUTCOME, allKeys(postback.id, postback.orderKey), args)) ===
       1
@@ -261,12 +283,12 @@ export function createRedisInbox(store: RedisStateStore, mac: RecordMac = NO_REC
     return (Array.isArray(reply) ? reply : []).map(detailOf).filter((row) => row !== undefined);
   }
 
-  /** APPEND's keys and arguments for one postback (its MAC tag among them). */
-  function appendCall(postback: NewPostback, nowMs: number) {
+  /** APPEND's keys and arguments for one postback (its MAC tag among them); `again`: a held copy appended again. */
+  function appendCall(postback: NewPostback, nowMs: number, again: boolean) {
     const headers = JSON.stringify(postback.headers);
     const tag = mac.tag(entryKey(postback.id), [postback.payload, headers, postback.orderKey]) ?? '';
-    const args = [postback.id, postback.payload, headers, postback.orderKey, String(nowMs), tag];
-    return { keyNames: [entryKey(postback.id), PENDING, postback.orderKey, STREAM], args };
+    const args = [postback.id, postback.payload, headers, postback.orderKey, String(nowMs), tag, again ? '1' : '0'];
+    return { keyNames: [entryKey(postback.id), PENDING, postback.orderKey, STREAM, settledKey(postback.id)], args };
   }
 
   /** The line a kept postback waits in (its entry names it); undefined when there is no such postback. */
@@ -278,12 +300,12 @@ export function createRedisInbox(store: RedisStateStore, mac: RecordMac = NO_REC
   return {
     prepare: () => store.streamGroupCreate(STREAM, DELIVERY_GROUP),
     async append(postback, nowMs) {
-      const { keyNames, args } = appendCall(postback, nowMs);
+      const { keyNames, args } = appendCall(postback, nowMs, false);
       const stored = await store.evalScript('inbox_append', APPEND, keyNames, args, acknowledged);
       return Number(stored) === 1 ? 'accepted' : 'duplicate';
     },
     async appendAgain(postback, receivedMs) {
-      const { keyNames, args } = appendCall(postback, receivedMs);
+      const { keyNames, args } = appendCall(postback, receivedMs, true);
       await store.evalScript('inbox_append', APPEND, keyNames, args);
     },
     async acknowledgeAppended(nowMs) {
@@ -335,7 +357,8 @@ export function createRedisInbox(store: RedisStateStore, mac: RecordMac = NO_REC
     async drop(id) {
       const orderKey = await lineOf(id);
       if (orderKey === undefined) return false;
-      return Number(await store.evalScript('inbox_admin', DROP, allKeys(id, orderKey), [id], acknowledged)) === 1;
+      const args = [id, SETTLED_TTL];
+      return Number(await store.evalScript('inbox_admin', DROP, allKeys(id, orderKey), args, acknowledged)) === 1;
     },
   };
 }

@@ -1,13 +1,14 @@
-// What a replica answered `200 accepted` for and has not yet seen delivered, held in its own memory, so that a Redis
-// that comes back empty (docs/fleet.md, "A Redis that comes back empty") does not lose it: after a wipe it is
-// appended to the inbox again, with the same postback id, so the application's deduplication on X-Postback-Id
-// holds. A replica that is killed takes its share with it; that is lost only if Redis is wiped too.
+// What a replica answered `200 accepted` for and has not yet seen settled, held in its own memory, so that a Redis
+// that comes back empty or older (docs/fleet.md, "A Redis that comes back empty") does not lose it: after a wipe, or
+// once a lookup finds it neither kept nor settled, it is appended to the inbox again, with the same postback id, so
+// the application's deduplication on X-Postback-Id holds. A replica that is killed takes its share with it; that is
+// lost only if Redis loses it too.
 import type { Logger } from '../observability/log.js';
 import type { InboxMetrics } from '../observability/postback-metrics.js';
 import type { RedisStateStore } from '../state/redis-store.js';
 import { luaScript } from '../state/redis-scripts.js';
 import { STORE_EPOCH_KEY, type StoreEpoch } from '../state/store-epoch.js';
-import type { NewPostback, PostbackInbox } from './inbox.js';
+import { ENTRY_PREFIX, SETTLED_PREFIX, type NewPostback, type PostbackInbox } from './inbox.js';
 
 /** How often the postbacks held are looked up in Redis: those delivered (or dropped) since are let go. */
 const LOOKUP_INTERVAL_MS = 5_000;
@@ -26,15 +27,23 @@ const ENTRY_OVERHEAD_BYTES = 256;
 const DROP_LOG_INTERVAL_MS = 60_000;
 
 /**
- * KEYS the epoch; ARGV the stored key prefix, the epoch expected, ids. -1 when the epoch is not the one expected
- * (the dataset was wiped, or replaced), else per id 1 while its entry is kept (undelivered or dead), 0 once gone.
- * One script, so that "gone" is read in the dataset the epoch names: after a wipe every entry is gone, and that must
- * not read as delivered. The entry keys are built from the prefix: the account's, same slot.
+ * KEYS the epoch; ARGV the stored key prefix, the epoch expected, the entry's and the settled mark's short prefixes,
+ * ids. -1 when the epoch is not the one expected (the dataset was wiped, or replaced), else per id 1 while its entry
+ * is kept (undelivered or dead), 2 once settled (delivered or dropped: its mark), 0 when neither is there: lost (a
+ * rollback to an older copy of the dataset, a failover that lost acknowledged writes), never read as delivered. One
+ * script, so that all three are read in the dataset the epoch names. The keys are built from the prefix: the
+ * account's, same slot.
  */
 const STILL_KEPT = luaScript(`if redis.call('GET', KEYS[1]) ~= ARGV[2] then return -1 end
-local kept = {}
-for i = 3, #ARGV do kept[#kept + 1] = redis.call('EXISTS', ARGV[1] .. 'postback:entry:' .. ARGV[i]) end
-return kept`);
+local found = {}
+for i = 5, #ARGV do
+  if redis.call('EXISTS', ARGV[1] .. ARGV[3] .. ARGV[i]) == 1 then found[#found + 1] = 1
+  elseif redis.call('EXISTS', ARGV[1] .. ARGV[4] .. ARGV[i]) == 1 then found[#found + 1] = 2
+  else found[#found + 1] = 0 end
+end
+return found`);
+const KEPT = 1;
+const SETTLED = 2;
 
 interface Held {
   readonly postback: NewPostback;
@@ -42,6 +51,8 @@ interface Held {
   readonly bytes: number;
   /** The epoch the inbox had when this replica last appended it (undefined: not known yet). */
   epoch: string | undefined;
+  /** A lookup found neither its entry nor its settled mark: to be appended again, in this epoch too. */
+  missing?: boolean;
   /** The epoch in which this replica wrote it again after a wipe, until the replicas acknowledge it. */
   writtenIn?: string;
 }
@@ -54,7 +65,9 @@ export interface RequeueMemoryOptions {
 
 /**
  * Holds accepted postbacks (in arrival order, within maxBytes: the oldest go first, counted) until a lookup finds
- * them gone from the inbox under the same epoch, or this replica's own delivery records them delivered. On a wipe it
+ * them settled (delivered or dropped: a mark the inbox writes in the same step) under the same epoch, or this
+ * replica's own delivery records them delivered. Absence is never taken for delivery: a postback neither kept nor
+ * settled was lost (the dataset went back to an older copy) and is appended again. On a wipe it
  * appends again every postback held that was appended under an older epoch, oldest first, so that one
  * transaction's postbacks held here keep their order among themselves (one accepted meanwhile may come before them);
  * when that fails, it is tried again shortly (backing off up to a second), and at every lookup.
@@ -169,8 +182,8 @@ export class RequeueMemory {
   }
 
   /**
-   * Lets go of what is gone from the inbox under the epoch it was appended in; appends again what was appended
-   * under another one (a wipe whose re-append failed).
+   * Lets go of what the inbox has settled (delivered or dropped) under the epoch it was appended in; appends again
+   * what was appended under another one (a wipe whose re-append failed), and what the inbox no longer has at all.
    */
   private async lookUp(): Promise<void> {
     const current = this.epoch.current();
@@ -178,15 +191,16 @@ export class RequeueMemory {
     // Accepted before the epoch was first read: taken as appended under it, as that first read takes the store (an
     // append again could deliver twice what was delivered meanwhile).
     for (const entry of this.held.values()) entry.epoch ??= current;
-    if ([...this.held.values()].some((entry) => entry.epoch !== current)) await this.appendAgain();
+    if ([...this.held.values()].some((entry) => this.behind(entry, current))) await this.appendAgain();
     const ids = [...this.held.values()].filter((entry) => entry.epoch === current).map(({ postback }) => postback.id);
+    let missing = 0;
     for (let from = 0; from < ids.length; from += LOOKUP_BATCH) {
       const batch = ids.slice(from, from + LOOKUP_BATCH);
       const reply = await this.store.evalScript(
         'inbox_status',
         STILL_KEPT,
         [STORE_EPOCH_KEY],
-        [this.store.storedKey(''), current, ...batch],
+        [this.store.storedKey(''), current, ENTRY_PREFIX, SETTLED_PREFIX, ...batch],
       );
       if (!Array.isArray(reply)) {
         // Not the epoch this replica knows: a wipe it has not noticed yet. The check notices it, and appends again.
@@ -194,9 +208,30 @@ export class RequeueMemory {
         return;
       }
       batch.forEach((id, i) => {
-        if (Number(reply[i]) === 0 && this.held.get(id)?.epoch === current) this.forget(id);
+        const entry = this.held.get(id);
+        if (entry?.epoch !== current) return;
+        const found = Number(reply[i]);
+        if (found === SETTLED) this.forget(id);
+        else if (found !== KEPT) {
+          // Written again even if it was written in this epoch already: that copy is gone too.
+          entry.missing = true;
+          entry.writtenIn = undefined;
+          missing++;
+        }
       });
     }
+    if (missing === 0) return;
+    this.options.log.error(
+      { event: 'postback.inbox_lost', postbacks: missing, held: this.held.size },
+      'accepted postbacks gone from the inbox without being delivered (the state store went back to an older copy, ' +
+        'or lost acknowledged writes): appending them again from this replica (docs/runbooks.md#runbook-state-store-wiped)',
+    );
+    await this.appendAgain();
+  }
+
+  /** To be appended again: under another epoch than the current one, or found missing in it. */
+  private behind(entry: Held, epoch: string): boolean {
+    return entry.epoch !== epoch || entry.missing === true;
   }
 
   /** Appends again now and, while an append fails, after `retryMs`, doubling; only the latest wipe's chain goes on. */
@@ -235,7 +270,7 @@ export class RequeueMemory {
   private async appendAgain(): Promise<void> {
     const epoch = this.epoch.current();
     if (epoch === undefined) return;
-    const behind = (entry: Held): boolean => entry.epoch !== epoch;
+    const behind = (entry: Held): boolean => this.behind(entry, epoch);
     if (![...this.held.values()].some(behind)) return;
     for (const entry of [...this.held.values()]) {
       if (!behind(entry) || entry.writtenIn === epoch || !this.held.has(entry.postback.id)) continue;
@@ -247,6 +282,7 @@ export class RequeueMemory {
     for (const entry of this.held.values()) {
       if (!behind(entry) || entry.writtenIn !== epoch) continue;
       entry.epoch = epoch;
+      entry.missing = false;
       requeued++;
     }
     if (requeued === 0) return;

@@ -1,10 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../observability/log.js';
-import type { StateStore } from './state-store.js';
 import { isoTimestamp } from '../utc-time.js';
+import { luaScript } from './redis-scripts.js';
+import type { RedisStateStore } from './redis-store.js';
 
 /** Where the epoch lives (scoped per account by the store, like every other key). */
 export const STORE_EPOCH_KEY = 'store:epoch';
+/** A counter every replica raises at each check: a dataset that goes back to an older copy takes it back too. */
+export const STORE_GENERATION_KEY = 'store:generation';
 /** How often the epoch is read back while nothing else asks: a FLUSHALL leaves the connections as they were. */
 export const EPOCH_CHECK_INTERVAL_MS = 2_000;
 /**
@@ -21,6 +24,22 @@ export interface StoreEpochOptions {
 }
 
 /**
+ * KEYS the epoch, the generation; ARGV the epoch known, the highest generation this replica has seen, the TTL in ms.
+ * {0, the epoch found or ''} when it is not the one known; else the generation raised by one, and {1, it}, or {2, it}
+ * when it is no higher than one already seen: the dataset went back to an older copy of itself.
+ */
+const RAISE_GENERATION = luaScript(`local found = redis.call('GET', KEYS[1])
+if found ~= ARGV[1] then return {0, found or ''} end
+local generation = redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+if generation <= tonumber(ARGV[2]) then return {2, tostring(generation)} end
+return {1, tostring(generation)}`);
+
+/** Why the dataset this replica wrote to is gone: it came back empty (or another replica found it so), or older. */
+type Loss = 'replaced' | 'rolled_back';
+
+/**
  * Notices a Redis that forgot its dataset (docs/fleet.md, "A Redis that comes back empty"): a primary without
  * persistence restarted before Sentinel failed it over comes back empty, and its replicas resynchronise to the empty
  * dataset; FLUSHALL does the same at once. Nothing in the connection tells: the client reconnects as after any blip.
@@ -30,9 +49,19 @@ export interface StoreEpochOptions {
  * one this replica last saw means the dataset it wrote to is gone: logged at error level with what is lost, counted,
  * a new epoch written (or the one another replica wrote first taken), and the listeners told (the token record is
  * shared again, accepted postbacks appended again). A failover to a replica that holds the data keeps the epoch.
+ *
+ * A dataset that goes back to an older copy of itself keeps the epoch: a node restarted from an older snapshot (RDB,
+ * Redis's default persistence) and promoted once every node with the newer writes is gone. Each check also raises a
+ * generation counter beside the epoch; one that comes back no higher than this replica has already seen means the
+ * writes since were lost: the replica replaces the epoch with a new one (the others then notice a wipe) and acts as
+ * on a wipe. A copy taken after this replica's last check is no lower than what it saw, and passes; the requeue
+ * memory then still finds its postbacks missing (requeue-memory.ts), and only idempotency keys written since that
+ * check are lost, as in a failover (docs/fleet.md).
  */
 export class StoreEpoch {
   private known: string | undefined;
+  /** The highest generation this replica has seen under the epoch it knows. */
+  private generation = 0;
   /** When the epoch was last found as known (ms since the epoch): the wipe happened after it. */
   private confirmedAtMs = 0;
   private checking: Promise<void> | undefined;
@@ -41,7 +70,10 @@ export class StoreEpoch {
   private readonly listeners: Array<(epoch: string) => void> = [];
 
   constructor(
-    private readonly store: Pick<StateStore, 'get' | 'setIfAbsent' | 'compareAndSet' | 'onAvailabilityChange'>,
+    private readonly store: Pick<
+      RedisStateStore,
+      'get' | 'setIfAbsent' | 'compareAndSet' | 'evalScript' | 'onAvailabilityChange'
+    >,
     private readonly options: StoreEpochOptions,
   ) {}
 
@@ -79,30 +111,45 @@ export class StoreEpoch {
   private async compare(): Promise<void> {
     if (this.stopped) return;
     const known = this.known;
-    // Unchanged: one round trip, which also pushes the TTL out.
-    if (known !== undefined && (await this.store.compareAndSet(STORE_EPOCH_KEY, known, known, EPOCH_TTL_MS))) {
-      this.confirmedAtMs = Date.now();
-      return;
+    let loss: Loss = 'replaced';
+    if (known !== undefined) {
+      // Unchanged: one round trip, which also pushes the TTL out.
+      const raised = await this.raiseGeneration(known);
+      if (raised === 'raised') {
+        this.confirmedAtMs = Date.now();
+        return;
+      }
+      if (raised === 'rolled_back') {
+        loss = 'rolled_back';
+        // Replaced for every replica, which then notices a wipe too; or taken from the one that replaced it first.
+        await this.store.compareAndSet(STORE_EPOCH_KEY, known, randomBytes(16).toString('hex'), EPOCH_TTL_MS);
+      }
     }
     const found = (await this.store.get(STORE_EPOCH_KEY)) ?? (await this.written());
     if (this.stopped || found === undefined || found === known) return;
     const lastConfirmedMs = this.confirmedAtMs;
     this.known = found;
+    this.generation = 0;
     this.confirmedAtMs = Date.now();
+    // Seen once under the new epoch at once: a copy older than this moment is then noticed.
+    await this.raiseGeneration(found).catch(() => undefined);
     // At start a missing epoch is a new Redis or one wiped before this replica came: it held nothing there yet.
     if (known === undefined) return;
     this.options.onWiped();
     this.options.log.error(
       {
         event: 'state_store.wiped',
+        loss,
         // The wipe happened between these two moments.
         lastConfirmedAt: isoTimestamp(lastConfirmedMs),
         noticedAt: isoTimestamp(this.confirmedAtMs),
         lost: ['idempotency_keys', 'token_record', 'token_lock', 'postback_inbox', 'postback_memory'],
       },
-      'the shared state store lost its dataset (a Redis restarted empty, or flushed): idempotency keys, the token ' +
-        'record and queued postbacks are gone; what this replica still holds is shared and queued again ' +
-        '(docs/runbooks.md#runbook-state-store-wiped)',
+      (loss === 'rolled_back'
+        ? 'the shared state store went back to an older copy of its dataset (a Redis restarted from an older snapshot): '
+        : 'the shared state store lost its dataset (a Redis restarted empty, or flushed): ') +
+        'idempotency keys, the token record and queued postbacks written since are gone; what this replica still ' +
+        'holds is shared and queued again (docs/runbooks.md#runbook-state-store-wiped)',
     );
     for (const listener of this.listeners) {
       try {
@@ -111,6 +158,20 @@ export class StoreEpoch {
         // One consumer's bug must not keep the others from acting on the wipe.
       }
     }
+  }
+
+  /** Raises the generation under `epoch`: `raised`, `rolled_back` (no higher than seen), or `other` (not the epoch). */
+  private async raiseGeneration(epoch: string): Promise<'raised' | 'rolled_back' | 'other'> {
+    const reply = await this.store.evalScript(
+      'epoch_check',
+      RAISE_GENERATION,
+      [STORE_EPOCH_KEY, STORE_GENERATION_KEY],
+      [epoch, String(this.generation), String(EPOCH_TTL_MS)],
+    );
+    const [status, value] = Array.isArray(reply) ? reply.map(String) : [];
+    if (status === '0' || value === undefined) return 'other';
+    this.generation = Math.max(this.generation, Number(value));
+    return status === '2' ? 'rolled_back' : 'raised';
   }
 
   /** A new epoch, or the one another replica wrote between our read and our write. */

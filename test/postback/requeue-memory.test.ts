@@ -115,6 +115,44 @@ describe('the requeue memory', { timeout: 60_000 }, () => {
     assert.equal(a.memory.size().postbacks, 0);
   });
 
+  test('an older copy of the dataset (a restart from a snapshot): what it lacks is appended again, never taken for delivered', async () => {
+    const redis = await startRedis();
+    cleanups.push(() => redis.close());
+    const [a, b] = [await replica(redis), await replica(redis)];
+    const delivered = postback();
+    await a.inbox.append(delivered, Date.now());
+    assert.deepEqual(await deliverAll(b), [delivered.id]);
+    await a.memory.lookUpNow();
+    assert.equal(a.memory.size().postbacks, 0, 'delivered by another replica: its settled mark lets it go');
+    // The snapshot a restarted node loads; then three more accepted, and one of them delivered, after it.
+    assert.deepEqual(await redis.cli('SAVE'), ['OK']);
+    const later = [postback('tx-r', 'SUCCESS'), postback('tx-r', 'FAILED'), postback()];
+    for (const item of later) assert.equal(await a.inbox.append(item, Date.now()), 'accepted');
+    const before = a.epoch.current();
+    await redis.crash();
+    await redis.start();
+    await waitFor('the store back', () => a.store.isAvailable(), 10_000);
+    // The epoch is the snapshot's, the same: only the lookup can tell. Absent and unsettled is lost, not delivered.
+    await a.memory.lookUpNow();
+    assert.equal(a.epoch.current(), before, 'this replica has not checked its epoch since');
+    await waitFor(
+      'three appended again',
+      async () => (await counter(a.registry, 'signing_sidecar_postback_requeued_total')) === 3,
+      5_000,
+    );
+    assert.match(a.logs.text, /"event":"postback.inbox_lost"[^\n]*"postbacks":3/);
+    assert.equal(a.memory.size().postbacks, 3, 'held until delivered');
+    await a.inbox.prepare();
+    const taken = await a.inbox.read('after-rollback', 100, Date.now());
+    assert.deepEqual(
+      taken.map((item) => item.id),
+      [later[0]!.id, later[2]!.id],
+      "in arrival order, the transaction's second behind its first",
+    );
+    for (const item of taken) await a.inbox.record(item, { outcome: 'delivered' }, Date.now());
+    assert.equal(a.memory.size().postbacks, 1, "its own deliveries let go at once; the transaction's second waits");
+  });
+
   test('a wipe: the lookup lets nothing go, and everything held is appended again, same ids, in arrival order', async () => {
     const redis = await startRedis();
     cleanups.push(() => redis.close());

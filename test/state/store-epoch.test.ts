@@ -111,4 +111,31 @@ describe('the store epoch', { timeout: 60_000 }, () => {
     assert.equal(wipedLines(onKept).length, 0);
     assert.equal(wipedLines(onEmpty).length, 1);
   });
+
+  it('a restart from an older snapshot (the same epoch, writes since gone) is noticed as a wipe by a replica that saw newer', async () => {
+    const redis = await startRedis();
+    cleanups.push(() => redis.close());
+    const [a, b] = [await replica(redis), await replica(redis)];
+    const first = a.epoch.current();
+    // The snapshot a restarted node would load (RDB, Redis's default persistence), then checks after it.
+    assert.deepEqual(await redis.cli('SAVE'), ['OK']);
+    await sleep(600);
+    assert.deepEqual([a.wipes, b.wipes], [0, 0]);
+    await redis.crash();
+    await redis.start();
+    assert.deepEqual(
+      await redis.cli('--raw', 'GET', `signing-sidecar:{${TAG}}:${STORE_EPOCH_KEY}`),
+      [first],
+      'the older copy holds the same epoch: no different from no wipe at all, but for the generation',
+    );
+    await waitFor('both replicas to notice', () => a.wipes === 1 && b.wipes === 1, 10_000);
+    await sleep(600);
+    assert.deepEqual([a.wipes, b.wipes], [1, 1], 'once each');
+    assert.notEqual(a.epoch.current(), first);
+    assert.equal(b.epoch.current(), a.epoch.current(), 'one new epoch for both');
+    const losses = [a, b].map((r) => wipedLines(r)[0]?.loss).sort();
+    // The first to check finds the generation no higher than it saw; the other finds the epoch it replaced.
+    assert.ok(losses.includes('rolled_back'), `one replica tells the rollback: ${losses.join(', ')}`);
+    assert.match(a.logs.text, /runbook-state-store-wiped/);
+  });
 });
