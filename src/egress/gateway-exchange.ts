@@ -196,13 +196,15 @@ export async function exchange<R extends ExchangeRequest, C extends SendableCopy
       const delay = backoffDelayMs(connectFailures++, 100, 2_000);
       // A refused, unresolvable or timed-out connection may heal; a certificate the sidecar does not trust
       // will not, so it is answered at once (still retryable: nothing was sent).
-      if (!outcome.transient || performance.now() + delay >= giveUpAt || end.ended)
-        return failed(sidecarErrors.upstreamUnreachable(outcome.error), attempts, outcome.hop);
+      // After a 401 FAILED, the gateway's own answer is the true one: the resend never left, the first copy did.
+      const unreachable = () =>
+        previous ?? failed(sidecarErrors.upstreamUnreachable(outcome.error), attempts, outcome.hop);
+      if (!outcome.transient || performance.now() + delay >= giveUpAt || end.ended) return unreachable();
       events.retrying('connect_failed');
       try {
         await sleep(delay, undefined, { signal: end.signal });
       } catch {
-        return failed(sidecarErrors.upstreamUnreachable(outcome.error), attempts, outcome.hop);
+        return unreachable();
       }
       continue;
     }

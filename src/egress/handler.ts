@@ -159,7 +159,10 @@ async function handle(
   });
   if (result.kind === 'failed') {
     const { error, attempts, hop } = result;
-    const retryAfter = error.code === 'sidecar.idempotency.claim_lost' ? { 'retry-after': '1' } : {};
+    const claimLost = error.code === 'sidecar.idempotency.claim_lost';
+    // Counted apart from the claim's own outcome (`new`, already counted): the fence refused it, nothing sent.
+    if (claimLost) deps.metrics.idempotency('claim_lost');
+    const retryAfter = claimLost ? { 'retry-after': '1' } : {};
     const outcome = { attempts, causeCode: errorCode(error.cause), causeFamily: hop, payload };
     return errorSettlement(error, outcome, retryAfter);
   }

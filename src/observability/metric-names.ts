@@ -123,7 +123,9 @@ export type CauseFamily = (typeof CAUSE_FAMILIES)[number];
  * What a request's Idempotency-Key did: new (claimed, sent), taken_over (claimed from a dead replica that had sent
  * nothing, sent), replayed (stored answer), in_progress (409),
  * key_reused (422), abandoned (a dead replica's record, past its deadline or `sending` with its lease run out, answered outcome_unknown), unavailable (503,
- * store unreachable), key_invalid (400), key_required (428), unverified (500: the record failed its MAC).
+ * store unreachable), key_invalid (400), key_required (428), unverified (500: the record failed its MAC), claim_lost
+ * (409 at the fence before sending: the claim was taken over while this replica was paused or cut off; also counted
+ * as the `new` it was claimed as).
  */
 export const IDEMPOTENCY_OUTCOMES = [
   'new',
@@ -136,6 +138,7 @@ export const IDEMPOTENCY_OUTCOMES = [
   'key_invalid',
   'key_required',
   'unverified',
+  'claim_lost',
 ] as const;
 export type IdempotencyOutcome = (typeof IDEMPOTENCY_OUTCOMES)[number];
 

@@ -188,6 +188,12 @@ describe('a replica that dies or stalls holding a key (lease, recovery point, ta
     assert.equal(resumed.headers.get('retry-after'), '1');
     await sleep(500); // anything it might still send would have arrived by now
     assert.equal(copiesOf(payment), 1, 'the paused replica never sent its copy');
+    const metrics = await (await fetch(`${doomed!.adminUrl}/metrics`)).text();
+    assert.match(
+      metrics,
+      /^signing_sidecar_idempotency_total\{outcome="claim_lost"\} 1$/m,
+      'counted as lost at the fence',
+    );
     const later = await send(doomed!.proxyUrl, key, payment);
     assert.ok(later.replayed && later.body.equals(retry.body), "its caller's retry gets the retry's answer");
   });

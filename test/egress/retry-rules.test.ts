@@ -128,6 +128,19 @@ const ROWS: Record<string, Row> = {
     sends: 3,
     expect: { status: 200, attempts: 2 },
   },
+  '401 FAILED, then the resend cannot connect (permanent): the gateway 401 goes back, not unreachable': {
+    steps: ['failed_401', 'not_sent_permanent'],
+    afterRejection: 'fresh_token',
+    sends: 2,
+    expect: { status: 401, attempts: 1 },
+  },
+  '401 FAILED, then the resend cannot connect until the deadline: the gateway 401 goes back': {
+    steps: ['failed_401', 'not_sent_transient', 'ok_200'],
+    afterRejection: 'fresh_token',
+    deadlineAfterSends: 2,
+    sends: 2,
+    expect: { status: 401, attempts: 1 },
+  },
   'not sent (transient), 401 FAILED, then 200': {
     steps: ['not_sent_transient', 'failed_401', 'ok_200'],
     afterRejection: 'fresh_token',
