@@ -29,6 +29,8 @@ export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 100;
 const TRYAGAIN_PAUSE_MS = 5;
 /** While down but connected (commands timing out or refused), how often a PING checks whether Redis is back. */
 const PROBE_INTERVAL_MS = 500;
+/** Failed acknowledged writes whose link a later delete of the same key is sent on (compareAndDelete). */
+const MAX_UNCERTAIN_WRITES = 1_000;
 /** The store's own links (commands, pub/sub), or one of the acknowledged writes' connections. */
 type LinkRole = 'shared' | 'acknowledging';
 
@@ -81,6 +83,8 @@ export class RedisStateStore implements StateStore {
   private readonly timeoutMs: number;
   private readonly availability: StoreAvailability;
   private readonly channels = new Map<string, Channel>();
+  /** Keys of acknowledged writes that failed and may still land, and the link each went on (compareAndDelete). */
+  private readonly uncertainWrites = new Map<string, RedisLink>();
   private probe: NodeJS.Timeout | undefined;
   private closed = false;
 
@@ -128,7 +132,7 @@ export class RedisStateStore implements StateStore {
   async setIfAbsent(key: string, value: string, ttlMs: number, options: WriteOptions = {}): Promise<boolean> {
     const stored = this.keys.key(key);
     const ms = ttl(ttlMs);
-    return this.write('set_if_absent', key, options, (target) => target.setIfAbsent(stored, value, ms), isTrue);
+    return this.write('set_if_absent', [key], options, (target) => target.setIfAbsent(stored, value, ms), isTrue);
   }
 
   async compareAndSet(
@@ -140,7 +144,7 @@ export class RedisStateStore implements StateStore {
   ): Promise<boolean> {
     const args = [expected === undefined ? '0' : '1', expected ?? '', value, String(ttl(ttlMs))];
     const write = (target: WriteTarget) => this.script(COMPARE_AND_SET, [key], args, target);
-    return (await this.write('compare_and_set', key, options, write, isOne)) === 1;
+    return (await this.write('compare_and_set', [key], options, write, isOne)) === 1;
   }
 
   async writeIf(
@@ -153,11 +157,24 @@ export class RedisStateStore implements StateStore {
     for (const { holds } of conditions) args.push(holds === undefined ? '0' : '1', holds ?? '');
     for (const { value, ttlMs } of writes) args.push(value, String(ttl(ttlMs)));
     const write = (target: WriteTarget) => this.script(WRITE_IF, keyNames, args, target);
-    return (await this.write('write_if', keyNames[0] ?? '', options, write, isOne)) === 1;
+    return (await this.write('write_if', keyNames, options, write, isOne)) === 1;
   }
 
+  /**
+   * Deletes `key` when it holds `expected`. After an acknowledged write of `key` that failed (it may still land), on
+   * that write's own link: commands on one connection run in order, so a late write can never come after the delete
+   * that was to undo it (a claim left behind would answer 409 until its lease ran out).
+   */
   async compareAndDelete(key: string, expected: string): Promise<boolean> {
-    return (await this.run('compare_and_delete', () => this.script(COMPARE_AND_DELETE, [key], [expected]))) === 1;
+    const link = this.uncertainWrites.get(key);
+    this.uncertainWrites.delete(key);
+    const via = link?.isReady === true ? link : this.client;
+    const deleted = await this.run(
+      'compare_and_delete',
+      () => this.script(COMPARE_AND_DELETE, [key], [expected], via),
+      via,
+    );
+    return deleted === 1;
   }
 
   async publish(channel: string, message: string): Promise<void> {
@@ -187,7 +204,7 @@ export class RedisStateStore implements StateStore {
     options: WriteOptions = {},
   ): Promise<unknown> {
     const write = (target: WriteTarget) => this.script(script, keyNames, [...args], target);
-    return this.write(command, keyNames[0] ?? '', options, write, () => true);
+    return this.write(command, keyNames, options, write, () => true);
   }
 
   /** The stored name of a short key name: what a script builds other keys of the account from. */
@@ -268,7 +285,7 @@ export class RedisStateStore implements StateStore {
    */
   private async write<T>(
     command: StateStoreCommand,
-    key: string,
+    keys: readonly string[],
     options: WriteOptions,
     send: (target: WriteTarget) => Promise<T>,
     written: (reply: T) => boolean,
@@ -278,21 +295,39 @@ export class RedisStateStore implements StateStore {
     const started = performance.now();
     try {
       return await pool.use(async (link) => {
-        const wanted = await this.replicasWanted();
-        // No replica to wait for (`auto`, a cluster without replicas): written as any write, routed by its keys.
-        if (wanted === 0) return await this.run(command, () => send(link), link);
-        const made = async () => {
-          const connection = await link.hold(this.keys.key(key));
-          return { connection, reply: await send(connection) };
-        };
-        const { connection, reply } = await this.run(command, made, link);
-        if (written(reply)) await this.replicated(link, connection, wanted);
-        return reply;
+        try {
+          const wanted = await this.replicasWanted();
+          // No replica to wait for (`auto`, a cluster without replicas): written as any write, routed by its keys.
+          if (wanted === 0) return await this.run(command, () => send(link), link);
+          const made = async () => {
+            const connection = await link.hold(this.keys.key(keys[0] ?? ''));
+            return { connection, reply: await send(connection) };
+          };
+          const { connection, reply } = await this.run(command, made, link);
+          if (written(reply)) await this.replicated(link, connection, wanted);
+          return reply;
+        } catch (err) {
+          this.rememberUncertain(keys, link);
+          throw err;
+        }
       });
     } catch (err) {
       if (!(err instanceof PoolNotConnected)) throw err;
       this.observe(command, 'unavailable', started);
       throw new StateStoreUnavailableError(`redis ${command}: not connected`, { cause: err });
+    }
+  }
+
+  /** A failed acknowledged write's keys, and its link: a delete that follows goes there (compareAndDelete). */
+  private rememberUncertain(keys: readonly string[], link: RedisLink): void {
+    for (const key of keys) {
+      this.uncertainWrites.delete(key);
+      this.uncertainWrites.set(key, link);
+    }
+    // Bounded: the oldest go first (a failed write nobody deletes after, such as a postback's append).
+    for (const oldest of this.uncertainWrites.keys()) {
+      if (this.uncertainWrites.size <= MAX_UNCERTAIN_WRITES) break;
+      this.uncertainWrites.delete(oldest);
     }
   }
 

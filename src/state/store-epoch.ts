@@ -26,13 +26,14 @@ export interface StoreEpochOptions {
 /**
  * KEYS the epoch, the generation; ARGV the epoch known, the highest generation this replica has seen, the TTL in ms.
  * {0, the epoch found or ''} when it is not the one known; else the generation raised by one, and {1, it}, or {2, it}
- * when it is no higher than one already seen: the dataset went back to an older copy of itself.
+ * when it is no higher than one already seen: the dataset went back to an older copy of itself. GET and SET only:
+ * the commands docs/fleet.md's ACL already allows.
  */
 const RAISE_GENERATION = luaScript(`local found = redis.call('GET', KEYS[1])
 if found ~= ARGV[1] then return {0, found or ''} end
-local generation = redis.call('INCR', KEYS[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
+local generation = tonumber(redis.call('GET', KEYS[2]) or '0') + 1
+redis.call('SET', KEYS[1], found, 'PX', ARGV[3])
+redis.call('SET', KEYS[2], tostring(generation), 'PX', ARGV[3])
 if generation <= tonumber(ARGV[2]) then return {2, tostring(generation)} end
 return {1, tostring(generation)}`);
 

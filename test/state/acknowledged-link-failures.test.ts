@@ -6,9 +6,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ACKNOWLEDGED_WRITE_CONNECTIONS } from '../../src/state/link-pool.js';
-import type { RedisConnectionOptions, RedisLink } from '../../src/state/redis-client.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { HeldConnection, RedisConnectionOptions, RedisLink } from '../../src/state/redis-client.js';
 import { accountTag } from '../../src/state/redis-keys.js';
 import { RedisStateStore } from '../../src/state/redis-store.js';
+import { StateStoreUnavailableError } from '../../src/state/state-store.js';
 import {
   acknowledgedWrite,
   acknowledgingWrapped,
@@ -87,6 +89,53 @@ describe('an acknowledged write whose connection is replaced before its WAIT ans
       }
     });
   }
+});
+
+describe('a failed acknowledged write that lands late', () => {
+  it("its clean-up goes on the write's own connection, after it: nothing is left behind", async () => {
+    // The next write's connection is held up server-side first (a WAIT for more replicas than there are, on that
+    // same connection): the write reaches Redis only after the store gave up on it, as on a congested link.
+    const blockMs = COMMAND_TIMEOUT_MS + 1_000;
+    let armed = false;
+    const congested = (link: RedisLink): RedisLink => {
+      const hold = async (key: string): Promise<HeldConnection> => {
+        const held = await link.hold(key);
+        const blockFirst = () => {
+          if (!armed) return;
+          armed = false;
+          void held.wait(5, blockMs).catch(() => undefined);
+        };
+        return {
+          get replaced() {
+            return held.replaced;
+          },
+          setIfAbsent: (...args) => (blockFirst(), held.setIfAbsent(...args)),
+          evalSha: (...args) => (blockFirst(), held.evalSha(...args)),
+          eval: (...args) => held.eval(...args),
+          wait: (...args) => held.wait(...args),
+        };
+      };
+      return new Proxy(link, {
+        get: (target, property, receiver): unknown =>
+          property === 'hold' ? hold : (Reflect.get(target, property, receiver) as unknown),
+      });
+    };
+    const { store } = await openStore(congested);
+    try {
+      const key = `late-claim:${Date.now()}`;
+      armed = true;
+      await assert.rejects(
+        store.writeIf([{ key, holds: undefined }], [{ key, value: 'mine', ttlMs: 60_000 }], { acknowledged: true }),
+        StateStoreUnavailableError,
+      );
+      // The claim's clean-up, as the idempotency keeper makes it: only while the key holds this claim's value.
+      await store.compareAndDelete(key, 'mine');
+      await sleep(blockMs);
+      assert.equal(await store.get(key), undefined, 'the late write did not outlive its clean-up');
+    } finally {
+      await store.close();
+    }
+  });
 });
 
 describe('acknowledging connections down', () => {
