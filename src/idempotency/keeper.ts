@@ -79,6 +79,9 @@ const CLAIM = { acknowledged: true, pinned: true } as const;
 
 /** A few rounds absorb a record that changes between two store calls; past them the key is busy. */
 const CLAIM_ROUNDS = 4;
+/** A release the store did not take is tried again after this, doubling up to RELEASE_RETRY_MAX_MS. */
+const RELEASE_RETRY_FIRST_MS = 100;
+const RELEASE_RETRY_MAX_MS = 1_000;
 
 /** One of this replica's claims, from its claim to its last write. */
 interface LocalClaim {
@@ -119,6 +122,8 @@ export class IdempotencyKeeper {
    * retry that reaches this replica meanwhile is still answered from here, never sent a second time.
    */
   private readonly inFlight = new Map<string, LocalClaim>();
+  /** Releases the store did not take, by store key, tried again until taken (releaseLater). */
+  private readonly pendingReleases = new Map<string, () => Promise<void>>();
   /** The claim behind each ticket still held (weak: a ticket never settled takes its hold with it). */
   private readonly holds = new WeakMap<Ticket, Hold>();
   private readonly mac: RecordMac;
@@ -134,6 +139,8 @@ export class IdempotencyKeeper {
     const local = this.localClaim(storeKey);
     if (local !== undefined)
       return local.fingerprint === fingerprint ? { kind: 'in_progress' } : { kind: 'key_reused' };
+    // An earlier request's release not yet taken: taken now, or the store is still away (thrown: 503, nothing sent).
+    await this.pendingReleases.get(storeKey)?.();
     for (let round = 0; round < CLAIM_ROUNDS; round++) {
       const mine = this.newRecord(fingerprint, owner);
       const value = this.mac.seal(storeKey, encodeRecord(mine));
@@ -194,10 +201,39 @@ export class IdempotencyKeeper {
   async release(ticket: Ticket): Promise<void> {
     const hold = this.holds.get(ticket);
     const values = hold === undefined ? [ticket.value] : [hold.current, ...hold.uncertain];
-    await this.guard(ticket, 'release', async () => {
-      for (const value of values) if (await this.options.store.compareAndDelete(ticket.storeKey, value)) return true;
-      return false;
-    });
+    const deleteOwn = () => this.deleteOwn(ticket.storeKey, values);
+    await this.guard(ticket, 'release', deleteOwn, () => this.releaseLater(ticket.storeKey, deleteOwn));
+  }
+
+  /** Deletes the key where it holds one of this claim's values; false when it holds none of them. */
+  private async deleteOwn(storeKey: string, values: readonly string[]): Promise<boolean> {
+    for (const value of values) if (await this.options.store.compareAndDelete(storeKey, value)) return true;
+    return false;
+  }
+
+  /**
+   * A release the store did not take (a Redis stall, a lost connection): tried again, backing off, until it is taken
+   * or the claim's deadline passes. Left until its lease ran out, the claim would answer every retry of the key 409
+   * for nothing (nothing was sent), and one whose move to `sending` may have been applied would read as
+   * outcome_unknown after it. A retry of the key on this replica first tries it at once (claim()).
+   */
+  private releaseLater(storeKey: string, deleteOwn: () => Promise<boolean>): void {
+    const giveUpAt = performance.now() + this.options.claimDeadlineMs;
+    const attempt = async (): Promise<void> => {
+      await deleteOwn();
+      this.pendingReleases.delete(storeKey);
+    };
+    this.pendingReleases.set(storeKey, attempt);
+    const retry = (delayMs: number): void => {
+      setTimeout(() => {
+        if (this.pendingReleases.get(storeKey) !== attempt) return;
+        attempt().catch(() => {
+          if (performance.now() + delayMs < giveUpAt) retry(Math.min(delayMs * 2, RELEASE_RETRY_MAX_MS));
+          else if (this.pendingReleases.get(storeKey) === attempt) this.pendingReleases.delete(storeKey);
+        });
+      }, delayMs).unref();
+    };
+    retry(RELEASE_RETRY_FIRST_MS);
   }
 
   /**
@@ -258,8 +294,9 @@ export class IdempotencyKeeper {
 
   /**
    * Writes this claim's record and its lease where the key holds nothing. A command that timed out may still have
-   * been applied: the request is refused (nothing is sent) and the record, if it was written, is deleted again, so
-   * the caller's retry is not answered 409 for a request that never left. Only this claim's own value is deleted;
+   * been applied: the request is refused (nothing is sent) and the record, if it was written, is deleted again (and
+   * again later, when the store does not answer now), so the caller's retry is not answered 409 for a request that
+   * never left. Only this claim's own value is deleted;
    * should the delete fail too, the record stays `claimed` and a retry takes it over once its lease ran out.
    */
   private async setClaim(storeKey: string, record: InProgressRecord, value: string): Promise<boolean> {
@@ -271,7 +308,8 @@ export class IdempotencyKeeper {
         CLAIM,
       );
     } catch (err) {
-      await store.compareAndDelete(storeKey, value).catch(() => false);
+      const deleteOwn = () => this.deleteOwn(storeKey, [value]);
+      await deleteOwn().catch(() => this.releaseLater(storeKey, deleteOwn));
       if (this.leased) await store.compareAndDelete(leaseKeyOf(storeKey, record.claim), LEASE_VALUE).catch(() => false);
       throw err;
     }
@@ -402,11 +440,17 @@ export class IdempotencyKeeper {
   }
 
   /** The ticket's last write; its local claim ends only once that write is done (or failed). */
-  private async guard(ticket: Ticket, step: string, run: () => Promise<boolean>): Promise<void> {
+  private async guard(
+    ticket: Ticket,
+    step: string,
+    run: () => Promise<boolean>,
+    onFailure?: () => void,
+  ): Promise<void> {
     const fields = { idempotencyKeySha256: ticket.keySha256, step };
     try {
       if (!(await run())) this.options.log.warn({ event: 'idempotency.record_changed', ...fields }, 'record not ours');
     } catch (err) {
+      onFailure?.();
       const errorName = err instanceof Error ? err.name : typeof err;
       this.options.log.error(
         { event: 'idempotency.record_not_saved', ...fields, errorName },

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { sidecarErrors } from '../../src/errors.js';
 import { IdempotencyKeeper, type Claim } from '../../src/idempotency/keeper.js';
 import { idempotencyKey, type IdempotencyKey } from '../../src/idempotency/key.js';
@@ -10,6 +11,7 @@ import type { RecordMac } from '../../src/state/record-mac.js';
 import { StateStoreUnavailableError, type StateStore } from '../../src/state/state-store.js';
 import { SwitchableStore } from '../support/failing-store.js';
 import { CapturedOutput } from '../support/sidecar.js';
+import { waitFor } from '../support/wait-for.js';
 
 export const LONGEST_MS = 60_000;
 
@@ -124,13 +126,40 @@ export function describeKeeperContract(name: string, open: () => Promise<StateSt
       const ticket = ticketOf(await keeper.claim(key, 'fp', 'req-2'));
       switchable.down = true;
       await keeper.complete(ticket, gatewayAnswer);
-      await keeper.release(ticket);
-      assert.equal((logs.text.match(/idempotency\.record_not_saved/g) ?? []).length, 2);
+      assert.equal((logs.text.match(/idempotency\.record_not_saved/g) ?? []).length, 1);
       switchable.down = false;
       // The record stayed in_progress: never "send it", outcome_unknown once its deadline has passed.
       assert.deepEqual(await keeper.claim(key, 'fp', 'req-3'), { kind: 'in_progress' });
       clock.now += LONGEST_MS + 1;
       assert.equal((await keeper.claim(key, 'fp', 'req-4')).kind, 'abandoned');
+    });
+
+    it('a release the store did not take is taken once it answers: the next request with the key is sent, not 409', async () => {
+      const switchable = new SwitchableStore(store);
+      const { keeper, logs } = keeperFor(switchable);
+      const key = freshKey();
+      const ticket = ticketOf(await keeper.claim(key, 'fp', 'req-1'));
+      switchable.down = true;
+      await keeper.release(ticket);
+      assert.equal((logs.text.match(/idempotency\.record_not_saved/g) ?? []).length, 1);
+      // Still away: the retry is refused as the store is (503, nothing sent), not answered in_progress.
+      await assert.rejects(keeper.claim(key, 'fp', 'req-2'), StateStoreUnavailableError);
+      switchable.down = false;
+      assert.equal((await keeper.claim(key, 'fp', 'req-3')).kind, 'new', 'the earlier claim released first');
+    });
+
+    it('a release the store did not take is tried again in the background: another replica then claims the key', async () => {
+      const switchable = new SwitchableStore(store);
+      const { keeper } = keeperFor(switchable);
+      const key = freshKey();
+      const ticket = ticketOf(await keeper.claim(key, 'fp', 'req-1'));
+      switchable.down = true;
+      await keeper.release(ticket);
+      await sleep(150); // one retry while still away
+      switchable.down = false;
+      const other = keeperFor(store).keeper;
+      await waitFor('the release taken', async () => (await store.get(ticket.storeKey)) === undefined, 3_000);
+      assert.equal((await other.claim(key, 'fp', 'req-2')).kind, 'new');
     });
   });
 }
