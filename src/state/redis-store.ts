@@ -194,7 +194,8 @@ export class RedisStateStore implements StateStore {
 
   /**
    * One of the caller's scripts over `keyNames` (short names, all under the account's hash tag, so one slot): its
-   * reply as Redis sends it. Acknowledged: resolves once the configured replicas hold what it wrote.
+   * reply as Redis sends it. Acknowledged: resolves once the configured replicas hold what it wrote, when `written`
+   * says from its reply that it wrote anything (default: always).
    */
   async evalScript(
     command: StateStoreCommand,
@@ -202,9 +203,10 @@ export class RedisStateStore implements StateStore {
     keyNames: readonly string[],
     args: readonly string[],
     options: WriteOptions = {},
+    written: (reply: unknown) => boolean = () => true,
   ): Promise<unknown> {
     const write = (target: WriteTarget) => this.script(script, keyNames, [...args], target);
-    return this.write(command, keyNames, options, write, () => true);
+    return this.write(command, keyNames, options, write, written);
   }
 
   /** The stored name of a short key name: what a script builds other keys of the account from. */

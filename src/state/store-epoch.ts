@@ -53,9 +53,9 @@ type Loss = 'replaced' | 'rolled_back';
  *
  * A dataset that goes back to an older copy of itself keeps the epoch: a node restarted from an older snapshot (RDB,
  * Redis's default persistence) and promoted once every node with the newer writes is gone. Each check also raises a
- * generation counter beside the epoch; one that comes back no higher than this replica has already seen means the
- * writes since were lost: the replica replaces the epoch with a new one (the others then notice a wipe) and acts as
- * on a wipe. A copy taken after this replica's last check is no lower than what it saw, and passes; the requeue
+ * generation counter beside the epoch, acknowledged like a money write; one that comes back no higher than this
+ * replica has already seen acknowledged means acknowledged writes since were lost: the replica replaces the epoch
+ * with a new one (the others then notice a wipe) and acts as on a wipe. A copy taken after this replica's last check is no lower than what it saw, and passes; the requeue
  * memory then still finds its postbacks missing (requeue-memory.ts), and only idempotency keys written since that
  * check are lost, as in a failover (docs/fleet.md).
  */
@@ -168,6 +168,11 @@ export class StoreEpoch {
       RAISE_GENERATION,
       [STORE_EPOCH_KEY, STORE_GENERATION_KEY],
       [epoch, String(this.generation), String(EPOCH_TTL_MS)],
+      // Seen only once the replicas hold it: a failover to a replica after a partition loses what the cut-off
+      // primary took unacknowledged, which is no rollback of anything the fleet relies on. Another epoch found is
+      // answered at once: nothing was written.
+      { acknowledged: true },
+      (found) => Array.isArray(found) && String(found[0]) !== '0',
     );
     const [status, value] = Array.isArray(reply) ? reply.map(String) : [];
     if (status === '0' || value === undefined) return 'other';
