@@ -22,7 +22,8 @@ export interface Application {
   close(): Promise<void>;
 }
 
-export async function startApplication(forwardSecret: string, port: number): Promise<Application> {
+/** `host`: where it listens, the address the replicas forward to. */
+export async function startApplication(forwardSecret: string, port: number, host = '127.0.0.1'): Promise<Application> {
   const webhook = new Webhook(forwardSecret);
   let mode: ApplicationMode = 'up';
   let listener: (postback: ReceivedPostback) => void = () => {};
@@ -47,12 +48,12 @@ export async function startApplication(forwardSecret: string, port: number): Pro
     listener({ transactionId: payload.transactionId, status: payload.status, postbackId, attempt, verified: true });
     return 200;
   };
-  let server = await listen(port, handle);
+  let server = await listen(host, port, handle);
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `http://${host}:${port}`,
     async setMode(next) {
       if (next === 'down' && mode !== 'down') await closeServer(server);
-      if (next !== 'down' && mode === 'down') server = await listen(port, handle);
+      if (next !== 'down' && mode === 'down') server = await listen(host, port, handle);
       mode = next;
     },
     onPostback(next) {
@@ -62,7 +63,7 @@ export async function startApplication(forwardSecret: string, port: number): Pro
   };
 }
 
-function listen(port: number, handle: (req: IncomingMessage) => Promise<number>): Promise<Server> {
+function listen(host: string, port: number, handle: (req: IncomingMessage) => Promise<number>): Promise<Server> {
   const server = createServer((req, res) => {
     handle(req).then(
       (status) => res.writeHead(status, { 'content-type': 'application/json' }).end('{}'),
@@ -71,7 +72,7 @@ function listen(port: number, handle: (req: IncomingMessage) => Promise<number>)
   });
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, '127.0.0.1', () => resolve(server));
+    server.listen(port, host, () => resolve(server));
   });
 }
 

@@ -4,23 +4,29 @@
 import { createConnection, createServer, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 
+export interface BalancerTarget {
+  readonly host: string;
+  readonly port: number;
+}
+
 export interface Balancer {
   readonly url: string;
-  setTargets(ports: readonly number[]): void;
+  setTargets(targets: readonly BalancerTarget[]): void;
   close(): Promise<void>;
 }
 
-export async function startBalancer(): Promise<Balancer> {
-  let targets: readonly number[] = [];
+/** `host`: where it listens (the address the gateway's webhook URL names). */
+export async function startBalancer(host = '127.0.0.1'): Promise<Balancer> {
+  let targets: readonly BalancerTarget[] = [];
   let turn = 0;
   const sockets = new Set<Socket>();
   const server = createServer((client) => {
-    const port = targets[turn++ % Math.max(1, targets.length)];
-    if (port === undefined) {
+    const target = targets[turn++ % Math.max(1, targets.length)];
+    if (target === undefined) {
       client.destroy();
       return;
     }
-    const upstream = createConnection({ host: '127.0.0.1', port });
+    const upstream = createConnection(target);
     for (const socket of [client, upstream]) {
       sockets.add(socket);
       socket.once('close', () => sockets.delete(socket));
@@ -31,12 +37,12 @@ export async function startBalancer(): Promise<Balancer> {
     client.once('close', () => upstream.destroy());
     upstream.once('close', () => client.destroy());
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   const { port } = server.address() as AddressInfo;
   return {
-    url: `http://127.0.0.1:${port}`,
-    setTargets(ports) {
-      targets = [...ports];
+    url: `http://${host}:${port}`,
+    setTargets(next) {
+      targets = [...next];
     },
     close: () =>
       new Promise((resolve) => {

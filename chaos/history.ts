@@ -16,6 +16,8 @@ export interface RunEvent {
   readonly duration_s: number;
   readonly replicas: number;
   readonly callers: number;
+  /** Where the parts ran: all on loopback, or each in a network namespace (links the nemesis can cut). */
+  readonly network?: 'namespaces' | 'loopback';
 }
 
 /** One attempt of one payment (`key` is the payment's Idempotency-Key, the same on every attempt). */
@@ -86,6 +88,11 @@ export interface FaultEvent {
   readonly wiped?: boolean;
   /** `redis-restart-empty`: when a replica's `signing_sidecar_state_store_wipes_total` first rose (null: not in 15 s). */
   readonly noticed_at?: number | null;
+  /**
+   * `redis-restart-snapshot`: whether the primary the Sentinels name afterwards lost a marker written after the
+   * snapshot (the dataset went back to the snapshot's; false: a failover kept the newer data after all).
+   */
+  readonly rolled_back?: boolean;
 }
 
 /** A replica process that exited without the nemesis stopping it: killed by memory, or crashed. */
@@ -141,6 +148,7 @@ export const FAULT_KINDS = [
   'redis-primary-kill',
   'redis-pause',
   'redis-restart-empty',
+  'redis-restart-snapshot',
   'app-down',
   'app-500',
   'gateway-commit-reset',
@@ -151,6 +159,12 @@ export const FAULT_KINDS = [
   'clock-step',
   'password-rotation',
   'hostile-neighbour',
+  // Cut links (a `namespaces` run only).
+  'partition-primary',
+  'partition-sidecar',
+  'partition-sentinels',
+  'one-way-loss',
+  'flapping-link',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 

@@ -1,15 +1,23 @@
 // The nemesis: faults drawn from the seed (which fault, when, how long, whom it hits), several at once when they
-// touch different parts (replicas, Redis, the application, the gateway, its clock), each recorded with its start
-// and end. Wall-clock timing and the machine's load still vary between runs of one seed: the schedule is the seed's.
+// touch different parts (replicas, Redis, the application, the gateway, its clock, the network's links), each
+// recorded with its start and end. Wall-clock timing and the machine's load still vary between runs of one seed:
+// the schedule is the seed's.
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { otherLoopbackAddresses, pipelined, pipelinedFlood, slowHeaderHolders } from '../test/support/floods.js';
+import { pipelined, pipelinedFlood, slowHeaderHolders } from '../test/support/floods.js';
 import type { FaultEvent, FaultKind } from './history.js';
+import { PARTITION_KINDS, partition, type Draws, type PartitionKind } from './partitions.js';
 import type { Recorder } from './recorder.js';
+import { restartFromSnapshot } from './rollback.js';
 import { REDIS_COMMAND_TIMEOUT_MS, RESPONSE_TIMEOUT_MS, sleep, type World } from './world.js';
 
-type Group = 'replicas' | 'redis' | 'application' | 'gateway' | 'clock' | 'password' | 'neighbour';
+type Group = 'replicas' | 'redis' | 'application' | 'gateway' | 'clock' | 'password' | 'neighbour' | 'network';
 export type PlanKind = FaultKind | 'application';
+
+/** `holdMs`: how long the fault lasts (a cut, the writes before a rollback), in place of the seed's draw. */
+export interface FaultOptions {
+  readonly holdMs?: number;
+}
 
 /** A key outside the sidecar's prefix, written before a restart-empty: gone afterwards means the data was wiped. */
 const WIPE_MARKER = 'chaos:wipe-marker';
@@ -20,6 +28,8 @@ interface FaultPlan {
   readonly kind: PlanKind;
   readonly group: Group;
   readonly weight: number;
+  /** Cuts links: drawn only in a `namespaces` world. */
+  readonly cutsLinks?: true;
 }
 
 const PLANS: readonly FaultPlan[] = [
@@ -29,6 +39,8 @@ const PLANS: readonly FaultPlan[] = [
   { kind: 'redis-pause', group: 'redis', weight: 2 },
   // Rare: it destroys the fleet's data by design, and each one costs what the checker then explains.
   { kind: 'redis-restart-empty', group: 'redis', weight: 1 },
+  // Rare for the same reason: a rollback to an older snapshot forgets what the fleet wrote since.
+  { kind: 'redis-restart-snapshot', group: 'redis', weight: 1 },
   { kind: 'application', group: 'application', weight: 2 },
   { kind: 'gateway-commit-reset', group: 'gateway', weight: 2 },
   { kind: 'gateway-commit-slow', group: 'gateway', weight: 2 },
@@ -38,6 +50,12 @@ const PLANS: readonly FaultPlan[] = [
   { kind: 'clock-step', group: 'clock', weight: 1 },
   { kind: 'password-rotation', group: 'password', weight: 1 },
   { kind: 'hostile-neighbour', group: 'neighbour', weight: 2 },
+  // One group: one set of cuts at a time, over faults of every other group. Together as often as the Redis faults.
+  { kind: 'partition-primary', group: 'network', weight: 1, cutsLinks: true },
+  { kind: 'partition-sidecar', group: 'network', weight: 2, cutsLinks: true },
+  { kind: 'partition-sentinels', group: 'network', weight: 1, cutsLinks: true },
+  { kind: 'one-way-loss', group: 'network', weight: 1, cutsLinks: true },
+  { kind: 'flapping-link', group: 'network', weight: 1, cutsLinks: true },
 ];
 
 /**
@@ -53,6 +71,13 @@ export class Nemesis {
   readonly errors: string[] = [];
 
   private readonly forced: FaultPlan[];
+  /** The faults this world can have: no cut links on loopback. */
+  private readonly plans: readonly FaultPlan[];
+  private readonly draws: Draws = {
+    between: (minMs, maxMs) => this.between(minMs, maxMs),
+    index: (length) => Math.min(length - 1, Math.floor(this.random() * length)),
+    chance: (probability) => this.random() < probability,
+  };
 
   /** `forced`: fault kinds that take the place of the draws made from a third of the run on, one each (--fault). */
   constructor(
@@ -61,11 +86,20 @@ export class Nemesis {
     private readonly random: () => number,
     forced: readonly PlanKind[] = [],
   ) {
-    this.forced = forced.map((kind) => {
-      const plan = PLANS.find((candidate) => candidate.kind === kind);
-      if (plan === undefined) throw new Error(`no fault ${kind}: ${PLANS.map((p) => p.kind).join(', ')}`);
-      return plan;
-    });
+    this.plans = PLANS.filter((plan) => plan.cutsLinks !== true || world.network === 'namespaces');
+    this.forced = forced.map((kind) => this.plan(kind));
+  }
+
+  private plan(kind: PlanKind): FaultPlan {
+    const plan = PLANS.find((candidate) => candidate.kind === kind);
+    if (plan === undefined) throw new Error(`no fault ${kind}: ${PLANS.map((p) => p.kind).join(', ')}`);
+    if (!this.plans.includes(plan)) throw new Error(`${kind} cuts links: it needs --network namespaces`);
+    return plan;
+  }
+
+  /** One fault now, whatever else is on; resolves once it has healed (a test's fault after fault). */
+  async inflictOnce(kind: PlanKind, options: FaultOptions = {}): Promise<void> {
+    await this.inflict(this.plan(kind), options);
   }
 
   /** Starts faults until `untilMs` (recorder time); resolves once the last one has healed. */
@@ -94,13 +128,13 @@ export class Nemesis {
   }
 
   private pick(): FaultPlan {
-    const total = PLANS.reduce((sum, plan) => sum + plan.weight, 0);
+    const total = this.plans.reduce((sum, plan) => sum + plan.weight, 0);
     let r = this.random() * total;
-    for (const plan of PLANS) {
+    for (const plan of this.plans) {
       r -= plan.weight;
       if (r < 0) return plan;
     }
-    return PLANS[0]!;
+    return this.plans[0]!;
   }
 
   private between(minMs: number, maxMs: number): number {
@@ -117,8 +151,9 @@ export class Nemesis {
     }
   }
 
-  private async inflict(plan: FaultPlan): Promise<void> {
+  private async inflict(plan: FaultPlan, options: FaultOptions = {}): Promise<void> {
     const { world } = this;
+    if (isPartition(plan.kind)) return partition(plan.kind, world, this.recorder, this.draws, options);
     switch (plan.kind) {
       case 'replica-kill': {
         const index = Math.floor(this.random() * world.replicas.length);
@@ -152,6 +187,10 @@ export class Nemesis {
       }
       case 'redis-restart-empty':
         return this.restartEmpty();
+      case 'redis-restart-snapshot': {
+        const keepMs = this.between(3_000, 8_000);
+        return restartFromSnapshot(world, this.recorder, options.holdMs ?? keepMs);
+      }
       case 'redis-pause': {
         const pauseMs = this.between(REDIS_COMMAND_TIMEOUT_MS * 2, 2_500);
         const node = await world.primaryNode();
@@ -222,9 +261,12 @@ export class Nemesis {
   private async restartEmpty(): Promise<void> {
     const { world } = this;
     const node = await world.primaryNode();
-    const before = `127.0.0.1:${node.port}`;
+    const before = `${node.host}:${node.port}`;
     await node.cli('SET', WIPE_MARKER, String(this.recorder.now()));
-    await node.cli('WAIT', String(world.redis.nodes.length - 1), '2000');
+    const [acked] = await node.cli('WAIT', String(world.redis.nodes.length - 1), '2000');
+    // A primary cut off from its replicas (a partition on at the same time) hands them no marker: whether the data
+    // was wiped is then whether the Sentinels still name the node restarted empty (a failover keeps the replicas').
+    const markerReplicated = Number(acked) > 0;
     const noticedBefore = sum(await world.wipeCounts());
     const start = this.recorder.now();
     let detail = `port ${node.port}`;
@@ -243,10 +285,11 @@ export class Nemesis {
       const after = await world.redis.settled(60_000);
       end = this.recorder.now();
       const [exists] = await (await world.primaryNode()).cli('EXISTS', WIPE_MARKER);
-      event.wiped = exists === '0';
+      event.wiped = markerReplicated ? exists === '0' : after === before;
       detail +=
         ` restarted empty in ${restartMs} ms, ${after === before ? 'no failover' : `failed over to ${after}`}: ` +
-        (event.wiped ? 'the dataset wiped' : 'the data kept (no wipe)');
+        (event.wiped ? 'the dataset wiped' : 'the data kept (no wipe)') +
+        (markerReplicated ? '' : ' (cut off from its replicas: judged by the failover)');
       if (event.wiped) {
         event.noticed_at = null;
         const deadline = performance.now() + WIPE_NOTICE_BOUND_MS;
@@ -267,7 +310,8 @@ export class Nemesis {
 
   /**
    * Floods one replica's postback and admin ports directly (not through the balancer) with pipelined requests from
-   * other loopback addresses, and holds its postback port with unfinished headers, for a few seconds. The replica
+   * other addresses (other loopback ones, or others on the bridge), and holds its postback port with unfinished
+   * headers, for a few seconds. The replica
    * must stay up (a death is a `crash` event, a violation) and go on taking genuine postbacks and payments.
    */
   private async hostileNeighbour(): Promise<void> {
@@ -276,8 +320,8 @@ export class Nemesis {
     const replica = world.replicas[index];
     const floodMs = this.between(5_000, 12_000);
     if (replica === undefined) return;
-    const sources = otherLoopbackAddresses(8, 20);
-    const target = (port: number) => ({ host: '127.0.0.1', port, sources });
+    const sources = world.floodSources;
+    const target = (port: number) => ({ host: replica.host, port, sources });
     const start = this.recorder.now();
     let detail = `replica ${index}, ${floodMs} ms`;
     try {
@@ -327,15 +371,12 @@ export class Nemesis {
   }
 
   private async control(method: string, path: string, body?: unknown): Promise<unknown> {
-    const res = await fetch(`${this.world.simulator.listenUrl}${path}`, {
-      method,
-      headers: { 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text}`);
-    return JSON.parse(text) as unknown;
+    const answer = await this.world.control.call(method, path, body);
+    if (answer.status >= 300) throw new Error(`${method} ${path}: ${answer.status} ${answer.text}`);
+    return JSON.parse(answer.text) as unknown;
   }
 }
 
 const sum = (values: readonly number[]): number => values.reduce((total, value) => total + value, 0);
+
+const isPartition = (kind: PlanKind): kind is PartitionKind => (PARTITION_KINDS as readonly string[]).includes(kind);

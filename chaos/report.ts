@@ -6,9 +6,12 @@ import { join } from 'node:path';
 import { View, parse } from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
 import type { CheckResult } from './checker.js';
-import type { AnswerEvent, FaultEvent, HistoryEvent, RunEvent } from './history.js';
+import { FAULT_KINDS, type AnswerEvent, type FaultEvent, type HistoryEvent, type RunEvent } from './history.js';
 
-/** One color a fault kind (Tableau 20's first ones): named here, as the SVG is drawn without a browser. */
+/**
+ * One color a fault kind, in the order of FAULT_KINDS (Tableau 20's, then a few more): named here, as the SVG is
+ * drawn without a browser, and fixed per kind, so that a kind has the same color in every run's report.
+ */
 const FAULT_COLORS = [
   '#4e79a7',
   '#f28e2b',
@@ -24,11 +27,20 @@ const FAULT_COLORS = [
   '#8c564b',
   '#17becf',
   '#d37295',
-] as const;
+  '#a0cbe8',
+  '#ffbe7d',
+  '#8cd17d',
+  '#b6992d',
+  '#499894',
+  '#86bcb6',
+  '#fabfd2',
+] as const satisfies readonly string[] & { length: (typeof FAULT_KINDS)['length'] };
 
 export interface Summary {
   readonly seed: number | null;
   readonly duration_s: number | null;
+  /** Where the run's parts ran (null: a history from before networks were recorded, all on loopback). */
+  readonly network: 'namespaces' | 'loopback' | null;
   readonly operations: number;
   readonly ok: number;
   readonly fail: number;
@@ -49,6 +61,8 @@ export interface Summary {
   readonly wipe_duplicates: number;
   readonly postbacks_lost_to_wipes: number;
   readonly explained_by_wipes: string[];
+  /** `redis-restart-snapshot` faults that did take the data back to the snapshot (see each one's detail). */
+  readonly rollbacks: number;
 }
 
 export function summarize(history: readonly HistoryEvent[], result: CheckResult): Summary {
@@ -56,6 +70,7 @@ export function summarize(history: readonly HistoryEvent[], result: CheckResult)
   return {
     seed: run?.seed ?? null,
     duration_s: run?.duration_s ?? null,
+    network: run?.network ?? null,
     operations: result.payments.total,
     ok: result.payments.ok,
     fail: result.payments.fail,
@@ -74,6 +89,7 @@ export function summarize(history: readonly HistoryEvent[], result: CheckResult)
     wipe_duplicates: result.wipeDuplicates,
     postbacks_lost_to_wipes: result.postbacksLostToWipes,
     explained_by_wipes: result.explained.map((v) => `${v.name}: ${v.detail}`),
+    rollbacks: history.filter((e) => e.type === 'fault' && e.kind === 'redis-restart-snapshot' && e.rolled_back).length,
   };
 }
 
@@ -124,7 +140,12 @@ export async function timelineSvg(history: readonly HistoryEvent[]): Promise<str
           x: { field: 'start', type: 'quantitative', axis: xScale, scale: { domain: [0, lastSecond] } },
           x2: { field: 'end' },
           y: { field: 'kind', type: 'nominal', title: null },
-          color: { field: 'kind', type: 'nominal', legend: null, scale: { range: [...FAULT_COLORS] } },
+          color: {
+            field: 'kind',
+            type: 'nominal',
+            legend: null,
+            scale: { domain: [...FAULT_KINDS], range: [...FAULT_COLORS] },
+          },
           tooltip: [{ field: 'kind' }, { field: 'detail' }],
         },
       },
@@ -199,6 +220,7 @@ function page(summary: Summary, svg: string): string {
   const rows = [
     ['seed', summary.seed],
     ['duration', `${summary.duration_s ?? '?'} s`],
+    ['network', summary.network ?? 'loopback'],
     ['payments', `${summary.operations} (ok ${summary.ok}, fail ${summary.fail}, unknown ${summary.info})`],
     ['attempts', summary.attempts],
     [
@@ -215,6 +237,7 @@ function page(summary: Summary, svg: string): string {
       `${summary.wipes} (counted by each replica: ${summary.wipes_noticed.join(', ') || '?'}); explained by them: ` +
         `${summary.wipe_duplicates} payments made twice, ${summary.postbacks_lost_to_wipes} postbacks lost`,
     ],
+    ['Redis rollbacks', `${summary.rollbacks} (to an older snapshot: redis-restart-snapshot)`],
   ];
   const violations =
     summary.violations.length === 0

@@ -1,22 +1,23 @@
 // npm run chaos -- [--duration SECONDS] [--seed N] [--out DIR]   a run: history, check, summary and report in DIR
+//                  [--network namespaces|loopback]               each part in its own network namespace (the default
+//                                                                when root with ip and nft: links the nemesis cuts),
+//                                                                or all on 127.0.0.1
 // npm run chaos -- --check FILE [--out DIR]                      the checker alone on a history (exit 1 on a violation);
 //                                                                with --out, its summary and report there too
 import { setMaxListeners } from 'node:events';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { mulberry32 } from '../test/support/random.js';
-import { check, LIVENESS_BOUND_MS, type CheckResult } from './checker.js';
-import { readHistory, toJsonl, type HistoryEvent, type LedgerStatus } from './history.js';
-import { Nemesis, type PlanKind } from './nemesis.js';
+import { namespacesUnavailable } from '../test/support/netns.js';
+import { campaign } from './campaign.js';
+import { check, type CheckResult } from './checker.js';
+import { readHistory, toJsonl, type HistoryEvent } from './history.js';
+import type { PlanKind } from './nemesis.js';
 import { Recorder } from './recorder.js';
 import { summarize, writeReport } from './report.js';
-import { callerLoop, pay, type Caller } from './workload.js';
-import { sleep, startWorld, type World } from './world.js';
+import { startWorld, type NetworkMode, type World } from './world.js';
 
 const CALLERS = 16;
-/** How long the run waits after the liveness bound for the gateway's last postbacks to reach the application. */
-const POSTBACK_GRACE_MS = 60_000;
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
@@ -27,6 +28,7 @@ async function main(): Promise<number> {
       check: { type: 'string' },
       // A fault kind that must occur (repeatable): it takes the place of a draw from a third of the run on.
       fault: { type: 'string', multiple: true },
+      network: { type: 'string' },
     },
   });
   if (values.check !== undefined) {
@@ -44,14 +46,22 @@ async function main(): Promise<number> {
   const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(values.seed);
   if (!Number.isInteger(seed) || !(duration >= 10)) throw new Error('--seed must be an integer, --duration >= 10 s');
   console.log(`chaos: seed ${seed}, ${duration} s, out ${out}`);
+  const network = networkMode(values.network);
   mkdirSync(out, { recursive: true });
   // The simulator's shutdown signal has a listener per postback waiting for its retry: hundreds while the
   // application is down, which is no leak.
   setMaxListeners(10_000);
-  const history = await run(seed, duration, out, (values.fault ?? []) as PlanKind[]);
+  const history = await run(seed, duration, out, (values.fault ?? []) as PlanKind[], network);
   writeFileSync(join(out, 'history.jsonl'), toJsonl(history));
   const result = check(history);
-  await writeReport(out, history, summarize(history, result));
+  const summary = summarize(history, result);
+  await writeReport(out, history, summary);
+  if (result.faults['redis-restart-snapshot'] !== undefined) {
+    console.log(
+      `chaos: ${summary.rollbacks} of ${result.faults['redis-restart-snapshot']} restarts from a snapshot rolled ` +
+        'the data back (a failover first keeps it)',
+    );
+  }
   console.log(`chaos: history, summary.json and report.html in ${out}`);
   return report(result);
 }
@@ -65,110 +75,57 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-async function run(seed: number, durationS: number, out: string, forced: readonly PlanKind[]): Promise<HistoryEvent[]> {
+async function run(
+  seed: number,
+  durationS: number,
+  out: string,
+  forced: readonly PlanKind[],
+  network: NetworkMode,
+): Promise<HistoryEvent[]> {
   const recorder = new Recorder();
-  const world = await startWorld(out, (replica, code, signal) =>
-    recorder.record({ type: 'crash', replica, code, signal }),
+  const world = await startWorld(
+    out,
+    (replica, code, signal) => recorder.record({ type: 'crash', replica, code, signal }),
+    { network },
   );
   running = world;
-  recorder.record({ type: 'run', seed, duration_s: durationS, replicas: world.replicas.length, callers: CALLERS });
-  world.application.onPostback((p) =>
-    recorder.record({
-      type: 'postback',
-      transaction_id: p.transactionId,
-      status: p.status,
-      postback_id: p.postbackId,
-      attempt: p.attempt,
-      verified: p.verified,
-    }),
-  );
-  const ledger = new Map<string, { invoice_no: string; status: LedgerStatus }>();
-  const readLedger = async (): Promise<void> => {
-    const res = await fetch(`${world.simulator.listenUrl}/_sim/transactions`);
-    const { transactions } = (await res.json()) as {
-      transactions: { transaction_id: string; invoice_no: string; status: LedgerStatus }[];
-    };
-    for (const tx of transactions) ledger.set(tx.transaction_id, { invoice_no: tx.invoice_no, status: tx.status });
-  };
-  // The simulator keeps its newest 10 000 transactions: read often enough that none is forgotten unread.
-  let reading = true;
-  const ledgerReader = (async () => {
-    while (reading) {
-      await readLedger().catch(() => {});
-      await sleep(5_000);
-    }
-  })();
+  recorder.record({
+    type: 'run',
+    seed,
+    duration_s: durationS,
+    replicas: world.replicas.length,
+    callers: CALLERS,
+    network,
+  });
   try {
-    const callers: Caller[] = Array.from({ length: CALLERS }, (_, process) => ({
-      process,
-      random: mulberry32(seed + 1 + process),
-    }));
-    let paying = true;
-    const loops = callers.map((caller) => callerLoop(world, recorder, caller, () => paying, `s${seed}`));
-    const nemesis = new Nemesis(world, recorder, mulberry32(seed ^ 0x5eed), forced);
-    await nemesis.run(durationS * 1000);
-    paying = false;
-    await Promise.all(loops);
-    for (const error of nemesis.errors) console.error(`chaos: nemesis: ${error}`);
-    await liveness(world, recorder, callers, seed);
-    await waitForPostbacks(recorder, readLedger);
+    const errors = await campaign(world, recorder, {
+      seed,
+      callers: CALLERS,
+      forced,
+      faults: (nemesis) => nemesis.run(durationS * 1000),
+    });
+    for (const error of errors) console.error(`chaos: nemesis: ${error}`);
   } finally {
-    reading = false;
-    await ledgerReader;
-    recorder.record({ type: 'wipes_noticed', per_replica: await world.wipeCounts() });
-    const grants = world.simulator.tokenGrants();
-    recorder.record({ type: 'logins', password: grants.password, refresh: grants.refresh });
     await world.close();
-  }
-  for (const [id, tx] of ledger) {
-    recorder.record({ type: 'ledger', transaction_id: id, invoice_no: tx.invoice_no, status: tx.status });
   }
   return recorder.events;
 }
 
-/** After the last fault healed: every replica ready, a final round of payments, the inbox drained. */
-async function liveness(world: World, recorder: Recorder, callers: readonly Caller[], seed: number): Promise<void> {
-  const healedAt = recorder.now();
-  const deadline = healedAt + 2 * LIVENESS_BOUND_MS;
-  let replicasReadyAt: number | null = null;
-  while (recorder.now() < deadline) {
-    if (await world.allReady()) {
-      replicasReadyAt = recorder.now();
-      break;
-    }
-    await sleep(200);
-  }
-  await Promise.all(callers.map((caller) => pay(world, recorder, caller, `s${seed}-final-p${caller.process}`, true)));
-  const finalRoundDoneAt = recorder.now();
-  let inboxDrainedAt: number | null = null;
-  while (recorder.now() < deadline) {
-    if ((await world.inboxPending().catch(() => -1)) === 0) {
-      inboxDrainedAt = recorder.now();
-      break;
-    }
-    await sleep(250);
-  }
-  recorder.record({
-    type: 'liveness',
-    healed_at: healedAt,
-    replicas_ready_at: replicasReadyAt,
-    final_round_done_at: finalRoundDoneAt,
-    inbox_drained_at: inboxDrainedAt,
-  });
-}
-
-/** Until every completed transaction's postback reached the application, or the grace period ran out. */
-async function waitForPostbacks(recorder: Recorder, readLedger: () => Promise<void>): Promise<void> {
-  const deadline = recorder.now() + POSTBACK_GRACE_MS;
-  for (;;) {
-    const completed = new Set(recorder.events.flatMap((e) => (e.type === 'complete' ? [e.transaction_id] : [])));
-    const delivered = new Set(
-      recorder.events.flatMap((e) => (e.type === 'postback' && e.verified ? [e.transaction_id] : [])),
-    );
-    if ([...completed].every((id) => delivered.has(id)) || recorder.now() > deadline) break;
-    await sleep(500);
-  }
-  await readLedger();
+/** `--network`, or namespaces when this machine has them (root, ip, nft), else loopback: said either way. */
+function networkMode(asked: string | undefined): NetworkMode {
+  const unavailable = namespacesUnavailable();
+  if (asked !== undefined && asked !== 'namespaces' && asked !== 'loopback')
+    throw new Error(`--network ${asked}: namespaces or loopback`);
+  if (asked === 'namespaces' && unavailable !== undefined) throw new Error(`--network namespaces: ${unavailable}`);
+  const mode: NetworkMode = asked ?? (unavailable === undefined ? 'namespaces' : 'loopback');
+  const why =
+    asked !== undefined
+      ? 'as asked'
+      : mode === 'namespaces'
+        ? 'links can be cut; --network loopback for none'
+        : `no namespaces here: ${unavailable ?? ''}`;
+  console.log(`chaos: network ${mode} (${why})`);
+  return mode;
 }
 
 function report(result: CheckResult): number {

@@ -60,7 +60,7 @@ export async function pay(
     const common = { process: caller.process, invoice_no: invoiceNo, key, replica: replica.index, ...flags };
     recorder.record({ type: 'invoke', op, ...common });
     const sentAt = performance.now();
-    const attempt = await send(`http://127.0.0.1:${replica.ports.proxy}${PATHS[op]}`, key, body, invoiceNo);
+    const attempt = await send(`http://${replica.host}:${replica.ports.proxy}${PATHS[op]}`, key, body, invoiceNo);
     recorder.record({
       type: attempt.outcome,
       ...common,
@@ -123,13 +123,10 @@ async function complete(
   transactionId: string,
   status: 'SUCCESS' | 'FAILED',
 ): Promise<void> {
-  const res = await fetch(`${world.simulator.listenUrl}/_sim/transactions/${transactionId}/complete`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ status }),
-  }).catch(() => undefined);
-  await res?.body?.cancel();
-  if (res?.status === 200) recorder.record({ type: 'complete', transaction_id: transactionId, status });
+  const answer = await world.control
+    .call('POST', `/_sim/transactions/${transactionId}/complete`, { status })
+    .catch(() => undefined);
+  if (answer?.status === 200) recorder.record({ type: 'complete', transaction_id: transactionId, status });
 }
 
 /** A caller's loop: payments until `running()` says stop, a short pause between them. */

@@ -1,6 +1,7 @@
 // A hostile neighbour's floods, as the reviews made them: connections that each write a chunk of pipelined
 // requests, again and again, and connections that hold unfinished headers. Used by the memory tests and the fault
-// campaign. Every loop stops by itself at its deadline; traffic goes to loopback addresses only.
+// campaign. Every loop stops by itself at its deadline; traffic stays on this host (loopback addresses, or a
+// namespace network's bridge: netns.ts).
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -12,7 +13,7 @@ export function pipelined(request: string, bytes = 64 * 1024): Buffer {
 export interface FloodTarget {
   readonly host: string;
   readonly port: number;
-  /** Local addresses the connections come from, in turn (127.0.0.x: other pods). */
+  /** Local addresses the connections come from, in turn: other pods (127.0.0.x, or extra addresses on a bridge). */
   readonly sources: readonly string[];
 }
 

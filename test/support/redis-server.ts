@@ -1,5 +1,5 @@
 /**
- * A real redis-server (Debian's `redis-server` package) for tests, one per call, on 127.0.0.1.
+ * A real redis-server (Debian's `redis-server` package) for tests, one per call, on 127.0.0.1 by default.
  *
  *   const redis = await startRedis();                  // plain redis://, default user, no password
  *   const redis = await startRedis({ tls: true });     // rediss:// only; trust redis.caFile (or redis.caPem)
@@ -13,6 +13,8 @@
  *   redis.freeze() / thaw()    // SIGSTOP / SIGCONT: a Redis that accepts nothing and answers nothing (slow/hung)
  *   await redis.cli('KEYS', '*')   // redis-cli against it (as the default user, with TLS when on): stdout lines
  *   await redis.close();       // stop for good (also done when the test process exits, pass or fail)
+ *   await startRedis({ host: party.address, netns: party.spawnPrefix })   // in a network namespace of netns.ts,
+ *                              // bound to its address; a restart comes back there; cli() reaches it from here
  *
  * Nothing is persisted (`--save '' --appendonly no`); the working folder is a scratch folder. redis-server
  * cannot listen on port 0, so the port comes from free-port.ts, below the ephemeral range: after a stop(), no
@@ -27,6 +29,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { generateTlsMaterial } from '../../packages/simulator/src/tls.js';
 import { freeStablePort } from './free-port.js';
+import { prefixed } from './netns.js';
 import { scratchDir } from './scratch.js';
 
 const run = promisify(execFile);
@@ -84,10 +87,18 @@ export interface RedisOptions {
   readonly acl?: readonly string[];
   /** More redis-server arguments, e.g. ['--notify-keyspace-events', 'Kx']. */
   readonly args?: readonly string[];
+  /** The address it binds and is reached at (default 127.0.0.1). */
+  readonly host?: string;
+  /** Put before `redis-server` to start it (a network namespace's `ip netns exec NAME`); none by default. */
+  readonly netns?: readonly string[];
 }
+
+/** Where a server runs: an address, and the command prefix that starts a process there. */
+export type RedisPlace = Pick<RedisOptions, 'host' | 'netns'>;
 
 export interface TestRedis {
   readonly url: string;
+  readonly host: string;
   readonly port: number;
   /** PEM of the CA that signed the server certificate, and a file holding it (tls only). */
   readonly caPem: string | undefined;
@@ -115,16 +126,17 @@ process.once('exit', () => {
 
 export async function startRedis(options: RedisOptions = {}): Promise<TestRedis> {
   const dir = scratchDir('redis-');
+  const host = options.host ?? '127.0.0.1';
   const port = await freeStablePort();
   const tls = options.tls ? await tlsFiles(dir) : undefined;
   const user = options.user ? await aclUser(dir) : undefined;
-  const args = serverArgs(dir, port, tls, options.args ?? []);
+  const args = serverArgs(dir, host, port, tls, options.args ?? []);
   if (user) args.push('--user', user.name, 'on', `>${user.password}`, ...(options.acl ?? SIDECAR_ACL_RULES));
   let child: ChildProcess | undefined;
 
   const start = async (extraArgs: readonly string[] = []) => {
     if (child) return;
-    child = await spawnServer([...args, ...extraArgs]);
+    child = await spawnServer([...args, ...extraArgs], options.netns ?? []);
   };
   const stopWith = async (signal: NodeJS.Signals) => {
     const current = child;
@@ -139,10 +151,11 @@ export async function startRedis(options: RedisOptions = {}): Promise<TestRedis>
   };
   const stop = () => stopWith('SIGTERM');
   await start();
-  const cliBase = ['-h', '127.0.0.1', '-p', String(port), '--no-auth-warning'];
+  const cliBase = ['-h', host, '-p', String(port), '--no-auth-warning'];
   if (tls) cliBase.push('--tls', '--cacert', tls.caFile);
   return {
-    url: `${tls ? 'rediss' : 'redis'}://127.0.0.1:${port}`,
+    url: `${tls ? 'rediss' : 'redis'}://${host}:${port}`,
+    host,
     port,
     caPem: tls?.caPem,
     caFile: tls?.caFile,
@@ -168,8 +181,8 @@ export async function startRedis(options: RedisOptions = {}): Promise<TestRedis>
 }
 
 /** A replica of `primary`, once the primary lists it as online (synced: it can acknowledge writes). */
-export async function startReplica(primary: TestRedis, timeoutMs = 20_000): Promise<TestRedis> {
-  const replica = await startRedis({ args: ['--replicaof', '127.0.0.1', String(primary.port)] });
+export async function startReplica(primary: TestRedis, timeoutMs = 20_000, place: RedisPlace = {}): Promise<TestRedis> {
+  const replica = await startRedis({ ...place, args: ['--replicaof', primary.host, String(primary.port)] });
   const deadline = Date.now() + timeoutMs;
   while (!(await primary.cli('INFO', 'replication')).some((line) => /^slave\d+:.*state=online/.test(line))) {
     if (Date.now() > deadline) {
@@ -181,8 +194,17 @@ export async function startReplica(primary: TestRedis, timeoutMs = 20_000): Prom
   return replica;
 }
 
-function serverArgs(dir: string, port: number, tls: TlsFiles | undefined, extra: readonly string[]): string[] {
-  const args = ['--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no', '--daemonize', 'no'];
+function serverArgs(
+  dir: string,
+  host: string,
+  port: number,
+  tls: TlsFiles | undefined,
+  extra: readonly string[],
+): string[] {
+  const args = ['--bind', host, '--dir', dir, '--save', '', '--appendonly', 'no', '--daemonize', 'no'];
+  // Outside loopback, clients come from other addresses (a namespace network's): protected mode would refuse them
+  // all, the default user having no password.
+  if (!host.startsWith('127.')) args.push('--protected-mode', 'no');
   args.push('--loglevel', 'notice', '--logfile', '');
   if (tls) {
     args.push(
@@ -203,9 +225,12 @@ function serverArgs(dir: string, port: number, tls: TlsFiles | undefined, extra:
   return [...args, ...extra];
 }
 
-/** Starts redis-server and resolves once it accepts connections (it says so on stdout). */
-async function spawnServer(args: readonly string[]): Promise<ChildProcess> {
-  const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * Starts redis-server (after `prefix`, which execs it in place: the child is redis-server itself, for signals) and
+ * resolves once it accepts connections (it says so on stdout).
+ */
+async function spawnServer(args: readonly string[], prefix: readonly string[]): Promise<ChildProcess> {
+  const child = spawn(...prefixed(prefix, 'redis-server', args), { stdio: ['ignore', 'pipe', 'pipe'] });
   running.add(child);
   let output = '';
   await new Promise<void>((resolve, reject) => {

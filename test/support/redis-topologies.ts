@@ -1,11 +1,15 @@
 /**
- * Highly available Redis for tests, from real redis-server and redis-sentinel processes on 127.0.0.1:
+ * Highly available Redis for tests, from real redis-server and redis-sentinel processes on 127.0.0.1 (or each in
+ * a network namespace of its own: `places`):
  *
  *   const set = await startSentinelSet();   // a primary, one replica, three Sentinels watching them
  *   set.env                                  // the sidecar's settings for it (SIDECAR_REDIS_MODE=sentinel, ...)
  *   await set.primary.crash();               // SIGKILL the primary; set.failedOver() resolves on the new one
  *   await startSentinelSet({ downAfterMs: 10_000 })  // Sentinels slow to fail over: a restarted primary comes
  *                                            // back empty first, and its replica resynchronises to that
+ *   await startSentinelSet({ places: { nodes: [p0, p1], sentinels: [s0, s1, s2] } })  // each node and Sentinel
+ *                                            // at its own address, started with its prefix (netns.ts parties):
+ *                                            // the Sentinels monitor and announce by those addresses
  *
  *   const cluster = await startCluster(3);   // three primaries covering the 16384 slots, no replicas
  *   await startCluster(3, 1)                 // the same, each primary with a replica (failover inside a shard)
@@ -21,15 +25,22 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { RedisTopology } from '../../src/config/state-settings.js';
 import { freeStablePort } from './free-port.js';
-import { startRedis, type TestRedis } from './redis-server.js';
+import { prefixed } from './netns.js';
+import { startRedis, type RedisPlace, type TestRedis } from './redis-server.js';
 import { scratchDir } from './scratch.js';
 
 const run = promisify(execFile);
 
-/** redis-cli against a loopback port (a Sentinel's): its stdout lines. */
-async function cliLines(port: number, ...args: string[]): Promise<string[]> {
-  const { stdout } = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], { timeout: 2_000 });
+/** redis-cli against a Sentinel: its stdout lines. */
+async function cliLines(sentinel: SentinelAddress, ...args: string[]): Promise<string[]> {
+  const address = ['-h', sentinel.host, '-p', String(sentinel.port)];
+  const { stdout } = await run('redis-cli', [...address, ...args], { timeout: 2_000 });
   return stdout.trim().split('\n');
+}
+
+export interface SentinelAddress {
+  readonly host: string;
+  readonly port: number;
 }
 
 export const SENTINEL_MASTER = 'sidecar-primary';
@@ -40,6 +51,8 @@ export interface SentinelSet {
   /** Every data node: the first primary, then its replicas (`replica` first). */
   readonly nodes: readonly TestRedis[];
   readonly sentinelPorts: readonly number[];
+  /** Each Sentinel's address and port, in the order of `sentinelPorts`. */
+  readonly sentinels: readonly SentinelAddress[];
   /** The set as a store's configuration has it (no credentials). */
   readonly topology: Extract<RedisTopology, { mode: 'sentinel' }>;
   readonly env: Readonly<Record<string, string>>;
@@ -72,15 +85,22 @@ export interface SentinelOptions {
   readonly replicas?: number;
   /** More redis-server arguments for every node. */
   readonly args?: readonly string[];
+  /**
+   * Where each data node (the primary, then the replicas) and each of the three Sentinels runs; 127.0.0.1 and no
+   * prefix for any not given.
+   */
+  readonly places?: { readonly nodes?: readonly RedisPlace[]; readonly sentinels?: readonly RedisPlace[] };
 }
 
 export async function startSentinelSet(options: SentinelOptions = {}): Promise<SentinelSet> {
   // No 5 s wait before a full sync (Redis 7's diskless default): a replica, or a restarted primary, syncs at once.
   const fastSync = ['--repl-diskless-sync-delay', '0', ...(options.args ?? [])];
-  const primary = await startRedis({ args: fastSync });
-  const replicaArgs = [...fastSync, '--replicaof', '127.0.0.1', String(primary.port)];
+  const nodePlace = (index: number): RedisPlace => options.places?.nodes?.[index] ?? {};
+  const primary = await startRedis({ ...nodePlace(0), args: fastSync });
+  const replicaArgs = [...fastSync, '--replicaof', primary.host, String(primary.port)];
   const replicas: TestRedis[] = [];
-  for (let i = 0; i < (options.replicas ?? 1); i++) replicas.push(await startRedis({ args: replicaArgs }));
+  for (let i = 0; i < (options.replicas ?? 1); i++)
+    replicas.push(await startRedis({ ...nodePlace(i + 1), args: replicaArgs }));
   const [replica] = replicas as [TestRedis, ...TestRedis[]];
   const nodes = [primary, ...replicas];
   for (const node of replicas) {
@@ -90,14 +110,19 @@ export async function startSentinelSet(options: SentinelOptions = {}): Promise<S
     );
   }
   const ports = await Promise.all([freeStablePort(), freeStablePort(), freeStablePort()]);
+  const sentinelPlaces = ports.map((_, index) => options.places?.sentinels?.[index] ?? {});
+  const sentinels = ports.map((port, index) => ({ host: sentinelPlaces[index]?.host ?? '127.0.0.1', port }));
   const files = await Promise.all(
-    ports.map((port) => sentinelConfig(port, primary.port, options.downAfterMs ?? 1_000)),
+    sentinels.map((sentinel) => sentinelConfig(sentinel, primary, options.downAfterMs ?? 1_000)),
   );
-  let children = await Promise.all(files.map((file) => spawnSentinel(file)));
-  const named = (port: number) => cliLines(port, 'SENTINEL', 'get-master-addr-by-name', SENTINEL_MASTER);
+  const startSentinels = () =>
+    Promise.all(files.map((file, index) => spawnSentinel(file, sentinelPlaces[index]?.netns ?? [])));
+  let children = await startSentinels();
+  const named = (sentinel: SentinelAddress) =>
+    cliLines(sentinel, 'SENTINEL', 'get-master-addr-by-name', SENTINEL_MASTER);
   const ask = async (): Promise<string> => {
-    for (const port of ports) {
-      const [host, p] = await named(port).catch(() => []); // another Sentinel may answer
+    for (const sentinel of sentinels) {
+      const [host, p] = await named(sentinel).catch(() => []); // another Sentinel may answer
       if (host && p) return `${host}:${p}`;
     }
     throw new Error('no Sentinel answered');
@@ -105,9 +130,9 @@ export async function startSentinelSet(options: SentinelOptions = {}): Promise<S
   const settled = async (timeoutMs: number): Promise<string> => {
     let agreed = '';
     await until(async () => {
-      const names = new Set((await Promise.all(ports.map(named))).map((lines) => lines.join(':')));
+      const names = new Set((await Promise.all(sentinels.map(named))).map((lines) => lines.join(':')));
       const [only] = names;
-      const node = nodes.find((candidate) => only === `127.0.0.1:${candidate.port}`);
+      const node = nodes.find((candidate) => only === `${candidate.host}:${candidate.port}`);
       if (names.size !== 1 || only === undefined || node === undefined) return false;
       const info = await node.cli('INFO', 'replication');
       const online = info.filter((line) => /^slave\d+:.*state=online/.test(line)).length;
@@ -118,7 +143,7 @@ export async function startSentinelSet(options: SentinelOptions = {}): Promise<S
     return agreed;
   };
   // The Sentinels know each other and the replica before a failover can be asked of them.
-  const [first] = ports as [number, ...number[]];
+  const [first] = sentinels as [SentinelAddress, ...SentinelAddress[]];
   await until(async () => {
     const replicaList = await cliLines(first, 'SENTINEL', 'replicas', SENTINEL_MASTER);
     const peers = await cliLines(first, 'SENTINEL', 'sentinels', SENTINEL_MASTER);
@@ -130,9 +155,10 @@ export async function startSentinelSet(options: SentinelOptions = {}): Promise<S
     replica,
     nodes,
     sentinelPorts: ports,
+    sentinels,
     topology: {
       mode: 'sentinel',
-      sentinels: ports.map((port) => ({ host: '127.0.0.1', port })),
+      sentinels: sentinels.map(({ host, port }) => ({ host, port })),
       master: SENTINEL_MASTER,
       sentinelUsername: undefined,
       sentinelPassword: undefined,
@@ -141,7 +167,7 @@ export async function startSentinelSet(options: SentinelOptions = {}): Promise<S
     env: {
       SIDECAR_STATE_STORE: 'redis',
       SIDECAR_REDIS_MODE: 'sentinel',
-      SIDECAR_REDIS_SENTINELS: ports.map((port) => `127.0.0.1:${port}`).join(','),
+      SIDECAR_REDIS_SENTINELS: sentinels.map(({ host, port }) => `${host}:${port}`).join(','),
       SIDECAR_REDIS_SENTINEL_MASTER: SENTINEL_MASTER,
     },
     currentPrimary: ask,
@@ -155,7 +181,7 @@ export async function startSentinelSet(options: SentinelOptions = {}): Promise<S
       await settled(30_000);
       await Promise.all(children.map((child) => stopChild(child)));
       // Each Sentinel rewrote its file with what it knows (the primary, the replica, its peers): it resumes from it.
-      children = await Promise.all(files.map((file) => spawnSentinel(file)));
+      children = await startSentinels();
       await settled(30_000);
     },
     async killSentinel(index) {
@@ -170,17 +196,23 @@ export async function startSentinelSet(options: SentinelOptions = {}): Promise<S
   };
 }
 
-/** A Sentinel's config: it declares the primary down after `downAfterMs` and fails over quickly (a test's patience). */
-async function sentinelConfig(port: number, primaryPort: number, downAfterMs: number): Promise<string> {
+/**
+ * A Sentinel's config: it declares the primary down after `downAfterMs` and fails over quickly (a test's patience).
+ * It announces the address it binds, the one its peers and clients reach it at.
+ */
+async function sentinelConfig(sentinel: SentinelAddress, primary: TestRedis, downAfterMs: number): Promise<string> {
   const dir = scratchDir('sentinel-');
   const file = join(dir, 'sentinel.conf');
   await writeFile(
     file,
     [
-      `port ${port}`,
-      'bind 127.0.0.1',
+      `port ${sentinel.port}`,
+      `bind ${sentinel.host}`,
+      `sentinel announce-ip ${sentinel.host}`,
+      // Its peers and the replicas' clients come from other addresses when it is not on loopback.
+      `protected-mode ${sentinel.host.startsWith('127.') ? 'yes' : 'no'}`,
       `dir ${dir}`,
-      `sentinel monitor ${SENTINEL_MASTER} 127.0.0.1 ${primaryPort} 2`,
+      `sentinel monitor ${SENTINEL_MASTER} ${primary.host} ${primary.port} 2`,
       `sentinel down-after-milliseconds ${SENTINEL_MASTER} ${downAfterMs}`,
       `sentinel failover-timeout ${SENTINEL_MASTER} 5000`,
       `sentinel parallel-syncs ${SENTINEL_MASTER} 1`,
@@ -190,9 +222,9 @@ async function sentinelConfig(port: number, primaryPort: number, downAfterMs: nu
   return file;
 }
 
-/** Starts redis-sentinel on `file` and resolves once it monitors the primary. */
-async function spawnSentinel(file: string): Promise<ChildProcess> {
-  const child = spawn('redis-sentinel', [file, '--logfile', '', '--daemonize', 'no'], {
+/** Starts redis-sentinel on `file` (after `prefix`, as redis-server is) and resolves once it monitors the primary. */
+async function spawnSentinel(file: string, prefix: readonly string[]): Promise<ChildProcess> {
+  const child = spawn(...prefixed(prefix, 'redis-sentinel', [file, '--logfile', '', '--daemonize', 'no']), {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   sentinels.add(child);
