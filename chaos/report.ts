@@ -63,6 +63,67 @@ export interface Summary {
   readonly explained_by_wipes: string[];
   /** `redis-restart-snapshot` faults that did take the data back to the snapshot (see each one's detail). */
   readonly rollbacks: number;
+  /** Per fault kind, what the callers and the application met while a fault of that kind was on. */
+  readonly by_fault: Record<string, FaultFigures>;
+}
+
+/**
+ * The answers given while faults of one kind were on (from each one's start to its end; a fault of another group may
+ * have been on too), and the postbacks of transactions completed meanwhile.
+ */
+export interface FaultFigures {
+  readonly faults: number;
+  readonly answers: number;
+  readonly ok: number;
+  /** 503: refused, nothing sent (the caller sends the same key again). */
+  readonly refused_503: number;
+  readonly in_progress_409: number;
+  /** `outcome_unknown` (502/504), and how many of those payments the gateway holds. */
+  readonly outcome_unknown: number;
+  readonly outcome_unknown_in_ledger: number;
+  readonly no_answer: number;
+  readonly postbacks: number;
+  /** Of those, delivered more than 10 s after the transaction completed; and the longest, in seconds. */
+  readonly postbacks_delayed: number;
+  readonly max_postback_delay_s: number;
+}
+
+const DELAYED_POSTBACK_MS = 10_000;
+
+/** FaultFigures for every kind that occurred. */
+export function figuresByFault(history: readonly HistoryEvent[]): Record<string, FaultFigures> {
+  const faults = history.filter((e): e is FaultEvent => e.type === 'fault');
+  const answers = history.filter((e): e is AnswerEvent => e.type === 'ok' || e.type === 'fail' || e.type === 'info');
+  const inLedger = new Set(history.flatMap((e) => (e.type === 'ledger' ? [e.invoice_no] : [])));
+  const firstPostback = new Map<string, number>();
+  for (const e of history)
+    if (e.type === 'postback' && e.verified && !firstPostback.has(`${e.transaction_id}/${e.status}`))
+      firstPostback.set(`${e.transaction_id}/${e.status}`, e.t);
+  const completes = history.filter((e) => e.type === 'complete');
+  const figures: Record<string, FaultFigures> = {};
+  for (const kind of [...new Set(faults.map((f) => f.kind))]) {
+    const windows = faults.filter((f) => f.kind === kind).map((f) => [f.start, f.end] as const);
+    const during = (t: number): boolean => windows.some(([start, end]) => t >= start && t <= end);
+    const met = answers.filter((a) => during(a.t));
+    const unknown = met.filter((a) => a.code === 'sidecar.upstream.outcome_unknown');
+    const delays = completes
+      .filter((c) => during(c.t))
+      .map((c) => (firstPostback.get(`${c.transaction_id}/${c.status}`) ?? Number.POSITIVE_INFINITY) - c.t);
+    figures[kind] = {
+      faults: windows.length,
+      answers: met.length,
+      ok: met.filter((a) => a.status >= 200 && a.status < 300).length,
+      refused_503: met.filter((a) => a.status === 503).length,
+      in_progress_409: met.filter((a) => a.status === 409).length,
+      outcome_unknown: unknown.length,
+      outcome_unknown_in_ledger: unknown.filter((a) => inLedger.has(a.invoice_no)).length,
+      no_answer: met.filter((a) => a.status === 0).length,
+      postbacks: delays.length,
+      postbacks_delayed: delays.filter((ms) => ms > DELAYED_POSTBACK_MS).length,
+      max_postback_delay_s: delays.length === 0 ? 0 : Math.round(Math.max(...delays) / 100) / 10,
+    };
+  }
+  return figures;
 }
 
 export function summarize(history: readonly HistoryEvent[], result: CheckResult): Summary {
@@ -90,6 +151,7 @@ export function summarize(history: readonly HistoryEvent[], result: CheckResult)
     postbacks_lost_to_wipes: result.postbacksLostToWipes,
     explained_by_wipes: result.explained.map((v) => `${v.name}: ${v.detail}`),
     rollbacks: history.filter((e) => e.type === 'fault' && e.kind === 'redis-restart-snapshot' && e.rolled_back).length,
+    by_fault: figuresByFault(history),
   };
 }
 

@@ -54,6 +54,15 @@ describe('chaos report', () => {
     assert.deepEqual(JSON.parse(readFileSync(join(dir, 'summary.json'), 'utf8')), summary);
     assert.equal(summary.operations, 400);
     assert.equal(summary.info, 8);
+    // Per kind, the answers given while it was on: 3-9 s holds attempts 60 to 180, two of them unanswered.
+    assert.deepEqual(
+      {
+        answers: summary.by_fault['redis-primary-kill']?.answers,
+        ok: summary.by_fault['redis-primary-kill']?.ok,
+        noAnswer: summary.by_fault['redis-primary-kill']?.no_answer,
+      },
+      { answers: 120, ok: 118, noAnswer: 2 },
+    );
 
     const args = process.getuid?.() === 0 ? ['--no-sandbox'] : [];
     const browser = await chromium.launch({ executablePath: CHROMIUM, args, timeout: STEP_MS });
