@@ -19,8 +19,6 @@ export interface FaultOptions {
   readonly holdMs?: number;
 }
 
-/** A key outside the sidecar's prefix, written before a restart-empty: gone afterwards means the data was wiped. */
-const WIPE_MARKER = 'chaos:wipe-marker';
 /** How long a replica may take to count a wipe (the sidecar reads its store epoch every 2 s). */
 const WIPE_NOTICE_BOUND_MS = 15_000;
 
@@ -255,18 +253,17 @@ export class Nemesis {
   /**
    * Issue 45's hazard: the primary SIGKILLed and restarted at once, on its port, with no data and no persistence,
    * well within the Sentinels' down-after (1 s): no failover, and its replicas resynchronise to the empty dataset.
-   * Recorded with whether the data was in fact wiped (a marker written before is gone from the primary the Sentinels
-   * name afterwards: a failover after all would have kept it) and when a replica first counted the wipe.
+   * Recorded with whether the data was in fact wiped (the fleet's store epoch on the primary the Sentinels name
+   * afterwards is not the one before: a failover after all would have kept it) and when a replica first counted it.
    */
   private async restartEmpty(): Promise<void> {
     const { world } = this;
     const node = await world.primaryNode();
     const before = `${node.host}:${node.port}`;
-    await node.cli('SET', WIPE_MARKER, String(this.recorder.now()));
-    const [acked] = await node.cli('WAIT', String(world.redis.nodes.length - 1), '2000');
-    // A primary cut off from its replicas (a partition on at the same time) hands them no marker: whether the data
-    // was wiped is then whether the Sentinels still name the node restarted empty (a failover keeps the replicas').
-    const markerReplicated = Number(acked) > 0;
+    // Whether the dataset was wiped is whether the fleet's own epoch changed: a failover after all keeps the
+    // replicas' dataset and its epoch (a marker written just before could be missing there without any wipe: the
+    // last writes of a primary cut off from its replicas by a partition on at the same time).
+    const epochBefore = await world.storeEpoch(node);
     const noticedBefore = sum(await world.wipeCounts());
     const start = this.recorder.now();
     let detail = `port ${node.port}`;
@@ -284,12 +281,11 @@ export class Nemesis {
       const restartMs = Math.round(performance.now() - crashAt);
       const after = await world.redis.settled(60_000);
       end = this.recorder.now();
-      const [exists] = await (await world.primaryNode()).cli('EXISTS', WIPE_MARKER);
-      event.wiped = markerReplicated ? exists === '0' : after === before;
+      const epochAfter = await world.storeEpoch(await world.primaryNode());
+      event.wiped = epochBefore !== undefined && epochAfter !== epochBefore;
       detail +=
         ` restarted empty in ${restartMs} ms, ${after === before ? 'no failover' : `failed over to ${after}`}: ` +
-        (event.wiped ? 'the dataset wiped' : 'the data kept (no wipe)') +
-        (markerReplicated ? '' : ' (cut off from its replicas: judged by the failover)');
+        (event.wiped ? 'the dataset wiped' : 'the data kept (no wipe)');
       if (event.wiped) {
         event.noticed_at = null;
         const deadline = performance.now() + WIPE_NOTICE_BOUND_MS;

@@ -22,6 +22,7 @@ import type { TestRedis } from '../test/support/redis-server.js';
 import { scratchDir } from '../test/support/scratch.js';
 import { METRICS } from '../src/observability/metric-names.js';
 import { DEFAULT_REDIS_KEY_PREFIX, RedisKeys, accountTag } from '../src/state/redis-keys.js';
+import { STORE_EPOCH_KEY } from '../src/state/store-epoch.js';
 import { startApplication, type Application } from './application.js';
 import { startBalancer, type Balancer, type BalancerTarget } from './balancer.js';
 import { gatewayControl, type GatewayControl } from './gateway-control.js';
@@ -93,6 +94,8 @@ export interface World {
   wipeCounts(): Promise<number[]>;
   /** Undelivered postbacks in the fleet's inbox (the current primary's `postback:pending`). */
   inboxPending(): Promise<number>;
+  /** The fleet's store epoch on `node` (docs/fleet.md): it changes exactly when the dataset was wiped or replaced. */
+  storeEpoch(node: TestRedis): Promise<string | undefined>;
   /** A password rotation: the gateway's side and the Secret file together. */
   rotatePassword(): Promise<void>;
   close(): Promise<void>;
@@ -228,10 +231,10 @@ async function populate(
     SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS: '3000',
     SIDECAR_POSTBACK_VISIBILITY_TIMEOUT_MS: '10000',
   };
-  // The inbox's "every undelivered postback" set, named as the replicas name it (docs/postbacks.md).
-  const inboxKey = new RedisKeys(DEFAULT_REDIS_KEY_PREFIX, accountTag(new URL(simulator.baseUrl).origin, USERNAME)).key(
-    'postback:pending',
-  );
+  // Keys named as the replicas name them: the inbox's "every undelivered postback" set (docs/postbacks.md), the epoch.
+  const fleetKeys = new RedisKeys(DEFAULT_REDIS_KEY_PREFIX, accountTag(new URL(simulator.baseUrl).origin, USERNAME));
+  const inboxKey = fleetKeys.key('postback:pending');
+  const epochKey = fleetKeys.key(STORE_EPOCH_KEY);
   const replicas: Replica[] = [];
   for (let index = 0; index < REPLICAS; index++) {
     const ports = { proxy: await freeStablePort(), admin: await freeStablePort(), postback: await freeStablePort() };
@@ -352,6 +355,10 @@ async function populate(
       const node = await world.primaryNode();
       const [count] = await node.cli('ZCARD', inboxKey);
       return Number(count);
+    },
+    async storeEpoch(node) {
+      const [epoch] = await node.cli('GET', epochKey);
+      return epoch;
     },
     async rotatePassword() {
       password = randomBytes(18).toString('base64url');
