@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { after, describe, it, type TestContext } from 'node:test';
+import { join } from 'node:path';
+import { after, before, describe, it, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { campaign } from '../../chaos/campaign.js';
@@ -16,6 +17,7 @@ import type { Nemesis } from '../../chaos/nemesis.js';
 import { PARTITION_KINDS, type PartitionKind } from '../../chaos/partitions.js';
 import { Recorder } from '../../chaos/recorder.js';
 import { sleep, startWorld, type World } from '../../chaos/world.js';
+import { bundle } from '../../scripts/bundle.js';
 import { METRICS } from '../../src/observability/metric-names.js';
 import { namespacesUnavailable, prefixed, type Cut, type Party } from '../support/netns.js';
 import type { TestRedis } from '../support/redis-server.js';
@@ -23,9 +25,8 @@ import { SENTINEL_MASTER } from '../support/redis-topologies.js';
 import { scratchDir } from '../support/scratch.js';
 
 const run = promisify(execFile);
-const BUNDLE = fileURLToPath(new URL('../../dist/image/main.js', import.meta.url));
-const skip =
-  namespacesUnavailable() ?? (existsSync(BUNDLE) ? undefined : 'dist/image is missing: run "npm run bundle"');
+const DIST = fileURLToPath(new URL('../../dist/', import.meta.url));
+const skip = namespacesUnavailable();
 const SEED = 41;
 /** Fewer callers than a campaign's 16: the whole fleet shares this machine with the test runner. */
 const CALLERS = 6;
@@ -42,6 +43,10 @@ const PING_TIMEOUT_MS = 1_500;
 
 describe('the fault campaign cuts links', { skip }, () => {
   let world: World | undefined;
+  // The replicas run the image's bundle, as the campaign does: made here from dist/src (npm ci's build) when missing.
+  before(async () => {
+    if (!existsSync(join(DIST, 'image', 'main.js'))) await bundle('main.js', join(DIST, 'src'), join(DIST, 'image'));
+  });
   after(async () => {
     await world?.close();
   });
