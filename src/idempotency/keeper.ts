@@ -3,6 +3,7 @@ import { sidecarErrors } from '../errors.js';
 import type { Logger } from '../observability/log.js';
 import { NO_RECORD_MAC, type RecordMac } from '../state/record-mac.js';
 import { StateStoreUnavailableError, type Condition, type StateStore, type Write } from '../state/state-store.js';
+import { backoffDelayMs } from '../token/backoff.js';
 import { LEASE_VALUE, leaseKeyOf, ProcessLease, StoreLease, type Lease } from './claim-lease.js';
 import type { IdempotencyKey } from './key.js';
 import {
@@ -79,7 +80,7 @@ const CLAIM = { acknowledged: true, pinned: true } as const;
 
 /** A few rounds absorb a record that changes between two store calls; past them the key is busy. */
 const CLAIM_ROUNDS = 4;
-/** A release the store did not take is tried again after this, doubling up to RELEASE_RETRY_MAX_MS. */
+/** A release the store did not take is tried again after a backoff from this, up to RELEASE_RETRY_MAX_MS. */
 const RELEASE_RETRY_FIRST_MS = 100;
 const RELEASE_RETRY_MAX_MS = 1_000;
 
@@ -224,16 +225,19 @@ export class IdempotencyKeeper {
       this.pendingReleases.delete(storeKey);
     };
     this.pendingReleases.set(storeKey, attempt);
-    const retry = (delayMs: number): void => {
-      setTimeout(() => {
-        if (this.pendingReleases.get(storeKey) !== attempt) return;
-        attempt().catch(() => {
-          if (performance.now() + delayMs < giveUpAt) retry(Math.min(delayMs * 2, RELEASE_RETRY_MAX_MS));
-          else if (this.pendingReleases.get(storeKey) === attempt) this.pendingReleases.delete(storeKey);
-        });
-      }, delayMs).unref();
+    const retry = (failures: number): void => {
+      setTimeout(
+        () => {
+          if (this.pendingReleases.get(storeKey) !== attempt) return;
+          attempt().catch(() => {
+            if (performance.now() < giveUpAt) retry(failures + 1);
+            else if (this.pendingReleases.get(storeKey) === attempt) this.pendingReleases.delete(storeKey);
+          });
+        },
+        backoffDelayMs(failures, RELEASE_RETRY_FIRST_MS, RELEASE_RETRY_MAX_MS),
+      ).unref();
     };
-    retry(RELEASE_RETRY_FIRST_MS);
+    retry(0);
   }
 
   /**
