@@ -32,7 +32,6 @@ import { createGatewayClient, type GatewayClient } from './upstream/gateway-clie
 import { createShutdown } from './shutdown.js';
 import { keeperFromConfig } from './idempotency/from-config.js';
 import { openStateStore } from './state/open-store.js';
-import { RecordMac } from './state/record-mac.js';
 import type { RedisStateStore } from './state/redis-store.js';
 import type { StateStore } from './state/state-store.js';
 import type { PostbackInbox } from './postback/inbox.js';
@@ -125,7 +124,8 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   const overloaded = () => pressure.overloaded;
   const opened = await openStateStore(config, { metrics: metrics.stateStore, log });
   const store = deps.wrapStore ? deps.wrapStore(opened) : opened;
-  const recordMac = recordMacFor(config, opened, metrics, log);
+  // The MAC on every record in Redis is the store's own (rotated with the key file).
+  const recordMac = opened.kind === 'redis' ? (opened as RedisStateStore).mac : undefined;
   // Redis only: a Redis that comes back empty or older is noticed, and what this replica still holds shared again.
   // On the store as opened: its generation is raised by a script of its own, which no test wrapper passes on.
   const epoch =
@@ -162,9 +162,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
   // Its own listener, connection cap and timeouts: readiness and the egress path do not depend on it.
   // Loaded only when the receiver is on: a pod that receives no postbacks does not carry its code.
   const delivery =
-    config.postback === undefined
-      ? undefined
-      : await postbackDelivery(config.postback, opened, epoch, recordMac, metrics, log);
+    config.postback === undefined ? undefined : await postbackDelivery(config.postback, opened, epoch, metrics, log);
   const postbacks =
     config.postback && delivery
       ? (await import('./postback/receiver.js')).createPostbackReceiver(config.postback, {
@@ -220,7 +218,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     bodyBudget: new BodyBudget({ freeBytes: EGRESS_FREE_BODY_BYTES, poolBytes: config.memory.egressBodyPoolBytes }),
     answerCorrelationFields: config.upstream.answerCorrelationFields,
     idempotency: {
-      keeper: keeperFromConfig(config, requestDeadline, store, log, now, recordMac),
+      keeper: keeperFromConfig(config, requestDeadline, store, log, now),
       required: config.idempotency.required,
     },
     requestDeadlineMs: requestDeadline,
@@ -372,28 +370,6 @@ async function signerFor(
 }
 
 /**
- * The MACs of the idempotency records and queued postbacks in Redis (docs/fleet.md, "Who can write under the
- * prefix"), bound to this account's key prefix; undefined without a key file. Each record refused is counted and
- * logged, never its content.
- */
-function recordMacFor(config: Config, store: StateStore, metrics: SidecarMetrics, log: Logger): RecordMac | undefined {
-  const settings = config.state.redis?.recordMac;
-  if (settings?.keyFile === undefined || store.kind !== 'redis') return undefined;
-  return new RecordMac({
-    keys: settings.keys,
-    scope: (store as RedisStateStore).storedKey(''),
-    acceptUnsigned: settings.acceptUnsigned,
-    onRejected: ({ kind, reason, key }) => {
-      metrics.stateStore.recordRejected(kind);
-      log.error(
-        { event: 'state.record_rejected', kind, reason, key },
-        'record in Redis refused, MAC missing or wrong: someone wrote under the key prefix, or the replicas hold different MAC keys',
-      );
-    },
-  });
-}
-
-/**
  * Where verified postbacks go, chosen once from SIDECAR_POSTBACK_DELIVERY: `direct`, forwarded at once; `queued`,
  * kept in the inbox on Redis. With a requeue memory (SIDECAR_POSTBACK_REQUEUE_MEMORY_MB), what this replica accepts
  * is also held until delivered and appended again if Redis loses it (docs/fleet.md). Loaded only when on.
@@ -402,7 +378,6 @@ async function postbackDelivery(
   config: PostbackConfig,
   store: StateStore,
   epoch: StoreEpoch | undefined,
-  recordMac: RecordMac | undefined,
   metrics: SidecarMetrics,
   log: Logger,
 ): Promise<{ readonly sink: PostbackDelivery; readonly requeue?: RequeueMemory }> {
@@ -410,7 +385,7 @@ async function postbackDelivery(
   // The settings refuse `queued` without SIDECAR_STATE_STORE=redis (postback-settings.ts): this is a Redis store.
   if (store.kind !== 'redis') throw new Error('queued postback delivery needs the Redis state store');
   const redis = store as RedisStateStore;
-  const inbox = (await import('./postback/inbox.js')).createRedisInbox(redis, recordMac);
+  const inbox = (await import('./postback/inbox.js')).createRedisInbox(redis);
   const queued = (kept: PostbackInbox) => ({ kind: 'queued', inbox: kept, metrics: metrics.inbox }) as const;
   if (epoch === undefined || config.requeueMemoryMb === 0) return { sink: queued(inbox) };
   const { RequeueMemory } = await import('./postback/requeue-memory.js');

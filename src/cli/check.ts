@@ -19,8 +19,8 @@ const HELP = `${USAGE}
 
 Loads the same settings as \`serve\` (SIDECAR_* environment variables, SIDECAR_CONFIG_FILE) and checks, one
 line each: the config (every refused setting, one line each), the private key (size, fingerprint, file mode; with
-SIDECAR_SIGNER=pkcs11 the module, the token, the key's label, ID, size and mechanism, and a test signature made by
-the token and verified with its public key),
+SIDECAR_SIGNER=pkcs11 the module, the token, the key's label, ID, size and mechanism, a test signature made by
+the token and verified with its public key, and the PIN file's mode),
 the connection to the base URL (TCP and TLS; with a forward proxy, the CONNECT tunnel first, on a line of its
 own, and TLS to the gateway through it), a password login, this host's clock against the gateway's
 Date header and, when the postback receiver is on, its public URL, keys, sources and whether the forward URL
@@ -55,7 +55,11 @@ async function loadOrReport(env: NodeJS.ProcessEnv, report: CheckReport): Promis
     'config',
     `valid (${config.environment}, base URL ${config.base.origin}${config.base.pathPrefix}, user ${config.username})`,
   );
-  for (const warning of config.warnings) report.line('!', 'config', `${warning.setting}: ${warning.message}`);
+  for (const warning of config.warnings) {
+    // A key or PIN file's mode shows on its own permissions line below, judged by the same rule (file-mode.ts).
+    if (warning.kind === 'file-mode') continue;
+    report.line('!', 'config', `${warning.setting}: ${warning.message}`);
+  }
   report.line('✔', 'memory', memoryLine(config.memory));
   return config;
 }
@@ -108,6 +112,9 @@ export const check: Command = async (argv, io) => {
   if (config === undefined) return EXIT.failed;
   if (config.signer.kind === 'pkcs11') {
     await checkPkcs11(config.signer, report);
+    // The PIN file is judged as the key file is: with the token, whoever reads the PIN can sign payments.
+    const perms = await keyPermissions(config.signer.pinFile);
+    report.line(perms.mark, 'PIN file permissions', perms.detail);
   } else {
     const { privateKey, privateKeyFile } = config.signer;
     const bits = privateKey.asymmetricKeyDetails?.modulusLength ?? 0;

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import convict from 'convict';
@@ -8,6 +8,7 @@ import { attempt } from './attempt.js';
 import { parseBaseAddress, type BaseAddress } from './base-url.js';
 import type { Config } from './config.js';
 import type { ConfigWarning } from './config-warning.js';
+import type { FileAccess } from './file-mode.js';
 import { forwardedRequestHeaders } from './forwarded-headers.js';
 import { allowedHostNames, checkListenHost, unresolvableHosts, type HostKey } from './listen-host.js';
 import { loadPostbackSettings } from './postback-settings.js';
@@ -69,6 +70,16 @@ export function readSecretFile(setting: string, path: string): string {
     return readFileSync(path, 'utf8');
   } catch (err) {
     throw new ConfigError(setting, `cannot read file ${path}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
+  }
+}
+
+/** The one stat of a file a setting names, for its mode (file-mode.ts): undefined when it cannot be stat-ed. */
+export function statSecretFile(path: string): FileAccess | undefined {
+  try {
+    const { mode, gid } = statSync(path);
+    return { mode, gid };
+  } catch {
+    return undefined;
   }
 }
 
@@ -239,6 +250,7 @@ function collect(env: NodeJS.ProcessEnv): Collected {
           privateKeyFile: settings.privateKeyFile,
           pkcs11: settings.pkcs11,
           readFile: readSecretFile,
+          statFile: statSecretFile,
         }),
       );
   const upstream = refusals.refusedAny('upstream.caFile', 'upstream.proxy')

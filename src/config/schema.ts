@@ -538,7 +538,7 @@ export const SETTINGS = {
       env: 'SIDECAR_STATE_MEMORY_MAX_ENTRIES',
     },
     macKeyFile: {
-      doc: '`redis`: [MAC keys](fleet.md#who-can-write-under-the-prefix) of idempotency records and queued postbacks, base64, >= 32 bytes, one a line (the first signs); [re-read](fleet.md#rotating-the-mac-key).',
+      doc: '`redis`: [MAC keys](security.md#records-in-redis) of every record in Redis, base64, >= 32 bytes, one a line (the first signs); [re-read](fleet.md#rotating-the-mac-key).',
       format: 'file-path',
       default: '',
       env: 'SIDECAR_STATE_MAC_KEY_FILE',

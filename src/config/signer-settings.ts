@@ -1,10 +1,13 @@
 // Which signer holds the private key (docs/operations.md, "The private key in an HSM or a cloud KMS"), validated as
-// one group: load.ts calls loadSignerSettings and adds its refusals to the others. The key file is read and checked
-// here; the PKCS#11 token is opened later, by the signer itself (src/signing/pkcs11-signer.ts), because opening it
-// loads a native library and logs in: what the token refuses is reported with the same setting names.
+// one group: load.ts calls loadSignerSettings and adds its refusals and warnings to the others. The key file is read
+// and checked here, and the key file's or the PIN file's mode warned about (file-mode.ts); the PKCS#11 token is
+// opened later, by the signer itself (src/signing/pkcs11-signer.ts), because opening it loads a native library and
+// logs in: what the token refuses is reported with the same setting names.
 import type { KeyObject } from 'node:crypto';
 import { ConfigError } from '../errors.js';
 import { attempt } from './attempt.js';
+import type { ConfigWarning } from './config-warning.js';
+import { fileModeWarning, type StatSettingFile } from './file-mode.js';
 import { parsePublicKeys } from './public-keys.js';
 import { envVarOf, settingName, type Settings } from './schema.js';
 import {
@@ -52,9 +55,22 @@ export interface SignerInput {
   readonly privateKeyFile: string;
   readonly pkcs11: Settings['pkcs11'];
   readonly readFile: ReadSettingFile;
+  /** Stats the key file or the PIN file once read, for the mode warning. */
+  readonly statFile: StatSettingFile;
 }
 
-export type SignerResult = GroupResult<SignerConfig>;
+export type SignerResult = GroupResult<SignerConfig> & {
+  /** The key file or the PIN file open to group or others (file-mode.ts). */
+  readonly warnings: readonly ConfigWarning[];
+};
+
+/** Reads a file that signs payments (the key, the PIN) and adds its mode warning, if any. */
+function readSigningFile(input: SignerInput, setting: string, file: string, warnings: ConfigWarning[]): string {
+  const text = input.readFile(setting, file);
+  const warning = fileModeWarning(setting, file, input.statFile);
+  if (warning !== undefined) warnings.push(warning);
+  return text;
+}
 
 const PKCS11_KEYS = [
   'module',
@@ -96,7 +112,7 @@ export function publicKeyFromFile(setting: string, file: string, text: string): 
   return key;
 }
 
-function loadFileSigner(input: SignerInput, errors: ConfigError[]): SignerResult {
+function loadFileSigner(input: SignerInput, errors: ConfigError[], warnings: ConfigWarning[]): SignerResult {
   const setting = settingName('privateKeyFile');
   const set = PKCS11_KEYS.filter((key) => input.pkcs11[key] !== '' && input.pkcs11[key] !== 'auto');
   for (const key of set)
@@ -105,15 +121,15 @@ function loadFileSigner(input: SignerInput, errors: ConfigError[]): SignerResult
   const privateKey = attempt(errors, () => {
     const file = input.privateKeyFile;
     if (file === '') throw new ConfigError(setting, `is required (or set ${envVarOf('signer')}=pkcs11)`);
-    const text = input.readFile(setting, file);
+    const text = readSigningFile(input, setting, file, warnings);
     loaded.push({ file, digest: contentDigest(text) });
     return privateKeyFromFile(setting, file, text);
   });
-  if (errors.length > 0 || privateKey === undefined) return { config: undefined, errors, loaded };
-  return { config: { kind: 'file', privateKey, privateKeyFile: input.privateKeyFile }, errors, loaded };
+  if (errors.length > 0 || privateKey === undefined) return { config: undefined, errors, warnings, loaded };
+  return { config: { kind: 'file', privateKey, privateKeyFile: input.privateKeyFile }, errors, warnings, loaded };
 }
 
-function loadPkcs11Signer(input: SignerInput, errors: ConfigError[]): SignerResult {
+function loadPkcs11Signer(input: SignerInput, errors: ConfigError[], warnings: ConfigWarning[]): SignerResult {
   const raw = input.pkcs11;
   const refuse = (setting: string, reason: string) => errors.push(new ConfigError(setting, reason));
   if (input.privateKeyFile !== '') {
@@ -145,7 +161,7 @@ function loadPkcs11Signer(input: SignerInput, errors: ConfigError[]): SignerResu
   const pin = attempt(errors, () => {
     const setting = pkcs11Name('pinFile');
     if (raw.pinFile === '') throw new ConfigError(setting, 'is required with SIDECAR_SIGNER=pkcs11');
-    const text = input.readFile(setting, raw.pinFile);
+    const text = readSigningFile(input, setting, raw.pinFile, warnings);
     loaded.push({ file: raw.pinFile, digest: contentDigest(text) });
     return pinFromFile(setting, raw.pinFile, text);
   });
@@ -154,7 +170,7 @@ function loadPkcs11Signer(input: SignerInput, errors: ConfigError[]): SignerResu
     const setting = pkcs11Name('publicKeyFile');
     return publicKeyFromFile(setting, raw.publicKeyFile, input.readFile(setting, raw.publicKeyFile));
   });
-  if (errors.length > 0 || pin === undefined) return { config: undefined, errors, loaded };
+  if (errors.length > 0 || pin === undefined) return { config: undefined, errors, warnings, loaded };
   const config: Pkcs11SignerConfig = {
     kind: 'pkcs11',
     module,
@@ -165,10 +181,13 @@ function loadPkcs11Signer(input: SignerInput, errors: ConfigError[]): SignerResu
     sessions,
     publicKey,
   };
-  return { config, errors, loaded };
+  return { config, errors, warnings, loaded };
 }
 
 export function loadSignerSettings(input: SignerInput): SignerResult {
   const errors: ConfigError[] = [];
-  return input.signer === 'pkcs11' ? loadPkcs11Signer(input, errors) : loadFileSigner(input, errors);
+  const warnings: ConfigWarning[] = [];
+  return input.signer === 'pkcs11'
+    ? loadPkcs11Signer(input, errors, warnings)
+    : loadFileSigner(input, errors, warnings);
 }

@@ -204,7 +204,8 @@ function caOf(input: StateInput, tls: boolean | undefined): Pick<RedisConfig, 'c
 }
 
 /**
- * SIDECAR_STATE_MAC_KEY_FILE: required in production (where a forged idempotency answer or postback is money),
+ * SIDECAR_STATE_MAC_KEY_FILE: required in production (where a forged idempotency answer, token record or postback mark
+ * is money),
  * unless SIDECAR_STATE_ACCEPT_UNSIGNED_RECORDS=true says the operator runs without it; staging without it is warned.
  */
 function recordMacOf(input: StateInput, warnings: ConfigWarning[]): RecordMacConfig {
@@ -224,13 +225,13 @@ function recordMacOf(input: StateInput, warnings: ConfigWarning[]): RecordMacCon
   if (input.environment === 'production' && !acceptUnsignedRecords) {
     throw new ConfigError(
       setting,
-      `is required in production with ${envVarOf('state.store')}=redis: without it, whoever can write under the key prefix can forge idempotency answers and queued postbacks (docs/fleet.md#who-can-write-under-the-prefix); ${accept}=true runs without`,
+      `is required in production with ${envVarOf('state.store')}=redis: without it, whoever can write under the key prefix can forge the records the sidecar reads back: idempotency answers, the token record, queued and delivered postbacks (docs/security.md#records-in-redis); ${accept}=true runs without`,
     );
   }
   warnings.push({
     setting,
     message:
-      'is not set: idempotency records and queued postbacks in Redis carry no MAC, and whoever can write under the key prefix can forge them (docs/fleet.md#who-can-write-under-the-prefix)',
+      'is not set: the records the sidecar keeps in Redis carry no MAC, and whoever can write under the key prefix can forge them (docs/security.md#records-in-redis)',
   });
   return { keys: [], keyFile: undefined, acceptUnsigned: true };
 }

@@ -1,13 +1,12 @@
 import type { Config } from '../config/config.js';
 import type { Logger } from '../observability/log.js';
-import type { RecordMac } from '../state/record-mac.js';
 import type { StateStore } from '../state/state-store.js';
 import { claimDeadlineMs } from './deadline.js';
 import { IdempotencyKeeper } from './keeper.js';
 
 /**
- * The keeper the settings describe, on the sidecar's one state store (memory for a pod, Redis for a fleet), its
- * records signed with `recordMac` (SIDECAR_STATE_MAC_KEY_FILE) when given. Its claims stand for the request deadline
+ * The keeper the settings describe, on the sidecar's one state store (memory for a pod, Redis for a fleet, which
+ * signs its records when SIDECAR_STATE_MAC_KEY_FILE is set). Its claims stand for the request deadline
  * (`requestDeadlineMs`, worked out beside the request from the token and connection settings) and more.
  */
 export function keeperFromConfig(
@@ -16,7 +15,6 @@ export function keeperFromConfig(
   store: StateStore,
   log: Logger,
   now: () => number,
-  recordMac?: RecordMac,
 ): IdempotencyKeeper {
   return new IdempotencyKeeper({
     store,
@@ -25,7 +23,6 @@ export function keeperFromConfig(
     leaseMs: config.idempotency.leaseMs,
     now,
     log,
-    ...(recordMac === undefined ? {} : { recordMac }),
   });
 }
 

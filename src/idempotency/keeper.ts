@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { sidecarErrors } from '../errors.js';
 import type { Logger } from '../observability/log.js';
-import { NO_RECORD_MAC, type RecordMac } from '../state/record-mac.js';
 import { StateStoreUnavailableError, type Condition, type StateStore, type Write } from '../state/state-store.js';
 import { backoffDelayMs } from '../token/backoff.js';
 import { LEASE_VALUE, leaseKeyOf, ProcessLease, StoreLease, type Lease } from './claim-lease.js';
@@ -29,11 +28,6 @@ export interface KeeperOptions {
   /** Wall clock (Unix ms): deadlines are compared across replicas. */
   readonly now: () => number;
   readonly log: Logger;
-  /**
-   * Signs each record written and checks each record read (SIDECAR_STATE_MAC_KEY_FILE): a record that fails is
-   * neither replayed nor sent again (`unverified`). Default: none (the memory store).
-   */
-  readonly recordMac?: RecordMac;
 }
 
 /**
@@ -70,13 +64,13 @@ export type Claim =
  * forget the key, and a retry would be sent a second time. A claim whose replicas do not confirm in time is
  * refused like an unavailable store (and its record deleted again), so nothing is sent on it.
  */
-const ACKNOWLEDGED = { acknowledged: true } as const;
+const ACKNOWLEDGED = { acknowledged: true, refusedBlocks: true } as const;
 /**
  * A claim is also pinned: the memory store never evicts it while its request may be at the gateway (evicted, a
  * retry after the local claim's deadline would be sent again), and refuses a new one when claims alone fill it: a
  * 503 with nothing sent. The answer that replaces it is not pinned: answers are what the store evicts, oldest first.
  */
-const CLAIM = { acknowledged: true, pinned: true } as const;
+const CLAIM = { acknowledged: true, pinned: true, refusedBlocks: true } as const;
 
 /** A few rounds absorb a record that changes between two store calls; past them the key is busy. */
 const CLAIM_ROUNDS = 4;
@@ -127,11 +121,7 @@ export class IdempotencyKeeper {
   private readonly pendingReleases = new Map<string, () => Promise<void>>();
   /** The claim behind each ticket still held (weak: a ticket never settled takes its hold with it). */
   private readonly holds = new WeakMap<Ticket, Hold>();
-  private readonly mac: RecordMac;
-
-  constructor(private readonly options: KeeperOptions) {
-    this.mac = options.recordMac ?? NO_RECORD_MAC;
-  }
+  constructor(private readonly options: KeeperOptions) {}
 
   /** Rejects with StateStoreUnavailableError when the store cannot answer: the caller then must not send. */
   async claim(key: IdempotencyKey, fingerprint: string, owner: string): Promise<Claim> {
@@ -144,16 +134,17 @@ export class IdempotencyKeeper {
     await this.pendingReleases.get(storeKey)?.();
     for (let round = 0; round < CLAIM_ROUNDS; round++) {
       const mine = this.newRecord(fingerprint, owner);
-      const value = this.mac.seal(storeKey, encodeRecord(mine));
+      const value = encodeRecord(mine);
       const writtenAt = performance.now();
       if (await this.setClaim(storeKey, mine, value)) {
         return { kind: 'new', ticket: this.hold(key, storeKey, mine, value, writtenAt) };
       }
-      const found = await store.get(storeKey);
-      if (found === undefined) continue; // released or expired between the two calls: claim again
-      const opened = this.mac.open('idempotency', storeKey, found);
-      if ('rejected' in opened) return { kind: 'unverified' };
-      const record = decodeRecord(opened.content);
+      const read = await store.read(storeKey);
+      if (read.found === 'none') continue; // released or expired between the two calls: claim again
+      // Refused by its MAC (the store counted and logged it): neither replayed nor sent again.
+      if (read.found === 'refused') return { kind: 'unverified' };
+      const found = read.value;
+      const record = decodeRecord(found);
       if (record.fingerprint !== fingerprint) return { kind: 'key_reused' };
       if (record.state === 'done') return { kind: 'replayed', answer: record.answer };
       const seen = await this.holderSeen(storeKey, record);
@@ -167,7 +158,7 @@ export class IdempotencyKeeper {
       // Its replica died (or lost the store) after it may have sent: never resend, record outcome_unknown. Before
       // the deadline only while the lease is still gone: a holder that came back and renewed it keeps its claim.
       const answer = errorAnswer(sidecarErrors.outcomeUnknown(502, 'abandoned'));
-      const done = this.mac.seal(storeKey, encodeRecord({ state: 'done', fingerprint, answer }));
+      const done = encodeRecord({ state: 'done', fingerprint, answer });
       const conditions: Condition[] = [{ key: storeKey, holds: found }];
       if (record.deadline > now() && seen.leaseKey !== undefined)
         conditions.push({ key: seen.leaseKey, holds: undefined });
@@ -185,8 +176,7 @@ export class IdempotencyKeeper {
    * nothing, and a retry may take it over.
    */
   async complete(ticket: Ticket, answer: KeptAnswer): Promise<void> {
-    const record = encodeRecord({ state: 'done', fingerprint: ticket.fingerprint, answer } satisfies DoneRecord);
-    const done = this.mac.seal(ticket.storeKey, record);
+    const done = encodeRecord({ state: 'done', fingerprint: ticket.fingerprint, answer } satisfies DoneRecord);
     const { store, ttlMs } = this.options;
     const current = this.holds.get(ticket)?.current ?? ticket.value;
     await this.guard(ticket, 'complete', async () => {
@@ -266,7 +256,7 @@ export class IdempotencyKeeper {
 
   private async moveToSending(ticket: Ticket, hold: Hold): Promise<void> {
     const { storeKey } = ticket;
-    const sending = this.mac.seal(storeKey, encodeRecord({ ...hold.record, stage: 'sending' }));
+    const sending = encodeRecord({ ...hold.record, stage: 'sending' });
     const writtenAt = performance.now();
     const writes = [
       { key: storeKey, value: sending, ttlMs: this.inProgressTtlMs(hold.record) },
@@ -333,7 +323,7 @@ export class IdempotencyKeeper {
     owner: string,
   ): Promise<Claim | undefined> {
     const mine = this.newRecord(dead.fingerprint, owner);
-    const value = this.mac.seal(storeKey, encodeRecord(mine));
+    const value = encodeRecord(mine);
     const conditions: Condition[] = [{ key: storeKey, holds: found }];
     if (deadLeaseKey !== undefined) conditions.push({ key: deadLeaseKey, holds: undefined });
     const writtenAt = performance.now();

@@ -324,6 +324,11 @@ export class SidecarMetrics {
     this.adopted.inc();
   }
 
+  /** Counted with the records the MAC refuses: one alert for every record in Redis no sidecar wrote. */
+  tokenRecordRefused(): void {
+    this.stateStore.recordRejected('token');
+  }
+
   tokenStoreFallback(): void {
     this.storeFallbacks.inc();
   }

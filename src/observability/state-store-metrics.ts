@@ -1,8 +1,11 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { METRICS } from './metric-names.js';
 
-/** What a refused record was (state/record-mac.ts): the `kind` label of signing_sidecar_state_records_rejected_total. */
-export const STATE_RECORD_KINDS = ['idempotency', 'postback'] as const;
+/**
+ * What a refused record was (state/record-mac.ts), the first segment of its key's name: the `kind` label of
+ * signing_sidecar_state_records_rejected_total. `store`: the epoch and its generation; `other`: a name outside these.
+ */
+export const STATE_RECORD_KINDS = ['idempotency', 'postback', 'token', 'store', 'other'] as const;
 export type StateRecordKind = (typeof STATE_RECORD_KINDS)[number];
 
 /**

@@ -6,15 +6,21 @@ import { luaScript } from '../state/redis-scripts.js';
 
 /**
  * KEYS entry, pending, order, stream, settled mark; ARGV id, payload, headers, order (its short name), now ms, MAC
- * (or ''), again ('1': a copy this replica held, appended again). Stores a new postback and puts it in its
- * transaction's line; first in line, it goes to the stream at once. 1 when stored, 0 when the id is kept already (a
- * redelivery of a postback not yet delivered, or dead) or, appended again, when it was settled meanwhile (delivered
- * or dropped: its settled mark says so).
+ * (or ''), again ('1': a copy this replica held, appended again), then every settled mark that opens (sealed with each
+ * MAC key in use: a script cannot check a MAC). Stores a new postback and puts it in its transaction's line; first in
+ * line, it goes to the stream at once. 1 when stored, 0 when the id is kept already (a redelivery of a postback not
+ * yet delivered, or dead) or, appended again, when it was settled meanwhile (delivered or dropped: a genuine settled
+ * mark says so; a forged one does not stop it).
  * The payload, headers, order and MAC are written here once and never changed by any script: the MAC the sidecar
  * computed over them (state/record-mac.ts) still holds when TAKE reads them back, whatever moves the id made.
  */
 export const APPEND = luaScript(`if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-if ARGV[7] == '1' and redis.call('EXISTS', KEYS[5]) == 1 then return 0 end
+if ARGV[7] == '1' then
+  local mark = redis.call('GET', KEYS[5])
+  for i = 8, #ARGV do
+    if mark == ARGV[i] then return 0 end
+  end
+end
 redis.call('HSET', KEYS[1], 'payload', ARGV[2], 'headers', ARGV[3], 'order', ARGV[4], 'received_ms', ARGV[5], 'attempts', '0', 'mac', ARGV[6])
 redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1])
 if redis.call('RPUSH', KEYS[3], ARGV[1]) == 1 then redis.call('XADD', KEYS[4], '*', 'id', ARGV[1]) end
@@ -56,7 +62,8 @@ end
 
 /**
  * KEYS entry, stream, pending, retry, dead, order, settled mark; ARGV stream entry id, group, id, outcome (delivered,
- * retry, dead), now ms, due ms (retry), error, the mark's time to live in ms. 1 when recorded; 0 when another replica
+ * retry, dead), now ms, due ms (retry), error, the mark's time to live in ms, the settled mark as sealed
+ * (record-mac.ts). 1 when recorded; 0 when another replica
  * recorded one first (it took the postback over) or it was dropped. A delivered postback leaves its settled mark in
  * the same step as its entry goes: the only thing that lets a replica forget its own copy (requeue-memory.ts).
  */
@@ -75,7 +82,7 @@ if ARGV[4] == 'dead' then
   redis.call('HSET', KEYS[1], 'last_error', ARGV[7])
 else
   redis.call('DEL', KEYS[1])
-  redis.call('SET', KEYS[7], 'delivered', 'PX', ARGV[8])
+  redis.call('SET', KEYS[7], ARGV[9], 'PX', ARGV[8])
 end
 leave_line(KEYS[6], KEYS[2], ARGV[3])
 return 1`);
@@ -132,13 +139,14 @@ end
 return 'pending'`);
 
 /**
- * KEYS entry, stream, pending, retry, dead, order, settled mark; ARGV id, the mark's time to live in ms. Forgets a
+ * KEYS entry, stream, pending, retry, dead, order, settled mark; ARGV id, the mark's time to live in ms, the mark as
+ * sealed. Forgets a
  * postback wherever it is, leaving its settled mark (the replicas holding a copy let it go); 1 when it was there.
  */
 export const DROP = luaScript(`${LEAVE_LINE}
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('DEL', KEYS[1])
-redis.call('SET', KEYS[7], 'dropped', 'PX', ARGV[2])
+redis.call('SET', KEYS[7], ARGV[3], 'PX', ARGV[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('ZREM', KEYS[5], ARGV[1])

@@ -10,7 +10,6 @@
 // postback leaves it pending in the group, and another replica takes it over; X-Postback-Id lets the application
 // see a second delivery.
 import { createHash } from 'node:crypto';
-import { NO_RECORD_MAC, type RecordMac } from '../state/record-mac.js';
 import type { RedisStateStore, StreamEntry } from '../state/redis-store.js';
 import {
   APPEND,
@@ -46,6 +45,8 @@ const SETTLED_TTL = String(SETTLED_MARK_TTL_MS);
 
 const entryKey = (id: string): string => `${ENTRY_PREFIX}${id}`;
 const settledKey = (id: string): string => `${SETTLED_PREFIX}${id}`;
+/** What a settled mark holds (sealed like every record): how the postback left the inbox. */
+export const SETTLED_OUTCOMES = ['delivered', 'dropped'] as const;
 
 /** `pb_` and 32 hex digits of the payload's SHA-256: the same postback delivered again by the gateway has the same id. */
 export const POSTBACK_ID = /^pb_[0-9a-f]{32}$/;
@@ -211,10 +212,12 @@ function summaryOf(row: InspectedPostback): PostbackSummary {
 }
 
 /**
- * The inbox on `store`. `mac` (SIDECAR_STATE_MAC_KEY_FILE) signs each postback kept and checks it when it is taken:
- * one that fails is never delivered but goes to the dead letters as evidence (counted and logged by `mac`).
+ * The inbox on `store`. The store's MAC (SIDECAR_STATE_MAC_KEY_FILE) signs each postback kept and checks it when it
+ * is taken: one that fails is never delivered but goes to the dead letters as evidence (counted and logged). Settled
+ * marks are sealed too, and only a genuine one lets a copy go (requeue-memory.ts).
  */
-export function createRedisInbox(store: RedisStateStore, mac: RecordMac = NO_RECORD_MAC): PostbackInbox {
+export function createRedisInbox(store: RedisStateStore): PostbackInbox {
+  const { mac } = store;
   const scope = store.storedKey('');
   const acknowledged = { acknowledged: true } as const;
   const allKeys = (id: string, orderKey: string) => [
@@ -235,7 +238,18 @@ export function createRedisInbox(store: RedisStateStore, mac: RecordMac = NO_REC
     const dueMs = deliveryOutcome.outcome === 'retry' ? String(deliveryOutcome.dueMs) : '';
     const error = deliveryOutcome.outcome === 'delivered' ? '' : deliveryOutcome.error;
     const { outcome } = deliveryOutcome;
-    const args = [postback.streamId, DELIVERY_GROUP, postback.id, outcome, String(nowMs), dueMs, error, SETTLED_TTL];
+    const mark = mac.seal(settledKey(postback.id), 'delivered');
+    const args = [
+      postback.streamId,
+      DELIVERY_GROUP,
+      postback.id,
+      outcome,
+      String(nowMs),
+      dueMs,
+      error,
+      SETTLED_TTL,
+      mark,
+    ];
     return (
       Number(await store.evalScript('inbox_settle', RECORD_OUTCOME, allKeys(postback.id, postback.orderKey), args)) ===
       1
@@ -288,6 +302,7 @@ export function createRedisInbox(store: RedisStateStore, mac: RecordMac = NO_REC
     const headers = JSON.stringify(postback.headers);
     const tag = mac.tag(entryKey(postback.id), [postback.payload, headers, postback.orderKey]) ?? '';
     const args = [postback.id, postback.payload, headers, postback.orderKey, String(nowMs), tag, again ? '1' : '0'];
+    if (again) args.push(...SETTLED_OUTCOMES.flatMap((outcome) => mac.sealsOf(settledKey(postback.id), outcome)));
     return { keyNames: [entryKey(postback.id), PENDING, postback.orderKey, STREAM, settledKey(postback.id)], args };
   }
 
@@ -309,7 +324,7 @@ export function createRedisInbox(store: RedisStateStore, mac: RecordMac = NO_REC
       await store.evalScript('inbox_append', APPEND, keyNames, args);
     },
     async acknowledgeAppended(nowMs) {
-      const args = [String(nowMs), String(REQUEUE_MARK_TTL_MS)];
+      const args = [mac.seal(REQUEUE_MARK, String(nowMs)), String(REQUEUE_MARK_TTL_MS)];
       await store.evalScript('inbox_append', MARK_WRITTEN, [REQUEUE_MARK], args, acknowledged);
     },
     read: async (consumer, count, nowMs) =>
@@ -357,7 +372,7 @@ export function createRedisInbox(store: RedisStateStore, mac: RecordMac = NO_REC
     async drop(id) {
       const orderKey = await lineOf(id);
       if (orderKey === undefined) return false;
-      const args = [id, SETTLED_TTL];
+      const args = [id, SETTLED_TTL, mac.seal(settledKey(id), 'dropped')];
       return Number(await store.evalScript('inbox_admin', DROP, allKeys(id, orderKey), args, acknowledged)) === 1;
     },
   };

@@ -6,9 +6,9 @@
 import type { Logger } from '../observability/log.js';
 import type { InboxMetrics } from '../observability/postback-metrics.js';
 import type { RedisStateStore } from '../state/redis-store.js';
-import { luaScript } from '../state/redis-scripts.js';
+import { LUA_CONTENT, luaScript } from '../state/redis-scripts.js';
 import { STORE_EPOCH_KEY, type StoreEpoch } from '../state/store-epoch.js';
-import { ENTRY_PREFIX, SETTLED_PREFIX, type NewPostback, type PostbackInbox } from './inbox.js';
+import { ENTRY_PREFIX, SETTLED_OUTCOMES, SETTLED_PREFIX, type NewPostback, type PostbackInbox } from './inbox.js';
 
 /** How often the postbacks held are looked up in Redis: those delivered (or dropped) since are let go. */
 const LOOKUP_INTERVAL_MS = 5_000;
@@ -29,21 +29,19 @@ const DROP_LOG_INTERVAL_MS = 60_000;
 /**
  * KEYS the epoch; ARGV the stored key prefix, the epoch expected, the entry's and the settled mark's short prefixes,
  * ids. -1 when the epoch is not the one expected (the dataset was wiped, or replaced), else per id 1 while its entry
- * is kept (undelivered or dead), 2 once settled (delivered or dropped: its mark), 0 when neither is there: lost (a
- * rollback to an older copy of the dataset, a failover that lost acknowledged writes), never read as delivered. One
- * script, so that all three are read in the dataset the epoch names. The keys are built from the prefix: the
- * account's, same slot.
+ * is kept (undelivered or dead), its settled mark as stored once settled (delivered or dropped; checked here, a
+ * script cannot check a MAC), 0 when neither is there: lost (a rollback to an older copy of the dataset, a failover
+ * that lost acknowledged writes), never read as delivered. One script, so that all three are read in the dataset the
+ * epoch names. The keys are built from the prefix: the account's, same slot.
  */
-const STILL_KEPT = luaScript(`if redis.call('GET', KEYS[1]) ~= ARGV[2] then return -1 end
+const STILL_KEPT = luaScript(`${LUA_CONTENT}if content(redis.call('GET', KEYS[1])) ~= ARGV[2] then return -1 end
 local found = {}
 for i = 5, #ARGV do
   if redis.call('EXISTS', ARGV[1] .. ARGV[3] .. ARGV[i]) == 1 then found[#found + 1] = 1
-  elseif redis.call('EXISTS', ARGV[1] .. ARGV[4] .. ARGV[i]) == 1 then found[#found + 1] = 2
-  else found[#found + 1] = 0 end
+  else found[#found + 1] = redis.call('GET', ARGV[1] .. ARGV[4] .. ARGV[i]) or 0 end
 end
 return found`);
 const KEPT = 1;
-const SETTLED = 2;
 
 interface Held {
   readonly postback: NewPostback;
@@ -210,9 +208,9 @@ export class RequeueMemory {
       batch.forEach((id, i) => {
         const entry = this.held.get(id);
         if (entry?.epoch !== current) return;
-        const found = Number(reply[i]);
-        if (found === SETTLED) this.forget(id);
-        else if (found !== KEPT) {
+        const found: unknown = reply[i];
+        if (typeof found === 'string' && this.settled(id, found)) this.forget(id);
+        else if (Number(found) !== KEPT) {
           // Written again even if it was written in this epoch already: that copy is gone too.
           entry.missing = true;
           entry.writtenIn = undefined;
@@ -227,6 +225,12 @@ export class RequeueMemory {
         'or lost acknowledged writes): appending them again from this replica (docs/runbooks.md#runbook-state-store-wiped)',
     );
     await this.appendAgain();
+  }
+
+  /** A settled mark as stored: genuine (its MAC opens) and one of the inbox's outcomes. A forged one lets nothing go. */
+  private settled(id: string, stored: string): boolean {
+    const opened = this.store.mac.open(`${SETTLED_PREFIX}${id}`, stored);
+    return 'content' in opened && (SETTLED_OUTCOMES as readonly string[]).includes(opened.content);
   }
 
   /** To be appended again: under another epoch than the current one, or found missing in it. */

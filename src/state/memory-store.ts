@@ -6,6 +6,7 @@ import {
   type Condition,
   type StateStore,
   type Write,
+  type ReadRecord,
   type WriteOptions,
 } from './state-store.js';
 
@@ -104,6 +105,12 @@ export class MemoryStateStore implements StateStore {
 
   get(key: string): Promise<string | undefined> {
     return Promise.resolve(this.live(key)?.value);
+  }
+
+  /** Nothing is refused in memory: only this process writes it. */
+  read(key: string): Promise<ReadRecord> {
+    const value = this.live(key)?.value;
+    return Promise.resolve(value === undefined ? { found: 'none' } : { found: 'value', value });
   }
 
   setIfAbsent(key: string, value: string, ttlMs: number, options?: WriteOptions): Promise<boolean> {

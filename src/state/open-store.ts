@@ -80,10 +80,28 @@ export async function openStateStore(config: Config, deps: StoreDeps = {}): Prom
   metrics?.redisCommandsAtZero();
   // The Redis client is loaded only when the settings ask for Redis: a pod on the memory store does not carry it.
   const { RedisStateStore } = await import('./redis-store.js');
+  const { log } = deps;
+  const mac = state.redis.recordMac;
   const store = new RedisStateStore({
     ...redisStoreOptions(config, state.redis),
-    ...(deps.log !== undefined ? { log: deps.log } : {}),
+    ...(log !== undefined ? { log } : {}),
     ...(metrics !== undefined ? { onCommand: metrics.command.bind(metrics) } : {}),
+    ...(mac.keyFile === undefined
+      ? {}
+      : {
+          recordMac: {
+            keys: mac.keys,
+            acceptUnsigned: mac.acceptUnsigned,
+            // Counted and logged, never the record's content.
+            onRejected: ({ kind, reason, key }) => {
+              metrics?.recordRejected(kind);
+              log?.error(
+                { event: 'state.record_rejected', kind, reason, key },
+                'record in Redis refused, MAC missing or wrong: someone wrote under the key prefix, or the replicas hold different MAC keys',
+              );
+            },
+          },
+        }),
   });
   if (metrics !== undefined) store.onAvailabilityChange((available) => metrics.available(available));
   await store.whenAvailable(FIRST_CONNECT_WAIT_MS, true);

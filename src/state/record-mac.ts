@@ -1,16 +1,18 @@
-// MACs on the records the sidecar keeps in Redis and later trusts (docs/fleet.md, "Who can write under the
-// prefix"): an idempotency record's answer is replayed to a caller, a queued postback is delivered to the
-// application as verified. Whoever can write under the key prefix (another tenant of a shared Redis, a leaked Redis
-// password) could write either. An HMAC-SHA256 keyed by a secret Redis never holds (SIDECAR_STATE_MAC_KEY_FILE) lets
-// the reader refuse what no sidecar wrote. It covers the stored bytes and the full key they are stored under, so a
-// genuine record moved to another key (another Idempotency-Key, another postback id) fails too.
+// MACs on every record the sidecar keeps in Redis and reads back (docs/security.md, "Records in Redis"): an
+// idempotency record's answer is replayed to a caller, a queued postback is delivered to the application as verified,
+// the token record's access token is sent to the gateway, a delivered mark answers a postback without delivering it.
+// Whoever can write under the key prefix (another tenant of a shared Redis, a leaked Redis password) could write any
+// of them. An HMAC-SHA256 keyed by a secret Redis never holds (SIDECAR_STATE_MAC_KEY_FILE) lets the reader refuse
+// what no sidecar wrote. It covers the stored bytes and the full key they are stored under, so a genuine record moved
+// to another key (another Idempotency-Key, another postback id) fails too. The Redis store seals and opens every value
+// itself (redis-store.ts); scripts that write a record pass a value sealed here.
 //
 // Format, version 1: a tag `mac1.<43 base64url characters: the 32 bytes of the HMAC>`. A record kept as one string
 // (idempotency) is stored as `<tag>.<content>`; one kept as several fields (a postback's hash) stores the tag in a
 // field of its own. The HMAC's input is `mac1\n` followed by the stored key and each part, each one preceded by its
 // length in bytes and a colon, so that no two different (key, parts) give the same input.
 import { createHmac, timingSafeEqual, type KeyObject } from 'node:crypto';
-import type { StateRecordKind } from '../observability/state-store-metrics.js';
+import { STATE_RECORD_KINDS, type StateRecordKind } from '../observability/state-store-metrics.js';
 
 const VERSION = 'mac1';
 /** `mac1.` and 43 base64url characters (32 bytes, unpadded). */
@@ -20,6 +22,12 @@ const TAG = /^mac1\.[A-Za-z0-9_-]{43}$/;
 /** What a record is, as the rejection metric's `kind` label says it. */
 export type RecordKind = StateRecordKind;
 
+/** The kind of the record stored under a short name: its first segment (`token:record` is a token record). */
+export function recordKindOf(name: string): RecordKind {
+  const segment = name.slice(0, name.indexOf(':'));
+  return (STATE_RECORD_KINDS as readonly string[]).includes(segment) ? (segment as RecordKind) : 'other';
+}
+
 /** unsigned: the record carries no MAC; mismatch: its MAC is not one any key in use gives (forged, moved, or keyed
  * with a key this replica does not have). */
 export type RecordRejection = 'unsigned' | 'mismatch';
@@ -27,7 +35,7 @@ export type RecordRejection = 'unsigned' | 'mismatch';
 export interface RecordRejected {
   readonly kind: RecordKind;
   readonly reason: RecordRejection;
-  /** The record's key without the prefix (`idempotency:<sha256>`, `postback:entry:<id>`): never its content. */
+  /** The record's key without the prefix (`idempotency:<sha256>`, `token:record`): never its content. */
   readonly key: string;
 }
 
@@ -73,9 +81,10 @@ export class RecordMac {
     name: string,
     parts: readonly string[],
     tag: string | undefined,
+    report = true,
   ): RecordRejection | undefined {
     const reason = this.verdict(name, parts, tag);
-    if (reason !== undefined) this.options.onRejected({ kind, reason, key: name });
+    if (reason !== undefined && report) this.options.onRejected({ kind, reason, key: name });
     return reason;
   }
 
@@ -85,13 +94,32 @@ export class RecordMac {
     return tag === undefined ? content : `${tag}.${content}`;
   }
 
-  /** The content of a sealed record, or why it is refused (reported to onRejected). */
-  open(kind: RecordKind, name: string, stored: string): OpenedRecord {
+  /**
+   * Every stored form of `content` under `name` that opens: sealed with each key in use, and the content alone while
+   * unsigned records are read. For a script that compares a record it cannot open itself (inbox-scripts.ts).
+   */
+  sealsOf(name: string, content: string): string[] {
+    const sealed = this.keys.map(
+      (key) => `${VERSION}.${this.hmac(key, name, [content]).toString('base64url')}.${content}`,
+    );
+    return this.keys.length === 0 || this.options.acceptUnsigned ? [...sealed, content] : sealed;
+  }
+
+  /**
+   * The content of a sealed record, or why it is refused (reported to onRejected with its kind from its name, unless
+   * `report` is false: the caller reported this very record already).
+   */
+  open(name: string, stored: string, report = true): OpenedRecord {
     const tagged = stored.length > TAG_LENGTH && stored[TAG_LENGTH] === '.' && stored.startsWith(`${VERSION}.`);
     const tag = tagged ? stored.slice(0, TAG_LENGTH) : undefined;
     const content = tagged ? stored.slice(TAG_LENGTH + 1) : stored;
-    const rejected = this.check(kind, name, [content], tag);
+    const rejected = this.check(recordKindOf(name), name, [content], tag, report);
     return rejected === undefined ? { content } : { rejected };
+  }
+
+  /** True while records are signed and checked (a key file is set). */
+  get on(): boolean {
+    return this.keys.length > 0;
   }
 
   private verdict(name: string, parts: readonly string[], tag: string | undefined): RecordRejection | undefined {

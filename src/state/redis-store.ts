@@ -1,3 +1,4 @@
+import type { KeyObject } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ErrorReply } from '@redis/client';
 import type { Logger } from '../observability/log.js';
@@ -13,11 +14,20 @@ import {
 } from './redis-client.js';
 import { ConnectionReplaced, describeRedisError, RedisCommandTimeout, ReplicasBehind } from './redis-errors.js';
 import { DEFAULT_REDIS_KEY_PREFIX, RedisKeys } from './redis-keys.js';
-import { COMPARE_AND_DELETE, COMPARE_AND_SET, WRITE_IF, type LuaScript } from './redis-scripts.js';
+import { NO_RECORD_MAC, RecordMac, type OpenedRecord, type RecordRejected } from './record-mac.js';
+import {
+  COMPARE_AND_DELETE,
+  COMPARE_AND_SET,
+  DELETE_EXACT,
+  SET_IF_ABSENT_BOUNDED,
+  WRITE_IF,
+  type LuaScript,
+} from './redis-scripts.js';
 import { StoreAvailability } from './store-availability.js';
 import {
   StateStoreUnavailableError,
   type Condition,
+  type ReadRecord,
   type StateStore,
   type Write,
   type WriteOptions,
@@ -31,6 +41,8 @@ const TRYAGAIN_PAUSE_MS = 5;
 const PROBE_INTERVAL_MS = 500;
 /** Failed acknowledged writes whose link a later delete of the same key is sent on (compareAndDelete). */
 const MAX_UNCERTAIN_WRITES = 1_000;
+/** Refused records remembered so that each is reported once (the oldest forgotten first). */
+const MAX_REFUSED_REMEMBERED = 1_000;
 /** The store's own links (commands, pub/sub), or one of the acknowledged writes' connections. */
 type LinkRole = 'shared' | 'acknowledging';
 
@@ -47,6 +59,17 @@ export interface RedisStoreOptions extends RedisConnectionOptions {
   readonly log?: Logger;
   /** Every command's duration and outcome (the store command histogram). */
   readonly onCommand?: (command: StateStoreCommand, outcome: StateStoreOutcome, seconds: number) => void;
+  /**
+   * SIDECAR_STATE_MAC_KEY_FILE: every value is sealed with a MAC on the way in and checked on the way out
+   * (record-mac.ts). Absent: values are stored as they are.
+   */
+  readonly recordMac?: {
+    /** Newest first: the first signs, every one verifies. */
+    readonly keys: readonly KeyObject[];
+    readonly acceptUnsigned: boolean;
+    /** Each record refused: counted and logged by the caller, never its content. */
+    readonly onRejected: (rejected: RecordRejected) => void;
+  };
   /** Makes the store's links (default createRedisLink): tests wrap it to act on one connection the store holds. */
   readonly createLink?: (options: RedisConnectionOptions) => RedisLink;
 }
@@ -75,6 +98,8 @@ interface Channel {
  */
 export class RedisStateStore implements StateStore {
   readonly kind = 'redis';
+  /** Seals and opens every value (NO_RECORD_MAC without a key file); scripts writing records use it too. */
+  readonly mac: RecordMac;
   private readonly client: RedisLink;
   private readonly subscriber: RedisLink;
   /** Acknowledged writes' own connections; none when no write waits for replicas. */
@@ -85,6 +110,10 @@ export class RedisStateStore implements StateStore {
   private readonly channels = new Map<string, Channel>();
   /** Keys of acknowledged writes that failed and may still land, and the link each went on (compareAndDelete). */
   private readonly uncertainWrites = new Map<string, RedisLink>();
+  /** The Redis user may not run PTTL (an ACL from before it was needed): bounded writes are plain SET NX. */
+  private boundedRefused = false;
+  /** The last value refused per key: a forged record is counted and logged once, not at every read or write. */
+  private readonly refused = new Map<string, string>();
   private probe: NodeJS.Timeout | undefined;
   private closed = false;
 
@@ -92,6 +121,10 @@ export class RedisStateStore implements StateStore {
     this.keys = new RedisKeys(options.keyPrefix ?? DEFAULT_REDIS_KEY_PREFIX, options.accountTag);
     this.timeoutMs = options.commandTimeoutMs ?? DEFAULT_REDIS_COMMAND_TIMEOUT_MS;
     this.availability = new StoreAvailability(options.log, 'redis');
+    this.mac =
+      options.recordMac === undefined
+        ? NO_RECORD_MAC
+        : new RecordMac({ ...options.recordMac, scope: this.keys.key('') });
     const createLink = options.createLink ?? createRedisLink;
     this.client = this.connect(createLink(options), 'shared');
     this.subscriber = this.connect(this.client.duplicate(), 'shared');
@@ -119,20 +152,46 @@ export class RedisStateStore implements StateStore {
     return this.availability.downReason;
   }
 
+  /** Whether the Redis user may run what bounded writes need (PTTL); false once Redis refused it (`check`). */
+  get boundedWritesPermitted(): boolean {
+    return !this.boundedRefused;
+  }
+
   /** One PING, bounded by the command timeout (`check`; the recovery probe). */
   async ping(): Promise<void> {
     await this.run('ping', () => this.client.ping(this.keys.key('ping')));
   }
 
   async get(key: string): Promise<string | undefined> {
-    const value = await this.run('get', () => this.client.get(this.keys.key(key)));
-    return value ?? undefined;
+    const record = await this.read(key);
+    return record.found === 'value' ? record.value : undefined;
+  }
+
+  async read(key: string): Promise<ReadRecord> {
+    const stored = await this.run('get', () => this.client.get(this.keys.key(key)));
+    if (stored === null) return { found: 'none' };
+    const opened = this.open(key, stored);
+    return 'content' in opened ? { found: 'value', value: opened.content } : { found: 'refused' };
   }
 
   async setIfAbsent(key: string, value: string, ttlMs: number, options: WriteOptions = {}): Promise<boolean> {
     const stored = this.keys.key(key);
+    const sealed = this.mac.seal(key, value);
     const ms = ttl(ttlMs);
-    return this.write('set_if_absent', [key], options, (target) => target.setIfAbsent(stored, value, ms), isTrue);
+    const plain = (target: WriteTarget) => target.setIfAbsent(stored, sealed, ms);
+    const write =
+      options.bounded === true && !this.boundedRefused
+        ? async (target: WriteTarget) => {
+            try {
+              return (await this.script(SET_IF_ABSENT_BOUNDED, [key], [sealed, String(ms)], target)) === 1;
+            } catch (err) {
+              if (!(err instanceof ErrorReply && isNotPermitted(err.message))) throw err;
+              this.refuseBounded();
+              return plain(target);
+            }
+          }
+        : plain;
+    return this.overRefused([key], options, () => this.write('set_if_absent', [key], options, write, isTrue));
   }
 
   async compareAndSet(
@@ -142,9 +201,12 @@ export class RedisStateStore implements StateStore {
     ttlMs: number,
     options: WriteOptions = {},
   ): Promise<boolean> {
-    const args = [expected === undefined ? '0' : '1', expected ?? '', value, String(ttl(ttlMs))];
+    const args = [expected === undefined ? '0' : '1', expected ?? '', this.mac.seal(key, value), String(ttl(ttlMs))];
     const write = (target: WriteTarget) => this.script(COMPARE_AND_SET, [key], args, target);
-    return (await this.write('compare_and_set', [key], options, write, isOne)) === 1;
+    const absentKeys = expected === undefined ? [key] : [];
+    return this.overRefused(absentKeys, options, async () => {
+      return (await this.write('compare_and_set', [key], options, write, isOne)) === 1;
+    });
   }
 
   async writeIf(
@@ -155,9 +217,12 @@ export class RedisStateStore implements StateStore {
     const keyNames = [...conditions.map((c) => c.key), ...writes.map((w) => w.key)];
     const args = [String(conditions.length)];
     for (const { holds } of conditions) args.push(holds === undefined ? '0' : '1', holds ?? '');
-    for (const { value, ttlMs } of writes) args.push(value, String(ttl(ttlMs)));
+    for (const { key, value, ttlMs } of writes) args.push(this.mac.seal(key, value), String(ttl(ttlMs)));
     const write = (target: WriteTarget) => this.script(WRITE_IF, keyNames, args, target);
-    return (await this.write('write_if', keyNames, options, write, isOne)) === 1;
+    const absentKeys = conditions.filter((c) => c.holds === undefined).map((c) => c.key);
+    return this.overRefused(absentKeys, options, async () => {
+      return (await this.write('write_if', keyNames, options, write, isOne)) === 1;
+    });
   }
 
   /**
@@ -175,6 +240,50 @@ export class RedisStateStore implements StateStore {
       via,
     );
     return deleted === 1;
+  }
+
+  /**
+   * A write expecting `absentKeys` to hold nothing, which found one of them taken: when what took it is a record its
+   * MAC refuses, that record is deleted (exactly it: a genuine one written meanwhile stays) and the write is tried
+   * once more. Refused records thus count as absent, unless the caller says they block (WriteOptions.refusedBlocks).
+   */
+  private async overRefused(
+    absentKeys: readonly string[],
+    options: WriteOptions,
+    write: () => Promise<boolean>,
+  ): Promise<boolean> {
+    if (await write()) return true;
+    if (!this.mac.on || options.refusedBlocks === true || absentKeys.length === 0) return false;
+    let removed = false;
+    for (const key of absentKeys) {
+      const stored = this.keys.key(key);
+      const raw = await this.run('get', () => this.client.get(stored));
+      if (raw === null || 'content' in this.open(key, raw)) continue;
+      removed = (await this.run('compare_and_delete', () => this.script(DELETE_EXACT, [key], [raw]))) === 1 || removed;
+    }
+    return removed && write();
+  }
+
+  private refuseBounded(): void {
+    this.boundedRefused = true;
+    this.options.log?.error(
+      { event: 'state_store.acl_missing', command: 'pttl' },
+      "the Redis user may not run PTTL: a token lock or login cooldown written without an expiry would hold until deleted; add +pttl to the user's rules (docs/fleet.md#the-redis-user)",
+    );
+  }
+
+  /** The content of `stored`, or why it is refused, reported the first time this key is found holding it. */
+  private open(key: string, stored: string): OpenedRecord {
+    const opened = this.mac.open(key, stored, this.refused.get(key) !== stored);
+    if ('rejected' in opened) {
+      this.refused.delete(key);
+      this.refused.set(key, stored);
+      for (const oldest of this.refused.keys()) {
+        if (this.refused.size <= MAX_REFUSED_REMEMBERED) break;
+        this.refused.delete(oldest);
+      }
+    }
+    return opened;
   }
 
   async publish(channel: string, message: string): Promise<void> {
@@ -533,6 +642,9 @@ function streamEntries(raw: unknown): StreamEntry[] {
 }
 
 const isTrue = (written: boolean): boolean => written;
+/** An ACL refusal: NOPERM for a command, or a script's command the user may not run (Redis 7 says it thus). */
+const isNotPermitted = (message: string): boolean =>
+  message.startsWith('NOPERM') || message.includes("can't run this command");
 const isOne = (reply: unknown): boolean => reply === 1;
 
 /** Redis PX takes whole milliseconds, at least 1. A TTL that is no number is the caller's bug, not an outage. */

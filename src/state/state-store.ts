@@ -6,7 +6,9 @@
  *
  * Keys are short names chosen by the caller (`postback:nonce:<nonce>`); the store scopes them (Redis: the key
  * prefix and the account's hash tag), so two accounts or two products on one Redis never meet. Values are opaque
- * strings (callers store JSON). Every key has a TTL: nothing lives forever.
+ * strings (callers store JSON). Every key has a TTL: nothing lives forever. On Redis with SIDECAR_STATE_MAC_KEY_FILE,
+ * every value is sealed with a MAC bound to its key on the way in and checked on the way out (record-mac.ts), so no
+ * caller reads back a record no sidecar wrote; comparisons (`expected`, `holds`) are on the value as the caller read it.
  *
  * Every method either answers within the store's command timeout or rejects with StateStoreUnavailableError.
  * What an unavailable store means is the caller's decision (the token falls back to its own copy, an idempotent
@@ -27,7 +29,23 @@ export interface WriteOptions {
    * without the flag, deleted or expired. No effect on Redis, which evicts nothing (`maxmemory-policy noeviction`).
    */
   readonly pinned?: boolean;
+  /**
+   * A lock or a cooldown: a key found without an expiry, or with more of it left than this write's TTL, counts as
+   * absent (no sidecar writes one; whoever did would hold the fleet's logins off for ever). setIfAbsent only.
+   */
+  readonly bounded?: boolean;
+  /**
+   * A record refused by its MAC (written by no sidecar of this account, or under another MAC key) blocks the write as
+   * any value would: an idempotency record, where taking a refused record for none could send a payment twice. By
+   * default a refused record counts as absent: it is deleted and the write goes on (a token record, a lock, a replay
+   * mark: a forger can then only make the sidecar lose one, as deleting it would). No effect in memory.
+   */
+  readonly refusedBlocks?: boolean;
 }
+
+/** A record as read: its value, nothing, or one refused by its MAC (counted and logged by the store). */
+export type ReadRecord =
+  { readonly found: 'value'; readonly value: string } | { readonly found: 'none' } | { readonly found: 'refused' };
 
 /** A key that must hold `holds` (undefined: nothing) for a writeIf to write. */
 export interface Condition {
@@ -44,7 +62,10 @@ export interface Write {
 
 export interface StateStore {
   readonly kind: 'memory' | 'redis';
+  /** The value, or undefined when the key holds nothing or a record its MAC refuses. */
   get(key: string): Promise<string | undefined>;
+  /** The value, nothing, or a refused record told apart (the idempotency keeper answers the last one itself). */
+  read(key: string): Promise<ReadRecord>;
   /** Stores `value` only when the key holds nothing (SET NX PX); true when it was stored. */
   setIfAbsent(key: string, value: string, ttlMs: number, options?: WriteOptions): Promise<boolean>;
   /**

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../observability/log.js';
 import { isoTimestamp } from '../utc-time.js';
-import { luaScript } from './redis-scripts.js';
+import { LUA_CONTENT, luaScript } from './redis-scripts.js';
 import type { RedisStateStore } from './redis-store.js';
 
 /** Where the epoch lives (scoped per account by the store, like every other key). */
@@ -25,13 +25,16 @@ export interface StoreEpochOptions {
 
 /**
  * KEYS the epoch, the generation; ARGV the epoch known, the highest generation this replica has seen, the TTL in ms.
- * {0, the epoch found or ''} when it is not the one known; else the generation raised by one, and {1, it}, or {2, it}
- * when it is no higher than one already seen: the dataset went back to an older copy of itself. GET and SET only:
- * the commands docs/fleet.md's ACL already allows.
+ * {0} when it is not the one known; else the generation raised by one, and {1, it}, or {2, it} when it is no higher
+ * than one already seen: the dataset went back to an older copy of itself. GET and SET only: the commands
+ * docs/fleet.md's ACL already allows. The epoch is sealed like every record (compared here by its content, written
+ * back as found); the generation is a bare counter, the one record not sealed: earlier versions raise it with their
+ * own copy of this script during a rolling upgrade, and a forged one (anything but a number reads as 0) can only make
+ * the replicas declare a rollback, as deleting the epoch would make them declare a wipe (docs/security.md).
  */
-const RAISE_GENERATION = luaScript(`local found = redis.call('GET', KEYS[1])
-if found ~= ARGV[1] then return {0, found or ''} end
-local generation = tonumber(redis.call('GET', KEYS[2]) or '0') + 1
+const RAISE_GENERATION = luaScript(`${LUA_CONTENT}local found = redis.call('GET', KEYS[1])
+if content(found) ~= ARGV[1] then return {0} end
+local generation = (tonumber(redis.call('GET', KEYS[2]) or '0') or 0) + 1
 redis.call('SET', KEYS[1], found, 'PX', ARGV[3])
 redis.call('SET', KEYS[2], tostring(generation), 'PX', ARGV[3])
 if generation <= tonumber(ARGV[2]) then return {2, tostring(generation)} end

@@ -4,6 +4,8 @@ import type { StateStore } from '../state/state-store.js';
 /** The token lock's key and the channel generations are announced on (scoped per account by the store). */
 export const TOKEN_LOCK_KEY = 'token:lock';
 export const TOKEN_CHANNEL = 'token:generation';
+/** A lock found without an expiry, or with more left than a lock lives, is no replica's: taken as free. */
+const BOUNDED = { bounded: true } as const;
 
 /**
  * The token lock and the generation channel. The lock is a key set only when absent, with a random value and a
@@ -68,7 +70,7 @@ export class FleetLock {
   async take(): Promise<string | undefined> {
     await this.releaseLeftovers();
     const value = randomBytes(16).toString('hex');
-    if (!(await this.store.setIfAbsent(TOKEN_LOCK_KEY, value, this.lockTtlMs))) return undefined;
+    if (!(await this.store.setIfAbsent(TOKEN_LOCK_KEY, value, this.lockTtlMs, BOUNDED))) return undefined;
     this.mine.add(value);
     return value;
   }
@@ -80,7 +82,7 @@ export class FleetLock {
    */
   async reassert(): Promise<void> {
     for (const value of this.mine) {
-      await this.store.setIfAbsent(TOKEN_LOCK_KEY, value, this.lockTtlMs).catch(() => false);
+      await this.store.setIfAbsent(TOKEN_LOCK_KEY, value, this.lockTtlMs, BOUNDED).catch(() => false);
     }
   }
 

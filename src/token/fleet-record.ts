@@ -1,7 +1,8 @@
 import { Secret } from '../config/secret.js';
 import type { StateStore } from '../state/state-store.js';
 import type { FleetLock } from './fleet-lock.js';
-import { EXPIRY_MARGIN_MS, type GrantedTokens, type TokenSet } from './token-set.js';
+import { EXPIRY_MARGIN_MS, tokenFlaw, type GrantedTokens, type TokenSet } from './token-set.js';
+import type { Logger } from '../observability/log.js';
 
 /** Store keys of the fleet token, scoped per account (base URL + username) by the store; the lock's: fleet-lock.ts. */
 export const TOKEN_RECORD_KEY = 'token:record';
@@ -9,6 +10,14 @@ export const LOGIN_COOLDOWN_KEY = 'token:login-cooldown';
 
 /** The record outlives its refresh token by a little, so a reader still sees why it is of no use; then it goes. */
 const RECORD_TTL_SLACK_MS = 60_000;
+/**
+ * What a record read back may claim against the gateway's clock as this replica knows it: issued at most this far
+ * ahead (clocks differ a little between replicas, never by minutes), tokens living at most this long from now (spec
+ * 4.1: 15 minutes and 8 hours; bounds with room for a gateway that grants longer). Past them, no sidecar wrote it.
+ */
+const RECORD_FUTURE_ALLOWANCE_MS = 5 * 60_000;
+const MAX_ACCESS_LIFETIME_MS = 24 * 3_600_000;
+const MAX_REFRESH_LIFETIME_MS = 30 * 24 * 3_600_000;
 
 /**
  * The fleet's one token, as every replica reads it from the store. Times are wall-clock milliseconds on the
@@ -113,6 +122,24 @@ export function decodeRecord(raw: string | undefined): SharedTokenRecord | undef
     fence: typeof j.fence === 'string' ? j.fence : undefined,
     refusedAtMs: typeof j.refusedAtMs === 'number' && Number.isFinite(j.refusedAtMs) ? j.refusedAtMs : undefined,
   };
+}
+
+/**
+ * Why a decoded record cannot be taken into use, checked against the gateway's time `nowMs`; undefined when it can.
+ * With the MAC on, a forged record is refused before this (record-mac.ts); these checks hold without it too.
+ */
+export function recordFlaw(record: SharedTokenRecord, nowMs: number): string | undefined {
+  const tokens = tokenFlaw(record.accessToken.reveal(), record.refreshToken.reveal());
+  if (tokens !== undefined) return tokens;
+  if (!Number.isSafeInteger(record.generation) || record.generation < 0) return 'generation is not a count';
+  if (Math.max(record.loginAtMs, record.issuedAtMs) > nowMs + RECORD_FUTURE_ALLOWANCE_MS) return 'issued in the future';
+  if (record.issuedAtMs < record.loginAtMs) return 'issued before its login';
+  if (
+    record.accessExpiresAtMs > nowMs + MAX_ACCESS_LIFETIME_MS ||
+    record.refreshExpiresAtMs > nowMs + MAX_REFRESH_LIFETIME_MS
+  )
+    return 'lives longer than any grant';
+  return undefined;
 }
 
 /** A new record from the token endpoint's grant; a refresh continues its chain, a login starts one. */
@@ -248,6 +275,8 @@ export function rejoinChoice(
 export interface FleetReporter {
   tokenLockWait(seconds: number): void;
   tokenAdopted(): void;
+  /** A token record read back that no sidecar could have written (recordFlaw). */
+  tokenRecordRefused(): void;
 }
 
 /** adopted: another replica's record; written: ours, in the store; unwritten: ours, the store would not take it. */
@@ -261,17 +290,36 @@ export interface Acquired {
  * (compare-and-set) and announced, and another replica's record taken into use (adopted, counted).
  */
 export class FleetRecords {
+  /** The last record refused: reported once, not at every read while it stays. */
+  private refusedRaw: string | undefined;
+
   constructor(
     private readonly store: StateStore,
     private readonly lock: FleetLock,
     private readonly reporter: FleetReporter,
+    private readonly log: Logger,
     /** The gateway's time as this replica best knows it (ms): the record's expiries are on the gateway's clock. */
     readonly gatewayNow: () => number,
   ) {}
 
+  /**
+   * The record as stored, and as a record when it can be used. One that cannot (recordFlaw) reads as no record: a
+   * login replaces it, through the lock, over its exact text.
+   */
   async read(): Promise<StoredRecord> {
     const raw = await this.store.get(TOKEN_RECORD_KEY);
-    return { raw, record: decodeRecord(raw) };
+    const record = decodeRecord(raw);
+    const flaw = record && recordFlaw(record, this.gatewayNow());
+    if (flaw === undefined) return { raw, record };
+    if (raw !== this.refusedRaw) {
+      this.refusedRaw = raw;
+      this.reporter.tokenRecordRefused();
+      this.log.error(
+        { event: 'state.record_rejected', kind: 'token', reason: flaw, key: TOKEN_RECORD_KEY },
+        'token record in Redis refused: no sidecar writes one like it; logging in to replace it',
+      );
+    }
+    return { raw, record: undefined };
   }
 
   /** The access token can still be used for a while, by the gateway's clock (with the manager's margin). */

@@ -138,7 +138,7 @@ export class FleetToken {
     this.firstConnectWaitMs = options.firstConnectWaitMs ?? DEFAULT_FIRST_CONNECT_WAIT_MS;
     this.gatewayNow = options.gatewayNow ?? Date.now;
     this.lock = new FleetLock(store, this.lockTtlMs, options.pollMs ?? DEFAULT_POLL_MS);
-    this.records = new FleetRecords(store, this.lock, reporter, this.gatewayNow);
+    this.records = new FleetRecords(store, this.lock, reporter, log, this.gatewayNow);
     this.wipes = options.wipes;
     // First of all: a grant in flight under our lock must not meet a second one from a replica that found no lock.
     this.wipes?.onWipe(() => void this.lock.reassert());
@@ -375,9 +375,10 @@ export class FleetToken {
     grants: FleetGrants,
   ): Promise<Acquired> {
     // The fleet-wide cooldown is a key set only when absent: checked and started in one step, so two replicas
-    // never both find it free (grant-decision.ts's wait).
+    // never both find it free (grant-decision.ts's wait). One without an expiry, or longer than the setting, was
+    // written by no replica (it would hold logins off for ever): taken as absent.
     const { loginCooldownMs } = this;
-    if (!(await this.store.setIfAbsent(LOGIN_COOLDOWN_KEY, '1', loginCooldownMs))) {
+    if (!(await this.store.setIfAbsent(LOGIN_COOLDOWN_KEY, '1', loginCooldownMs, { bounded: true }))) {
       throw new Error(`another replica logged in less than ${loginCooldownMs} ms ago; not logging in again`);
     }
     const login = await this.grant(lock, grants.login());

@@ -2,7 +2,7 @@ import type { BaseAddress } from '../config/base-url.js';
 import { maskSecrets, Secret } from '../config/secret.js';
 import type { GatewayClient, UpstreamResponse } from '../upstream/gateway-client.js';
 import { jsonObject } from '../upstream/gateway-answer.js';
-import type { GrantResult, GrantedTokens } from './token-set.js';
+import { tokenFlaw, type GrantResult, type GrantedTokens } from './token-set.js';
 
 export const TOKEN_PATH = '/api/v2/auth/token';
 
@@ -64,8 +64,10 @@ function interpret(response: UpstreamResponse, nowMs: number, carried: Secret): 
   const body = jsonObject(response.body);
   if (response.status >= 200 && response.status < 300) {
     const tokens = body ? parseTokens(body, gatewayNow(response, nowMs)) : undefined;
-    if (tokens) return { kind: 'granted', tokens };
-    return { kind: 'failed', sent: true, reason: `token response ${response.status} lacks the fields of spec 2.1` };
+    if (tokens === undefined)
+      return { kind: 'failed', sent: true, reason: `token response ${response.status} lacks the fields of spec 2.1` };
+    if (typeof tokens === 'string') return { kind: 'failed', sent: true, reason: `token response: ${tokens}` };
+    return { kind: 'granted', tokens };
   }
   if (response.status >= 500) return { kind: 'failed', sent: true, reason: `gateway answered ${response.status}` };
   // Only the code is kept, masked: the message is free text that may echo the request in forms no mask can
@@ -84,10 +86,13 @@ function gatewayNow(response: UpstreamResponse, localNowMs: number): number {
   return Number.isNaN(parsed) ? localNowMs : Math.max(localNowMs, parsed);
 }
 
-function parseTokens(body: Record<string, unknown>, nowMs: number): GrantedTokens | undefined {
+/** The grant; undefined when fields are missing; why the tokens cannot be used (never the tokens themselves). */
+function parseTokens(body: Record<string, unknown>, nowMs: number): GrantedTokens | string | undefined {
   const { access_token, refresh_token, access_token_expires_at, refresh_token_expires_at } = body;
   if (typeof access_token !== 'string' || typeof refresh_token !== 'string') return undefined;
   if (access_token === '' || refresh_token === '') return undefined;
+  const flaw = tokenFlaw(access_token, refresh_token);
+  if (flaw !== undefined) return flaw;
   const accessAt = typeof access_token_expires_at === 'string' ? Date.parse(access_token_expires_at) : Number.NaN;
   const refreshAt = typeof refresh_token_expires_at === 'string' ? Date.parse(refresh_token_expires_at) : Number.NaN;
   if (Number.isNaN(accessAt) || Number.isNaN(refreshAt)) return undefined;

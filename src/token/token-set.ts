@@ -1,5 +1,26 @@
 import type { Secret } from '../config/secret.js';
 
+/**
+ * The longest token taken, in bytes: it travels in a header, and servers refuse headers past 8 KB in total. Spec 2.1
+ * gives no format; JWTs run to 1-2 KB.
+ */
+export const MAX_TOKEN_BYTES = 4_096;
+/** RFC 6750's b64token: what may follow `Bearer ` in an Authorization header. */
+const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
+
+/**
+ * Why a token cannot be used, from the gateway or the store alike; undefined when it can. The access token must be
+ * a b64token that fits in a header (a `\r\n` in it could not be sent at all); the refresh token, sent in a JSON body,
+ * only non-empty and as bounded.
+ */
+export function tokenFlaw(accessToken: string, refreshToken: string): string | undefined {
+  if (!B64TOKEN.test(accessToken)) return 'access token is not a b64token (RFC 6750)';
+  if (refreshToken === '') return 'refresh token is empty';
+  if (Buffer.byteLength(accessToken) > MAX_TOKEN_BYTES || Buffer.byteLength(refreshToken) > MAX_TOKEN_BYTES)
+    return `token longer than ${MAX_TOKEN_BYTES} bytes`;
+  return undefined;
+}
+
 /** Tokens usable by requests: a token this close to expiry is treated as expired (it could die in transit). */
 export const EXPIRY_MARGIN_MS = 2_000;
 

@@ -42,6 +42,15 @@ export async function checkStateStore(config: Config, report: CheckReport): Prom
     await store.ping();
     const ms = performance.now() - started;
     await store.get('check');
+    // As the token lock is set: a user whose rules lack +pttl gets locks that could be held for ever.
+    await store.setIfAbsent(`check:${randomUUID()}`, '1', 1_000, { bounded: true });
+    if (!store.boundedWritesPermitted) {
+      report.line(
+        '!',
+        'state store',
+        `${where}: the Redis user may not run PTTL; add +pttl (docs/fleet.md#the-redis-user)`,
+      );
+    }
     const wanted = redis.minReplicasAcked === 'auto' ? (view.replicas > 0 ? 1 : 0) : redis.minReplicasAcked;
     const replicas = await acknowledgedWrite(store, wanted);
     report.line(

@@ -1,37 +1,32 @@
 import { stat } from 'node:fs/promises';
+import { judgeFileMode, modesApply, openFileReason, type FileModeVerdict } from '../config/file-mode.js';
 import type { CheckMark } from './check-report.js';
 
 /**
- * Warns (never fails) when the key file is open to group or others: the key still works, but anyone who can
- * read it can sign payments. Kubernetes Secret volumes default to 0644, hence the defaultMode hint.
+ * `check`'s line for the key file, or the PKCS#11 PIN file: the rule config load warns by (config/file-mode.ts), with
+ * a ✔ line when it passes. Warns (never fails) when the file is open to group or others.
  */
 export async function keyPermissions(
   path: string,
   platform: NodeJS.Platform = process.platform,
 ): Promise<{ mark: CheckMark; detail: string }> {
-  if (platform === 'win32') return { mark: '-', detail: 'not checked on Windows (POSIX modes do not apply)' };
-  let mode: number;
-  let gid: number;
+  if (!modesApply(platform)) return { mark: '-', detail: 'not checked on Windows (POSIX modes do not apply)' };
+  let verdict: FileModeVerdict;
   try {
-    const info = await stat(path);
-    mode = info.mode & 0o777;
-    gid = info.gid;
+    verdict = judgeFileMode(await stat(path));
   } catch (err) {
     return { mark: '✘', detail: `cannot stat ${path}: ${(err as NodeJS.ErrnoException).code ?? 'error'}` };
   }
-  const octal = mode.toString(8).padStart(4, '0');
-  if ((mode & 0o007) === 0 && (mode & 0o070) !== 0 && gid === process.getgid?.()) {
-    // Kubernetes Secret volumes with fsGroup: root-owned, group = this process's own group, mode 0440.
-    return {
-      mark: '✔',
-      detail: `${path} has mode ${octal}, readable only by its owner and this process's own group ${gid} (Kubernetes fsGroup)`,
-    };
+  switch (verdict.access) {
+    case 'own-group':
+      // Kubernetes Secret volumes with fsGroup: root-owned, group = this process's own group, mode 0440.
+      return {
+        mark: '✔',
+        detail: `${path} has mode ${verdict.octal}, readable only by its owner and this process's own group ${verdict.gid} (Kubernetes fsGroup)`,
+      };
+    case 'open':
+      return { mark: '!', detail: `${path} ${openFileReason(verdict.octal)}` };
+    case 'owner':
+      return { mark: '✔', detail: `${path} has mode ${verdict.octal} (owner only)` };
   }
-  if ((mode & 0o077) !== 0) {
-    return {
-      mark: '!',
-      detail: `${path} has mode ${octal}: group/others can access it; run chmod 600 (Kubernetes: defaultMode 0440 with fsGroup set to the sidecar's group)`,
-    };
-  }
-  return { mark: '✔', detail: `${path} has mode ${octal} (owner only)` };
 }

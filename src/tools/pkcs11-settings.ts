@@ -1,5 +1,5 @@
 import type { ConfigError } from '../errors.js';
-import { readSecretFile } from '../config/load.js';
+import { readSecretFile, statSecretFile } from '../config/load.js';
 import { buildSchema } from '../config/schema.js';
 import { settingValues } from '../config/setting-values.js';
 import { loadSignerSettings, type Pkcs11SignerConfig } from '../config/signer-settings.js';
@@ -17,6 +17,7 @@ export function pkcs11SettingsFromEnv(
     privateKeyFile: '',
     pkcs11: settingValues(schema, { env, fileDir: undefined }).pkcs11,
     readFile: readSecretFile,
+    statFile: statSecretFile,
   });
   return result.config?.kind === 'pkcs11' ? { config: result.config } : { errors: result.errors };
 }

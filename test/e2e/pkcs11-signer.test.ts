@@ -238,6 +238,7 @@ describe('keys made inside the token', { skip }, () => {
         /✔ private key: in the token: label "payments", ID [0-9a-f]+, RSA 2048 bits, CKM_SHA256_RSA_PKCS/,
       );
       assert.match(checked.stdout, /✔ test signature: made by the token, verified with its public key/);
+      assert.match(checked.stdout, /✔ PIN file permissions: .* has mode 0600 \(owner only\)/);
     } finally {
       await gateway.stop();
     }

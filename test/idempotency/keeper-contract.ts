@@ -7,7 +7,6 @@ import { IdempotencyKeeper, type Claim } from '../../src/idempotency/keeper.js';
 import { idempotencyKey, type IdempotencyKey } from '../../src/idempotency/key.js';
 import { errorAnswer, type KeptAnswer } from '../../src/idempotency/record.js';
 import { createLogger } from '../../src/observability/log.js';
-import type { RecordMac } from '../../src/state/record-mac.js';
 import { StateStoreUnavailableError, type StateStore } from '../../src/state/state-store.js';
 import { SwitchableStore } from '../support/failing-store.js';
 import { CapturedOutput } from '../support/sidecar.js';
@@ -15,8 +14,8 @@ import { waitFor } from '../support/wait-for.js';
 
 export const LONGEST_MS = 60_000;
 
-/** A keeper on `store` whose wall clock the test moves, its records signed with `recordMac` when given. */
-export function keeperOn(store: StateStore, logs = new CapturedOutput(), recordMac?: RecordMac, leaseMs = 5_000) {
+/** A keeper on `store` whose wall clock the test moves. */
+export function keeperOn(store: StateStore, logs = new CapturedOutput(), leaseMs = 5_000) {
   const clock = { now: Date.now() };
   const keeper = new IdempotencyKeeper({
     store,
@@ -25,7 +24,6 @@ export function keeperOn(store: StateStore, logs = new CapturedOutput(), recordM
     leaseMs,
     now: () => clock.now,
     log: createLogger('debug', logs),
-    ...(recordMac === undefined ? {} : { recordMac }),
   });
   return { keeper, clock, logs };
 }
@@ -44,10 +42,9 @@ function ticketOf(claim: Claim) {
   return claim.ticket;
 }
 
-/** The protocol, run against every StateStore implementation (memory and Redis), with records signed when `recordMac`
- * is given. */
-export function describeKeeperContract(name: string, open: () => Promise<StateStore>, recordMac?: RecordMac): void {
-  const keeperFor = (store: StateStore) => keeperOn(store, undefined, recordMac);
+/** The protocol, run against every StateStore implementation (memory and Redis, with records signed or not). */
+export function describeKeeperContract(name: string, open: () => Promise<StateStore>): void {
+  const keeperFor = (store: StateStore) => keeperOn(store);
   describe(`idempotency protocol on the ${name} store`, () => {
     let store: StateStore;
     before(async () => {

@@ -37,7 +37,7 @@ after(async () => {
 /** A replica: its own keeper, reaching the shared Redis through a switch that can cut it off. */
 function replica(): { keeper: IdempotencyKeeper; link: SwitchableStore } {
   const link = new SwitchableStore(shared);
-  return { keeper: keeperOn(link, undefined, undefined, LEASE_MS).keeper, link };
+  return { keeper: keeperOn(link, undefined, LEASE_MS).keeper, link };
 }
 
 function ticketOf(claim: Claim): Ticket {
@@ -187,7 +187,7 @@ describe('the claim lease and the sending recovery point (Redis)', () => {
 
   it("a renewal that meets the claim's own move to sending (its WAIT still out) does not give the claim up", async () => {
     const link = new RenewalRacingTheFence(shared);
-    const holder = keeperOn(link, undefined, undefined, LEASE_MS).keeper;
+    const holder = keeperOn(link, undefined, LEASE_MS).keeper;
     const key = freshKey();
     const ticket = ticketOf(await holder.claim(key, 'fp', 'req-1'));
     // Paused past its lease, nobody took over: the lease key is gone, the record still this claim's.
@@ -210,7 +210,7 @@ describe('the claim lease and the sending recovery point (Redis)', () => {
   it('a record written without a stage (an older sidecar, no lease) stays in progress until its deadline', async () => {
     const key = freshKey();
     const storeKey = `idempotency:${key.sha256}`;
-    const { keeper, clock } = keeperOn(shared, undefined, undefined, LEASE_MS);
+    const { keeper, clock } = keeperOn(shared, undefined, LEASE_MS);
     const deadline = clock.now + LONGEST_MS;
     const old = encodeRecord({ state: 'in_progress', fingerprint: 'fp', owner: 'req-old', deadline, claim: 'c1' });
     await shared.setIfAbsent(storeKey, old, 600_000);

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { createSecretKey, randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { RecordMac } from '../../src/state/record-mac.js';
-import { accountTag, DEFAULT_REDIS_KEY_PREFIX, RedisKeys } from '../../src/state/redis-keys.js';
+import type { RecordRejected } from '../../src/state/record-mac.js';
+import { accountTag } from '../../src/state/redis-keys.js';
 import { RedisStateStore } from '../../src/state/redis-store.js';
 import { StateStoreUnavailableError } from '../../src/state/state-store.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
@@ -17,13 +17,19 @@ after(async () => {
 });
 
 const ACCOUNT = accountTag('https://gateway.test', 'merchant@example.test');
+const SIGNED = {
+  keys: [createSecretKey(randomBytes(32))],
+  acceptUnsigned: false,
+  onRejected: (rejected: RecordRejected) => assert.fail(`a genuine record was refused: ${JSON.stringify(rejected)}`),
+};
 
-async function openStore(): Promise<RedisStateStore> {
+async function openStore(signed = false): Promise<RedisStateStore> {
   const store = new RedisStateStore({
     topology: { mode: 'standalone', url: redis.url },
     accountTag: ACCOUNT,
     // A healthy Redis throughout: room for a loaded machine's stalls, which would read as the store being away.
     commandTimeoutMs: 1_000,
+    ...(signed ? { recordMac: SIGNED } : {}),
   });
   assert.equal(await store.whenAvailable(5_000), true, 'the store connects');
   return store;
@@ -31,16 +37,7 @@ async function openStore(): Promise<RedisStateStore> {
 
 describeKeeperContract('Redis', openStore);
 // The same protocol with every record signed and checked (SIDECAR_STATE_MAC_KEY_FILE): real records round-trip.
-describeKeeperContract(
-  'Redis, records signed',
-  openStore,
-  new RecordMac({
-    keys: [createSecretKey(randomBytes(32))],
-    scope: new RedisKeys(DEFAULT_REDIS_KEY_PREFIX, ACCOUNT).key(''),
-    acceptUnsigned: false,
-    onRejected: (rejected) => assert.fail(`a genuine record was refused: ${JSON.stringify(rejected)}`),
-  }),
-);
+describeKeeperContract('Redis, records signed', () => openStore(true));
 
 describe('idempotency protocol on Redis: two replicas, one Redis', () => {
   it('a key answered through one replica is replayed through another', async () => {

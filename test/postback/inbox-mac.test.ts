@@ -130,7 +130,10 @@ describe('queued postbacks signed with SIDECAR_STATE_MAC_KEY_FILE, on a real Red
     await new Promise((resolve) => setTimeout(resolve, 500));
     assert.equal(received(world, 'tx-no-mac').length + received(world, 'tx-bad-mac').length, 0);
     assert.equal(seriesValue(await world.running.sidecar.metrics.registry.metrics(), REJECTED), 2);
-    const lines = world.running.logs.lines().filter((l) => l.event === 'state.record_rejected');
+    // The control left its epoch unsigned too: refused as well (kind `store`), and replaced.
+    const lines = world.running.logs
+      .lines()
+      .filter((l) => l.event === 'state.record_rejected' && l.kind === 'postback');
     assert.deepEqual(
       lines.map((l) => [l.kind, l.reason, l.key, l.level]),
       [

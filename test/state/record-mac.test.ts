@@ -23,7 +23,7 @@ describe('record MAC', () => {
     const stored = mac.seal('idempotency:aa', RECORD);
     assert.match(stored, /^mac1\.[A-Za-z0-9_-]{43}\.\{"v":1/);
     assert.equal(stored.endsWith(RECORD), true);
-    assert.deepEqual(mac.open('idempotency', 'idempotency:aa', stored), { content: RECORD });
+    assert.deepEqual(mac.open('idempotency:aa', stored), { content: RECORD });
     assert.deepEqual(rejected, []);
   });
 
@@ -32,10 +32,10 @@ describe('record MAC', () => {
     const stored = mac.seal('idempotency:aa', RECORD);
     const forgedTag = `mac1.${randomBytes(32).toString('base64url')}.${RECORD}`;
     const changed = stored.replace('201', '200');
-    assert.deepEqual(mac.open('idempotency', 'idempotency:aa', RECORD), { rejected: 'unsigned' });
-    assert.deepEqual(mac.open('idempotency', 'idempotency:aa', forgedTag), { rejected: 'mismatch' });
-    assert.deepEqual(mac.open('idempotency', 'idempotency:aa', changed), { rejected: 'mismatch' });
-    assert.deepEqual(mac.open('idempotency', 'idempotency:aa', 'mac1.short.{}'), { rejected: 'unsigned' });
+    assert.deepEqual(mac.open('idempotency:aa', RECORD), { rejected: 'unsigned' });
+    assert.deepEqual(mac.open('idempotency:aa', forgedTag), { rejected: 'mismatch' });
+    assert.deepEqual(mac.open('idempotency:aa', changed), { rejected: 'mismatch' });
+    assert.deepEqual(mac.open('idempotency:aa', 'mac1.short.{}'), { rejected: 'unsigned' });
     assert.deepEqual(
       rejected.map((r) => [r.kind, r.reason, r.key]),
       [
@@ -51,14 +51,14 @@ describe('record MAC', () => {
     const key = newKey();
     const { mac } = macWith([key]);
     const stored = mac.seal('idempotency:aa', RECORD);
-    assert.deepEqual(mac.open('idempotency', 'idempotency:bb', stored), { rejected: 'mismatch' });
+    assert.deepEqual(mac.open('idempotency:bb', stored), { rejected: 'mismatch' });
     const otherAccount = new RecordMac({
       keys: [key],
       scope: 'signing-sidecar:{fedcba9876543210}:',
       acceptUnsigned: false,
       onRejected: () => undefined,
     });
-    assert.deepEqual(otherAccount.open('idempotency', 'idempotency:aa', stored), { rejected: 'mismatch' });
+    assert.deepEqual(otherAccount.open('idempotency:aa', stored), { rejected: 'mismatch' });
   });
 
   it('fields kept apart (a postback hash): the tag covers each one and where one ends', () => {
@@ -84,18 +84,18 @@ describe('record MAC', () => {
     mac.replaceKeys([newer, older]);
     const after = mac.seal('idempotency:aa', RECORD);
     assert.notEqual(after, before, 'signed with the new first key');
-    assert.deepEqual(mac.open('idempotency', 'idempotency:aa', before), { content: RECORD });
-    assert.deepEqual(mac.open('idempotency', 'idempotency:aa', after), { content: RECORD });
+    assert.deepEqual(mac.open('idempotency:aa', before), { content: RECORD });
+    assert.deepEqual(mac.open('idempotency:aa', after), { content: RECORD });
     mac.replaceKeys([newer]);
-    assert.deepEqual(mac.open('idempotency', 'idempotency:aa', before), { rejected: 'mismatch' });
+    assert.deepEqual(mac.open('idempotency:aa', before), { rejected: 'mismatch' });
     assert.equal(rejected.length, 1);
   });
 
   it('accepting unsigned records (a rollout) still refuses a wrong MAC', () => {
     const { mac, rejected } = macWith([newKey()], true);
-    assert.deepEqual(mac.open('idempotency', 'idempotency:aa', RECORD), { content: RECORD });
+    assert.deepEqual(mac.open('idempotency:aa', RECORD), { content: RECORD });
     const foreign = macWith([newKey()]).mac.seal('idempotency:aa', RECORD);
-    assert.deepEqual(mac.open('idempotency', 'idempotency:aa', foreign), { rejected: 'mismatch' });
+    assert.deepEqual(mac.open('idempotency:aa', foreign), { rejected: 'mismatch' });
     assert.deepEqual(
       rejected.map((r) => r.reason),
       ['mismatch'],
@@ -104,9 +104,9 @@ describe('record MAC', () => {
 
   it('without a key nothing is signed nor checked: records pass as they are', () => {
     assert.equal(NO_RECORD_MAC.seal('idempotency:aa', RECORD), RECORD);
-    assert.deepEqual(NO_RECORD_MAC.open('idempotency', 'idempotency:aa', RECORD), { content: RECORD });
+    assert.deepEqual(NO_RECORD_MAC.open('idempotency:aa', RECORD), { content: RECORD });
     assert.equal(NO_RECORD_MAC.tag('postback:entry:pb_1', ['x']), undefined);
     const signed = macWith().mac.seal('idempotency:aa', RECORD);
-    assert.deepEqual(NO_RECORD_MAC.open('idempotency', 'idempotency:aa', signed), { content: RECORD });
+    assert.deepEqual(NO_RECORD_MAC.open('idempotency:aa', signed), { content: RECORD });
   });
 });

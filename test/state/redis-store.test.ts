@@ -1,3 +1,4 @@
+import { createSecretKey, randomBytes } from 'node:crypto';
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -74,6 +75,16 @@ describe('RedisStateStore on a real redis-server', () => {
   after(() => redis.close());
 
   describeStateStoreContract('redis', () => openAvailable(redis));
+  // The same contract with every value sealed and checked (SIDECAR_STATE_MAC_KEY_FILE): the seam is invisible to callers.
+  describeStateStoreContract('redis, records sealed', () =>
+    openAvailable(redis, {
+      recordMac: {
+        keys: [createSecretKey(randomBytes(32))],
+        acceptUnsigned: false,
+        onRejected: (rejected) => assert.fail(`a genuine record was refused: ${JSON.stringify(rejected)}`),
+      },
+    }),
+  );
 
   it('leaves no key without a TTL, after the whole contract suite ran on this Redis', async () => {
     const keys = await redis.cli('--scan');

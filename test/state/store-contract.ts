@@ -21,6 +21,13 @@ export function describeStateStoreContract(name: string, open: () => Promise<Sta
 
     it('answers undefined for a key never written', async () => {
       assert.equal(await store.get(key('missing')), undefined);
+      assert.deepEqual(await store.read(key('missing')), { found: 'none' });
+    });
+
+    it('read tells a value from nothing, as get does', async () => {
+      const k = key('read');
+      await store.setIfAbsent(k, 'value', 10_000);
+      assert.deepEqual(await store.read(k), { found: 'value', value: 'value' });
     });
 
     it('setIfAbsent stores once and refuses a second writer', async () => {

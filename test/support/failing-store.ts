@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import {
   StateStoreUnavailableError,
   type Condition,
+  type ReadRecord,
   type StateStore,
   type Write,
   type WriteOptions,
@@ -28,6 +29,10 @@ export class SwitchableStore implements StateStore {
 
   get(key: string): Promise<string | undefined> {
     return this.pass(() => this.inner.get(key));
+  }
+
+  read(key: string): Promise<ReadRecord> {
+    return this.pass(() => this.inner.read(key));
   }
 
   setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean> {

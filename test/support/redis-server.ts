@@ -44,6 +44,7 @@ export const SIDECAR_ACL_RULES = [
   '+get',
   '+set',
   '+del',
+  '+pttl',
   '+eval',
   '+evalsha',
   '+publish',

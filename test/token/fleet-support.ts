@@ -9,6 +9,7 @@ import { StoreAvailability } from '../../src/state/store-availability.js';
 import {
   StateStoreUnavailableError,
   type Condition,
+  type ReadRecord,
   type StateStore,
   type Write,
   type WriteOptions,
@@ -133,6 +134,9 @@ export class ReplicaStore implements StateStore {
 
   get(key: string): Promise<string | undefined> {
     return this.call(() => this.shared.get(key));
+  }
+  read(key: string): Promise<ReadRecord> {
+    return this.call(() => this.shared.read(key));
   }
   setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean> {
     return this.call(() => this.shared.setIfAbsent(key, value, ttlMs));

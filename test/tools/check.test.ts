@@ -11,7 +11,7 @@ import { vectorPrivateKeyPem, vectorPublicKeyPem } from '../support/vectors.js';
 import { ECHOED_PASSWORD, EchoingGateway } from '../support/echoing-gateway.js';
 import { runCommand, tempDir } from './run-command.js';
 import { freeStablePort } from '../support/free-port.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { SIDECAR_ACL_RULES, startRedis, type TestRedis } from '../support/redis-server.js';
 
 const USERNAME = 'vendor@example.com';
 const PASSWORD = 'correct horse battery staple';
@@ -189,6 +189,48 @@ describe('check against the simulator', () => {
       run.stdout,
       /^! key file permissions: .*loose\.pem has mode 0644: group\/others can access it; run chmod 600/m,
     );
+    // serve's start warning for the same file (a config warning) is not printed a second time as a config line.
+    assert.equal(run.stdout.match(/has mode 0644/g)?.length, 1, run.stdout);
+    assert.doesNotMatch(run.stdout, /^! config: SIDECAR_PRIVATE_KEY_FILE/m);
+  });
+
+  describe('the PKCS#11 PIN file, judged as the key file is', () => {
+    // No module at this path: the token line fails whether pkcs11js is built or not; the PIN file's line does not
+    // depend on the token (test/e2e/pkcs11-signer.test.ts runs check against a real SoftHSM2).
+    const PIN = 'pin-never-printed';
+    const pkcs11Env = (pinFile: string): NodeJS.ProcessEnv => ({
+      ...env,
+      SIDECAR_PRIVATE_KEY_FILE: undefined,
+      SIDECAR_SIGNER: 'pkcs11',
+      SIDECAR_PKCS11_MODULE: join(dir, 'no-such-module.so'),
+      SIDECAR_PKCS11_TOKEN_LABEL: 'payments',
+      SIDECAR_PKCS11_KEY_LABEL: 'gateway',
+      SIDECAR_PKCS11_PIN_FILE: pinFile,
+    });
+
+    it('warns when the PIN file is group/world readable', async () => {
+      const loose = join(dir, 'loose-pin');
+      await writeFile(loose, `${PIN}\n`);
+      await chmod(loose, 0o644);
+      const run = await runCommand(check, [], pkcs11Env(loose));
+      assert.match(run.stdout, /^✔ config: valid/m);
+      assert.match(
+        run.stdout,
+        /^! PIN file permissions: .*loose-pin has mode 0644: group\/others can access it; run chmod 600/m,
+      );
+      assert.equal(run.stdout.match(/has mode 0644/g)?.length, 1, run.stdout);
+      assert.doesNotMatch(run.stdout, /^! config: SIDECAR_PKCS11_PIN_FILE/m);
+      assert.ok(!run.stdout.includes(PIN), 'PIN printed');
+    });
+
+    it('passes an owner-only (0600) PIN file', async () => {
+      const tight = join(dir, 'tight-pin');
+      await writeFile(tight, `${PIN}\n`);
+      await chmod(tight, 0o600);
+      const run = await runCommand(check, [], pkcs11Env(tight));
+      assert.match(run.stdout, /^✔ config: valid/m);
+      assert.match(run.stdout, /^✔ PIN file permissions: .*tight-pin has mode 0600 \(owner only\)$/m);
+    });
   });
 
   it('fails on a 1024-bit key, naming the setting, and checks nothing further', async () => {
@@ -365,6 +407,21 @@ describe('check with SIDECAR_STATE_STORE=redis (a real redis-server)', () => {
     );
     assert.ok(!(run.stdout + run.stderr).includes(redis.password!), 'the Redis password is never printed');
     assertNoSecrets(run.stdout + run.stderr);
+  });
+
+  it('warns when the Redis user may not run PTTL (an ACL from before it was needed)', async () => {
+    const older = await startRedis({ user: true, acl: SIDECAR_ACL_RULES.filter((rule) => rule !== '+pttl') });
+    try {
+      const run = await runCommand(check, [], {
+        ...env,
+        SIDECAR_REDIS_URL: older.url,
+        SIDECAR_REDIS_PASSWORD_FILE: older.passwordFile,
+      });
+      assert.match(run.stdout, /^! state store: redis .*: the Redis user may not run PTTL; add \+pttl/m);
+      assert.match(run.stdout, /^✔ state store: redis /m, 'the store itself still works');
+    } finally {
+      await older.close();
+    }
   });
 
   it('fails naming the cause when the password is wrong, never printing it', async () => {
