@@ -60,17 +60,25 @@ export type Claim =
   | { readonly kind: 'unverified' };
 
 /**
- * Claims and answers are written acknowledged: a Redis failover to a replica that had not received them would
- * forget the key, and a retry would be sent a second time. A claim whose replicas do not confirm in time is
- * refused like an unavailable store (and its record deleted again), so nothing is sent on it.
+ * Answers are written acknowledged: a Redis failover to a replica that had not received one would forget it, and a
+ * retry would find the key's `sending` record and get outcome_unknown instead of its answer.
  */
 const ACKNOWLEDGED = { acknowledged: true, refusedBlocks: true } as const;
 /**
- * A claim is also pinned: the memory store never evicts it while its request may be at the gateway (evicted, a
- * retry after the local claim's deadline would be sent again), and refuses a new one when claims alone fill it: a
- * 503 with nothing sent. The answer that replaces it is not pinned: answers are what the store evicts, oldest first.
+ * A claim is pinned: the memory store never evicts it while its request may be at the gateway (evicted, a retry
+ * after the local claim's deadline would be sent again), and refuses a new one when claims alone fill it: a 503 with
+ * nothing sent. The answer that replaces it is not pinned: answers are what the store evicts, oldest first. A claim is
+ * not acknowledged: nothing is sent on it until the move to `sending`, which is (SENDING). A claim a failover forgets
+ * lets a retry claim the key elsewhere; this request then fails that move (`claim_lost`, nothing sent), so one copy
+ * is sent, and a stall of the replicas costs keyed payments one `WAIT` each, not two.
  */
-const CLAIM = { acknowledged: true, pinned: true, refusedBlocks: true } as const;
+const CLAIM = { pinned: true, refusedBlocks: true } as const;
+/**
+ * The move to `sending`, right before the first byte, is the fence: only over this request's own claim, and counted
+ * only once the replicas hold it (with the claim it was written over, which came before it in the primary's
+ * replication stream). A failover then either keeps it, or forgets it and refuses this request: never both copies.
+ */
+const SENDING = { acknowledged: true, pinned: true, refusedBlocks: true } as const;
 
 /** A few rounds absorb a record that changes between two store calls; past them the key is busy. */
 const CLAIM_ROUNDS = 4;
@@ -265,7 +273,7 @@ export class IdempotencyKeeper {
     let moved: boolean;
     hold.moving = true;
     try {
-      moved = await this.options.store.writeIf([{ key: storeKey, holds: hold.current }], writes, CLAIM);
+      moved = await this.options.store.writeIf([{ key: storeKey, holds: hold.current }], writes, SENDING);
     } catch (err) {
       // Perhaps applied: release must try this value too. Nothing is sent on a write not known to be kept.
       hold.uncertain.push(sending);

@@ -54,21 +54,29 @@ async function openStore(minReplicasAcked: number): Promise<RedisStateStore> {
   return store;
 }
 
+/** The keys' records on the primary (their leases, named after each claim, expire on their own within a lease). */
 async function claimKeys(): Promise<string[]> {
-  return (await primary.cli('KEYS', '*idempotency:*')).filter((line) => line !== '');
+  return (await primary.cli('KEYS', '*idempotency:*')).filter((line) => line !== '' && !line.includes(':lease:'));
 }
 
 describe('SIDECAR_REDIS_MIN_REPLICAS_ACKED', () => {
-  it('a claim and its answer held by the replica are on the replica when the keeper returns', async () => {
+  it('the move to sending and the answer are on the replica when the keeper returns', async () => {
     const store = await openStore(1);
     try {
       const { keeper } = keeperOn(store);
       const key = freshKey();
       const claim = await keeper.claim(key, 'fp', 'req-1');
       assert.equal(claim.kind, 'new');
+      if (claim.kind !== 'new') return;
+      await keeper.markSending(claim.ticket);
       const onReplica = async () => (await replica.cli('KEYS', `*idempotency:${key.sha256}`)).filter(Boolean);
-      assert.equal((await onReplica()).length, 1, 'the claim is on the replica before the request would be sent');
-      if (claim.kind === 'new') await keeper.complete(claim.ticket, gatewayAnswer);
+      const [sendingKey] = await onReplica();
+      assert.match(
+        (await replica.cli('GET', sendingKey ?? '')).join('\n'),
+        /"stage":"sending"/,
+        'the fence is on the replica before the first byte would be sent',
+      );
+      await keeper.complete(claim.ticket, gatewayAnswer);
       const [storeKey] = await onReplica();
       assert.match((await replica.cli('GET', storeKey ?? '')).join('\n'), /"state":"done"/);
     } finally {
@@ -76,15 +84,20 @@ describe('SIDECAR_REDIS_MIN_REPLICAS_ACKED', () => {
     }
   });
 
-  it('replica stopped: a claim is refused as unavailable and its record deleted; 0 waits for nobody', async () => {
+  it('replica stopped: the move to sending is refused as unavailable and the claim released; 0 waits for nobody', async () => {
     const acked = await openStore(1);
     const unacked = await openStore(0);
     try {
       await replica.stop();
       await replicasConnected(0);
       const before = await claimKeys();
-      await assert.rejects(keeperOn(acked).keeper.claim(freshKey(), 'fp', 'req-2'), StateStoreUnavailableError);
-      assert.deepEqual(await claimKeys(), before, 'the unconfirmed claim is deleted: a retry is not answered 409');
+      const { keeper } = keeperOn(acked);
+      const claim = await keeper.claim(freshKey(), 'fp', 'req-2');
+      assert.equal(claim.kind, 'new', 'a claim alone waits for no replica: nothing is sent on it');
+      if (claim.kind !== 'new') return;
+      await assert.rejects(keeper.markSending(claim.ticket), { code: 'sidecar.idempotency.unavailable' });
+      await keeper.release(claim.ticket);
+      assert.deepEqual(await claimKeys(), before, 'the claim is deleted: a retry is not answered 409');
       assert.equal((await keeperOn(unacked).keeper.claim(freshKey(), 'fp', 'req-3')).kind, 'new');
     } finally {
       await Promise.all([acked.close(), unacked.close()]);
