@@ -8,12 +8,14 @@
 // figures (docs/performance.md). Each figure is the median of its rounds (memory: of fresh pairs), and each target
 // is judged on the median over the paired rounds (the sidecar's and the floor's turns of one round). A full run on
 // the image's Node major judges, and exits 1 when a target is missed; on another runtime it reports the same and
-// says it does not judge; --smoke (every phase, a few seconds each, for CI) never judges.
+// says it does not judge; --smoke (every phase, a few seconds each, for CI) never judges. Every full run appends a
+// row of its paired figures and verdicts to bench/history.tsv.
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { freshPairs, type Memory, type PairReading } from './fresh-pairs.js';
+import { appendHistory, type Target } from './history.js';
 import { openLoop, saturate, signLimit, watchRss, type Latency, type Saturation } from './load.js';
 import { killAllNow, stopAll } from './processes.js';
 import { commandP50, startRedis } from './redis.js';
@@ -253,34 +255,60 @@ async function bench(): Promise<void> {
     idle: paired('idle', 1),
     load: paired('load', 1),
   };
-  const checks: Array<[boolean, string]> = [
-    [vs.cpu >= 0.9, `ratio_to_limit >= 0.9 x floor's (paired median ${vs.cpu} x)`],
-    [vs.p50 <= 0.2, `added_p50_ms_at_200 <= floor's + 0.2 (paired median ${signed(vs.p50)} ms)`],
-    [vs.p99 <= 1.5, `added_p99_ms_at_200 <= 1.5 x floor's (paired median ${vs.p99} x)`],
-    [vs.alloc <= 1.3, `alloc_kb_per_request <= 1.3 x floor's (paired median ${vs.alloc} x)`],
-    [vs.idle <= 6, `rss_mb_idle <= floor's + 6 (paired median over fresh pairs ${signed(vs.idle)} MB)`],
-    [vs.load <= 8, `rss_mb_load <= floor's + 8, saturated (paired median over fresh pairs ${signed(vs.load)} MB)`],
-    [survived, `alive after ${2 * CONNECTIONS} connections`],
-    [h.rss_growth_mb_soak < 10, 'rss_growth_mb_soak < 10'],
-    [h.errors === 0, `errors == 0 (${JSON.stringify(errorsBy)})`],
+  const checks: Array<[Target, boolean, string]> = [
+    ['cpu', vs.cpu >= 0.9, `ratio_to_limit >= 0.9 x floor's (paired median ${vs.cpu} x)`],
+    ['p50', vs.p50 <= 0.2, `added_p50_ms_at_200 <= floor's + 0.2 (paired median ${signed(vs.p50)} ms)`],
+    ['p99', vs.p99 <= 1.5, `added_p99_ms_at_200 <= 1.5 x floor's (paired median ${vs.p99} x)`],
+    ['alloc', vs.alloc <= 1.3, `alloc_kb_per_request <= 1.3 x floor's (paired median ${vs.alloc} x)`],
+    ['idle', vs.idle <= 6, `rss_mb_idle <= floor's + 6 (paired median over fresh pairs ${signed(vs.idle)} MB)`],
+    [
+      'load',
+      vs.load <= 8,
+      `rss_mb_load <= floor's + 8, saturated (paired median over fresh pairs ${signed(vs.load)} MB)`,
+    ],
+    ['overload', survived, `alive after ${2 * CONNECTIONS} connections`],
+    ['soak', h.rss_growth_mb_soak < 10, 'rss_growth_mb_soak < 10'],
+    ['errors', h.errors === 0, `errors == 0 (${JSON.stringify(errorsBy)})`],
   ];
-  if (fleet) {
-    const [store, key] = [paired('store'), paired('key')];
-    const bound = round(3 * fleet.commandP50 + 0.2);
+  const onStore = fleet && { store: paired('store'), key: paired('key'), keyBound: round(3 * fleet.commandP50 + 0.2) };
+  if (onStore) {
+    const { store, key, keyBound } = onStore;
     checks.push(
-      [store >= 0.9, `ratio_to_limit_redis >= 0.9 x ratio_to_limit (paired median ${store} x)`],
+      ['store', store >= 0.9, `ratio_to_limit_redis >= 0.9 x ratio_to_limit (paired median ${store} x)`],
       // Three round trips: the claim, the move to `sending` right before the first byte, the answer.
-      [key <= bound, `added_p50 with a key on redis <= without + 3 x redis_command_p50_ms + 0.2 (+${key} <= ${bound})`],
+      [
+        'key',
+        key <= keyBound,
+        `added_p50 with a key on redis <= without + 3 x redis_command_p50_ms + 0.2 (+${key} <= ${keyBound})`,
+      ],
     );
   }
-  const verdicts = checks.map(([ok, text]) => (judged ? `${ok ? 'PASS' : 'FAIL'}  ${text}` : `-     ${text}`));
+  const verdict = (ok: boolean): string => (judged ? (ok ? 'PASS' : 'FAIL') : '-');
+  const verdicts = checks.map(([, ok, text]) => `${verdict(ok).padEnd(6)}${text}`);
   if (flags.smoke) verdicts.unshift('targets not judged: a smoke run is too short');
   else if (!judged)
     verdicts.unshift(
       `targets not judged on Node ${process.versions.node}: the verdict is a full run on Node ${IMAGE_NODE}, the image's`,
     );
   process.stdout.write(`${verdicts.join('\n')}\n${JSON.stringify({ ...h, paired_rounds: pairedRounds })}\n`);
-  if (judged && !checks.every(([ok]) => ok)) process.exitCode = 1;
+  // A full run, judged or not, is a row of bench/history.tsv: each target's paired figure and verdict.
+  if (!flags.smoke)
+    appendHistory({
+      node: h.node_version,
+      load_average: h.load_average,
+      sign_limit_per_s: h.sign_limit_per_s,
+      rounds: ROUNDS,
+      state_store: flags['state-store'],
+      throughput_per_core: h.throughput_per_core,
+      rss_mb_load_max: h.rss_mb_load_max,
+      ...vs,
+      overload: h.rss_mb_overload,
+      soak: h.rss_growth_mb_soak,
+      errors: h.errors,
+      ...(onStore && { store: onStore.store, key: onStore.key, key_bound: onStore.keyBound }),
+      ...Object.fromEntries(checks.map(([target, ok]) => [`${target}_verdict`, verdict(ok)])),
+    });
+  if (judged && !checks.every(([, ok]) => ok)) process.exitCode = 1;
 }
 
 /** A redis-server replicating `primary`, once in sync with it. */

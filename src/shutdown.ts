@@ -4,8 +4,8 @@ import type { InFlightRequests } from './inbound/in-flight.js';
 import { closeServer } from './inbound/listener.js';
 import type { Logger } from './observability/log.js';
 import type { Tracing } from './observability/tracing.js';
-import type { PostbackReceiver } from './postback/receiver.js';
 import { errorSettlement, type EgressRequest } from './egress/request.js';
+import type { Postbacks } from './start/postbacks.js';
 import type { StateStore } from './state/state-store.js';
 import { sleep } from './token/backoff.js';
 import type { TokenManager } from './token/token-manager.js';
@@ -22,15 +22,17 @@ const REQUESTS_SETTLE_MAX_MS = 2_000;
 const TRACES_FLUSH_MAX_MS = 2_000;
 
 export interface ShutdownParts {
-  readonly proxy: Server;
-  readonly admin: () => Server;
+  /** The egress listener: it stops accepting once the drain delay is over. */
+  readonly egress: Server;
+  /** The admin listener (probes, metrics): closed last, once the store is. */
+  readonly admin: Server;
   /** The egress requests: their answers, and their handling, which goes on after shutdown answered them. */
   readonly tracker: InFlightRequests<EgressRequest>;
   readonly tokens: TokenManager;
   readonly gatewayClient: GatewayClient;
   readonly store: StateStore;
-  /** The postback receiver, when on: closed alongside the egress listener, before the store. */
-  readonly postbacks: PostbackReceiver | undefined;
+  /** The postback receiver and its delivery, when on: closed alongside the egress listener, before the store. */
+  readonly postbacks: Pick<Postbacks, 'close'> | undefined;
   /** Its buffered spans are exported once every request has ended (and so ended its span). */
   readonly tracing?: Pick<Tracing, 'shutdown'>;
   readonly log: Logger;
@@ -61,7 +63,7 @@ export function createShutdown(parts: ShutdownParts): {
 }
 
 async function stop(parts: ShutdownParts, reason: string): Promise<void> {
-  const { proxy, tracker, log } = parts;
+  const { egress, tracker, log } = parts;
   parts.beginDraining();
   log.info(
     {
@@ -74,7 +76,7 @@ async function stop(parts: ShutdownParts, reason: string): Promise<void> {
     'draining',
   );
   await sleep(parts.drainDelayMs);
-  const closing = closeServer(proxy);
+  const closing = closeServer(egress);
   // Postbacks still in flight finish within the same delay; the rest are answered 503 and redelivered.
   const closingPostbacks = parts.postbacks?.close(parts.maxDelayMs);
   const drained = await tracker.waitIdle(parts.maxDelayMs);
@@ -88,7 +90,7 @@ async function stop(parts: ShutdownParts, reason: string): Promise<void> {
     // Answers at once and ends the request's work (its signal); its handler then records and logs what it got.
     void request.settle(errorSettlement(error, { attempts: 0 }), 'shutdown');
   }
-  proxy.closeAllConnections();
+  egress.closeAllConnections();
   await closing;
   await closingPostbacks;
   parts.tokens.stop();
@@ -101,7 +103,7 @@ async function stop(parts: ShutdownParts, reason: string): Promise<void> {
   if (parts.tracing !== undefined) await flushTraces(parts.tracing);
   // Last: every request that could still write to the store (an idempotency record, a postback) has finished.
   await parts.store.close();
-  const admin = parts.admin();
+  const { admin } = parts;
   await closeServer(admin);
   admin.closeAllConnections();
   log.info(
@@ -116,7 +118,8 @@ async function stop(parts: ShutdownParts, reason: string): Promise<void> {
   );
 }
 
-async function flushTraces(tracing: Pick<Tracing, 'shutdown'>): Promise<void> {
+/** Exports the spans still buffered, waiting TRACES_FLUSH_MAX_MS at most. */
+export async function flushTraces(tracing: Pick<Tracing, 'shutdown'>): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const cap = new Promise<void>((resolve) => (timer = setTimeout(resolve, TRACES_FLUSH_MAX_MS).unref()));
   await Promise.race([tracing.shutdown().catch(() => undefined), cap]);

@@ -31,7 +31,7 @@ export interface PostbackSourceAllowList {
 /** What the receiver's parser makes of the settings it does not use as they are. */
 interface PostbackParsed {
   /** `auto` resolved: `queued` in production with Redis, `direct` otherwise. */
-  readonly delivery: PostbackDelivery;
+  readonly delivery: PostbackDeliveryMode;
   readonly publicUrl: PostbackPublicUrl;
   /** The gateway's postback keys (several during a rotation); empty only when unsigned postbacks are accepted. */
   readonly publicKeys: readonly KeyObject[];
@@ -322,7 +322,7 @@ function crossChecks(input: PostbackInput, errors: ConfigError[]): void {
     errors.push(fail('listen.host', 'is empty; give an address (0.0.0.0 for every interface)'));
 }
 
-export type PostbackDelivery = 'direct' | 'queued';
+export type PostbackDeliveryMode = 'direct' | 'queued';
 
 /**
  * `auto`: `queued` where postbacks are money and a durable store exists (production with Redis: the spec does not
@@ -332,7 +332,7 @@ export type PostbackDelivery = 'direct' | 'queued';
 export function resolveDelivery(
   setting: Settings['postback']['delivery'],
   input: Pick<PostbackInput, 'stateStore' | 'environment'>,
-): PostbackDelivery {
+): PostbackDeliveryMode {
   if (setting !== 'auto') return setting;
   return input.environment === 'production' && input.stateStore === 'redis' ? 'queued' : 'direct';
 }

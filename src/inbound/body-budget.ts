@@ -1,7 +1,8 @@
 // How many request body bytes a listener buffers at once. Each connection may hold a body up to the listener's
 // limit: without a shared budget, callers holding bodies just under it could buffer limit x connections (the egress
 // listener: 1 MiB x 1,024 = 1 GiB), past the container's memory limit, and the OOM kill would stop every payment.
-// Used by the egress listener (src/app.ts) and the postback receiver (src/postback/receiver.ts), each its own sizes.
+// Used by the egress listener (src/start/egress.ts) and the postback receiver (src/postback/receiver.ts), each its own
+// sizes.
 
 export interface BodyBudgetSizes {
   /** A body up to this size never waits for the budget: the small bodies that are the listener's real traffic. */

@@ -60,7 +60,8 @@ export type SignatureOutcome = 'success' | 'failure';
 export interface BuildInfo {
   readonly version: string;
   readonly environment: string;
-  readonly keyFingerprint: string;
+  /** The key in use, when known; else build_info appears with the first signingKey(), once the signer is open. */
+  readonly keyFingerprint?: string;
 }
 
 /** Every metric of the public contract on the sidecar's own registry (never the global one). */
@@ -233,7 +234,7 @@ export class SidecarMetrics {
       labelNames: ['version', 'environment', 'key_fingerprint'] as const,
       registers: [this.registry],
     });
-    this.signingKey(info.keyFingerprint);
+    if (info.keyFingerprint !== undefined) this.signingKey(info.keyFingerprint);
     // Created at zero so that rate() and alerts work before the first error happens.
     for (const code of GATEWAY_ERROR_CODES) this.gatewayErrors.inc({ code }, 0);
     for (const grant of ['password', 'refresh_token'] as const) {

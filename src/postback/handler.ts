@@ -39,6 +39,8 @@ export interface PostbackHandlerDeps {
   readonly tracing?: Tracing;
   /** Continue the sender's traceparent rather than start a trace (the gateway is a third party). */
   readonly continueSenderTrace?: boolean;
+  /** Aborted when the receiver stops waiting for its open answers at shutdown (the sink's deliveries give up). */
+  readonly stopping: AbortSignal;
 }
 
 /** What the log line and the span say beyond the answer: each step adds what it learnt. */
@@ -239,7 +241,7 @@ export function createPostbackHandler(deps: PostbackHandlerDeps) {
     const started = performance.now();
     const id = requestId(req.headers['x-request-id']);
     const span = receiveSpan(deps, req, id);
-    const arrival: Arrival = { requestId: id, trace: span?.context };
+    const arrival: Arrival = { requestId: id, trace: span?.context, stopping: deps.stopping };
     const handled = await receive(req, deps, arrival).catch((err: unknown) =>
       refused(postbackRefusals.internal(err), { bodyRead: false }),
     );

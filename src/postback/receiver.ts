@@ -1,5 +1,6 @@
 // The receiver's own listener (docs/postbacks.md), apart from the egress one: a slow or hostile sender on the public side
-// can hold at most this server's connections, never the egress listener's or the gateway client's.
+// can hold at most this server's connections, never the egress listener's or the gateway client's. It only receives:
+// what becomes of a verified postback is the delivery's (delivery.ts), whose sink it is given.
 import type { Server } from 'node:http';
 import type { KeyObject } from 'node:crypto';
 import type { Socket } from 'node:net';
@@ -16,17 +17,13 @@ import { InFlightRequests } from '../inbound/in-flight.js';
 import { listen } from '../inbound/listener.js';
 import { POSTBACK_FREE_BODY_BYTES } from '../memory/budget.js';
 import type { Logger } from '../observability/log.js';
-import type { InboxMetrics, PostbackMetrics } from '../observability/postback-metrics.js';
+import type { PostbackMetrics } from '../observability/postback-metrics.js';
 import type { Tracing } from '../observability/tracing.js';
 import type { StateStore } from '../state/state-store.js';
-import { createApplicationClient, type ApplicationClient } from './application-client.js';
-import { createDeliverySigner } from './delivery-signing.js';
-import { createDeliveryWorker, type DeliveryWorker } from './delivery-worker.js';
 import { createPostbackHandler } from './handler.js';
-import type { PostbackInbox } from './inbox.js';
 import { signedPostbackUrl } from './public-url.js';
 import { ReplayMemory } from './replay-memory.js';
-import { directSink, inboxSink, type PostbackSink } from './sink.js';
+import type { PostbackSink } from './sink.js';
 import { createPostbackVerifier } from './verify-postback.js';
 
 /**
@@ -66,12 +63,12 @@ export interface PostbackReceiverDeps {
   readonly nowMs?: () => number;
   /** The state store's command timeout (SIDECAR_REDIS_COMMAND_TIMEOUT_MS; 0 for the memory store). */
   readonly storeCommandTimeoutMs?: number;
-  /** A span per postback received and per delivery to the application (docs/operations.md#tracing). */
+  /** A span per postback received (docs/operations.md#tracing); the sink traces its delivery under it. */
   readonly tracing?: Tracing;
   /** Continue a sender's traceparent (SIDECAR_TRACE_PROPAGATE_UPSTREAM); otherwise each postback starts a trace. */
   readonly continueSenderTrace?: boolean;
-  /** Where verified postbacks go (SIDECAR_POSTBACK_DELIVERY), as the wiring chose it. */
-  readonly delivery: PostbackDelivery;
+  /** Where verified postbacks go: the sink of the delivery the settings chose (delivery.ts). */
+  readonly sink: PostbackSink;
   /**
    * The bytes of large bodies held at once beyond POSTBACK_FREE_BODY_BYTES: the memory budget's postback share. A
    * genuine postback is a few hundred bytes; larger ones that do not fit are answered 503 (redelivered).
@@ -87,57 +84,23 @@ export interface PostbackReceiverDeps {
   readonly listener?: { readonly headersTimeout?: number; readonly requestTimeout?: number };
 }
 
-/** `direct`: delivered to the application at once; `queued`: kept in the inbox on Redis for the delivery worker. */
-export type PostbackDelivery =
-  | { readonly kind: 'direct' }
-  | { readonly kind: 'queued'; readonly inbox: PostbackInbox; readonly metrics: InboxMetrics };
-
 export interface PostbackReceiver {
   readonly server: Server;
   /** Installs the keys of a rotated SIDECAR_POSTBACK_PUBLIC_KEY_FILE: the next postback is verified with them. */
   replaceKeys(keys: readonly KeyObject[]): void;
-  /** Installs a rotated SIDECAR_POSTBACK_FORWARD_SECRET_FILE: the next attempt to the application is signed with it. */
-  replaceForwardSecret(secret: KeyObject): void;
   /** Listens on the configured host and port; resolves with the local URL. */
   start(): Promise<string>;
-  /** Stops accepting, lets postbacks in flight finish up to `maxMs`, answers the rest 503 (redelivered), closes. */
+  /**
+   * Stops accepting, lets postbacks in flight finish up to `maxMs`, answers the rest 503 (redelivered): the sink's
+   * deliveries still waiting are aborted. Resolves once every connection is closed.
+   */
   close(maxMs: number): Promise<void>;
 }
 
-/** The sink the handler hands postbacks to and, `queued`, the worker that delivers them from the inbox. */
-function deliveryFor(
-  config: PostbackConfig,
-  deps: PostbackReceiverDeps,
-  application: ApplicationClient,
-  stopping: AbortSignal,
-): { readonly sink: PostbackSink; readonly worker?: DeliveryWorker } {
-  const { delivery } = deps;
-  const nowMs = deps.nowMs ?? Date.now;
-  if (delivery.kind === 'direct') {
-    return { sink: directSink({ application, metrics: deps.metrics, stopping, tracing: deps.tracing }) };
-  }
-  const sink = inboxSink({ inbox: delivery.inbox, orderField: config.orderField, nowMs, tracing: deps.tracing });
-  const worker = createDeliveryWorker({
-    inbox: delivery.inbox,
-    metrics: delivery.metrics,
-    application,
-    concurrency: config.deliveryConcurrency,
-    scheduleMs: config.retryScheduleMs,
-    visibilityTimeoutMs: config.visibilityTimeoutMs,
-    log: deps.log,
-    nowMs,
-    ...(deps.tracing === undefined ? {} : { tracing: deps.tracing }),
-  });
-  return { sink, worker };
-}
-
 export function createPostbackReceiver(config: PostbackConfig, deps: PostbackReceiverDeps): PostbackReceiver {
+  // Aborted once the receiver stops waiting for its open answers: the deliveries they wait for give up.
   const stopping = new AbortController();
   let keys = config.publicKeys;
-  const signer =
-    config.forwardSecret === undefined ? undefined : createDeliverySigner(config.forwardSecret, deps.nowMs ?? Date.now);
-  const application = createApplicationClient(config.forwardUrl, config.forwardTimeoutMs, signer);
-  const { sink, worker } = deliveryFor(config, deps, application, stopping.signal);
   const handle = createPostbackHandler({
     path: config.publicUrl.path,
     allow: config.allowCidrs,
@@ -152,7 +115,8 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
       deliveryTimeoutMs: config.forwardTimeoutMs,
       storeCommandTimeoutMs: deps.storeCommandTimeoutMs ?? 0,
     }),
-    sink,
+    sink: deps.sink,
+    stopping: stopping.signal,
     budget: new BodyBudget({ freeBytes: POSTBACK_FREE_BODY_BYTES, poolBytes: deps.bodyPoolBytes }),
     overloaded: deps.overloaded ?? (() => false),
     onShed: deps.onShed ?? (() => undefined),
@@ -190,15 +154,8 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
     replaceKeys: (next) => {
       keys = next;
     },
-    replaceForwardSecret: (secret) => application.replaceSecret(secret),
-    async start() {
-      const url = await listen(server, config.listen.host, config.listen.port);
-      worker?.start();
-      return url;
-    },
+    start: () => listen(server, config.listen.host, config.listen.port),
     async close(maxMs) {
-      // Takes no new postback from the inbox at once; those in flight get the same delay as the open answers.
-      const delivered = worker?.stop(maxMs);
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
       await inFlight.waitIdle(maxMs);
@@ -206,9 +163,7 @@ export function createPostbackReceiver(config: PostbackConfig, deps: PostbackRec
       stopping.abort();
       await inFlight.waitIdle(ABORTED_ANSWER_MS);
       server.closeAllConnections();
-      // Postbacks not delivered by then stay pending in the inbox; another replica takes them over.
-      await delivered;
-      await Promise.all([closed, application.close()]);
+      await closed;
     },
   };
 }

@@ -1,6 +1,6 @@
 // Where a verified postback goes: delivered to the application at once (`direct`), or kept in the inbox for the
-// delivery worker (`queued`). The receiver builds one of them from the delivery the wiring chose; the handler only
-// hands postbacks to it.
+// delivery worker (`queued`). The delivery module (delivery.ts) builds one of them from the settings; the receiver's
+// handler only hands postbacks to it.
 import type { PostbackMetrics } from '../observability/postback-metrics.js';
 import type { TraceContext, TraceSpan, Tracing } from '../observability/tracing.js';
 import { deliveryHeaders, type ApplicationClient } from './application-client.js';
@@ -14,6 +14,8 @@ export interface Arrival {
   readonly requestId: string;
   /** The receive span's context (tracing on): the delivery is traced under it. */
   readonly trace: TraceContext | undefined;
+  /** Aborted when the receiver stops waiting for the postbacks it holds open (shutdown): `direct` gives up then. */
+  readonly stopping: AbortSignal;
 }
 
 /** What the log line says of the delivery. */
@@ -47,16 +49,14 @@ export interface PostbackSink {
 export function directSink(deps: {
   readonly application: ApplicationClient;
   readonly metrics: PostbackMetrics;
-  /** Aborted when the receiver stops waiting for deliveries at shutdown. */
-  readonly stopping: AbortSignal;
   readonly tracing?: Tracing | undefined;
 }): PostbackSink {
   return {
-    async hand(postback, { requestId, trace }) {
+    async hand(postback, { requestId, trace, stopping }) {
       const span = deps.tracing?.enabled ? deps.tracing.startSpan('postback delivery', 'client', trace) : undefined;
       const traceHeaders = span?.context === undefined ? undefined : deps.tracing?.headers(span.context);
       const postbackId = postbackIdOf(postback.digest);
-      const result = await deps.application.deliver(postback, requestId, deps.stopping, traceHeaders);
+      const result = await deps.application.deliver(postback, requestId, stopping, traceHeaders);
       if (span !== undefined) endDelivery(span, result.status, result.failure);
       deps.metrics.forwarded(result.seconds);
       const report = { postbackId, applicationStatus: result.status, deliveryFailure: result.failure };

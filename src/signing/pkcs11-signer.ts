@@ -36,7 +36,7 @@ const SHA256_DIGEST_INFO_PREFIX = Buffer.from('3031300d0609608648016503040201050
 const REOPEN_FIRST_DELAY_MS = 100;
 const REOPEN_MAX_DELAY_MS = 5_000;
 
-/** What the signer reports as it goes down and comes back: app.ts logs it, counts it and updates readiness. */
+/** What the signer reports as it goes down and comes back: logged by start/signing.ts, a reopened key reported. */
 export interface Pkcs11SignerEvents {
   /** A signature failed: no signature can be made until the token is opened again. `reason`: a CKR_* name. */
   readonly onDown: (reason: string) => void;

@@ -9,6 +9,7 @@ import { loadConfig } from '../../src/config/load.js';
 import { parsePrivateKey } from '../../src/config/private-key.js';
 import { createLogger, type Logger } from '../../src/observability/log.js';
 import { SidecarMetrics } from '../../src/observability/metrics.js';
+import { createPostbackDelivery } from '../../src/postback/delivery.js';
 import {
   createPostbackReceiver,
   type PostbackReceiver,
@@ -264,12 +265,20 @@ export async function startBareReceiver(
   const metrics = new SidecarMetrics({ version: 't', environment: 'staging', keyFingerprint: 'f' });
   const config = loadConfig(env);
   const bodyPoolBytes = config.memory.postbackBodyPoolBytes;
+  const log = options.log ?? createLogger('silent', new CapturedOutput());
+  const delivery = await createPostbackDelivery(config.postback!, {
+    redis: undefined,
+    epoch: undefined,
+    metrics: metrics.postbacks,
+    inboxMetrics: metrics.inbox,
+    log,
+  });
   const receiver = createPostbackReceiver(config.postback!, {
     store,
-    delivery: { kind: 'direct' },
+    sink: delivery.sink,
     bodyPoolBytes,
     metrics: metrics.postbacks,
-    log: options.log ?? createLogger('silent', new CapturedOutput()),
+    log,
     ...(options.listener === undefined ? {} : { listener: options.listener }),
   });
   const receiverUrl = await receiver.start();
@@ -282,6 +291,7 @@ export async function startBareReceiver(
     bodyPoolBytes,
     async stop(graceMs) {
       await receiver.close(graceMs);
+      await delivery.close();
       await store.close();
       await application.stop();
     },

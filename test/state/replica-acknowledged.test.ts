@@ -4,7 +4,6 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { accountTag } from '../../src/state/redis-keys.js';
 import { RedisStateStore } from '../../src/state/redis-store.js';
-import { StateStoreUnavailableError } from '../../src/state/state-store.js';
 import { freshKey, gatewayAnswer, keeperOn } from '../idempotency/keeper-contract.js';
 import { assertKeyedRefusedUnkeyedSent, freshDeposit, newKey, send } from '../support/idempotent-calls.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
