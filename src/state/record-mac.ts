@@ -72,7 +72,7 @@ export class RecordMac {
   tag(name: string, parts: readonly string[]): string | undefined {
     const [signing] = this.keys;
     if (signing === undefined) return undefined;
-    return `${VERSION}.${this.hmac(signing, name, parts).toString('base64url')}`;
+    return this.tagWith(signing, name, parts);
   }
 
   /** Undefined when the record may be used; else why it is refused (reported to onRejected). */
@@ -99,9 +99,7 @@ export class RecordMac {
    * unsigned records are read. For a script that compares a record it cannot open itself (inbox-scripts.ts).
    */
   sealsOf(name: string, content: string): string[] {
-    const sealed = this.keys.map(
-      (key) => `${VERSION}.${this.hmac(key, name, [content]).toString('base64url')}.${content}`,
-    );
+    const sealed = this.keys.map((key) => `${this.tagWith(key, name, [content])}.${content}`);
     return this.keys.length === 0 || this.options.acceptUnsigned ? [...sealed, content] : sealed;
   }
 
@@ -129,6 +127,10 @@ export class RecordMac {
     if (!TAG.test(tag)) return 'mismatch';
     const given = Buffer.from(tag.slice(VERSION.length + 1), 'base64url');
     return this.keys.some((key) => timingSafeEqual(this.hmac(key, name, parts), given)) ? undefined : 'mismatch';
+  }
+
+  private tagWith(key: KeyObject, name: string, parts: readonly string[]): string {
+    return `${VERSION}.${this.hmac(key, name, parts).toString('base64url')}`;
   }
 
   private hmac(key: KeyObject, name: string, parts: readonly string[]): Buffer {
