@@ -4,32 +4,37 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 // The dependency direction (docs/architecture.md): each layer imports only from the layers before it.
-// errors -> memory -> config -> inbound -> observability -> state -> signing -> upstream -> token -> idempotency ->
-// egress -> postback -> app (src/app.ts and its builders, src/start/), shutdown -> tools, cli -> main. The simulator
+// errors -> memory -> time -> config -> inbound -> observability -> upstream -> state -> signing -> token ->
+// idempotency -> limits -> egress -> postback -> contract -> start -> app -> tools -> cli -> main. The simulator
 // (packages/simulator) and the sidecar import nothing of each other: it is an independent verifier, so that a shared
 // mistake cannot make both sides agree, and the sidecar's image does not carry it.
 const INNER = [
   'errors',
   'memory',
+  'time',
   'config',
   'inbound',
   'observability',
+  'upstream',
   'state',
   'signing',
-  'upstream',
   'token',
   'idempotency',
+  'limits',
   'egress',
   'postback',
+  'contract',
 ];
-const OUTER = ['app', 'start', 'tools', 'cli'];
+/** What puts the parts together (src/start/: a builder per subsystem, its shutdown) and the programs. */
+const OUTER = ['start', 'app', 'tools', 'cli', 'main'];
+const ORDER = [...INNER, ...OUTER];
 /** Each layer and the layers it must not import: every one after it. */
-const LAYERS = Object.fromEntries(INNER.map((layer, i) => [layer, [...INNER.slice(i + 1), ...OUTER]]));
+const LAYERS = Object.fromEntries(ORDER.map((layer, i) => [layer, ORDER.slice(i + 1)]));
 
-const MODULE_FILES = { errors: 'src/errors.ts', app: 'src/app.ts' };
+const MODULE_FILES = { errors: 'src/errors.ts', app: 'src/app.ts', main: 'src/main.ts' };
 
 /** Why Date's text methods are not used in src/ (numbers' toLocaleString loads ICU's locale data alike). */
-const LOCAL_TIME_TEXT = "loads ICU's time-zone or locale data for the life of the process: use src/utc-time.ts.";
+const LOCAL_TIME_TEXT = "loads ICU's time-zone or locale data for the life of the process: use src/time/utc-time.ts.";
 
 const SIMULATOR_STANDS_APART = {
   group: ['@signing-sidecar/simulator', '**/packages/simulator/**'],
@@ -39,13 +44,14 @@ const SIMULATOR_STANDS_APART = {
 /**
  * An ES module import of a built-in reads all of its exports: node:tls's `rootCertificates` getter then keeps Node's
  * bundled roots as strings for the life of the process (0.2 MB), whatever the settings. Refused everywhere in src/
- * but the operator tools (src/tools: they connect with TLS themselves, once).
+ * but the operator tools (TLS_LAYERS: they connect with TLS themselves, once).
  */
 const BUNDLED_ROOTS = {
   message:
-    "keeps Node's bundled root certificates resident: use src/config/trusted-cas.ts, or process.getBuiltinModule.",
+    "keeps Node's bundled root certificates resident: use src/upstream/trusted-cas.ts, or process.getBuiltinModule.",
 };
 const NODE_TLS = ['node:tls', 'tls'].map((name) => ({ name, ...BUNDLED_ROOTS }));
+const TLS_LAYERS = new Set(['tools']);
 
 const from = (layer) => (MODULE_FILES[layer] ? './' : '../');
 
@@ -56,7 +62,7 @@ function dependencyDirection() {
       'no-restricted-imports': [
         'error',
         {
-          paths: NODE_TLS,
+          paths: TLS_LAYERS.has(layer) ? [] : NODE_TLS,
           patterns: [
             ...later.map((name) => ({
               // Relative import paths, as written from a top-level file (./x) or from inside a layer folder (../x).
@@ -120,7 +126,7 @@ export default tseslint.config(
   },
   {
     // Date's text methods read the host's time zone through ICU the first time one runs, and its data then stays
-    // resident: src/utc-time.ts writes the sidecar's UTC times instead. Not caught here: a Date given to
+    // resident: src/time/utc-time.ts writes the sidecar's UTC times instead. Not caught here: a Date given to
     // JSON.stringify or to a log call (both call toISOString), or made text by a template.
     files: ['src/**/*.ts'],
     rules: {
@@ -131,14 +137,6 @@ export default tseslint.config(
           .map((property) => ({ property, message: LOCAL_TIME_TEXT })),
       ],
     },
-  },
-  {
-    files: ['src/*.ts', 'src/start/**/*.ts', 'src/cli/**/*.ts'],
-    rules: { 'no-restricted-imports': ['error', { paths: NODE_TLS, patterns: [SIMULATOR_STANDS_APART] }] },
-  },
-  {
-    files: ['src/tools/**/*.ts'],
-    rules: { 'no-restricted-imports': ['error', { patterns: [SIMULATOR_STANDS_APART] }] },
   },
   {
     files: ['packages/simulator/**/*.ts'],

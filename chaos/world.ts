@@ -230,6 +230,20 @@ async function populate(
     SIDECAR_POSTBACK_RETRY_SCHEDULE: '0s,1s,2s,3s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s',
     SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS: '3000',
     SIDECAR_POSTBACK_VISIBILITY_TIMEOUT_MS: '10000',
+    // Money limits on the fleet's record in Redis, under every fault: above 450.00 refused (about a tenth of the
+    // workload's amounts), a minute's total that binds while traffic is calm, and a report-mode rule. The checker
+    // holds a refused payment to its promise: never in the gateway's ledger.
+    SIDECAR_LIMITS_FILE: file(
+      'limits.yaml',
+      `rules:
+  - name: chaos-deposits
+    route: /api/v2/transaction/init
+    currency: EUR
+    maxAmount: "450.00"
+    windows: [{ period: 1m, maxTotal: "100000.00" }]
+  - { name: chaos-rate, route: /api/v2/transaction/init, maxPerMinute: 300, mode: report }
+`,
+    ),
   };
   // Keys named as the replicas name them: the inbox's "every undelivered postback" set (docs/postbacks.md), the epoch.
   const fleetKeys = new RedisKeys(DEFAULT_REDIS_KEY_PREFIX, accountTag(new URL(simulator.baseUrl).origin, USERNAME));

@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 /**
- * Bundles the program `entry` (a file under `from`) into `to`, every output at its top level: version.ts finds
+ * Bundles the program `entry` (a file under `from`) into `to`, every output at its top level: package-version.ts finds
  * package.json two levels up from any of them.
  */
 export async function bundle(entry: string, from: string, to: string): Promise<void> {

@@ -11,7 +11,7 @@ import { startSidecar, type RunningSidecar } from '../src/app.js';
 import { loadConfig } from '../src/config/load.js';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
 import { parseCommandLine } from '../src/tools/usage.js';
-import { EXIT, type Command, type ExitCode } from '../src/cli/command.js';
+import { EXIT, type Command, type ExitCode } from '../src/tools/command.js';
 
 const USAGE = `Usage: npm run demo [-- --keep]
 
@@ -86,7 +86,7 @@ async function run(
   await receiverPort.release();
   const sidecar = await startDemoSidecar(dir, sim, { receiverUrl, forwardUrl: application.url, forwardSecret });
   cleanup.push(() => sidecar.shutdown('demo finished'));
-  say(`3. sidecar ${sidecar.proxyUrl} -> gateway ${sim.baseUrl}, token obtained; postbacks on ${receiverUrl}`);
+  say(`3. sidecar ${sidecar.egressUrl} -> gateway ${sim.baseUrl}, token obtained; postbacks on ${receiverUrl}`);
 
   const deposit = await postJson(sidecar, '/api/v2/transaction/init', {
     amount: '100.50',
@@ -217,7 +217,7 @@ async function startDemoSidecar(
 }
 
 async function postJson(sidecar: RunningSidecar, path: string, payload: Record<string, string>) {
-  const response = await fetch(`${sidecar.proxyUrl}${path}`, {
+  const response = await fetch(`${sidecar.egressUrl}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify(payload),

@@ -5,10 +5,11 @@ import { MemoryPressure } from './memory/pressure.js';
 import { createLogger, type Logger } from './observability/log.js';
 import { SidecarMetrics } from './observability/metrics.js';
 import { NO_TRACING, type Tracing } from './observability/tracing.js';
-import { createSecretRotation } from './secret-rotation.js';
-import { createShutdown, flushTraces } from './shutdown.js';
+import { createSecretRotation } from './start/secret-rotation.js';
+import { createShutdown, flushTraces } from './start/shutdown.js';
 import { createAdmin } from './start/admin.js';
 import { createEgress } from './start/egress.js';
+import { openLimits } from './start/limits.js';
 import { createPostbacks } from './start/postbacks.js';
 import { openSigning, type Signing } from './start/signing.js';
 import { StartedParts } from './start/started-parts.js';
@@ -16,7 +17,7 @@ import { openState } from './start/state.js';
 import { createTokens } from './start/tokens.js';
 import type { StateStore } from './state/state-store.js';
 import type { TokenManager } from './token/token-manager.js';
-import { packageVersion } from './version.js';
+import { packageVersion } from './observability/package-version.js';
 
 export interface SidecarDeps {
   /** Where JSON log lines go (stdout by default); tests capture every byte here. */
@@ -28,7 +29,7 @@ export interface SidecarDeps {
 }
 
 export interface RunningSidecar {
-  readonly proxyUrl: string;
+  readonly egressUrl: string;
   readonly adminUrl: string;
   /** The postback receiver's listener (docs/postbacks.md); undefined when SIDECAR_POSTBACK_FORWARD_URL is not set. */
   readonly postbackUrl: string | undefined;
@@ -93,10 +94,11 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
         postbacks.stop();
       });
     }
+    const limits = openLimits(config, { store, metrics, log, now });
     const secrets = createSecretRotation(
       config,
       signing.fingerprint,
-      { signer, password: tokens.password, gatewayClient, postbacks, recordMac: state.recordMac },
+      { signer, password: tokens.password, gatewayClient, postbacks, recordMac: state.recordMac, limits },
       metrics,
       log,
     );
@@ -107,6 +109,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
       tokens: manager,
       gatewayClient,
       store,
+      limits,
       metrics,
       log,
       tracing,
@@ -115,7 +118,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     });
     started.add(() => egress.close());
     const egressUrl = await egress.listen();
-    const admin = createAdmin(config, { egress, egressUrl, signer, tokens: manager, metrics, overloaded });
+    const admin = createAdmin(config, { egress, egressUrl, signer, tokens: manager, metrics, overloaded, limits });
     started.add(() => admin.close());
     const { shutdown, stopped } = createShutdown({
       egress: egress.server,
@@ -150,7 +153,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
     });
     const reload = () => secrets.reloadNow();
     return {
-      proxyUrl: egressUrl,
+      egressUrl,
       adminUrl,
       postbackUrl,
       metrics,
@@ -184,7 +187,7 @@ function logStart(
       adminUrl: urls.adminUrl,
       postbackUrl: urls.postbackUrl,
       baseUrl: `${config.base.origin}${config.base.pathPrefix}`,
-      // Where gateway connections go first (never a credential: the proxy URL carries none).
+      // Where gateway connections go first (never a credential: the forward proxy's URL carries none).
       upstreamProxy: config.upstream.proxy?.origin ?? 'none',
       environment: config.environment,
       keyFingerprint: fingerprint,

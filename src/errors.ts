@@ -26,29 +26,40 @@ export type SidecarErrorCode =
   | 'sidecar.idempotency.unavailable'
   | 'sidecar.idempotency.record_unverified'
   | 'sidecar.idempotency.claim_lost'
+  | 'sidecar.limit.exceeded'
+  | 'sidecar.limit.amount_invalid'
+  | 'sidecar.limit.unavailable'
   | 'sidecar.internal';
 
 export interface SidecarErrorBody {
   code: SidecarErrorCode;
   message: string;
   retryable: boolean;
+  /** sidecar.limit.exceeded: the rule and its window that refused the payment. */
+  rule?: string;
+  window?: string;
 }
+
+/** What an error's body says besides its code, message and flag. */
+export type SidecarErrorDetails = Pick<SidecarErrorBody, 'rule' | 'window'>;
 
 export class SidecarError extends Error {
   override readonly name = 'SidecarError';
+  readonly details: SidecarErrorDetails | undefined;
 
   constructor(
     readonly code: SidecarErrorCode,
     readonly status: number,
     message: string,
     readonly retryable: boolean,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; details?: SidecarErrorDetails },
   ) {
     super(message, options);
+    this.details = options?.details;
   }
 
   toBody(): SidecarErrorBody {
-    return { code: this.code, message: this.message, retryable: this.retryable };
+    return { code: this.code, message: this.message, retryable: this.retryable, ...this.details };
   }
 }
 
@@ -91,6 +102,7 @@ export const sidecarErrors = {
   notObject: () => new SidecarError('sidecar.body.not_object', 400, 'body must be a JSON object', true),
   tooLarge: (limit: number) =>
     new SidecarError('sidecar.body.too_large', 413, `body exceeds the limit of ${limit} bytes`, true),
+  // The client half-closed before its whole body arrived (inbound/body.ts); after a reset no one is left to answer.
   bodyIncomplete: () =>
     new SidecarError('sidecar.body.incomplete', 400, 'the request body was not received completely', true),
   bodyBudgetExhausted: () =>
@@ -188,10 +200,40 @@ export const sidecarErrors = {
       "this Idempotency-Key's stored record failed its integrity check (docs/idempotency.md); nothing was sent: the payment may exist, check it with the gateway before sending it again under a new key",
       false,
     ),
+  // Money limits (docs/limits.md). Nothing was sent for any of these. exceeded is not retryable: the same payment
+  // is refused again until the window has room or the rule is raised.
+  limitExceeded: (rule: string, window: string) =>
+    new SidecarError(
+      'sidecar.limit.exceeded',
+      403,
+      window === 'payment'
+        ? `the payment is larger than limit rule "${rule}" allows for one payment; nothing was sent`
+        : `the payment would take limit rule "${rule}" past its ${window} window; nothing was sent`,
+      false,
+      { details: { rule, window } },
+    ),
+  limitAmountInvalid: (message: string) =>
+    new SidecarError('sidecar.limit.amount_invalid', 400, `${message}; nothing was sent`, true),
+  limitUnavailable: (cause: unknown) =>
+    new SidecarError(
+      'sidecar.limit.unavailable',
+      503,
+      'the money limits could not be checked (the state store is away or busy); nothing was sent: send it again shortly',
+      true,
+      { cause },
+    ),
   internal: (cause: unknown) =>
     // Not retryable: an unexpected failure cannot prove the gateway saw nothing.
     new SidecarError('sidecar.internal', 500, 'internal error in the sidecar', false, { cause }),
 } as const;
+
+/**
+ * What a log line may say of an unexpected error: its kind (TypeError, AbortError...), never its message, which may
+ * quote a payload, a key or a credential.
+ */
+export function errorName(err: unknown): string {
+  return err instanceof Error ? err.name : 'error';
+}
 
 /** Anything unexpected becomes a generic 500: internal text never reaches clients. */
 export function asSidecarError(err: unknown): SidecarError {
@@ -204,7 +246,7 @@ export class ConfigError extends Error {
 
   constructor(
     readonly setting: string,
-    reason: string,
+    readonly reason: string,
   ) {
     super(`${setting}: ${reason}`);
   }

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Process entry: argv, signals, exit codes. The only file that touches process.exit.
 import { COMMANDS } from './cli/commands.js';
-import { EXIT, type CommandIo } from './cli/command.js';
+import { EXIT, type CommandIo } from './tools/command.js';
 
 function usage(): string {
   const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`);

@@ -3,6 +3,7 @@ import { MIB, type MemoryBudget } from '../memory/budget.js';
 import { collectConfig } from '../config/load.js';
 import { publicKeyFingerprint } from '../signing/keys.js';
 import { CheckReport } from '../tools/check-report.js';
+import { checkLimits } from '../tools/check-limits.js';
 import { checkPkcs11 } from '../tools/check-pkcs11.js';
 import { checkPostbacks } from '../tools/check-postbacks.js';
 import { checkStateStore } from '../tools/check-state-store.js';
@@ -12,7 +13,7 @@ import { probeConnection, type ProbeResult } from '../tools/probe-connection.js'
 import { probeTunnel } from '../tools/probe-tunnel.js';
 import { probeLogin } from '../tools/probe-login.js';
 import { parseCommandLine } from '../tools/usage.js';
-import { EXIT, type Command } from './command.js';
+import { EXIT, type Command } from '../tools/command.js';
 
 const USAGE = 'usage: signing-sidecar check';
 const HELP = `${USAGE}
@@ -25,7 +26,8 @@ the connection to the base URL (TCP and TLS; with a forward proxy, the CONNECT t
 own, and TLS to the gateway through it), a password login, this host's clock against the gateway's
 Date header and, when the postback receiver is on, its public URL, keys, sources and whether the forward URL
 can be reached (a connection only: no postback is sent), and with SIDECAR_STATE_STORE=redis, a PING to
-Redis within SIDECAR_REDIS_COMMAND_TIMEOUT_MS and a read of one key under the prefix.
+Redis within SIDECAR_REDIS_COMMAND_TIMEOUT_MS and a read of one key under the prefix, and the money limits'
+rules file (SIDECAR_LIMITS_FILE), with a warning when the memory store leaves each replica to count alone.
 Marks: ✔ passed, ✘ failed, ! warning, - not checked. Never prints the password, tokens or key.
 
 The login is a real password login: it invalidates access tokens issued before it (spec 4.1), so a running
@@ -125,6 +127,7 @@ export const check: Command = async (argv, io) => {
   await checkGateway(config, report);
   await checkPostbacks(config.postback, report);
   await checkStateStore(config, report);
+  checkLimits(config, report);
   report.line('-', 'not checked', NOT_CHECKED);
   io.stdout.write(report.failed ? 'result: FAILED\n' : 'result: ok\n');
   return report.failed ? EXIT.failed : EXIT.ok;

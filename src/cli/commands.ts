@@ -1,4 +1,4 @@
-import type { Command } from './command.js';
+import type { Command } from '../tools/command.js';
 
 export interface CommandEntry {
   /**
@@ -35,6 +35,10 @@ export const COMMANDS: Record<string, CommandEntry> = {
   postbacks: {
     load: async () => (await import('./tools.js')).postbacks,
     summary: 'list, show, replay or drop queued postbacks and dead letters',
+  },
+  limits: {
+    load: async () => (await import('./tools.js')).limits,
+    summary: "show each money limit's use and what is left of it",
   },
   // An option rather than a command, but main looks every first argument up here.
   '--version': {

@@ -5,7 +5,7 @@ import { pkcs11SettingsFromEnv } from '../tools/pkcs11-settings.js';
 import { MIN_RSA_BITS } from '../config/private-key.js';
 import { generateRsaKeyPair, keyPairPaths, outputProblem, writeKeyPair } from '../tools/key-pair-files.js';
 import { parseCommandLine, runtimeFailure, usageFailure } from '../tools/usage.js';
-import { EXIT, type Command, type CommandIo, type ExitCode } from './command.js';
+import { EXIT, type Command, type CommandIo, type ExitCode } from '../tools/command.js';
 
 const ALLOWED_BITS = [2048, 3072, 4096] as const;
 const DEFAULT_BITS = 3072;

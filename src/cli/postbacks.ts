@@ -1,16 +1,15 @@
 import { collectConfig } from '../config/load.js';
 import {
-  createRedisInbox,
+  RedisInbox,
   POSTBACK_ID,
   type PostbackInbox,
   type PostbackSummary,
   type ReplayPlace,
 } from '../postback/inbox.js';
 import { openStateStore } from '../state/open-store.js';
-import type { RedisStateStore } from '../state/redis-store.js';
 import { parseCommandLine, runtimeFailure, usageFailure } from '../tools/usage.js';
-import { EXIT, type Command, type CommandIo, type ExitCode } from './command.js';
-import { isoTimestamp } from '../utc-time.js';
+import { EXIT, type Command, type CommandIo, type ExitCode } from '../tools/command.js';
+import { isoTimestamp } from '../time/utc-time.js';
 
 const USAGE = `usage: signing-sidecar postbacks list [--dead] [--limit N] [--json]
        signing-sidecar postbacks show <id>
@@ -162,16 +161,16 @@ export const postbacks: Command = async (argv, io) => {
     for (const err of loaded.errors) io.stderr.write(`error: ${err.message}\n`);
     return EXIT.failed;
   }
-  const { config } = loaded;
-  if (config.state.redis === undefined) {
+  const store = await openStateStore(loaded.config);
+  if (store.kind !== 'redis') {
+    await store.close();
     return runtimeFailure(io, 'the postback inbox lives in Redis: this configuration has SIDECAR_STATE_STORE=memory');
   }
-  const store = (await openStateStore(config)) as RedisStateStore;
   try {
     if (!(await store.whenAvailable(CONNECT_WAIT_MS, true))) {
       return runtimeFailure(io, `Redis is not reachable: ${store.unavailableReason() ?? 'no answer'}`);
     }
-    return await act(parsed.action, createRedisInbox(store), parsed.id, parsed.flags, io);
+    return await act(parsed.action, new RedisInbox(store), parsed.id, parsed.flags, io);
   } catch (err) {
     return runtimeFailure(io, err instanceof Error ? err.message : 'the inbox could not be read');
   } finally {

@@ -3,9 +3,9 @@ import type { Config } from '../config/config.js';
 import { collectConfig } from '../config/load.js';
 import { settingName } from '../config/schema.js';
 import { ConfigError } from '../errors.js';
-import { releaseStartUpGarbage } from '../start-up-garbage.js';
+import { releaseStartUpGarbage } from '../memory/start-up-garbage.js';
 import { parseCommandLine } from '../tools/usage.js';
-import { EXIT, type Command, type CommandIo } from './command.js';
+import { EXIT, type Command, type CommandIo } from '../tools/command.js';
 
 const USAGE = `Usage: signing-sidecar serve
 

@@ -10,7 +10,7 @@ import { canonicalFullUrl } from '../tools/full-url.js';
 import { loadPrivateKeyFile } from '../tools/key-files.js';
 import { dataProblem, methodProblem, nonceProblem, payloadProblem, timestampProblem } from '../tools/sign-inputs.js';
 import { parseCommandLine, runtimeFailure, usageFailure, type Flags } from '../tools/usage.js';
-import { EXIT, type Command } from './command.js';
+import { EXIT, type Command } from '../tools/command.js';
 
 const USAGE =
   'usage: signing-sidecar sign --url URL (--data B64 | --payload JSON) [--key FILE] [--method POST] [--timestamp T] [--nonce N] [--json]';

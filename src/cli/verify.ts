@@ -6,7 +6,7 @@ import { loadPublicKeyFile, type LoadedKey } from '../tools/key-files.js';
 import { readInput } from '../tools/read-input.js';
 import { diagnose } from '../tools/signature-diagnosis.js';
 import { parseCommandLine, runtimeFailure, usageFailure, type Flags } from '../tools/usage.js';
-import { EXIT, type Command, type CommandIo, type ExitCode } from './command.js';
+import { EXIT, type Command, type CommandIo, type ExitCode } from '../tools/command.js';
 
 const USAGE =
   'usage: signing-sidecar verify --public-key FILE [--request FILE|-] [--url URL] [--scheme https|http] [--now UNIX_SECONDS]';

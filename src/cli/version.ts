@@ -1,6 +1,6 @@
-import { packageVersion } from '../version.js';
+import { packageVersion } from '../observability/package-version.js';
 import { parseCommandLine } from '../tools/usage.js';
-import { EXIT, type Command } from './command.js';
+import { EXIT, type Command } from '../tools/command.js';
 
 const USAGE = 'usage: signing-sidecar --version';
 const HELP = `${USAGE}

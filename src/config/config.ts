@@ -26,12 +26,12 @@ export interface Config {
   /** What holds the private key: a key file, or a PKCS#11 token (an HSM or a cloud KMS). */
   readonly signer: SignerConfig;
   /**
-   * The other secret files the sidecar watches for rotation (secret-watch.ts), when set, and how often their
-   * content is read (SIDECAR_SECRET_POLL_INTERVAL_MS).
+   * The password file the sidecar watches for rotation (secret-watch.ts), when set (the other files are their
+   * groups': `upstream.caFile`, `postback.publicKeyFile`...), and how often every watched file is read
+   * (SIDECAR_SECRET_POLL_INTERVAL_MS).
    */
   readonly secretFiles: {
     readonly password: string | undefined;
-    readonly upstreamCa: string | undefined;
     readonly pollIntervalMs: Settings['secretPollIntervalMs'];
     /** contentDigest of each secret file's content as loaded, by path: the watcher's starting point. */
     readonly loadedDigests: Readonly<Record<string, string>>;
@@ -41,6 +41,8 @@ export interface Config {
   readonly admin: Settings['admin'];
   readonly upstream: UpstreamConfig;
   readonly signedRoutes: readonly string[];
+  /** SIDECAR_LIMITS_FILE: the money limits' rules (src/limits/), read at start and whenever the file changes. */
+  readonly limitsFile: string | undefined;
   /** Every client header sent on to the gateway, lowercase: the defaults and SIDECAR_FORWARD_REQUEST_HEADERS. */
   readonly forwardedRequestHeaders: readonly string[];
   readonly maxBodyBytes: Settings['maxBodyBytes'];

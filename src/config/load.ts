@@ -319,7 +319,6 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     signer: signer.config,
     secretFiles: {
       password: password.file,
-      upstreamCa: upstream.config.caFile,
       pollIntervalMs: settings.secretPollIntervalMs,
       loadedDigests: loadedDigests([...signer.loaded, password, ...upstream.loaded, ...postback.loaded]),
     },
@@ -327,6 +326,7 @@ function collect(env: NodeJS.ProcessEnv): Collected {
     admin: { ...settings.admin, host: adminHost },
     upstream: upstream.config,
     signedRoutes: routes,
+    limitsFile: settings.limitsFile.trim() === '' ? undefined : settings.limitsFile,
     forwardedRequestHeaders: forwarded,
     maxBodyBytes: settings.maxBodyBytes,
     memory,

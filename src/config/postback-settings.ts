@@ -5,7 +5,6 @@ import { BlockList, isIP } from 'node:net';
 import { ConfigError } from '../errors.js';
 import { attempt } from './attempt.js';
 import type { ConfigWarning } from './config-warning.js';
-import { isLoopbackHost } from './loopback.js';
 import { parsePublicKeys } from './public-keys.js';
 import { settingName, withoutConsumed, type Environment, type GroupConfig, type Settings } from './schema.js';
 import { contentDigest, type LoadedFile, type ReadSettingFile } from './secret-files.js';
@@ -68,13 +67,6 @@ export interface PostbackInput {
 /** Standard Webhooks' symmetric secrets: 24 to 64 random bytes (192 to 512 bits). */
 export const FORWARD_SECRET_BYTES = { min: 24, max: 64 } as const;
 const FORWARD_SECRET_PREFIX = 'whsec_';
-/**
- * After a rotation of the forward secret the previous one signs too, beside the new one, for this long (the spec's
- * "old key for a set period of time"): an application that still holds the old secret (it re-reads its copy of the
- * Secret later, or at its next restart) keeps verifying meanwhile; past it, only the new secret signs. Signing with
- * an old, even compromised, secret costs nothing: the application accepts only signatures of the secret it holds.
- */
-export const FORWARD_SECRET_GRACE_MS = 60 * 60 * 1000;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
 /**
@@ -292,7 +284,7 @@ function crossChecks(input: PostbackInput, errors: ConfigError[]): void {
       }
     }
   }
-  const nonceSeconds = raw.maxAgeSeconds + raw.maxFutureSeconds + NONCE_MARGIN_SECONDS;
+  const nonceSeconds = nonceTtlSeconds(raw);
   if (raw.deliveredTtlSeconds < nonceSeconds) {
     errors.push(
       fail(
@@ -385,23 +377,4 @@ export function loadPostbackSettings(input: PostbackInput): PostbackSettingsResu
   const loaded =
     signing.file !== undefined && signing.digest !== undefined ? [{ file: signing.file, digest: signing.digest }] : [];
   return { config, errors, warnings, loaded };
-}
-
-/** True when the source address is allowed (IPv4-mapped IPv6 addresses, from a dual-stack listener, as IPv4). */
-export function sourceAllowed(allow: PostbackSourceAllowList | undefined, address: string | undefined): boolean {
-  if (allow === undefined) return true;
-  if (address === undefined) return false;
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)?.[1];
-  const plain = mapped ?? address;
-  const family = isIP(plain);
-  return family !== 0 && allow.list.check(plain, family === 6 ? 'ipv6' : 'ipv4');
-}
-
-/** For `check` and the docs: loopback forward URLs need no network path; others are worth probing. */
-export function isLoopbackUrl(raw: string): boolean {
-  try {
-    return isLoopbackHost(new URL(raw).hostname.replace(/^\[(.*)\]$/, '$1'));
-  } catch {
-    return false;
-  }
 }

@@ -287,6 +287,13 @@ export const SETTINGS = {
     default: ['/api/v2/transaction/init', '/api/v2/transfer-out/init'],
     env: 'SIDECAR_SIGNED_ROUTES',
   },
+  limitsFile: {
+    doc: 'Money limits on what leaves, YAML or JSON, re-read like the secret files ([limits](limits.md)).',
+    format: 'file-path',
+    default: '',
+    env: 'SIDECAR_LIMITS_FILE',
+    whenUnset: 'no limits',
+  },
   forwardRequestHeaders: {
     doc: 'More client headers sent on to the gateway, besides `Accept`, `Accept-Language`, `User-Agent`, `X-Request-Id` ([forwarded headers](#forwarded-headers)).',
     format: 'text-list',
@@ -301,7 +308,7 @@ export const SETTINGS = {
     env: 'SIDECAR_MAX_BODY_BYTES',
   },
   memoryLimitMb: {
-    doc: "The process's memory budget, MiB; `auto`: the container's limit (cgroup), else derived from node's heap. Split into shares (store, bodies, headroom); past 90 % every listener sheds ([memory](operations.md#memory)).",
+    doc: "The process's [memory budget](operations.md#memory), MiB; `auto`: the container's limit (cgroup), else derived from node's heap.",
     format: 'auto-or-positive-int',
     default: 'auto' as number | 'auto',
     env: 'SIDECAR_MEMORY_LIMIT_MB',
@@ -551,7 +558,7 @@ export const SETTINGS = {
       env: 'SIDECAR_STATE_ACCEPT_UNSIGNED_RECORDS',
     },
     memoryMaxMb: {
-      doc: "Memory store budget, MiB (keys and values as the heap holds them); `auto`: the store's share of the [memory budget](operations.md#memory). Past it the oldest settled go (counted); one that does not fit the budget: refused ([limits](idempotency.md#the-memory-stores-limits)).",
+      doc: 'Memory store budget, MiB; `auto`: its share of the [memory budget](operations.md#memory). Past it the oldest settled go ([limits](idempotency.md#the-memory-stores-limits)).',
       format: 'auto-or-positive-int',
       default: 'auto' as number | 'auto',
       env: 'SIDECAR_STATE_MEMORY_MAX_MB',

@@ -19,7 +19,8 @@ export type WatchedSetting =
   | 'upstream_proxy_ca'
   | 'postback_keys'
   | 'postback_forward_secret'
-  | 'state_mac_keys';
+  | 'state_mac_keys'
+  | 'limits';
 
 export interface WatchedFile {
   readonly name: WatchedSetting;

@@ -3,7 +3,8 @@ import type { SidecarMetrics } from '../observability/metrics.js';
 import type { TraceSpan, Tracing } from '../observability/tracing.js';
 import type { ClockCorrection } from '../signing/clock-correction.js';
 import { isTimestampRefusal } from '../upstream/gateway-answer.js';
-import { errorCode, type SendOutcome } from '../upstream/gateway-client.js';
+import type { SendOutcome } from '../upstream/gateway-send.js';
+import { errorCode } from '../upstream/upstream-errors.js';
 import type { AnswerRead, ExchangeEvents, ExchangeRequest } from './gateway-exchange.js';
 
 export interface ExchangeObservers {

@@ -12,7 +12,8 @@ import {
   type AnswerCheck,
   type UpstreamResponse,
 } from '../upstream/gateway-answer.js';
-import type { GatewayClient, RequestEnd, SendOutcome } from '../upstream/gateway-client.js';
+import type { GatewayClient } from '../upstream/gateway-client.js';
+import type { RequestEnd, SendOutcome } from '../upstream/gateway-send.js';
 
 /** What the exchange needs of a request; the signing function passed in reads the rest of it. */
 export interface ExchangeRequest {

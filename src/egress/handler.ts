@@ -1,16 +1,17 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { DeadlineList } from '../deadline-list.js';
+import { DeadlineList } from '../time/deadline-list.js';
 import { asSidecarError, sidecarErrors, type SidecarError } from '../errors.js';
 import { requestFingerprint } from '../idempotency/fingerprint.js';
 import type { Claim, IdempotencyKeeper } from '../idempotency/keeper.js';
 import { IDEMPOTENCY_KEY_HEADER, idempotencyKey, type IdempotencyKey } from '../idempotency/key.js';
+import type { LimitGuard } from '../limits/guard.js';
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
 import { NO_TRACING, type Tracing } from '../observability/tracing.js';
 import { StateStoreUnavailableError } from '../state/state-store.js';
 import { answerCorrelation } from '../upstream/gateway-answer.js';
-import { errorCode } from '../upstream/gateway-client.js';
-import { isJsonContentType, readBody, wrapEnvelope } from './body.js';
+import { errorCode } from '../upstream/upstream-errors.js';
+import { isJsonContentType, readBody, wrapEnvelope, type Envelope } from './body.js';
 import type { CallerCheck } from './caller-check.js';
 import type { BodyBudget } from '../inbound/body-budget.js';
 import { requestId } from '../inbound/request-id.js';
@@ -43,6 +44,8 @@ export interface HandlerDeps {
   readonly log: Logger;
   readonly metrics: SidecarMetrics;
   readonly idempotency: IdempotencyDeps;
+  /** The money limits (docs/limits.md), when SIDECAR_LIMITS_FILE is set. */
+  readonly limits?: Pick<LimitGuard, 'covers' | 'reserve' | 'release'> | undefined;
   /** How long a request may take from its arrival: its deadline (docs/architecture.md). */
   readonly requestDeadlineMs: number;
   /** True once shutdown began: answers then carry Connection: close. */
@@ -141,6 +144,37 @@ async function handle(
     // The recovery point `sending`, right before each copy's first byte (the keeper's fence).
     beforeWrite = () => deps.idempotency.keeper.markSending(ticket);
   }
+  // After the claim: a replay answers from its record and never counts against a limit twice.
+  const reservation = deps.limits?.covers(match.route)
+    ? await deps.limits.reserve(match.route, payload, request.id)
+    : undefined;
+  let sent: Sent | undefined;
+  try {
+    sent = await send(deps, req, request, match, { payload, envelope, beforeWrite });
+    return sent.settlement;
+  } finally {
+    // Given back when the gateway cannot have made the payment: nothing reached it, or it refused it. An outcome
+    // unknown keeps it: the payment may exist, and counts as sent.
+    const nothingMade = sent === undefined ? !request.sendStarted : sent.nothingMade;
+    if (reservation !== undefined && nothingMade) await deps.limits?.release(reservation, request.id);
+  }
+}
+
+/** The handler's answer, and whether the gateway certainly made no payment of it. */
+interface Sent {
+  readonly settlement: Settlement;
+  readonly nothingMade: boolean;
+}
+
+/** Signs and sends the request (its key claimed, its limits reserved) and turns what came back into its answer. */
+async function send(
+  deps: HandlerDeps,
+  req: IncomingMessage,
+  request: EgressRequest,
+  match: Extract<RouteMatch, { kind: 'signed' }>,
+  prepared: { payload: Buffer; envelope: Envelope; beforeWrite: (() => Promise<void>) | undefined },
+): Promise<Sent> {
+  const { payload, envelope, beforeWrite } = prepared;
   const headers = forwardableRequestHeaders(req.headers, deps.forwardedRequestHeaders);
   headers['x-request-id'] = request.id;
   const checkAnswer = answerCorrelation(deps.answerCorrelationFields, envelope.payload);
@@ -164,7 +198,8 @@ async function handle(
     if (claimLost) deps.metrics.idempotency('claim_lost');
     const retryAfter = claimLost ? { 'retry-after': '1' } : {};
     const outcome = { attempts, causeCode: errorCode(error.cause), causeFamily: hop, payload };
-    return errorSettlement(error, outcome, retryAfter);
+    // A sidecar error promises nothing was sent exactly when it is retryable.
+    return { settlement: errorSettlement(error, outcome, retryAfter), nothingMade: error.retryable };
   }
   const { response, gatewayCode, label, attempts } = result;
   if (gatewayCode === 'signature.verify.failed') logVerifyFailure(deps.log, request.id, result.copy, envelope.data);
@@ -172,12 +207,16 @@ async function handle(
   const { status, body } = response;
   const answerHeaders = forwardableResponseHeaders(response.headers);
   return {
-    status,
-    code,
-    headers: answerHeaders,
-    body,
-    keep: { kind: 'store', answer: { status, headers: answerHeaders, body, code } },
-    outcome: { gatewayCode: gatewayCode?.slice(0, 100), attempts, payload },
+    settlement: {
+      status,
+      code,
+      headers: answerHeaders,
+      body,
+      keep: { kind: 'store', answer: { status, headers: answerHeaders, body, code } },
+      outcome: { gatewayCode: gatewayCode?.slice(0, 100), attempts, payload },
+    },
+    // A 4xx: the gateway refused the request and made nothing of it.
+    nothingMade: status >= 400 && status < 500,
   };
 }
 
@@ -187,8 +226,7 @@ async function handle(
  * was sent) when it does not fit.
  */
 function reserveBody(deps: HandlerDeps, req: IncomingMessage, request: EgressRequest): void {
-  const declared = Number(req.headers['content-length']);
-  const reserved = deps.bodyBudget.reserve(Number.isFinite(declared) ? declared : undefined, deps.maxBodyBytes);
+  const reserved = deps.bodyBudget.reserveDeclared(req.headers['content-length'], deps.maxBodyBytes);
   if (reserved === undefined) throw sidecarErrors.bodyBudgetExhausted();
   if (reserved > 0) request.holdBody(reserved);
 }

@@ -4,14 +4,14 @@ import type { IdempotencyKeeper, Ticket } from '../idempotency/keeper.js';
 import type { IdempotencyKey } from '../idempotency/key.js';
 import { errorAnswer, type KeptAnswer } from '../idempotency/record.js';
 import { writeAnswer } from '../inbound/answer.js';
-import type { Deadline, DeadlineList } from '../deadline-list.js';
+import type { Deadline, DeadlineList } from '../time/deadline-list.js';
 import type { BodyBudget } from '../inbound/body-budget.js';
 import type { InFlightRequest } from '../inbound/in-flight.js';
 import type { RequestId } from '../inbound/request-id.js';
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
 import type { TraceSpan } from '../observability/tracing.js';
-import type { RequestEnd } from '../upstream/gateway-client.js';
+import type { RequestEnd } from '../upstream/gateway-send.js';
 import { logRequest, type RequestOutcome } from './request-log.js';
 import { endServerSpan } from './request-span.js';
 
@@ -44,8 +44,12 @@ export function errorSettlement(
     code: error.code,
     headers: { ...headers, 'content-type': 'application/json' },
     body: JSON.stringify(error.toBody()),
-    // An error that promises nothing was sent (retryable) frees the key; any other is the key's answer.
-    keep: error.retryable ? { kind: 'release' } : { kind: 'store', answer: errorAnswer(error) },
+    // An error that promises nothing was sent (retryable) frees the key, as does a limit's refusal (nothing sent: the
+    // same key may pay once the window has room); any other is the key's answer.
+    keep:
+      error.retryable || error.code === 'sidecar.limit.exceeded'
+        ? { kind: 'release' }
+        : { kind: 'store', answer: errorAnswer(error) },
     outcome,
   };
 }

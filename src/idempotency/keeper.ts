@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { sidecarErrors } from '../errors.js';
+import { errorName, sidecarErrors } from '../errors.js';
 import type { Logger } from '../observability/log.js';
 import { StateStoreUnavailableError, type Condition, type StateStore, type Write } from '../state/state-store.js';
 import { backoffDelayMs } from '../token/backoff.js';
@@ -453,9 +453,8 @@ export class IdempotencyKeeper {
       if (!(await run())) this.options.log.warn({ event: 'idempotency.record_changed', ...fields }, 'record not ours');
     } catch (err) {
       onFailure?.();
-      const errorName = err instanceof Error ? err.name : typeof err;
       this.options.log.error(
-        { event: 'idempotency.record_not_saved', ...fields, errorName },
+        { event: 'idempotency.record_not_saved', ...fields, errorName: errorName(err) },
         'idempotency record not updated; a retry with this key will read outcome_unknown after the deadline',
       );
     } finally {

@@ -1,7 +1,7 @@
 // Writing a request's one answer, the same for every listener: its length, and an end that does not lose it to a
 // reset when the request's body is still arriving.
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import { httpDate } from '../utc-time.js';
+import { httpDate } from '../time/utc-time.js';
 
 /** An answer whose whole body is in hand. */
 export interface Answer {
@@ -33,7 +33,7 @@ export function writeAnswer(req: IncomingMessage, res: ServerResponse, answer: A
   }
   const { status, headers, body } = answer;
   if (status !== 204 && status !== 304) headers['content-length'] = Buffer.byteLength(body);
-  // Ours (src/utc-time.ts), unless the answer has one: a gateway answer passed on keeps the gateway's.
+  // Ours (src/time/utc-time.ts), unless the answer has one: a gateway answer passed on keeps the gateway's.
   headers.date ??= httpDate();
   res.sendDate = false;
   res.writeHead(status, headers);
@@ -43,7 +43,7 @@ export function writeAnswer(req: IncomingMessage, res: ServerResponse, answer: A
 
 /**
  * A server's 'checkExpectation' listener. Without one, Node answers a request whose Expect is not 100-continue with
- * a bare 417 of its own, whose Date it makes with toUTCString (src/utc-time.ts says why the sidecar does not): this
+ * a bare 417 of its own, whose Date it makes with toUTCString (src/time/utc-time.ts says why the sidecar does not): this
  * is the same answer, with the sidecar's Date.
  */
 export function answerUnmetExpectation(req: IncomingMessage, res: ServerResponse): void {
@@ -68,7 +68,8 @@ function endAfterUnreadBody(
   body: Buffer | string,
   bounds: { readonly ms: number; readonly bytes: number } = LINGER_BOUNDS,
 ): void {
-  if (req.complete || req.destroyed) {
+  // Nothing left to read: the body is in, the request is gone, or the client half-closed (no more of it can come).
+  if (req.complete || req.destroyed || req.socket.readableEnded) {
     res.end(body);
     return;
   }

@@ -30,6 +30,12 @@ export class BodyBudget {
     return needed;
   }
 
+  /** reserve() for a body whose Content-Length header is `contentLength` (absent, or not a number: none declared). */
+  reserveDeclared(contentLength: string | undefined, max: number): number | undefined {
+    const declared = Number(contentLength);
+    return this.reserve(Number.isFinite(declared) ? declared : undefined, max);
+  }
+
   release(bytes: number): void {
     this.used = Math.max(0, this.used - bytes);
   }

@@ -7,7 +7,7 @@ export type BodyRead =
   | { readonly kind: 'read'; readonly bytes: Buffer }
   /** Over the limit, declared or counted: the rest is drained so that the listener's answer can be written. */
   | { readonly kind: 'too_large'; readonly limit: number }
-  /** The connection ended or failed before the whole body arrived. */
+  /** The connection ended, failed or was half-closed by the client before the whole body arrived. */
   | { readonly kind: 'incomplete' };
 
 /**
@@ -17,6 +17,7 @@ export type BodyRead =
 export function readBoundedBody(req: IncomingMessage, limit: number): Promise<BodyRead> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) return Promise.resolve({ kind: 'too_large', limit });
+  if (req.socket.readableEnded && !req.complete) return Promise.resolve({ kind: 'incomplete' });
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -40,6 +41,9 @@ export function readBoundedBody(req: IncomingMessage, limit: number): Promise<Bo
     };
     // A connection destroyed mid-body (by the client, or by shutdown after answering) may signal nothing on the
     // request itself: Node discards an unread body once its response has ended. The socket's close is certain.
+    // A client that half-closed mid-body (its end before the declared length) signals nothing on the request
+    // either, but can still read an answer: the socket's end says so, and the listener answers it (the connection
+    // policy leaves that answer to the listener and closes the connection after it).
     const onClose = () => {
       if (!req.complete) onAborted();
     };
@@ -50,11 +54,13 @@ export function readBoundedBody(req: IncomingMessage, limit: number): Promise<Bo
       req.off('error', onAborted);
       req.off('aborted', onAborted);
       socket.off('close', onClose);
+      socket.off('end', onClose);
     };
     req.on('data', onData);
     req.on('end', onEnd);
     req.on('error', onAborted);
     req.on('aborted', onAborted);
     socket.on('close', onClose);
+    socket.on('end', onClose);
   });
 }

@@ -139,12 +139,15 @@ function paceConnections(server: Server, policy: ConnectionPolicy, hooks: Policy
 /**
  * A request Node could not parse, or that ran past a deadline: answered as Node would (408, 431, 400, Connection:
  * close) unless an answer has begun, then closed, and counted. A client that reset the connection is not counted.
+ * A client that half-closed mid-body (HPE_INVALID_EOF_STATE) is answered by the request's listener, with its own
+ * code (inbound/body.ts), unless that answer has begun.
  */
 function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, hooks: PolicyHooks): void {
   if (err.code === 'ECONNRESET' || err.code === 'EPIPE') {
     socket.destroy();
     return;
   }
+  if (err.code === 'HPE_INVALID_EOF_STATE' && socket instanceof PacedConnection && socket.answersBodyCutShort()) return;
   const { reason, status } = refusalOf(err.code);
   hooks.onRefused(reason);
   const answerStarted = socket instanceof PacedConnection && socket.answerStarted;

@@ -1,7 +1,7 @@
 // A listener's requests in flight, for its shutdown: which still wait for their answer, when the last connection
 // is done with, and when the work each does after its answer (records, log lines) is over. In lists rather than
-// Sets: src/linked-list.ts says why.
-import { LinkedList, type Link } from '../linked-list.js';
+// Sets: src/memory/linked-list.ts says why.
+import { LinkedList, type Link } from '../memory/linked-list.js';
 
 /** One inbound request, as the tracking sees it. */
 export interface InFlightRequest {

@@ -137,6 +137,17 @@ export class PacedConnection extends Duplex {
   }
 
   /**
+   * The client ended its side before the request in flight was whole: true when its answer has not begun, and then
+   * the connection closes once that answer is written (the listener's, which the body reader prompts).
+   */
+  answersBodyCutShort(): boolean {
+    if (this.req === undefined || this.answerStarted) return false;
+    this.closing = true;
+    this.waiting = undefined;
+    return true;
+  }
+
+  /**
    * Called by the request gate for each request the parser made: true for the one request in flight; false for one
    * that came while another is answered (pipelined within one piece of a chunked body), never handed to a handler.
    */

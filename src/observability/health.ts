@@ -2,7 +2,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { createPolicyServer, type ConnectionRefusal } from '../inbound/connection-policy.js';
 import { ADMIN_CONNECTIONS } from './admin-listener.js';
-import { httpDate, isoTimestamp } from '../utc-time.js';
+import { httpDate, isoTimestamp } from '../time/utc-time.js';
 
 /** The access token as the admin listener reports it: state and expiry times only, never a token. */
 export interface TokenHealth {
@@ -31,6 +31,11 @@ export interface AdminOptions {
   readonly readinessRequiresToken: boolean;
   /** GET /openapi.json: the egress listener's contract for this configuration (openapi.ts), as JSON text. */
   readonly openApiJson?: () => string;
+  /**
+   * GET /limits, loopback only (`signing-sidecar limits` in the pod): each money limit's use and what is left
+   * (docs/limits.md); 404 without SIDECAR_LIMITS_FILE. The amounts are the business's, not for other pods.
+   */
+  readonly limitFigures?: (() => Promise<object>) | undefined;
   /** When set, loopback-only POST /quitquitquit calls it (for jobs that must stop their sidecar). */
   readonly onQuit?: () => void;
   /** True past the memory high-water mark (memory/pressure.ts): one metrics page is made at a time. */
@@ -42,7 +47,15 @@ export interface AdminOptions {
 }
 
 /** Paths answered to GET and HEAD; /quitquitquit (POST) exists only when enabled. */
-const READ_PATHS = new Set(['/livez', '/startupz', '/readyz', '/healthz/token', '/metrics', '/openapi.json']);
+const READ_PATHS = new Set([
+  '/livez',
+  '/startupz',
+  '/readyz',
+  '/healthz/token',
+  '/metrics',
+  '/openapi.json',
+  '/limits',
+]);
 
 /**
  * The admin listener: probes and metrics on their own port, so a flood of client traffic or a slow gateway
@@ -61,7 +74,7 @@ export function createAdminServer(options: AdminOptions): Server {
           if (!res.headersSent) send(res, 500, 'text/plain', 'internal error\n');
         });
       },
-      // Node's own 417 for an Expect other than 100-continue would carry Node's Date (src/utc-time.ts): ours instead.
+      // Node's own 417 for an Expect other than 100-continue would carry Node's Date (src/time/utc-time.ts): ours instead.
       unmetExpectation: (_req, res) => send(res, 417, 'text/plain', ''),
     },
   );
@@ -114,6 +127,10 @@ async function route(
     case '/openapi.json':
       if (options.openApiJson === undefined) return send(res, 404, 'text/plain', 'not found\n');
       return send(res, 200, 'application/json', options.openApiJson());
+    case '/limits':
+      if (options.limitFigures === undefined) return send(res, 404, 'text/plain', 'no limits file\n');
+      if (!isLoopback(req.socket.remoteAddress)) return send(res, 403, 'text/plain', 'loopback only\n');
+      return sendJson(res, 200, await options.limitFigures());
     default:
       renders.active += 1;
       try {
@@ -187,7 +204,7 @@ function send(
   body: string,
   headers: Record<string, string> = {},
 ): void {
-  res.sendDate = false; // the Date is ours (src/utc-time.ts)
+  res.sendDate = false; // the Date is ours (src/time/utc-time.ts)
   const length = Buffer.byteLength(body);
   res.writeHead(status, { date: httpDate(), ...headers, 'content-type': contentType, 'content-length': length });
   res.end(body);

@@ -1,6 +1,6 @@
 import { pino, type Logger, type DestinationStream } from 'pino';
 import type { LogLevel } from '../config/config.js';
-import { isoTimestamp } from '../utc-time.js';
+import { isoTimestamp } from '../time/utc-time.js';
 
 export type { Logger };
 
@@ -41,7 +41,7 @@ export function createLogger(level: LogLevel, destination?: DestinationStream): 
     level,
     base: { service: 'signing-sidecar' },
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
-    // pino's isoTime, without Date's toISOString (src/utc-time.ts).
+    // pino's isoTime, without Date's toISOString (src/time/utc-time.ts).
     timestamp: () => `,"time":"${isoTimestamp(Date.now())}"`,
   };
   return pino(options, destination ?? pino.destination({ dest: 1, sync: true }));

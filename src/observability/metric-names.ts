@@ -70,7 +70,18 @@ export const METRICS = {
   clockCorrection: 'signing_sidecar_clock_correction_seconds',
   /** counter: measured offsets beyond SIDECAR_CLOCK_SKEW_MAX_CORRECTION_SECONDS, not applied. */
   clockCorrectionsRefused: 'signing_sidecar_clock_corrections_refused_total',
-  /** counter{setting, outcome}: secret files read again; setting private_key|pkcs11_pin|password|upstream_ca|upstream_proxy_password|upstream_proxy_ca|postback_keys|postback_forward_secret|state_mac_keys, outcome success|error. */
+  /**
+   * counter{rule, mode}: payments a money limit refused (mode enforce: answered 403 sidecar.limit.exceeded, nothing
+   * sent) or would have refused (mode report: sent). Created at zero for every rule of the limits file.
+   */
+  limitRefusals: 'signing_sidecar_limit_refusals_total',
+  /**
+   * gauge{rule, window}: how much of a limit's window is used, 0 to 1 (and past 1 in report mode), read from the store
+   * at each scrape (the fleet's use on Redis; the busiest currency of a rule without one); window is the period as
+   * written in the rules file (1h) or per_minute.
+   */
+  limitUseRatio: 'signing_sidecar_limit_use_ratio',
+  /** counter{setting, outcome}: secret files read again; setting private_key|pkcs11_pin|password|upstream_ca|upstream_proxy_password|upstream_proxy_ca|postback_keys|postback_forward_secret|state_mac_keys|limits, outcome success|error. */
   configReloads: 'signing_sidecar_config_reloads_total',
   /** gauge{version, environment, key_fingerprint} = 1; one series, the key in use (replaced on a key rotation). */
   buildInfo: 'signing_sidecar_build_info',

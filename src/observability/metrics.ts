@@ -12,6 +12,7 @@ import {
 import { CountedSeries } from './counted-series.js';
 import { MemoryMetrics } from './memory-metrics.js';
 import { InboxMetrics, PostbackMetrics } from './postback-metrics.js';
+import { LimitMetrics } from './limit-metrics.js';
 import { StateStoreMetrics } from './state-store-metrics.js';
 
 // Buckets from 100 µs to 10 s: an RSA signature is ~0.2 ms, a gateway round trip tens of milliseconds,
@@ -75,6 +76,8 @@ export class SidecarMetrics {
   readonly stateStore = new StateStoreMetrics(this.registry);
   /** The memory budget, its pressure, and what the connection policy and the shedding refused (memory-metrics.ts). */
   readonly memory = new MemoryMetrics(this.registry);
+  /** The money limits: refusals by rule and mode, each window's use (limit-metrics.ts). */
+  readonly limits = new LimitMetrics(this.registry);
   private readonly requests: Counter<'route' | 'status_class' | 'code'> = new Counter({
     name: METRICS.requests,
     help: 'Client requests answered, by route, status class and outcome code (ok, sidecar.* or gateway code).',
@@ -323,11 +326,6 @@ export class SidecarMetrics {
 
   tokenAdopted(): void {
     this.adopted.inc();
-  }
-
-  /** Counted with the records the MAC refuses: one alert for every record in Redis no sidecar wrote. */
-  tokenRecordRefused(): void {
-    this.stateStore.recordRejected('token');
   }
 
   tokenStoreFallback(): void {

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '../observability/log.js';
 import type { InboxMetrics } from '../observability/postback-metrics.js';
 import type { TraceSpan, Tracing } from '../observability/tracing.js';
+import { isSuccessStatus } from '../upstream/http-status.js';
 import type { ApplicationAnswer, ApplicationClient } from './application-client.js';
 import type { PostbackInbox, DeliveryOutcome, TakenPostback } from './inbox.js';
 
@@ -44,20 +45,8 @@ function endAttemptSpan(span: TraceSpan, answer: ApplicationAnswer | undefined, 
     'sidecar.postback.delivery_outcome': outcome,
   });
   const status = answer?.status;
-  if (status === undefined || status < 200 || status >= 300)
-    span.fail(answer?.failure ?? (status === undefined ? 'error' : String(status)));
+  if (!isSuccessStatus(status)) span.fail(answer?.failure ?? (status === undefined ? 'error' : String(status)));
   span.end();
-}
-
-export interface DeliveryWorker {
-  /** This process' consumer name in the group. */
-  readonly consumer: string;
-  start(): void;
-  /**
-   * Takes nothing more and lets the deliveries in flight finish within `maxMs`; those still running then are
-   * aborted and left pending, to be taken over by another replica after the visibility timeout.
-   */
-  stop(maxMs: number): Promise<void>;
 }
 
 /**
@@ -82,7 +71,7 @@ export function deliveryOutcomeOf(
   random: number,
 ): DeliveryOutcome {
   const { status } = answer;
-  if (status !== undefined && status >= 200 && status < 300) return { outcome: 'delivered' };
+  if (isSuccessStatus(status)) return { outcome: 'delivered' };
   const error = status === undefined ? (answer.failure ?? 'error') : `status ${status}`;
   const next = scheduleMs[attempt];
   if (next === undefined) return { outcome: 'dead', error };
@@ -94,46 +83,74 @@ export function deliveryOutcomeOf(
   };
 }
 
-export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWorker {
-  const { inbox, application, log, metrics } = options;
-  // A random name per process: a restarted pod's pending postbacks are another consumer's, taken over by XAUTOCLAIM.
-  const consumer = `sidecar-${randomUUID()}`;
+/** Reads the inbox as one consumer of the group and delivers what it takes, `concurrency` at once. */
+export class DeliveryWorker {
+  /**
+   * This process' consumer name in the group: a random one, so that a restarted pod's pending postbacks are another
+   * consumer's, taken over by XAUTOCLAIM.
+   */
+  readonly consumer = `sidecar-${randomUUID()}`;
   /** The deliveries running, by stream entry id. */
-  const inFlight = new Map<string, Promise<void>>();
+  private readonly inFlight = new Map<string, Promise<void>>();
   /**
    * This consumer's own pending postbacks are to be looked at again: a read failed (its postbacks may have been
    * given to this consumer all the same), or Redis did not answer, which a failover does; it takes back writes no
    * replica had yet, so a postback recorded for a retry can be this consumer's pending one again, unknown to it.
    */
-  let lostRead = false;
-  // Draining: no new postbacks are taken. Stopping: the deliveries still running are abandoned.
-  let draining = false;
-  const stopping = new AbortController();
-  let prepared = false;
-  let loop: Promise<void> | undefined;
-  let wake: (() => void) | undefined;
-  let lastClaimMs = 0;
-  let lastStatusMs = Number.NEGATIVE_INFINITY;
-  let lastFailure: string | undefined;
+  private lostRead = false;
+  /** No new postbacks are taken. */
+  private draining = false;
+  /** Aborted: the deliveries still running are abandoned. */
+  private readonly stopping = new AbortController();
+  private prepared = false;
+  private loop: Promise<void> | undefined;
+  /** Ends the poll loop's nap early (a delivery done, a stop). */
+  private wake: (() => void) | undefined;
+  private lastClaimMs = 0;
+  private lastStatusMs = Number.NEGATIVE_INFINITY;
+  private lastFailure: string | undefined;
 
-  const nap = (ms: number) =>
-    new Promise<void>((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done() {
+  constructor(private readonly options: DeliveryWorkerOptions) {}
+
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  /**
+   * Takes nothing more and lets the deliveries in flight finish within `maxMs`; those still running then are
+   * aborted and left pending, to be taken over by another replica after the visibility timeout.
+   */
+  async stop(maxMs: number): Promise<void> {
+    this.draining = true;
+    this.wake?.();
+    await this.loop;
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, maxMs)));
+    await Promise.race([Promise.all(this.inFlight.values()), deadline]);
+    clearTimeout(timer);
+    this.stopping.abort();
+    await Promise.all(this.inFlight.values());
+  }
+
+  private nap(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
         clearTimeout(timer);
-        wake = undefined;
+        this.wake = undefined;
         resolve();
-      }
-      wake = done;
+      };
+      const timer = setTimeout(done, ms);
+      this.wake = done;
     });
+  }
 
-  async function deliver(postback: TakenPostback): Promise<void> {
-    const span = attemptSpan(postback);
+  private async deliver(postback: TakenPostback): Promise<void> {
+    const span = this.attemptSpan(postback);
     let outcome: AttemptOutcome = 'left_pending';
     let answer: ApplicationAnswer | undefined;
     try {
-      answer = await attempt(postback, span);
-      outcome = await recordAnswer(postback, answer);
+      answer = await this.attempt(postback, span);
+      outcome = await this.recordAnswer(postback, answer);
     } finally {
       if (span !== undefined) endAttemptSpan(span, answer, outcome);
     }
@@ -144,8 +161,8 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
    * its answer and its retry show in the arrival's trace, however late and on whichever replica. The postback's
    * own `traceparent` is replaced by the attempt's, so that the application's spans sit under the attempt.
    */
-  function attemptSpan(postback: TakenPostback): TraceSpan | undefined {
-    const { tracing } = options;
+  private attemptSpan(postback: TakenPostback): TraceSpan | undefined {
+    const { tracing } = this.options;
     if (tracing?.enabled !== true) return undefined;
     const arrival = tracing.extract(postback.headers.traceparent, postback.headers.tracestate);
     return tracing.startSpan('postback delivery', 'client', arrival, {
@@ -154,13 +171,14 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
     });
   }
 
-  async function attempt(postback: TakenPostback, span: TraceSpan | undefined): Promise<ApplicationAnswer> {
-    const traceHeaders = span?.context === undefined ? {} : options.tracing?.headers(span.context);
+  private async attempt(postback: TakenPostback, span: TraceSpan | undefined): Promise<ApplicationAnswer> {
+    const traceHeaders = span?.context === undefined ? {} : this.options.tracing?.headers(span.context);
     const headers = { ...postback.headers, ...traceHeaders, 'x-postback-attempt': String(postback.attempt) };
-    return application.post(postback.id, postback.payload, headers, stopping.signal);
+    return this.options.application.post(postback.id, postback.payload, headers, this.stopping.signal);
   }
 
-  async function recordAnswer(postback: TakenPostback, answer: ApplicationAnswer): Promise<AttemptOutcome> {
+  private async recordAnswer(postback: TakenPostback, answer: ApplicationAnswer): Promise<AttemptOutcome> {
+    const { log, metrics, nowMs } = this.options;
     const fields = {
       event: 'postback.delivery',
       postbackId: postback.id,
@@ -168,18 +186,18 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       status: answer.status,
     };
     // Stopped mid-delivery: nothing is recorded; the postback stays pending and another replica delivers it.
-    if (stopping.signal.aborted && answer.status === undefined) {
+    if (this.stopping.signal.aborted && answer.status === undefined) {
       log.info({ ...fields, outcome: 'left_pending' }, 'delivery left to another replica');
       return 'left_pending';
     }
     const deliveryOutcome = deliveryOutcomeOf(
       postback.attempt,
       answer,
-      options.scheduleMs,
-      options.nowMs(),
+      this.options.scheduleMs,
+      nowMs(),
       Math.random(),
     );
-    const recorded = await recordSoon(postback, deliveryOutcome);
+    const recorded = await this.recordSoon(postback, deliveryOutcome);
     if (recorded === undefined) {
       // Left pending: after the visibility timeout a replica takes it over and delivers it again.
       metrics.delivery('not_recorded');
@@ -203,7 +221,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       );
       return 'dead_letter';
     }
-    const inMs = deliveryOutcome.dueMs - options.nowMs();
+    const inMs = deliveryOutcome.dueMs - nowMs();
     log.warn({ ...fields, outcome: 'retry', failure: deliveryOutcome.error, nextAttemptInMs: inMs }, 'postback retry');
     return 'retry';
   }
@@ -212,94 +230,79 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
    * Records the outcome, trying again over a few seconds when Redis does not answer: recording is safe to repeat
    * (one that took effect already answers false), and an unrecorded delivery would be made again.
    */
-  async function recordSoon(postback: TakenPostback, deliveryOutcome: DeliveryOutcome): Promise<boolean | undefined> {
+  private async recordSoon(postback: TakenPostback, deliveryOutcome: DeliveryOutcome): Promise<boolean | undefined> {
     for (let tries = 0; ; tries++) {
       try {
-        return await inbox.record(postback, deliveryOutcome, options.nowMs());
+        return await this.options.inbox.record(postback, deliveryOutcome, this.options.nowMs());
       } catch {
         const waitMs = RECORD_RETRY_WAITS_MS[tries];
-        if (waitMs === undefined || stopping.signal.aborted) return undefined;
+        if (waitMs === undefined || this.stopping.signal.aborted) return undefined;
         await new Promise((resolve) => setTimeout(resolve, waitMs));
       }
     }
   }
 
-  function launch(postback: TakenPostback): void {
-    const running = deliver(postback).finally(() => {
-      inFlight.delete(postback.streamId);
-      wake?.();
+  private launch(postback: TakenPostback): void {
+    const running = this.deliver(postback).finally(() => {
+      this.inFlight.delete(postback.streamId);
+      this.wake?.();
     });
-    inFlight.set(postback.streamId, running);
+    this.inFlight.set(postback.streamId, running);
   }
 
-  async function poll(): Promise<void> {
-    if (!prepared) {
+  private async poll(): Promise<void> {
+    const { inbox, metrics, concurrency, visibilityTimeoutMs, nowMs } = this.options;
+    if (!this.prepared) {
       await inbox.prepare();
-      prepared = true;
+      this.prepared = true;
     }
-    const now = options.nowMs();
-    if (now - lastStatusMs >= STATUS_MS) {
-      lastStatusMs = now;
+    const now = nowMs();
+    if (now - this.lastStatusMs >= STATUS_MS) {
+      this.lastStatusMs = now;
       metrics.inboxStatus(await inbox.status());
     }
     await inbox.releaseDue(now, RELEASE_BATCH);
-    let free = options.concurrency - inFlight.size;
+    let free = concurrency - this.inFlight.size;
     // Abandoned postbacks are looked for now and then: they are at least a visibility timeout old.
-    if (free > 0 && now - lastClaimMs >= Math.min(options.visibilityTimeoutMs / 2, 5_000)) {
-      lastClaimMs = now;
-      for (const postback of await inbox.claimStale(consumer, options.visibilityTimeoutMs, free, now)) {
-        launch(postback);
+    if (free > 0 && now - this.lastClaimMs >= Math.min(visibilityTimeoutMs / 2, 5_000)) {
+      this.lastClaimMs = now;
+      for (const postback of await inbox.claimStale(this.consumer, visibilityTimeoutMs, free, now)) {
+        this.launch(postback);
         free--;
       }
     }
-    if (free <= 0 || draining) return;
-    if (lostRead) {
-      const delivering = new Set(inFlight.keys());
-      for (const postback of await inbox.recover(consumer, free, options.nowMs(), delivering)) {
-        launch(postback);
+    if (free <= 0 || this.draining) return;
+    if (this.lostRead) {
+      const delivering = new Set(this.inFlight.keys());
+      for (const postback of await inbox.recover(this.consumer, free, nowMs(), delivering)) {
+        this.launch(postback);
         free--;
       }
-      lostRead = false;
+      this.lostRead = false;
     }
     if (free <= 0) return;
-    lostRead = true;
-    const taken = await inbox.read(consumer, free, options.nowMs());
-    lostRead = false;
-    for (const postback of taken) launch(postback);
+    this.lostRead = true;
+    const taken = await inbox.read(this.consumer, free, nowMs());
+    this.lostRead = false;
+    for (const postback of taken) this.launch(postback);
   }
 
-  async function run(): Promise<void> {
-    while (!draining) {
+  private async run(): Promise<void> {
+    while (!this.draining) {
       try {
-        await poll();
-        lastFailure = undefined;
+        await this.poll();
+        this.lastFailure = undefined;
       } catch (err) {
         const reason = err instanceof Error ? err.message : 'error';
         // A Redis that restarted empty has no group any more (NOGROUP): created again at the next poll.
-        prepared = false;
-        lostRead = true;
-        if (reason !== lastFailure) log.warn({ event: 'postback.inbox_unavailable', err: reason }, 'inbox unavailable');
-        lastFailure = reason;
+        this.prepared = false;
+        this.lostRead = true;
+        if (reason !== this.lastFailure) {
+          this.options.log.warn({ event: 'postback.inbox_unavailable', err: reason }, 'inbox unavailable');
+        }
+        this.lastFailure = reason;
       }
-      if (!draining) await nap(options.pollMs ?? POLL_MS);
+      if (!this.draining) await this.nap(this.options.pollMs ?? POLL_MS);
     }
   }
-
-  return {
-    consumer,
-    start() {
-      loop ??= run();
-    },
-    async stop(maxMs) {
-      draining = true;
-      wake?.();
-      await loop;
-      let timer: NodeJS.Timeout | undefined;
-      const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, maxMs)));
-      await Promise.race([Promise.all(inFlight.values()), deadline]);
-      clearTimeout(timer);
-      stopping.abort();
-      await Promise.all(inFlight.values());
-    },
-  };
 }

@@ -11,9 +11,9 @@ import type { Tracing } from '../observability/tracing.js';
 import type { RedisStateStore } from '../state/redis-store.js';
 import type { StoreEpoch } from '../state/store-epoch.js';
 import { createApplicationClient, type ApplicationClient } from './application-client.js';
-import { createDeliverySigner } from './delivery-signing.js';
-import { createDeliveryWorker, type DeliveryWorker } from './delivery-worker.js';
-import { createRedisInbox, type PostbackInbox } from './inbox.js';
+import { DeliverySigner } from './delivery-signing.js';
+import { DeliveryWorker } from './delivery-worker.js';
+import { RedisInbox, type PostbackInbox } from './inbox.js';
 import type { RequeueMemory } from './requeue-memory.js';
 import { directSink, inboxSink, type PostbackSink } from './sink.js';
 
@@ -60,7 +60,7 @@ export async function createPostbackDelivery(
   deps: PostbackDeliveryDeps,
 ): Promise<PostbackDelivery> {
   const nowMs = deps.nowMs ?? Date.now;
-  const signer = config.forwardSecret === undefined ? undefined : createDeliverySigner(config.forwardSecret, nowMs);
+  const signer = config.forwardSecret === undefined ? undefined : new DeliverySigner(config.forwardSecret, nowMs);
   const application = createApplicationClient(config.forwardUrl, config.forwardTimeoutMs, signer);
   const { sink, worker, requeue } = await deliveryFor(config, deps, application, nowMs);
   return {
@@ -100,7 +100,7 @@ async function deliveryFor(
   if (redis === undefined) throw new Error('queued postback delivery needs the Redis state store');
   const { inbox, requeue } = await inboxFor(config, redis, deps);
   const sink = inboxSink({ inbox, orderField: config.orderField, nowMs, tracing });
-  const worker = createDeliveryWorker({
+  const worker = new DeliveryWorker({
     inbox,
     metrics: deps.inboxMetrics,
     application,
@@ -123,7 +123,7 @@ async function inboxFor(
   redis: RedisStateStore,
   deps: PostbackDeliveryDeps,
 ): Promise<{ readonly inbox: PostbackInbox; readonly requeue: RequeueMemory | undefined }> {
-  const inbox = createRedisInbox(redis);
+  const inbox = new RedisInbox(redis);
   if (deps.epoch === undefined || config.requeueMemoryMb === 0) return { inbox, requeue: undefined };
   const { RequeueMemory } = await import('./requeue-memory.js');
   const maxBytes = config.requeueMemoryMb * 1024 * 1024;

@@ -4,7 +4,9 @@
 // the span are made from that.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { sourceAllowed, type PostbackSourceAllowList } from '../config/postback-settings.js';
+import { isIP } from 'node:net';
+import { errorName } from '../errors.js';
+import type { PostbackSourceAllowList } from '../config/postback-settings.js';
 import { writeAnswer } from '../inbound/answer.js';
 import { readBoundedBody } from '../inbound/body.js';
 import type { BodyBudget } from '../inbound/body-budget.js';
@@ -90,6 +92,16 @@ function asRefusal(err: unknown): PostbackRefusal {
   return postbackRefusals.internal(err);
 }
 
+/** True when the source address is allowed (IPv4-mapped IPv6 addresses, from a dual-stack listener, as IPv4). */
+export function sourceAllowed(allow: PostbackSourceAllowList | undefined, address: string | undefined): boolean {
+  if (allow === undefined) return true;
+  if (address === undefined) return false;
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)?.[1];
+  const plain = mapped ?? address;
+  const family = isIP(plain);
+  return family !== 0 && allow.list.check(plain, family === 6 ? 'ipv6' : 'ipv4');
+}
+
 /** On the headers alone: a sender outside the allow-list, another path or method costs no body read. */
 function admit(req: IncomingMessage, deps: PostbackHandlerDeps): PostbackRefusal | undefined {
   if (!sourceAllowed(deps.allow, req.socket.remoteAddress)) return postbackRefusals.sourceForbidden();
@@ -106,8 +118,7 @@ async function receive(req: IncomingMessage, deps: PostbackHandlerDeps, arrival:
     deps.onShed();
     return refused(postbackRefusals.overloaded(), { bodyRead: false });
   }
-  const declared = Number(req.headers['content-length']);
-  const reserved = deps.budget.reserve(Number.isFinite(declared) ? declared : undefined, POSTBACK_MAX_BODY_BYTES);
+  const reserved = deps.budget.reserveDeclared(req.headers['content-length'], POSTBACK_MAX_BODY_BYTES);
   if (reserved === undefined) return refused(postbackRefusals.busy(), { bodyRead: false });
   try {
     const read = await readBoundedBody(req, POSTBACK_MAX_BODY_BYTES);
@@ -193,10 +204,6 @@ function receiveSpan(deps: PostbackHandlerDeps, req: IncomingMessage, requestId:
     'http.request.method': req.method === 'POST' ? 'POST' : '_OTHER',
     'sidecar.request_id': requestId,
   });
-}
-
-function errorName(err: unknown): string {
-  return err instanceof Error ? err.name : 'error';
 }
 
 function respond(req: IncomingMessage, res: ServerResponse, answer: Answer, id: string, bodyRead: boolean): void {

@@ -10,17 +10,21 @@
 // postback leaves it pending in the group, and another replica takes it over; X-Postback-Id lets the application
 // see a second delivery.
 import { createHash } from 'node:crypto';
+import type { RecordMac } from '../state/record-mac.js';
 import type { RedisStateStore, StreamEntry } from '../state/redis-store.js';
 import {
   APPEND,
   DROP,
   INSPECT,
   MARK_WRITTEN,
+  parseHeaders,
   RELEASE_DUE,
   REPLAY,
   RECORD_OUTCOME,
   STATUS,
   TAKE,
+  type InspectedPostback,
+  type PostbackKeys,
 } from './inbox-scripts.js';
 
 const STREAM = 'postback:inbox';
@@ -41,7 +45,6 @@ export const SETTLED_PREFIX = 'postback:settled:';
  * and appends its copy again: delivered twice, under one X-Postback-Id, rather than lost.
  */
 export const SETTLED_MARK_TTL_MS = 3_600_000;
-const SETTLED_TTL = String(SETTLED_MARK_TTL_MS);
 
 const entryKey = (id: string): string => `${ENTRY_PREFIX}${id}`;
 const settledKey = (id: string): string => `${SETTLED_PREFIX}${id}`;
@@ -167,42 +170,16 @@ export interface PostbackInbox {
   drop(id: string): Promise<boolean>;
 }
 
-const strings = (reply: unknown): string[] => (Array.isArray(reply) ? reply.map((item) => String(item ?? '')) : []);
-const msOrUndefined = (text: string | undefined): number | undefined =>
-  text === undefined || text === '' ? undefined : Number(text);
-
-function parseHeaders(text: string): Record<string, string> {
-  const clean: Record<string, string> = {};
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return clean;
-  }
-  if (typeof parsed !== 'object' || parsed === null) return clean;
-  for (const [name, value] of Object.entries(parsed)) if (typeof value === 'string') clean[name] = value;
-  return clean;
-}
-
-/** A row of INSPECT: the postback, and the line it waits in (for the scripts that take it out of it). */
-interface InspectedPostback extends PostbackDetail {
-  readonly line: string;
-}
-
-function detailOf(row: unknown): InspectedPostback | undefined {
-  const [id, state, received, attempts, lastError, due, lastAttempt, payload, headers, line] = strings(row);
-  if (id === undefined || state === undefined || line === undefined) return undefined;
+/** Every key a move of postback `id`, waiting in line `orderKey`, may touch. */
+function keysOf(id: string, orderKey: string): PostbackKeys {
   return {
-    line,
-    id,
-    state: state as PostbackState,
-    receivedMs: Number(received),
-    attempts: Number(attempts),
-    lastError: lastError === '' ? undefined : lastError,
-    nextAttemptMs: msOrUndefined(due),
-    lastAttemptMs: msOrUndefined(lastAttempt),
-    payload: payload ?? '',
-    headers: parseHeaders(headers ?? '{}'),
+    entry: entryKey(id),
+    stream: STREAM,
+    pending: PENDING,
+    retry: RETRY,
+    dead: DEAD,
+    order: orderKey,
+    settled: settledKey(id),
   };
 }
 
@@ -211,169 +188,166 @@ function summaryOf(row: InspectedPostback): PostbackSummary {
   return summary;
 }
 
+const ACKNOWLEDGED = { acknowledged: true } as const;
+
 /**
  * The inbox on `store`. The store's MAC (SIDECAR_STATE_MAC_KEY_FILE) signs each postback kept and checks it when it
  * is taken: one that fails is never delivered but goes to the dead letters as evidence (counted and logged). Settled
  * marks are sealed too, and only a genuine one lets a copy go (requeue-memory.ts).
  */
-export function createRedisInbox(store: RedisStateStore): PostbackInbox {
-  const { mac } = store;
-  const scope = store.storedKey('');
-  const acknowledged = { acknowledged: true } as const;
-  const allKeys = (id: string, orderKey: string) => [
-    entryKey(id),
-    STREAM,
-    PENDING,
-    RETRY,
-    DEAD,
-    orderKey,
-    settledKey(id),
-  ];
+export class RedisInbox implements PostbackInbox {
+  private readonly mac: RecordMac;
+  /** The stored key prefix: INSPECT builds the entry and line keys from it. */
+  private readonly scope: string;
 
-  async function recordOutcome(
+  constructor(private readonly store: RedisStateStore) {
+    this.mac = store.mac;
+    this.scope = store.storedKey('');
+  }
+
+  prepare(): Promise<void> {
+    return this.store.streamGroupCreate(STREAM, DELIVERY_GROUP);
+  }
+
+  async append(postback: NewPostback, nowMs: number): Promise<'accepted' | 'duplicate'> {
+    const stored = await this.store.runScript(APPEND, this.appendInput(postback, nowMs, false), ACKNOWLEDGED);
+    return stored ? 'accepted' : 'duplicate';
+  }
+
+  async appendAgain(postback: NewPostback, receivedMs: number): Promise<void> {
+    await this.store.runScript(APPEND, this.appendInput(postback, receivedMs, true));
+  }
+
+  async acknowledgeAppended(nowMs: number): Promise<void> {
+    const args = { value: this.mac.seal(REQUEUE_MARK, String(nowMs)), ttlMs: REQUEUE_MARK_TTL_MS };
+    await this.store.runScript(MARK_WRITTEN, { keys: { mark: REQUEUE_MARK }, args }, ACKNOWLEDGED);
+  }
+
+  async read(consumer: string, count: number, nowMs: number): Promise<TakenPostback[]> {
+    return this.take(await this.store.streamReadGroup(STREAM, DELIVERY_GROUP, consumer, count), nowMs);
+  }
+
+  async recover(
+    consumer: string,
+    count: number,
+    nowMs: number,
+    delivering: ReadonlySet<string>,
+  ): Promise<TakenPostback[]> {
+    const given = await this.store.streamReadGroup(STREAM, DELIVERY_GROUP, consumer, count + delivering.size, 'own');
+    return this.take(given.filter((entry) => !delivering.has(entry.id)).slice(0, count), nowMs);
+  }
+
+  async claimStale(consumer: string, minIdleMs: number, count: number, nowMs: number): Promise<TakenPostback[]> {
+    return this.take(await this.store.streamAutoClaim(STREAM, DELIVERY_GROUP, consumer, minIdleMs, count), nowMs);
+  }
+
+  record(
     postback: Pick<TakenPostback, 'streamId' | 'id' | 'orderKey'>,
     deliveryOutcome: DeliveryOutcome,
     nowMs: number,
   ): Promise<boolean> {
-    const dueMs = deliveryOutcome.outcome === 'retry' ? String(deliveryOutcome.dueMs) : '';
-    const error = deliveryOutcome.outcome === 'delivered' ? '' : deliveryOutcome.error;
-    const { outcome } = deliveryOutcome;
-    const mark = mac.seal(settledKey(postback.id), 'delivered');
-    const args = [
-      postback.streamId,
-      DELIVERY_GROUP,
-      postback.id,
-      outcome,
-      String(nowMs),
-      dueMs,
-      error,
-      SETTLED_TTL,
-      mark,
-    ];
-    return (
-      Number(await store.evalScript('inbox_settle', RECORD_OUTCOME, allKeys(postback.id, postback.orderKey), args)) ===
-      1
-    );
+    const args = {
+      streamId: postback.streamId,
+      group: DELIVERY_GROUP,
+      id: postback.id,
+      outcome: deliveryOutcome.outcome,
+      nowMs,
+      dueMs: deliveryOutcome.outcome === 'retry' ? deliveryOutcome.dueMs : undefined,
+      error: deliveryOutcome.outcome === 'delivered' ? '' : deliveryOutcome.error,
+      settledTtlMs: SETTLED_MARK_TTL_MS,
+      settledMark: this.mac.seal(settledKey(postback.id), 'delivered'),
+    };
+    return this.store.runScript(RECORD_OUTCOME, { keys: keysOf(postback.id, postback.orderKey), args });
   }
 
-  async function take(entries: readonly StreamEntry[], nowMs: number): Promise<TakenPostback[]> {
+  releaseDue(nowMs: number, count: number): Promise<number> {
+    return this.store.runScript(RELEASE_DUE, { keys: { retry: RETRY, stream: STREAM }, args: { nowMs, count } });
+  }
+
+  status(): Promise<InboxStatus> {
+    return this.store.runScript(STATUS, { keys: { pending: PENDING, dead: DEAD, retry: RETRY }, args: {} });
+  }
+
+  async list(which: 'pending' | 'dead', offset: number, limit: number): Promise<PostbackSummary[]> {
+    if (limit <= 0) return [];
+    const rows = await this.inspect(which, { first: offset, last: offset + limit - 1, withPayload: false });
+    return rows.map(summaryOf);
+  }
+
+  async show(id: string): Promise<PostbackDetail | undefined> {
+    const [row] = await this.inspect('pending', { first: 0, last: 0, withPayload: true, id });
+    if (row === undefined) return undefined;
+    const { line: _line, ...detail } = row;
+    return detail;
+  }
+
+  async replay(id: string, where: ReplayPlace = 'order'): Promise<ReplayResult> {
+    const orderKey = await this.lineOf(id);
+    if (orderKey === undefined) return 'missing';
+    return this.store.runScript(REPLAY, { keys: keysOf(id, orderKey), args: { id, where } }, ACKNOWLEDGED);
+  }
+
+  async drop(id: string): Promise<boolean> {
+    const orderKey = await this.lineOf(id);
+    if (orderKey === undefined) return false;
+    const args = { id, settledTtlMs: SETTLED_MARK_TTL_MS, settledMark: this.mac.seal(settledKey(id), 'dropped') };
+    return this.store.runScript(DROP, { keys: keysOf(id, orderKey), args }, ACKNOWLEDGED);
+  }
+
+  private async take(entries: readonly StreamEntry[], nowMs: number): Promise<TakenPostback[]> {
     const taken: TakenPostback[] = [];
     for (const { id: streamId, fields } of entries) {
       const id = fields.id;
       if (id === undefined) continue;
-      const reply = await store.evalScript(
-        'inbox_take',
-        TAKE,
-        [entryKey(id), STREAM],
-        [streamId, DELIVERY_GROUP, String(nowMs)],
-      );
-      const [attempts, payload, headers, orderKey, tag] = strings(reply);
-      if (attempts === undefined || payload === undefined || orderKey === undefined) continue;
-      const rejected = mac.check('postback', entryKey(id), [payload, headers ?? '', orderKey], tag);
+      const found = await this.store.runScript(TAKE, {
+        keys: { entry: entryKey(id), stream: STREAM },
+        args: { streamId, group: DELIVERY_GROUP, nowMs },
+      });
+      if (found === undefined) continue;
+      const { payload, headers, orderKey } = found;
+      const rejected = this.mac.check('postback', entryKey(id), [payload, headers, orderKey], found.mac);
       if (rejected !== undefined) {
         const error = `refused: MAC ${rejected === 'unsigned' ? 'missing' : 'wrong'} (docs/runbooks.md#runbook-state-records-rejected)`;
-        await recordOutcome({ streamId, id, orderKey }, { outcome: 'dead', error }, nowMs);
+        await this.record({ streamId, id, orderKey }, { outcome: 'dead', error }, nowMs);
         continue;
       }
-      taken.push({
-        streamId,
-        id,
-        attempt: Number(attempts),
-        payload,
-        headers: parseHeaders(headers ?? '{}'),
-        orderKey,
-      });
+      taken.push({ streamId, id, attempt: found.attempts, payload, headers: parseHeaders(headers), orderKey });
     }
     return taken;
   }
 
-  async function inspect(which: 'pending' | 'dead', args: readonly string[]): Promise<InspectedPostback[]> {
-    const reply = await store.evalScript(
-      'inbox_status',
-      INSPECT,
-      [which === 'dead' ? DEAD : PENDING, RETRY, DEAD],
-      [scope, ...args],
-    );
-    return (Array.isArray(reply) ? reply : []).map(detailOf).filter((row) => row !== undefined);
+  private async inspect(
+    which: 'pending' | 'dead',
+    rows: { readonly first: number; readonly last: number; readonly withPayload: boolean; readonly id?: string },
+  ): Promise<InspectedPostback[]> {
+    return this.store.runScript(INSPECT, {
+      keys: { listed: which === 'dead' ? DEAD : PENDING, retry: RETRY, dead: DEAD },
+      args: { scope: this.scope, entryPrefix: ENTRY_PREFIX, id: undefined, ...rows },
+    });
   }
 
   /** APPEND's keys and arguments for one postback (its MAC tag among them); `again`: a held copy appended again. */
-  function appendCall(postback: NewPostback, nowMs: number, again: boolean) {
+  private appendInput(postback: NewPostback, receivedMs: number, again: boolean) {
+    const { id, payload, orderKey } = postback;
     const headers = JSON.stringify(postback.headers);
-    const tag = mac.tag(entryKey(postback.id), [postback.payload, headers, postback.orderKey]) ?? '';
-    const args = [postback.id, postback.payload, headers, postback.orderKey, String(nowMs), tag, again ? '1' : '0'];
-    if (again) args.push(...SETTLED_OUTCOMES.flatMap((outcome) => mac.sealsOf(settledKey(postback.id), outcome)));
-    return { keyNames: [entryKey(postback.id), PENDING, postback.orderKey, STREAM, settledKey(postback.id)], args };
+    return {
+      keys: { entry: entryKey(id), pending: PENDING, order: orderKey, stream: STREAM, settled: settledKey(id) },
+      args: {
+        id,
+        payload,
+        headers,
+        order: orderKey,
+        receivedMs,
+        mac: this.mac.tag(entryKey(id), [payload, headers, orderKey]) ?? '',
+        again,
+        settledMarks: again ? SETTLED_OUTCOMES.flatMap((outcome) => this.mac.sealsOf(settledKey(id), outcome)) : [],
+      },
+    };
   }
 
   /** The line a kept postback waits in (its entry names it); undefined when there is no such postback. */
-  async function lineOf(id: string): Promise<string | undefined> {
-    const [row] = await inspect('pending', ['0', '0', '0', id]);
+  private async lineOf(id: string): Promise<string | undefined> {
+    const [row] = await this.inspect('pending', { first: 0, last: 0, withPayload: false, id });
     return row?.line;
   }
-
-  return {
-    prepare: () => store.streamGroupCreate(STREAM, DELIVERY_GROUP),
-    async append(postback, nowMs) {
-      const { keyNames, args } = appendCall(postback, nowMs, false);
-      const stored = await store.evalScript('inbox_append', APPEND, keyNames, args, acknowledged);
-      return Number(stored) === 1 ? 'accepted' : 'duplicate';
-    },
-    async appendAgain(postback, receivedMs) {
-      const { keyNames, args } = appendCall(postback, receivedMs, true);
-      await store.evalScript('inbox_append', APPEND, keyNames, args);
-    },
-    async acknowledgeAppended(nowMs) {
-      const args = [mac.seal(REQUEUE_MARK, String(nowMs)), String(REQUEUE_MARK_TTL_MS)];
-      await store.evalScript('inbox_append', MARK_WRITTEN, [REQUEUE_MARK], args, acknowledged);
-    },
-    read: async (consumer, count, nowMs) =>
-      take(await store.streamReadGroup(STREAM, DELIVERY_GROUP, consumer, count), nowMs),
-    async recover(consumer, count, nowMs, delivering) {
-      const given = await store.streamReadGroup(STREAM, DELIVERY_GROUP, consumer, count + delivering.size, 'own');
-      return take(given.filter((entry) => !delivering.has(entry.id)).slice(0, count), nowMs);
-    },
-    claimStale: async (consumer, minIdleMs, count, nowMs) =>
-      take(await store.streamAutoClaim(STREAM, DELIVERY_GROUP, consumer, minIdleMs, count), nowMs),
-    record: recordOutcome,
-    async releaseDue(nowMs, count) {
-      return Number(
-        await store.evalScript('inbox_release', RELEASE_DUE, [RETRY, STREAM], [String(nowMs), String(count)]),
-      );
-    },
-    async status() {
-      const [undelivered, oldest, dead, retrying] = strings(
-        await store.evalScript('inbox_status', STATUS, [PENDING, DEAD, RETRY], []),
-      );
-      return {
-        undelivered: Number(undelivered ?? 0),
-        oldestReceivedMs: msOrUndefined(oldest),
-        dead: Number(dead ?? 0),
-        retrying: Number(retrying ?? 0),
-      };
-    },
-    async list(which, offset, limit) {
-      if (limit <= 0) return [];
-      const rows = await inspect(which, [String(offset), String(offset + limit - 1), '0', '']);
-      return rows.map(summaryOf);
-    },
-    async show(id) {
-      const [row] = await inspect('pending', ['0', '0', '1', id]);
-      if (row === undefined) return undefined;
-      const { line: _line, ...detail } = row;
-      return detail;
-    },
-    async replay(id, where = 'order') {
-      const orderKey = await lineOf(id);
-      if (orderKey === undefined) return 'missing';
-      const result = await store.evalScript('inbox_admin', REPLAY, allKeys(id, orderKey), [id, where], acknowledged);
-      return String(result) as ReplayResult;
-    },
-    async drop(id) {
-      const orderKey = await lineOf(id);
-      if (orderKey === undefined) return false;
-      const args = [id, SETTLED_TTL, mac.seal(settledKey(id), 'dropped')];
-      return Number(await store.evalScript('inbox_admin', DROP, allKeys(id, orderKey), args, acknowledged)) === 1;
-    },
-  };
 }

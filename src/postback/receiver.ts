@@ -4,12 +4,7 @@
 import type { Server } from 'node:http';
 import type { KeyObject } from 'node:crypto';
 import type { Socket } from 'node:net';
-import {
-  nonceTtlSeconds,
-  sourceAllowed,
-  type PostbackConfig,
-  type PostbackSourceAllowList,
-} from '../config/postback-settings.js';
+import { nonceTtlSeconds, type PostbackConfig, type PostbackSourceAllowList } from '../config/postback-settings.js';
 import { answerUnmetExpectation } from '../inbound/answer.js';
 import { BodyBudget } from '../inbound/body-budget.js';
 import { createPolicyServer, type ConnectionPolicy, type ConnectionRefusal } from '../inbound/connection-policy.js';
@@ -20,7 +15,7 @@ import type { Logger } from '../observability/log.js';
 import type { PostbackMetrics } from '../observability/postback-metrics.js';
 import type { Tracing } from '../observability/tracing.js';
 import type { StateStore } from '../state/state-store.js';
-import { createPostbackHandler } from './handler.js';
+import { createPostbackHandler, sourceAllowed } from './handler.js';
 import { signedPostbackUrl } from './public-url.js';
 import { ReplayMemory } from './replay-memory.js';
 import type { PostbackSink } from './sink.js';

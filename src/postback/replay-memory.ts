@@ -3,7 +3,7 @@
 // StateStoreUnavailableError; the handler then answers 503 so that the gateway redelivers (never delivered
 // without the check).
 import type { StateStore } from '../state/state-store.js';
-import { isoTimestamp } from '../utc-time.js';
+import { isoTimestamp } from '../time/utc-time.js';
 
 /** A delivery's claim outlives its timeout by this much, so that a crashed replica's claim still expires soon. */
 const CLAIM_MARGIN_MS = 5_000;

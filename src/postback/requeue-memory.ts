@@ -6,7 +6,7 @@
 import type { Logger } from '../observability/log.js';
 import type { InboxMetrics } from '../observability/postback-metrics.js';
 import type { RedisStateStore } from '../state/redis-store.js';
-import { LUA_CONTENT, luaScript } from '../state/redis-scripts.js';
+import { LUA_CONTENT, RedisScript } from '../state/redis-scripts.js';
 import { STORE_EPOCH_KEY, type StoreEpoch } from '../state/store-epoch.js';
 import { ENTRY_PREFIX, SETTLED_OUTCOMES, SETTLED_PREFIX, type NewPostback, type PostbackInbox } from './inbox.js';
 
@@ -26,22 +26,43 @@ const ENTRY_OVERHEAD_BYTES = 256;
 /** At most one line a minute about postbacks let go for lack of room (each is counted). */
 const DROP_LOG_INTERVAL_MS = 60_000;
 
+/** What a lookup found of one postback: its entry, its settled mark as stored, or neither. */
+type Found =
+  { readonly found: 'kept' } | { readonly found: 'settled'; readonly mark: string } | { readonly found: 'lost' };
+
 /**
- * KEYS the epoch; ARGV the stored key prefix, the epoch expected, the entry's and the settled mark's short prefixes,
- * ids. -1 when the epoch is not the one expected (the dataset was wiped, or replaced), else per id 1 while its entry
- * is kept (undelivered or dead), its settled mark as stored once settled (delivered or dropped; checked here, a
- * script cannot check a MAC), 0 when neither is there: lost (a rollback to an older copy of the dataset, a failover
- * that lost acknowledged writes), never read as delivered. One script, so that all three are read in the dataset the
- * epoch names. The keys are built from the prefix: the account's, same slot.
+ * Undefined when the epoch is not the one expected (the dataset was wiped, or replaced), else per id `kept` while its
+ * entry is (undelivered or dead), its settled mark as stored once settled (delivered or dropped; checked by the
+ * caller, a script cannot check a MAC), `lost` when neither is there (a rollback to an older copy of the dataset, a
+ * failover that lost acknowledged writes), never read as delivered. One script, so that all three are read in the
+ * dataset the epoch names. The entry and mark keys are built from `scope`, the stored key prefix: the account's, same
+ * slot.
  */
-const STILL_KEPT = luaScript(`${LUA_CONTENT}if content(redis.call('GET', KEYS[1])) ~= ARGV[2] then return -1 end
+const STILL_KEPT = new RedisScript({
+  command: 'inbox_status',
+  source: `${LUA_CONTENT}if content(redis.call('GET', KEYS[1])) ~= ARGV[2] then return -1 end
 local found = {}
 for i = 5, #ARGV do
   if redis.call('EXISTS', ARGV[1] .. ARGV[3] .. ARGV[i]) == 1 then found[#found + 1] = 1
   else found[#found + 1] = redis.call('GET', ARGV[1] .. ARGV[4] .. ARGV[i]) or 0 end
 end
-return found`);
-const KEPT = 1;
+return found`,
+  keys: ({ epoch }: { readonly epoch: string }) => [epoch],
+  args: (a: {
+    readonly scope: string;
+    readonly epoch: string;
+    readonly entryPrefix: string;
+    readonly settledPrefix: string;
+    readonly ids: readonly string[];
+  }) => [a.scope, a.epoch, a.entryPrefix, a.settledPrefix, ...a.ids],
+  reply: (raw): Found[] | undefined =>
+    Array.isArray(raw)
+      ? raw.map((found: unknown): Found => {
+          if (typeof found === 'string') return { found: 'settled', mark: found };
+          return Number(found) === 1 ? { found: 'kept' } : { found: 'lost' };
+        })
+      : undefined,
+});
 
 interface Held {
   readonly postback: NewPostback;
@@ -96,7 +117,18 @@ export class RequeueMemory {
   wrap(): PostbackInbox {
     const { inbox } = this;
     return {
-      ...inbox,
+      prepare: () => inbox.prepare(),
+      appendAgain: (postback, receivedMs) => inbox.appendAgain(postback, receivedMs),
+      acknowledgeAppended: (nowMs) => inbox.acknowledgeAppended(nowMs),
+      read: (consumer, count, nowMs) => inbox.read(consumer, count, nowMs),
+      recover: (consumer, count, nowMs, delivering) => inbox.recover(consumer, count, nowMs, delivering),
+      claimStale: (consumer, minIdleMs, count, nowMs) => inbox.claimStale(consumer, minIdleMs, count, nowMs),
+      releaseDue: (nowMs, count) => inbox.releaseDue(nowMs, count),
+      status: () => inbox.status(),
+      list: (which, offset, limit) => inbox.list(which, offset, limit),
+      show: (id) => inbox.show(id),
+      replay: (id, where) => inbox.replay(id, where),
+      drop: (id) => inbox.drop(id),
       append: async (postback, nowMs) => {
         const epoch = this.epoch.current();
         const appended = await inbox.append(postback, nowMs);
@@ -194,13 +226,17 @@ export class RequeueMemory {
     let missing = 0;
     for (let from = 0; from < ids.length; from += LOOKUP_BATCH) {
       const batch = ids.slice(from, from + LOOKUP_BATCH);
-      const reply = await this.store.evalScript(
-        'inbox_status',
-        STILL_KEPT,
-        [STORE_EPOCH_KEY],
-        [this.store.storedKey(''), current, ENTRY_PREFIX, SETTLED_PREFIX, ...batch],
-      );
-      if (!Array.isArray(reply)) {
+      const reply = await this.store.runScript(STILL_KEPT, {
+        keys: { epoch: STORE_EPOCH_KEY },
+        args: {
+          scope: this.store.storedKey(''),
+          epoch: current,
+          entryPrefix: ENTRY_PREFIX,
+          settledPrefix: SETTLED_PREFIX,
+          ids: batch,
+        },
+      });
+      if (reply === undefined) {
         // Not the epoch this replica knows: a wipe it has not noticed yet. The check notices it, and appends again.
         await this.epoch.check();
         return;
@@ -208,9 +244,9 @@ export class RequeueMemory {
       batch.forEach((id, i) => {
         const entry = this.held.get(id);
         if (entry?.epoch !== current) return;
-        const found: unknown = reply[i];
-        if (typeof found === 'string' && this.settled(id, found)) this.forget(id);
-        else if (Number(found) !== KEPT) {
+        const found = reply[i];
+        if (found?.found === 'settled' && this.settled(id, found.mark)) this.forget(id);
+        else if (found?.found !== 'kept') {
           // Written again even if it was written in this epoch already: that copy is gone too.
           entry.missing = true;
           entry.writtenIn = undefined;

@@ -3,6 +3,7 @@
 // handler only hands postbacks to it.
 import type { PostbackMetrics } from '../observability/postback-metrics.js';
 import type { TraceContext, TraceSpan, Tracing } from '../observability/tracing.js';
+import { isSuccessStatus } from '../upstream/http-status.js';
 import { deliveryHeaders, type ApplicationClient } from './application-client.js';
 import { orderKeyOf, postbackIdOf, type PostbackInbox } from './inbox.js';
 import { postbackRefusals, type PostbackRefusal } from './refusal.js';
@@ -60,7 +61,7 @@ export function directSink(deps: {
       if (span !== undefined) endDelivery(span, result.status, result.failure);
       deps.metrics.forwarded(result.seconds);
       const report = { postbackId, applicationStatus: result.status, deliveryFailure: result.failure };
-      if (result.status !== undefined && result.status >= 200 && result.status < 300) {
+      if (isSuccessStatus(result.status)) {
         return { kind: 'taken', outcome: 'forwarded', report };
       }
       const why =
@@ -108,6 +109,6 @@ export function inboxSink(deps: {
 /** The delivery span: the application's status, or why there is none; anything but a 2xx is an error. */
 function endDelivery(span: TraceSpan, status: number | undefined, failure: string | undefined): void {
   span.setAttributes({ 'http.response.status_code': status, 'sidecar.cause_code': failure });
-  if (status === undefined || status < 200 || status >= 300) span.fail(failure ?? String(status));
+  if (!isSuccessStatus(status)) span.fail(failure ?? String(status));
   span.end();
 }

@@ -3,6 +3,7 @@
 // SIDECAR_SIGNER=pkcs11 needs it, and says so in one line when it is missing. Declared here as the few calls the
 // sidecar makes, rather than through the package's own types, so that the sidecar type-checks without it.
 import { createRequire } from 'node:module';
+import { errorName } from '../errors.js';
 
 /** A slot, session or object handle: the binding's 8-byte buffer. */
 export type Handle = Buffer;
@@ -117,5 +118,5 @@ export function pkcs11ErrorName(err: unknown): string | undefined {
 
 /** How a binding error is named in logs and refusals: its CKR_* name, else its kind; never more of its text. */
 export function describePkcs11Error(err: unknown): string {
-  return pkcs11ErrorName(err) ?? (err instanceof Error ? err.name : 'error');
+  return pkcs11ErrorName(err) ?? errorName(err);
 }

@@ -5,6 +5,7 @@ import { createPublicKey, type KeyObject } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { ConfigError } from '../errors.js';
 import { MIN_RSA_BITS } from '../config/private-key.js';
+import { publicKeyFingerprint } from './keys.js';
 import { settingName } from '../config/schema.js';
 import type { Pkcs11KeySelector, Pkcs11SignerConfig } from '../config/signer-settings.js';
 import type { Secret } from '../config/secret.js';
@@ -260,4 +261,44 @@ function describeSelector(key: Pkcs11KeySelector): string {
 /** A CK_ULONG attribute value: the platform's unsigned long, little-endian on every platform Node runs on. */
 function readUlong(value: Buffer): number {
   return value.length >= 8 ? Number(value.readBigUInt64LE(0)) : value.readUInt32LE(0);
+}
+
+/** What a signer opens: the token logged in, its key, and the pool of sessions signatures take turns on. */
+export interface SigningSessions {
+  readonly token: OpenedToken;
+  readonly key: TokenKey;
+  /** `config.sessions` of them, the token's first session included. */
+  readonly sessions: Handle[];
+}
+
+/** The settings a signer opens its token with (the PIN apart: it is rotated). */
+export type SigningSettings = Pick<Pkcs11SignerConfig, 'module' | 'token' | 'key' | 'sessions' | 'publicKey'>;
+
+/** Opens the token, its key and its sessions, for the signer. Throws ConfigErrors naming the setting. */
+export function openForSigning(
+  binding: Pkcs11Binding,
+  library: Pkcs11Library,
+  settings: SigningSettings,
+  pin: Secret,
+): SigningSessions {
+  const token = openToken(binding, library, settings, pin);
+  const key = findSigningKey(token, settings.key);
+  if (settings.publicKey !== undefined && !settings.publicKey.equals(key.publicKey)) {
+    throw new ConfigError(
+      settingName('pkcs11.publicKeyFile'),
+      `the token's key (fingerprint ${publicKeyFingerprint(key.publicKey)}) is not this public key (fingerprint ${publicKeyFingerprint(settings.publicKey)})`,
+    );
+  }
+  const sessions = [token.session];
+  for (let n = 1; n < settings.sessions; n++) {
+    try {
+      sessions.push(library.C_OpenSession(token.slot, binding.constants.CKF_SERIAL_SESSION));
+    } catch (err) {
+      throw new ConfigError(
+        name('sessions'),
+        `the token opened ${n} sessions, not ${settings.sessions} (${describePkcs11Error(err)})`,
+      );
+    }
+  }
+  return { token, key, sessions };
 }

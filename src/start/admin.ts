@@ -2,10 +2,11 @@
 // metrics and the egress contract (docs/operations.md). Not listening until listen().
 import type { Server } from 'node:http';
 import type { Config } from '../config/config.js';
+import { openApiDocument, openApiInputs } from '../contract/openapi.js';
 import { closeServer, listen } from '../inbound/listener.js';
+import type { LimitGuard } from '../limits/guard.js';
 import { createAdminServer } from '../observability/health.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
-import { openApiDocument, openApiInputs } from '../observability/openapi.js';
 import type { Signer } from '../signing/signer.js';
 import type { TokenManager } from '../token/token-manager.js';
 import type { Egress } from './egress.js';
@@ -36,9 +37,11 @@ export function createAdmin(
     readonly metrics: SidecarMetrics;
     /** True past the memory high-water mark (memory/pressure.ts): one metrics page is made at a time. */
     readonly overloaded: () => boolean;
+    /** The money limits, when SIDECAR_LIMITS_FILE is set: GET /limits (loopback only). */
+    readonly limits?: Pick<LimitGuard, 'figures'> | undefined;
   },
 ): Admin {
-  const { egress, signer, tokens, metrics } = deps;
+  const { egress, signer, tokens, metrics, limits } = deps;
   // A native sidecar's readiness is the whole pod's (docs/operations.md, "Readiness and the access token"): ready
   // means serving (listening, not draining) unless SIDECAR_READINESS_REQUIRES_TOKEN=true also asks for a valid
   // token. Startup never waits for a token: Kubernetes answers a failed startup probe with a restart, which would
@@ -64,6 +67,7 @@ export function createAdmin(
     readinessRequiresToken,
     openApiJson: () => (openApiJson ??= JSON.stringify(openApiDocument(openApiInputs(config, deps.egressUrl)))),
     ...(config.shutdown.quitEndpoint ? { onQuit: () => quit?.() } : {}),
+    limitFigures: limits && (async () => ({ windows: await limits.figures() })),
     overloaded: deps.overloaded,
     onShed: () => metrics.memory.requestShed('admin'),
     onRefused: (reason) => metrics.memory.connectionRefused('admin', reason),

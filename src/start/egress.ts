@@ -10,6 +10,7 @@ import { requestSigning } from '../egress/request-signing.js';
 import type { EgressRequest } from '../egress/request.js';
 import { createRouter } from '../egress/routes.js';
 import { keeperFromConfig } from '../idempotency/from-config.js';
+import type { LimitGuard } from '../limits/guard.js';
 import { BodyBudget } from '../inbound/body-budget.js';
 import { createPolicyServer, type ConnectionPolicy } from '../inbound/connection-policy.js';
 import { InFlightRequests } from '../inbound/in-flight.js';
@@ -68,6 +69,8 @@ export function createEgress(
     readonly tokens: TokenManager;
     readonly gatewayClient: GatewayClient;
     readonly store: StateStore;
+    /** The money limits, when SIDECAR_LIMITS_FILE is set (start/limits.ts). */
+    readonly limits: LimitGuard | undefined;
     readonly metrics: SidecarMetrics;
     readonly log: Logger;
     readonly tracing: Tracing;
@@ -110,6 +113,7 @@ export function createEgress(
       keeper: keeperFromConfig(config, requestDeadline, deps.store, log, now),
       required: config.idempotency.required,
     },
+    limits: deps.limits,
     requestDeadlineMs: requestDeadline,
     draining: () => draining,
     overloaded: deps.overloaded,

@@ -4,14 +4,15 @@ import type { Config } from '../config/config.js';
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
 import type { Tracing } from '../observability/tracing.js';
-import { PasswordHolder } from '../secret-rotation.js';
+import { PasswordHolder } from './secret-rotation.js';
 import type { ClockCorrection } from '../signing/clock-correction.js';
+import { refusedRecordReport } from '../state/refused-record.js';
 import type { StateStore } from '../state/state-store.js';
 import type { StoreEpoch } from '../state/store-epoch.js';
 import { fleetTokenFor } from '../token/fleet-token.js';
 import { createTokenClient } from '../token/token-client.js';
 import { TokenManager } from '../token/token-manager.js';
-import { createGatewayClient, type RotatableGatewayClient } from '../upstream/gateway-client.js';
+import { UndiciGatewayClient, type RotatableGatewayClient } from '../upstream/gateway-client.js';
 
 export interface Tokens {
   /** The one client to the gateway: logins here, signed requests in the egress path. */
@@ -41,7 +42,7 @@ export function createTokens(
   // Every gateway answer's Date header is measured, token grants' too: the first payment after start is already
   // signed with the corrected time. Every failed send is counted by the hop that failed (the gateway, or the forward
   // proxy in front of it).
-  const gatewayClient = createGatewayClient(config.base, config.upstream, {
+  const gatewayClient = new UndiciGatewayClient(config.base, config.upstream, {
     onAnswer: (answer) => clock.observe(answer.headers.date, Date.now()),
     onFailure: (failure) => metrics.upstreamFailure(failure.hop, failure.kind),
     tracing,
@@ -52,6 +53,8 @@ export function createTokens(
     responseTimeoutMs: config.upstream.responseTimeoutMs,
     now,
     wipes: deps.epoch,
+    // The route the store's own refusals take (open-store.ts): one counter, one log line.
+    recordRefused: refusedRecordReport(metrics.stateStore, log),
   });
   const client = createTokenClient(gatewayClient, {
     base: config.base,

@@ -7,6 +7,7 @@ import type { Logger } from '../observability/log.js';
 import type { StateStoreMetrics } from '../observability/state-store-metrics.js';
 import { MemoryStateStore } from './memory-store.js';
 import { accountTag } from './redis-keys.js';
+import { refusedRecordReport } from './refused-record.js';
 import type { RedisStateStore, RedisStoreOptions } from './redis-store.js';
 
 /**
@@ -97,14 +98,7 @@ export async function openStateStore(config: Config, deps: StoreDeps = {}): Prom
           recordMac: {
             keys: mac.keys,
             acceptUnsigned: mac.acceptUnsigned,
-            // Counted and logged, never the record's content.
-            onRejected: ({ kind, reason, key }) => {
-              metrics?.recordRejected(kind);
-              log?.error(
-                { event: 'state.record_rejected', kind, reason, key },
-                'record in Redis refused, MAC missing or wrong: someone wrote under the key prefix, or the replicas hold different MAC keys',
-              );
-            },
+            onRejected: refusedRecordReport(metrics, log),
           },
         }),
   });

@@ -1,6 +1,6 @@
 import { createClient, createCluster, createSentinel, ErrorReply } from '@redis/client';
 import type { RedisNode, RedisTopology } from '../config/state-settings.js';
-import { trustedCas } from '../config/trusted-cas.js';
+import { trustedCas } from '../upstream/trusted-cas.js';
 
 /** How long one connection attempt (TCP, TLS, AUTH, SELECT) may take before it counts as failed and is retried. */
 export const REDIS_CONNECT_TIMEOUT_MS = 2_000;
@@ -260,10 +260,12 @@ function sentinelLink(
   options: RedisConnectionOptions,
   topology: Extract<RedisTopology, { mode: 'sentinel' }>,
 ): RedisLink {
+  return sentinelView(new SharedSentinel(options, topology));
+}
+
+function newSentinel(options: RedisConnectionOptions, topology: Extract<RedisTopology, { mode: 'sentinel' }>) {
   const node = dataNodeOptions(options);
-  const first = new FirstConnection();
-  const errors = new SentinelErrors(topology.sentinels.length);
-  const sentinel = createSentinel({
+  return createSentinel({
     name: topology.master,
     sentinelRootNodes: topology.sentinels.map((entry) => ({ host: entry.host, port: entry.port })),
     RESP: 2,
@@ -276,7 +278,59 @@ function sentinelLink(
       ...credentials(topology.sentinelUsername, options.sentinelPassword),
     },
   });
-  sentinel.on('ready', () => errors.connected());
+}
+
+/**
+ * One node-redis Sentinel client, shared by a link and its duplicates. Its pub/sub already runs on a connection of
+ * its own, so a duplicate (the store's subscriber) needs no second client: and each client node-redis makes, for a
+ * Sentinel it asks or a primary it connects to, builds its command classes anew (800-odd methods, 25-180 ms of the
+ * event loop on 2 cores; docs/performance.md), at start and at every failover, once per Sentinel client.
+ */
+class SharedSentinel {
+  readonly client: ReturnType<typeof newSentinel>;
+  private readonly first = new FirstConnection();
+  private readonly errorListeners: Array<(err: unknown) => void> = [];
+  private connecting: Promise<void> | undefined;
+  private links = 0;
+
+  constructor(options: RedisConnectionOptions, topology: Extract<RedisTopology, { mode: 'sentinel' }>) {
+    const client = newSentinel(options, topology);
+    this.client = client;
+    const errors = new SentinelErrors(topology.sentinels.length);
+    client.on('ready', () => errors.connected());
+    // One judge for every link of the client: it counts each error once.
+    client.on('error', (err: unknown) => {
+      if (errors.isTheLinks(err, client.isReady)) for (const listener of this.errorListeners) listener(err);
+    });
+  }
+
+  join(): void {
+    this.links++;
+  }
+
+  onError(listener: (err: unknown) => void): void {
+    this.errorListeners.push(listener);
+  }
+
+  /** The first connection, made once whichever link asks first. */
+  connect(): Promise<void> {
+    this.connecting ??= this.first.run(() => this.client.connect());
+    return this.connecting;
+  }
+
+  /** A link is done with the client: it is destroyed with the last one. */
+  leave(): void {
+    if (--this.links > 0) return;
+    this.first.stop();
+    void this.client.destroy().catch(() => undefined);
+  }
+}
+
+/** One link on a shared Sentinel client. */
+function sentinelView(shared: SharedSentinel): RedisLink {
+  const { client: sentinel } = shared;
+  shared.join();
+  let left = false;
   return {
     get isOpen() {
       return sentinel.isOpen;
@@ -284,15 +338,13 @@ function sentinelLink(
     get isReady() {
       return sentinel.isReady;
     },
-    onError: (listener) =>
-      void sentinel.on('error', (err: unknown) => {
-        if (errors.isTheLinks(err, sentinel.isReady)) listener(err);
-      }),
+    onError: (listener) => shared.onError(listener),
     onReady: (listener) => void sentinel.on('ready', listener),
-    connect: () => first.run(() => sentinel.connect()),
+    connect: () => shared.connect(),
     destroy: () => {
-      first.stop();
-      void sentinel.destroy().catch(() => undefined);
+      if (left) return;
+      left = true;
+      shared.leave();
     },
     ping: () => sentinel.ping(),
     get: (key) => sentinel.get(key),
@@ -309,7 +361,8 @@ function sentinelLink(
     // it; a lease of it (acquire) would take it from every other command of this link until released.
     hold: async () => heldConnection(await sentinel._execute(false, (client) => Promise.resolve(client))),
     view: () => roleView((args) => sentinel.sendCommand(false, args), address(sentinel.getMasterNode())),
-    duplicate: () => sentinelLink(options, topology),
+    // Pub/sub has its connection within the client already (see SharedSentinel).
+    duplicate: () => sentinelView(shared),
   };
 }
 

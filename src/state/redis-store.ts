@@ -21,7 +21,9 @@ import {
   DELETE_EXACT,
   SET_IF_ABSENT_BOUNDED,
   WRITE_IF,
-  type LuaScript,
+  type RedisScript,
+  type ScriptCall,
+  type ScriptInput,
 } from './redis-scripts.js';
 import { StoreAvailability } from './store-availability.js';
 import {
@@ -183,7 +185,11 @@ export class RedisStateStore implements StateStore {
       options.bounded === true && !this.boundedRefused
         ? async (target: WriteTarget) => {
             try {
-              return (await this.script(SET_IF_ABSENT_BOUNDED, [key], [sealed, String(ms)], target)) === 1;
+              return await this.script(
+                SET_IF_ABSENT_BOUNDED,
+                { keys: { key }, args: { value: sealed, ttlMs: ms } },
+                target,
+              );
             } catch (err) {
               if (!(err instanceof ErrorReply && isNotPermitted(err.message))) throw err;
               this.refuseBounded();
@@ -201,12 +207,9 @@ export class RedisStateStore implements StateStore {
     ttlMs: number,
     options: WriteOptions = {},
   ): Promise<boolean> {
-    const args = [expected === undefined ? '0' : '1', expected ?? '', this.mac.seal(key, value), String(ttl(ttlMs))];
-    const write = (target: WriteTarget) => this.script(COMPARE_AND_SET, [key], args, target);
+    const input = { keys: { key }, args: { expected, value: this.mac.seal(key, value), ttlMs: ttl(ttlMs) } };
     const absentKeys = expected === undefined ? [key] : [];
-    return this.overRefused(absentKeys, options, async () => {
-      return (await this.write('compare_and_set', [key], options, write, isOne)) === 1;
-    });
+    return this.overRefused(absentKeys, options, () => this.runScript(COMPARE_AND_SET, input, options));
   }
 
   async writeIf(
@@ -214,15 +217,15 @@ export class RedisStateStore implements StateStore {
     writes: readonly Write[],
     options: WriteOptions = {},
   ): Promise<boolean> {
-    const keyNames = [...conditions.map((c) => c.key), ...writes.map((w) => w.key)];
-    const args = [String(conditions.length)];
-    for (const { holds } of conditions) args.push(holds === undefined ? '0' : '1', holds ?? '');
-    for (const { key, value, ttlMs } of writes) args.push(this.mac.seal(key, value), String(ttl(ttlMs)));
-    const write = (target: WriteTarget) => this.script(WRITE_IF, keyNames, args, target);
+    const input = {
+      keys: { conditions: conditions.map((c) => c.key), writes: writes.map((w) => w.key) },
+      args: {
+        holds: conditions.map((c) => c.holds),
+        writes: writes.map(({ key, value, ttlMs }) => ({ value: this.mac.seal(key, value), ttlMs: ttl(ttlMs) })),
+      },
+    };
     const absentKeys = conditions.filter((c) => c.holds === undefined).map((c) => c.key);
-    return this.overRefused(absentKeys, options, async () => {
-      return (await this.write('write_if', keyNames, options, write, isOne)) === 1;
-    });
+    return this.overRefused(absentKeys, options, () => this.runScript(WRITE_IF, input, options));
   }
 
   /**
@@ -234,12 +237,11 @@ export class RedisStateStore implements StateStore {
     const link = this.uncertainWrites.get(key);
     this.uncertainWrites.delete(key);
     const via = link?.isReady === true ? link : this.client;
-    const deleted = await this.run(
-      'compare_and_delete',
-      () => this.script(COMPARE_AND_DELETE, [key], [expected], via),
+    return this.run(
+      COMPARE_AND_DELETE.command,
+      () => this.script(COMPARE_AND_DELETE, { keys: { key }, args: { expected } }, via),
       via,
     );
-    return deleted === 1;
   }
 
   /**
@@ -259,7 +261,8 @@ export class RedisStateStore implements StateStore {
       const stored = this.keys.key(key);
       const raw = await this.run('get', () => this.client.get(stored));
       if (raw === null || 'content' in this.open(key, raw)) continue;
-      removed = (await this.run('compare_and_delete', () => this.script(DELETE_EXACT, [key], [raw]))) === 1 || removed;
+      const input = { keys: { key }, args: { stored: raw } };
+      removed = (await this.run(DELETE_EXACT.command, () => this.script(DELETE_EXACT, input))) || removed;
     }
     return removed && write();
   }
@@ -302,20 +305,18 @@ export class RedisStateStore implements StateStore {
   }
 
   /**
-   * One of the caller's scripts over `keyNames` (short names, all under the account's hash tag, so one slot): its
-   * reply as Redis sends it. Acknowledged: resolves once the configured replicas hold what it wrote, when `written`
-   * says from its reply that it wrote anything (default: always).
+   * A script as one write (its keys short names, all under the account's hash tag, so one slot), counted under its
+   * command label: its reply, as the script reads it. Acknowledged: resolves once the configured replicas hold what
+   * it wrote, when the script says from its reply that it wrote anything.
    */
-  async evalScript(
-    command: StateStoreCommand,
-    script: LuaScript,
-    keyNames: readonly string[],
-    args: readonly string[],
+  runScript<Keys, Args, Reply>(
+    script: RedisScript<Keys, Args, Reply>,
+    input: ScriptInput<Keys, Args>,
     options: WriteOptions = {},
-    written: (reply: unknown) => boolean = () => true,
-  ): Promise<unknown> {
-    const write = (target: WriteTarget) => this.script(script, keyNames, [...args], target);
-    return this.write(command, keyNames, options, write, written);
+  ): Promise<Reply> {
+    const call = script.call(input);
+    const send = async (target: WriteTarget) => script.reply(await this.evaluate(script, call, target));
+    return this.write(script.command, call.keys, options, send, (reply) => script.wrote(reply));
   }
 
   /** The stored name of a short key name: what a script builds other keys of the account from. */
@@ -526,23 +527,31 @@ export class RedisStateStore implements StateStore {
     await withTimeout(this.subscriber.unsubscribe(name, channel.dispatch), this.timeoutMs).catch(() => undefined);
   }
 
+  /** One call of a script on `target`, within a command or write of the store's own: its reply, read. */
+  private async script<Keys, Args, Reply>(
+    script: RedisScript<Keys, Args, Reply>,
+    input: ScriptInput<Keys, Args>,
+    target: WriteTarget = this.client,
+  ): Promise<Reply> {
+    return script.reply(await this.evaluate(script, script.call(input), target));
+  }
+
   /**
    * A script over several keys, retried on TRYAGAIN: while a Redis Cluster migrates the account's slot, a script
    * whose keys are not all on one side yet is refused until they are (Redis' own advice: retry shortly). Bounded by
    * the command timeout like any command.
    */
-  private async script(
-    script: LuaScript,
-    keyNames: readonly string[],
-    args: string[],
-    target: WriteTarget = this.client,
+  private async evaluate(
+    script: Pick<RedisScript<unknown, unknown, unknown>, 'sha1' | 'source'>,
+    call: ScriptCall,
+    target: WriteTarget,
   ): Promise<unknown> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.scriptOnce(script, keyNames, args, target);
+        return await this.evaluateOnce(script, call, target);
       } catch (err) {
         const migrating = err instanceof ErrorReply && err.message.startsWith('TRYAGAIN');
-        if (!migrating || keyNames.length < 2 || this.closed || attempt * TRYAGAIN_PAUSE_MS >= this.timeoutMs)
+        if (!migrating || call.keys.length < 2 || this.closed || attempt * TRYAGAIN_PAUSE_MS >= this.timeoutMs)
           throw err;
         await sleep(TRYAGAIN_PAUSE_MS);
       }
@@ -550,18 +559,17 @@ export class RedisStateStore implements StateStore {
   }
 
   /** EVALSHA, or EVAL when this Redis has not seen the script yet (after a restart, a failover, a SCRIPT FLUSH). */
-  private async scriptOnce(
-    script: LuaScript,
-    keyNames: readonly string[],
-    args: string[],
+  private async evaluateOnce(
+    script: Pick<RedisScript<unknown, unknown, unknown>, 'sha1' | 'source'>,
+    call: ScriptCall,
     target: WriteTarget,
   ): Promise<unknown> {
-    const stored = keyNames.map((name) => this.keys.key(name));
+    const stored = call.keys.map((name) => this.keys.key(name));
     try {
-      return await target.evalSha(script.sha1, stored, args);
+      return await target.evalSha(script.sha1, stored, call.args);
     } catch (err) {
       if (!(err instanceof ErrorReply) || !err.message.startsWith('NOSCRIPT')) throw err;
-      return await target.eval(script.source, stored, args);
+      return await target.eval(script.source, stored, call.args);
     }
   }
 
@@ -645,7 +653,6 @@ const isTrue = (written: boolean): boolean => written;
 /** An ACL refusal: NOPERM for a command, or a script's command the user may not run (Redis 7 says it thus). */
 const isNotPermitted = (message: string): boolean =>
   message.startsWith('NOPERM') || message.includes("can't run this command");
-const isOne = (reply: unknown): boolean => reply === 1;
 
 /** Redis PX takes whole milliseconds, at least 1. A TTL that is no number is the caller's bug, not an outage. */
 function ttl(ms: number): number {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../observability/log.js';
-import { isoTimestamp } from '../utc-time.js';
-import { LUA_CONTENT, luaScript } from './redis-scripts.js';
+import { isoTimestamp } from '../time/utc-time.js';
+import { LUA_CONTENT, RedisScript, stringsOf } from './redis-scripts.js';
 import type { RedisStateStore } from './redis-store.js';
 
 /** Where the epoch lives (scoped per account by the store, like every other key). */
@@ -24,21 +24,39 @@ export interface StoreEpochOptions {
 }
 
 /**
- * KEYS the epoch, the generation; ARGV the epoch known, the highest generation this replica has seen, the TTL in ms.
- * {0} when it is not the one known; else the generation raised by one, and {1, it}, or {2, it} when it is no higher
- * than one already seen: the dataset went back to an older copy of itself. GET and SET only: the commands
+ * What raising the generation found: `other` (not the epoch known), else the generation raised, `rolled_back` when it
+ * is no higher than one already seen.
+ */
+type Raised = { readonly found: 'other' } | { readonly found: 'raised' | 'rolled_back'; readonly generation: number };
+
+/**
+ * Raises the generation under the epoch known: {0} when the epoch is not the one known; else the generation raised by
+ * one, and {1, it}, or {2, it} when it is no higher than `seen`: the dataset went back to an older copy of itself
+ * (read as Raised). Both keys are pushed out by `ttlMs`. GET and SET only: the commands
  * docs/fleet.md's ACL already allows. The epoch is sealed like every record (compared here by its content, written
  * back as found); the generation is a bare counter, the one record not sealed: earlier versions raise it with their
  * own copy of this script during a rolling upgrade, and a forged one (anything but a number reads as 0) can only make
  * the replicas declare a rollback, as deleting the epoch would make them declare a wipe (docs/security.md).
  */
-const RAISE_GENERATION = luaScript(`${LUA_CONTENT}local found = redis.call('GET', KEYS[1])
+const RAISE_GENERATION = new RedisScript({
+  command: 'epoch_check',
+  source: `${LUA_CONTENT}local found = redis.call('GET', KEYS[1])
 if content(found) ~= ARGV[1] then return {0} end
 local generation = (tonumber(redis.call('GET', KEYS[2]) or '0') or 0) + 1
 redis.call('SET', KEYS[1], found, 'PX', ARGV[3])
 redis.call('SET', KEYS[2], tostring(generation), 'PX', ARGV[3])
 if generation <= tonumber(ARGV[2]) then return {2, tostring(generation)} end
-return {1, tostring(generation)}`);
+return {1, tostring(generation)}`,
+  keys: (k: { readonly epoch: string; readonly generation: string }) => [k.epoch, k.generation],
+  args: (a: { readonly known: string; readonly seen: number; readonly ttlMs: number }) => [a.known, a.seen, a.ttlMs],
+  reply: (raw): Raised => {
+    const [status, value] = stringsOf(raw);
+    if (status === '0' || value === undefined) return { found: 'other' };
+    return { found: status === '2' ? 'rolled_back' : 'raised', generation: Number(value) };
+  },
+  // Another epoch found: nothing was written, nothing to wait for.
+  wrote: (raised) => raised.found !== 'other',
+});
 
 /** Why the dataset this replica wrote to is gone: it came back empty (or another replica found it so), or older. */
 type Loss = 'replaced' | 'rolled_back';
@@ -76,7 +94,7 @@ export class StoreEpoch {
   constructor(
     private readonly store: Pick<
       RedisStateStore,
-      'get' | 'setIfAbsent' | 'compareAndSet' | 'evalScript' | 'onAvailabilityChange'
+      'get' | 'setIfAbsent' | 'compareAndSet' | 'runScript' | 'onAvailabilityChange'
     >,
     private readonly options: StoreEpochOptions,
   ) {}
@@ -166,21 +184,19 @@ export class StoreEpoch {
 
   /** Raises the generation under `epoch`: `raised`, `rolled_back` (no higher than seen), or `other` (not the epoch). */
   private async raiseGeneration(epoch: string): Promise<'raised' | 'rolled_back' | 'other'> {
-    const reply = await this.store.evalScript(
-      'epoch_check',
+    const raised = await this.store.runScript(
       RAISE_GENERATION,
-      [STORE_EPOCH_KEY, STORE_GENERATION_KEY],
-      [epoch, String(this.generation), String(EPOCH_TTL_MS)],
+      {
+        keys: { epoch: STORE_EPOCH_KEY, generation: STORE_GENERATION_KEY },
+        args: { known: epoch, seen: this.generation, ttlMs: EPOCH_TTL_MS },
+      },
       // Seen only once the replicas hold it: a failover to a replica after a partition loses what the cut-off
-      // primary took unacknowledged, which is no rollback of anything the fleet relies on. Another epoch found is
-      // answered at once: nothing was written.
+      // primary took unacknowledged, which is no rollback of anything the fleet relies on.
       { acknowledged: true },
-      (found) => Array.isArray(found) && String(found[0]) !== '0',
     );
-    const [status, value] = Array.isArray(reply) ? reply.map(String) : [];
-    if (status === '0' || value === undefined) return 'other';
-    this.generation = Math.max(this.generation, Number(value));
-    return status === '2' ? 'rolled_back' : 'raised';
+    if (raised.found === 'other') return 'other';
+    this.generation = Math.max(this.generation, raised.generation);
+    return raised.found;
   }
 
   /** A new epoch, or the one another replica wrote between our read and our write. */

@@ -8,7 +8,3 @@ export function backoffDelayMs(
   const ceiling = Math.min(capMs, baseMs * 2 ** Math.max(0, attempt));
   return Math.max(baseMs / 2, Math.floor(random() * ceiling));
 }
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}

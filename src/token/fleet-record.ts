@@ -1,8 +1,8 @@
 import { Secret } from '../config/secret.js';
+import type { RefusedRecordReport } from '../state/refused-record.js';
 import type { StateStore } from '../state/state-store.js';
 import type { FleetLock } from './fleet-lock.js';
 import { EXPIRY_MARGIN_MS, tokenFlaw, type GrantedTokens, type TokenSet } from './token-set.js';
-import type { Logger } from '../observability/log.js';
 
 /** Store keys of the fleet token, scoped per account (base URL + username) by the store; the lock's: fleet-lock.ts. */
 export const TOKEN_RECORD_KEY = 'token:record';
@@ -275,8 +275,6 @@ export function rejoinChoice(
 export interface FleetReporter {
   tokenLockWait(seconds: number): void;
   tokenAdopted(): void;
-  /** A token record read back that no sidecar could have written (recordFlaw). */
-  tokenRecordRefused(): void;
 }
 
 /** adopted: another replica's record; written: ours, in the store; unwritten: ours, the store would not take it. */
@@ -297,7 +295,8 @@ export class FleetRecords {
     private readonly store: StateStore,
     private readonly lock: FleetLock,
     private readonly reporter: FleetReporter,
-    private readonly log: Logger,
+    /** A token record read back that no sidecar could have written (recordFlaw): the store's own route. */
+    private readonly refused: RefusedRecordReport,
     /** The gateway's time as this replica best knows it (ms): the record's expiries are on the gateway's clock. */
     readonly gatewayNow: () => number,
   ) {}
@@ -313,11 +312,7 @@ export class FleetRecords {
     if (flaw === undefined) return { raw, record };
     if (raw !== this.refusedRaw) {
       this.refusedRaw = raw;
-      this.reporter.tokenRecordRefused();
-      this.log.error(
-        { event: 'state.record_rejected', kind: 'token', reason: flaw, key: TOKEN_RECORD_KEY },
-        'token record in Redis refused: no sidecar writes one like it; logging in to replace it',
-      );
+      this.refused({ kind: 'token', reason: flaw, key: TOKEN_RECORD_KEY });
     }
     return { raw, record: undefined };
   }

@@ -1,6 +1,7 @@
 import type { Secret } from '../config/secret.js';
 import type { Logger } from '../observability/log.js';
 import type { ClockCorrection } from '../signing/clock-correction.js';
+import { refusedRecordReport, type RefusedRecordReport } from '../state/refused-record.js';
 import type { StateStore } from '../state/state-store.js';
 import { FleetLock } from './fleet-lock.js';
 import {
@@ -90,6 +91,11 @@ export interface FleetTokenOptions {
   readonly gatewayNow?: () => number;
   /** Tells when Redis lost its dataset (store-epoch.ts): the lock and the record are gone. */
   readonly wipes?: WipeNotices | undefined;
+  /**
+   * A token record refused for what no sidecar writes: the store's own route for refused records (counted and
+   * logged, state/refused-record.ts). Default: logged only.
+   */
+  readonly recordRefused?: RefusedRecordReport;
 }
 
 /** Who tells of a wipe of the store (the store's epoch). */
@@ -138,7 +144,8 @@ export class FleetToken {
     this.firstConnectWaitMs = options.firstConnectWaitMs ?? DEFAULT_FIRST_CONNECT_WAIT_MS;
     this.gatewayNow = options.gatewayNow ?? Date.now;
     this.lock = new FleetLock(store, this.lockTtlMs, options.pollMs ?? DEFAULT_POLL_MS);
-    this.records = new FleetRecords(store, this.lock, reporter, log, this.gatewayNow);
+    const refused = options.recordRefused ?? refusedRecordReport(undefined, log);
+    this.records = new FleetRecords(store, this.lock, reporter, refused, this.gatewayNow);
     this.wipes = options.wipes;
     // First of all: a grant in flight under our lock must not meet a second one from a replica that found no lock.
     this.wipes?.onWipe(() => void this.lock.reassert());
@@ -410,6 +417,7 @@ export function fleetTokenFor(
     readonly responseTimeoutMs: number;
     readonly now: () => number;
     readonly wipes?: WipeNotices | undefined;
+    readonly recordRefused: RefusedRecordReport;
   },
 ): FleetToken | undefined {
   if (store.kind !== 'redis') return undefined;
@@ -420,5 +428,6 @@ export function fleetTokenFor(
     grantTimeoutMs: Math.max(DEFAULT_GRANT_TIMEOUT_MS, httpBoundMs + 5_000),
     gatewayNow: () => Math.max(now(), clock.timestampMs(now())),
     wipes: upstream.wipes,
+    recordRefused: upstream.recordRefused,
   });
 }

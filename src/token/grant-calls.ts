@@ -2,7 +2,7 @@ import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics, TokenGrant } from '../observability/metrics.js';
 import type { TraceContext, Tracing } from '../observability/tracing.js';
 import type { GrantResult } from './token-set.js';
-import { isoTimestamp } from '../utc-time.js';
+import { isoTimestamp } from '../time/utc-time.js';
 
 /** Where a grant's span goes: the tracing, and the span it is made under (undefined: a trace of its own). */
 export interface GrantTrace {

@@ -1,7 +1,8 @@
 import type { BaseAddress } from '../config/base-url.js';
 import { maskSecrets, Secret } from '../config/secret.js';
-import type { GatewayClient, UpstreamResponse } from '../upstream/gateway-client.js';
-import { jsonObject } from '../upstream/gateway-answer.js';
+import type { GatewayClient } from '../upstream/gateway-client.js';
+import { jsonObject, type UpstreamResponse } from '../upstream/gateway-answer.js';
+import { isSuccessStatus } from '../upstream/http-status.js';
 import { tokenFlaw, type GrantResult, type GrantedTokens } from './token-set.js';
 
 export const TOKEN_PATH = '/api/v2/auth/token';
@@ -62,7 +63,7 @@ const MAX_CODE_CHARS = 100;
 
 function interpret(response: UpstreamResponse, nowMs: number, carried: Secret): GrantResult {
   const body = jsonObject(response.body);
-  if (response.status >= 200 && response.status < 300) {
+  if (isSuccessStatus(response.status)) {
     const tokens = body ? parseTokens(body, gatewayNow(response, nowMs)) : undefined;
     if (tokens === undefined)
       return { kind: 'failed', sent: true, reason: `token response ${response.status} lacks the fields of spec 2.1` };

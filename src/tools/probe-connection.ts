@@ -1,7 +1,7 @@
 import { connect as netConnect, isIP, type Socket } from 'node:net';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import type { BaseAddress } from '../config/base-url.js';
-import { trustedCas } from '../config/trusted-cas.js';
+import { trustedCas } from '../upstream/trusted-cas.js';
 import type { CheckMark } from './check-report.js';
 import { dialTarget } from './upstream-tls.js';
 

@@ -1,7 +1,8 @@
 import type { Config } from '../config/config.js';
 import { maskSecrets, type Secret } from '../config/secret.js';
 import { passwordGrant, TOKEN_PATH } from '../token/token-client.js';
-import { createGatewayClient, errorCode } from '../upstream/gateway-client.js';
+import { UndiciGatewayClient } from '../upstream/gateway-client.js';
+import { errorCode } from '../upstream/upstream-errors.js';
 import type { CheckMark } from './check-report.js';
 import type { SkewSample } from './clock-skew.js';
 
@@ -56,7 +57,7 @@ function verdict(status: number, body: unknown, config: Config): Omit<LoginResul
  * in the answer are discarded unprinted.
  */
 export async function probeLogin(config: Config): Promise<LoginResult> {
-  const gatewayClient = createGatewayClient(config.base, { ...config.upstream, connections: 1 });
+  const gatewayClient = new UndiciGatewayClient(config.base, { ...config.upstream, connections: 1 });
   const path = `${config.base.pathPrefix}${TOKEN_PATH}`;
   try {
     const sentMs = Date.now();

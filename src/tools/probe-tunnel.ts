@@ -4,7 +4,7 @@ import { buildConnector } from 'undici';
 import type { BaseAddress } from '../config/base-url.js';
 import type { UpstreamProxyConfig } from '../config/proxy-settings.js';
 import { envVarOf } from '../config/schema.js';
-import { trustedCas } from '../config/trusted-cas.js';
+import { trustedCas } from '../upstream/trusted-cas.js';
 import { errorCode, proxyStatus } from '../upstream/upstream-errors.js';
 import { forwardProxyConnector } from '../upstream/forward-proxy-tunnel.js';
 import { describeTls, type ProbeResult } from './probe-connection.js';

@@ -1,5 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { EXIT, type CommandIo, type ExitCode } from '../cli/command.js';
+import { EXIT, type CommandIo, type ExitCode } from './command.js';
 
 type FlagOptions = NonNullable<ParseArgsConfig['options']>;
 const HELP_FLAG = { help: { type: 'boolean', short: 'h' } } as const;

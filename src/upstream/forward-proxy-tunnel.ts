@@ -1,7 +1,8 @@
 import type { Socket } from 'node:net';
 import { buildConnector, Client } from 'undici';
 import type { Secret } from '../config/secret.js';
-import { trustedCas } from '../config/trusted-cas.js';
+import { isSuccessStatus } from './http-status.js';
+import { trustedCas } from './trusted-cas.js';
 import { errorCode, forwardProxyErrors, UpstreamError } from './upstream-errors.js';
 
 /** The forward proxy as a connection needs it; read afresh at each CONNECT, so a rotated password is used next. */
@@ -80,7 +81,7 @@ export function forwardProxyConnector(
           // undici hands over the very net.Socket (or TLSSocket, to an https:// forward proxy) the CONNECT went out on.
           const socket = upgraded as Socket;
           void client.close().catch(() => undefined);
-          if (statusCode < 200 || statusCode > 299) {
+          if (!isSuccessStatus(statusCode)) {
             socket.on('error', () => undefined).destroy();
             finish(forwardProxyErrors.refused(statusCode), null);
             return;

@@ -1,8 +1,8 @@
 import { buildConnector, Client } from 'undici';
 import type { BaseAddress } from '../config/base-url.js';
 import type { Secret } from '../config/secret.js';
-import { trustedCas } from '../config/trusted-cas.js';
-import { DeadlineList } from '../deadline-list.js';
+import { trustedCas } from './trusted-cas.js';
+import { DeadlineList } from '../time/deadline-list.js';
 import { NO_TRACING, type Tracing } from '../observability/tracing.js';
 import { ConnectionLender } from './connection-lender.js';
 import type { UpstreamResponse } from './gateway-answer.js';
@@ -10,8 +10,6 @@ import {
   MAX_HEAD_BYTES,
   notSent,
   sentNoAnswer,
-  type GatewayClient,
-  type GatewayClientOptions,
   type SendFailure,
   type SendOutcome,
   type UpstreamRequest,
@@ -21,17 +19,25 @@ import { SendHandler } from './send-handler.js';
 import { forwardProxyConnector, type ForwardProxyRoute } from './forward-proxy-tunnel.js';
 import { errorCode } from './upstream-errors.js';
 
-export type { UpstreamResponse } from './gateway-answer.js';
-export type {
-  GatewayClient,
-  GatewayClientOptions,
-  RequestEnd,
-  SendFailure,
-  SendOutcome,
-  UpstreamRequest,
-} from './gateway-send.js';
-export { endOf } from './gateway-send.js';
-export { causeFamily, errorCode, proxyStatus, UpstreamError, upstreamErrors } from './upstream-errors.js';
+export interface GatewayClientOptions {
+  readonly ca: string | undefined;
+  /** The forward proxy every connection tunnels through (forward-proxy-tunnel.ts); undefined: straight to the gateway. */
+  readonly proxy?: ForwardProxyRoute | undefined;
+  readonly connectTimeoutMs: number;
+  readonly responseTimeoutMs: number;
+  readonly connections: number;
+  readonly keepAliveTimeoutMs?: number;
+  /** Gateway answers are small JSON; a cap keeps a misbehaving upstream from exhausting memory. */
+  readonly maxResponseBytes?: number;
+}
+
+export interface GatewayClient {
+  send(request: UpstreamRequest): Promise<SendOutcome>;
+  /** Waits for requests in flight, then closes. */
+  close(): Promise<void>;
+  /** Aborts requests in flight (sent_no_answer; those not yet written get not_sent) and closes. */
+  destroy(): Promise<void>;
+}
 
 const DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
 const DEFAULT_KEEP_ALIVE_MS = 4_000;
@@ -66,28 +72,33 @@ export interface RotatableGatewayClient extends GatewayClient {
  * else is reachable through it). undici parses every answer; the sidecar decides only what the money-safe retry
  * rules need: whether a failure came before any byte left, and whether an answer belongs to its request.
  */
-export function createGatewayClient(
-  base: BaseAddress,
-  options: GatewayClientOptions,
-  hooks: GatewayClientHooks = {},
-): RotatableGatewayClient {
-  const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
-  const responseTimeouts = new DeadlineList(options.responseTimeoutMs);
-  let current = options;
-  const lender = new ConnectionLender(options.connections, options.connectTimeoutMs, () =>
-    newClient(base, current, () => current.proxy),
-  );
+export class UndiciGatewayClient implements RotatableGatewayClient {
+  private readonly maxBytes: number;
+  private readonly responseTimeouts: DeadlineList;
+  /** The settings new connections are made with: the CA and the forward proxy's password and CA change. */
+  private current: GatewayClientOptions;
+  private readonly lender: ConnectionLender;
+  private readonly tracing: Tracing;
 
-  const tracing = hooks.tracing ?? NO_TRACING;
-  const report = (outcome: SendOutcome): SendOutcome => {
-    if (outcome.kind === 'response') hooks.onAnswer?.(outcome.response);
-    else hooks.onFailure?.(outcome);
-    return outcome;
-  };
-  const send = async (request: UpstreamRequest): Promise<SendOutcome> => {
+  constructor(
+    base: BaseAddress,
+    options: GatewayClientOptions,
+    private readonly hooks: GatewayClientHooks = {},
+  ) {
+    this.maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+    this.responseTimeouts = new DeadlineList(options.responseTimeoutMs);
+    this.current = options;
+    this.lender = new ConnectionLender(options.connections, options.connectTimeoutMs, () =>
+      newClient(base, this.current, () => this.current.proxy),
+    );
+    this.tracing = hooks.tracing ?? NO_TRACING;
+  }
+
+  async send(request: UpstreamRequest): Promise<SendOutcome> {
+    const { lender } = this;
     const wait =
       request.trace !== undefined && !lender.lendsNow()
-        ? tracing.startSpan('wait for a gateway connection', 'internal', request.trace)
+        ? this.tracing.startSpan('wait for a gateway connection', 'internal', request.trace)
         : undefined;
     const lease = await lender.acquire(request.end);
     if (wait !== undefined) {
@@ -95,7 +106,7 @@ export function createGatewayClient(
       if (lease.kind === 'refused') wait.fail(errorCode(lease.error));
       wait.end();
     }
-    if (lease.kind === 'refused') return report(notSent(lease.error, lease.transient));
+    if (lease.kind === 'refused') return this.report(notSent(lease.error, lease.transient));
     if (request.beforeWrite !== undefined) {
       try {
         await request.beforeWrite();
@@ -105,31 +116,48 @@ export function createGatewayClient(
         throw refusal;
       }
     }
-    let outcome = await dispatch(lease.client, request, responseTimeouts, maxBytes);
+    let outcome = await dispatch(lease.client, request, this.responseTimeouts, this.maxBytes);
     const mismatch = outcome.kind === 'response' ? request.checkAnswer?.(outcome.response) : undefined;
     if (mismatch !== undefined) outcome = sentNoAnswer(mismatch, false);
     // A connection that failed mid-exchange is already gone in undici; one that delivered a stray answer is
     // destroyed here, since the answer really meant for this request may still be on its way over it.
     lender.release(lease.client, mismatch === undefined);
-    return report(outcome);
-  };
-  const replaceCa = (ca: string | undefined): void => {
-    current = { ...current, ca };
-    lender.renew();
-  };
+    return this.report(outcome);
+  }
+
+  close(): Promise<void> {
+    return this.lender.close();
+  }
+
+  destroy(): Promise<void> {
+    return this.lender.destroy();
+  }
+
+  replaceCa(ca: string | undefined): void {
+    this.current = { ...this.current, ca };
+    this.lender.renew();
+  }
+
+  replaceProxyPassword(password: Secret): void {
+    this.replaceProxy({ password });
+  }
+
+  replaceProxyCa(ca: string | undefined): void {
+    this.replaceProxy({ ca });
+  }
+
   // Tunnels already up stay: the proxy checked their credentials when they opened. Connections read the proxy
   // settings at each CONNECT, so the next tunnel uses the new password without closing anything.
-  const replaceProxy = (change: Partial<ForwardProxyRoute>): void => {
-    if (current.proxy !== undefined) current = { ...current, proxy: { ...current.proxy, ...change } };
-  };
-  return {
-    send,
-    close: () => lender.close(),
-    destroy: () => lender.destroy(),
-    replaceCa,
-    replaceProxyPassword: (password) => replaceProxy({ password }),
-    replaceProxyCa: (ca) => replaceProxy({ ca }),
-  };
+  private replaceProxy(change: Partial<ForwardProxyRoute>): void {
+    const { proxy } = this.current;
+    if (proxy !== undefined) this.current = { ...this.current, proxy: { ...proxy, ...change } };
+  }
+
+  private report(outcome: SendOutcome): SendOutcome {
+    if (outcome.kind === 'response') this.hooks.onAnswer?.(outcome.response);
+    else this.hooks.onFailure?.(outcome);
+    return outcome;
+  }
 }
 
 function newClient(

@@ -1,10 +1,9 @@
 import type { CauseFamily } from '../observability/metric-names.js';
 import type { TraceContext } from '../observability/tracing.js';
 import type { AnswerCheck, UpstreamResponse } from './gateway-answer.js';
-import type { ForwardProxyRoute } from './forward-proxy-tunnel.js';
 import { causeFamily } from './upstream-errors.js';
 
-// One send to the gateway: what goes in, what comes out, and the GatewayClient that makes it (gateway client.ts).
+// One send to the gateway: what goes in and what comes out, whichever GatewayClient (gateway-client.ts) makes it.
 
 export interface UpstreamRequest {
   /** Path and query for the request line (already prefixed with the base path). */
@@ -86,26 +85,6 @@ export function endOf(signal: AbortSignal): RequestEnd {
       if (cut !== undefined) signal.addEventListener('abort', cut, { once: true });
     },
   };
-}
-
-export interface GatewayClientOptions {
-  readonly ca: string | undefined;
-  /** The forward proxy every connection tunnels through (forward-proxy-tunnel.ts); undefined: straight to the gateway. */
-  readonly proxy?: ForwardProxyRoute | undefined;
-  readonly connectTimeoutMs: number;
-  readonly responseTimeoutMs: number;
-  readonly connections: number;
-  readonly keepAliveTimeoutMs?: number;
-  /** Gateway answers are small JSON; a cap keeps a misbehaving upstream from exhausting memory. */
-  readonly maxResponseBytes?: number;
-}
-
-export interface GatewayClient {
-  send(request: UpstreamRequest): Promise<SendOutcome>;
-  /** Waits for requests in flight, then closes. */
-  close(): Promise<void>;
-  /** Aborts requests in flight (sent_no_answer; those not yet written get not_sent) and closes. */
-  destroy(): Promise<void>;
 }
 
 /** The largest answer head accepted (Node's own default): a larger one is refused, not passed on. */

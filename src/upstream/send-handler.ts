@@ -1,5 +1,5 @@
 import type { Dispatcher } from 'undici';
-import type { Deadline, DeadlineList, Expiring } from '../deadline-list.js';
+import type { Deadline, DeadlineList, Expiring } from '../time/deadline-list.js';
 import type { UpstreamResponse } from './gateway-answer.js';
 import { notSent, sentNoAnswer, type RequestEnd, type SendOutcome } from './gateway-send.js';
 import {
@@ -10,6 +10,9 @@ import {
   upstreamErrors,
   UpstreamError,
 } from './upstream-errors.js';
+
+/** RFC 9110 15: the highest status an answer may carry. */
+const MAX_STATUS = 599;
 
 /**
  * One request's life in undici. It settles exactly once: with the final answer, or with whether the failure came
@@ -50,10 +53,13 @@ export class SendHandler implements Dispatcher.DispatchHandler, Expiring {
   }
 
   onResponseStart(
-    _controller: Dispatcher.DispatchController,
+    controller: Dispatcher.DispatchController,
     statusCode: number,
     headers: Record<string, string | string[] | undefined>,
   ): void {
+    // llhttp takes any three digits; undici refuses a status below 100 itself (causeCode), not one above 599. Such
+    // an answer is not passed on: it came after the request was written, so it ends as sent, no answer.
+    if (statusCode > MAX_STATUS) return controller.abort(upstreamErrors.malformedAnswer(`status ${statusCode}`));
     // RFC 9110 15.2: interim answers (103 Early Hints and the like) come before the final one and are skipped;
     // undici hands them to the handler. An unsolicited 100 never gets here (see interim-continue.ts).
     if (statusCode < 200) return;

@@ -2,6 +2,9 @@
 // any byte left may heal, and the code a log line names.
 import type { CauseFamily } from '../observability/metric-names.js';
 
+/** The cause code of every malformed gateway answer, whoever found it (undici's parser or the sidecar). */
+const MALFORMED_ANSWER = 'ERR_GATEWAY_MALFORMED_ANSWER';
+
 /** A failure of the gateway hop, told apart by its stable `code` (logs carry the code, never the message). */
 export class UpstreamError extends Error {
   constructor(
@@ -25,6 +28,8 @@ export const upstreamErrors = {
     new UpstreamError('ERR_GATEWAY_RESPONSE_TOO_LARGE', `gateway answer exceeds ${limit} bytes`),
   answerMismatch: (field: string) =>
     new UpstreamError('ERR_GATEWAY_ANSWER_MISMATCH', `the answer's ${field} is not the request's: a stray answer`),
+  /** An answer undici parsed but HTTP does not allow (RFC 9110 15: a status is 100 to 599). */
+  malformedAnswer: (what: string) => new UpstreamError(MALFORMED_ANSWER, `malformed gateway answer: ${what}`),
 } as const;
 
 /**
@@ -123,7 +128,7 @@ export function errorCode(error: unknown): string | undefined {
 export function causeCode(error: Error): string {
   const code = errorCode(error);
   if (code === 'ERR_ASSERTION' || (code === undefined && error.name === 'HTTPParserError')) {
-    return 'ERR_GATEWAY_MALFORMED_ANSWER';
+    return MALFORMED_ANSWER;
   }
   return code ?? 'ERR_GATEWAY_UNKNOWN';
 }

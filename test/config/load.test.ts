@@ -438,6 +438,7 @@ describe('config: refuses to start with one line naming the setting', () => {
         },
       ],
       ['upstream.caFile', {}],
+      ['limitsFile', {}],
       [
         'upstream.proxy.passwordFile',
         { SIDECAR_UPSTREAM_PROXY_URL: 'http://proxy.example:3128', SIDECAR_UPSTREAM_PROXY_USERNAME: 'user' },

@@ -1,14 +1,15 @@
-// The example callers (examples/*/deposit.*), each run as its own program with the toolchain of Debian's packages,
-// against the simulator through a real sidecar: a clean run (the transaction_link printed, exit 0); a run with
+// The example callers (examples/*/deposit.*), each run as its own program with the toolchain of Debian's packages
+// (the typed TypeScript one with this Node and the repository's tsx), against the simulator through a real sidecar: a clean run (the transaction_link printed, exit 0); a run with
 // faults armed so that the retry path runs (503 token.unavailable before anything is sent, then an attempt that
 // outlives the caller's timeout, so its retry gets 409 in_progress and then the replayed answer: one payment); and
 // an outcome_unknown, which the caller must not send again (exit 1, naming the code, one request).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
+import { OPENAPI_FILE } from '../../scripts/openapi.js';
 import { makeKeys, type TestKeys } from '../support/keys.js';
 import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
 import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
@@ -26,6 +27,7 @@ const CALLERS: Readonly<Record<string, { dir: string; command: readonly string[]
   go: { dir: 'go', command: [debian('go'), 'run', 'deposit.go'] },
   java: { dir: 'java', command: [debian('java'), 'Deposit.java'] },
   node: { dir: 'node', command: [process.execPath, 'deposit.mjs'] },
+  typescript: { dir: 'typescript', command: [process.execPath, '--import', 'tsx', 'deposit.ts'] },
 };
 
 interface Run {
@@ -103,7 +105,7 @@ for (const name of Object.keys(CALLERS)) {
     it('a clean run: one request, the transaction_link printed, exit 0', async () => {
       const invoice = newInvoice(name);
       const from = clean.logs.lines().length;
-      const run = await runCaller(name, { SIDECAR_URL: clean.sidecar.proxyUrl, INVOICE_NO: invoice });
+      const run = await runCaller(name, { SIDECAR_URL: clean.sidecar.egressUrl, INVOICE_NO: invoice });
       assert.equal(run.exitCode, 0, run.stderr);
       const [tx] = transactionsOf(invoice);
       assert.ok(tx, 'the deposit exists at the gateway');
@@ -123,7 +125,7 @@ for (const name of Object.keys(CALLERS)) {
       simulator.faults.inject({ kind: '5xx', status: 503, target: 'token', count: 10_000 });
       const running = await sidecar({ SIDECAR_TOKEN_LOGIN_BACKOFF_MAX_MS: '300' });
       const caller = runCaller(name, {
-        SIDECAR_URL: running.sidecar.proxyUrl,
+        SIDECAR_URL: running.sidecar.egressUrl,
         INVOICE_NO: invoice,
         ATTEMPT_TIMEOUT_SECONDS: '2',
         MAX_ATTEMPTS: '15',
@@ -156,7 +158,7 @@ for (const name of Object.keys(CALLERS)) {
       const invoice = newInvoice(name);
       const from = clean.logs.lines().length;
       simulator.faults.inject({ kind: 'reset', target: 'signed', count: 1 });
-      const run = await runCaller(name, { SIDECAR_URL: clean.sidecar.proxyUrl, INVOICE_NO: invoice });
+      const run = await runCaller(name, { SIDECAR_URL: clean.sidecar.egressUrl, INVOICE_NO: invoice });
       simulator.faults.clear();
       assert.equal(run.exitCode, 1, run.stderr);
       assert.match(run.stderr, /sidecar\.upstream\.outcome_unknown/);
@@ -169,3 +171,26 @@ for (const name of Object.keys(CALLERS)) {
     });
   });
 }
+
+describe("the contract's deposit example (docs/openapi.json), as a fuzzer following it sends it", () => {
+  it('is a payment: the simulator answers 2xx with a transaction_link', async () => {
+    const document = JSON.parse(readFileSync(OPENAPI_FILE, 'utf8')) as {
+      paths: Record<string, { post: { requestBody: { content: Record<string, { examples: Examples }> } } }>;
+    };
+    const examples = document.paths[DEPOSIT]!.post.requestBody.content['application/json']!.examples;
+    assert.ok(Object.keys(examples).length >= 1);
+    for (const [name, { value }] of Object.entries(examples)) {
+      const answer = await fetch(`${clean.sidecar.egressUrl}${DEPOSIT}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(value),
+      });
+      const text = await answer.text();
+      assert.equal(answer.status, 200, `${name}: ${text}`);
+      assert.match((JSON.parse(text) as { transaction_link?: string }).transaction_link ?? '', /^https?:\/\//, name);
+    }
+  });
+});
+
+type Examples = Record<string, { value: unknown }>;
+const DEPOSIT = '/api/v2/transaction/init';

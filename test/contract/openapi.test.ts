@@ -1,13 +1,16 @@
-// docs/openapi.json is the local API's contract, generated from the code (src/observability/openapi.ts): a route,
-// an error code or a header changed without `npm run docs:openapi` fails here, and so does a document that a
-// maintained OpenAPI linter (Redocly's, its recommended rules) finds fault with.
+// docs/openapi.json is the local API's contract, generated from the code (src/contract/): a route, a payload, an
+// error code, a header or the postback webhook changed without `npm run docs:openapi` fails here, and so does a
+// document that a maintained OpenAPI linter (Redocly's, its recommended-strict rules, which also check every example
+// against its schema) finds fault with.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { createConfig, lintFromString } from '@redocly/openapi-core';
 import { OPENAPI_FILE, renderOpenApi } from '../../scripts/openapi.js';
 import { answerChecker } from '../support/openapi-answers.js';
-import { errorCatalogue, defaultOpenApiInputs, openApiDocument } from '../../src/observability/openapi.js';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { errorCatalogue } from '../../src/contract/error-catalogue.js';
+import { defaultOpenApiInputs, openApiDocument } from '../../src/contract/openapi.js';
 
 async function lintProblems(text: string) {
   const config = await createConfig({
@@ -45,6 +48,20 @@ describe('docs/openapi.json', () => {
     const outcomeUnknown = catalogue.find((entry) => entry.code === 'sidecar.upstream.outcome_unknown');
     assert.deepEqual(outcomeUnknown?.statuses, [502, 504]);
     assert.equal(outcomeUnknown?.retryable, false);
+  });
+
+  it("describes the deposit payload's fields (spec 2.3) and leaves the withdrawal's open", () => {
+    const document = JSON.parse(committed) as { components: { schemas: Record<string, object> } };
+    const ajv = new Ajv2020({ strict: false });
+    const deposit = ajv.compile(document.components.schemas.DepositPayload!);
+    const withdrawal = ajv.compile(document.components.schemas.WithdrawalPayload!);
+    const payment = { amount: '100.50', currency: 'USD', gateway: 'card', user_id: 'u-42', invoice_no: 'INV-1' };
+    assert.ok(deposit({ ...payment, note: 'further fields pass' }));
+    assert.ok(!deposit({ ...payment, amount: 100.5 }), 'amount is a string');
+    assert.ok(!deposit({ ...payment, amount: '1e3' }), 'amount is a decimal');
+    for (const field of ['currency', 'gateway', 'user_id', 'invoice_no'])
+      assert.ok(!deposit({ ...payment, [field]: 7 }), `${field} is a string`);
+    assert.ok(withdrawal({ anything: ['at', 'all'] }));
   });
 
   it('refuses to describe a shipped signed route that has no description', () => {

@@ -137,7 +137,7 @@ for (const name of Object.keys(RECEIVERS)) {
       closers.push(() => running.stop());
       await waitUntilReady(running.sidecar);
 
-      const answer = await postJson(running.sidecar.proxyUrl, deposit());
+      const answer = await postJson(running.sidecar.egressUrl, deposit());
       assert.equal(answer.status, 200, answer.body);
       const id = (JSON.parse(answer.body) as { transaction_id: string }).transaction_id;
       await sim.complete(id, 'SUCCESS');

@@ -34,6 +34,7 @@ export const RUNBOOK_ANCHORS = [
   'runbook-state-store-evicting',
   'runbook-a-redis-failover',
   'runbook-state-records-rejected',
+  'runbook-a-limit-stopped-payments',
 ] as const;
 /** Labels that Prometheus (PodMonitor relabelling) adds to every scraped series. */
 const TARGET_LABELS = new Set(['namespace', 'pod', 'container', 'job', 'instance', 'endpoint']);
@@ -99,6 +100,8 @@ describe('PrometheusRule', () => {
             .replaceAll('{{ $labels.pod }}', 'p-1')
             .replaceAll('{{ $labels.setting }}', 'private_key')
             .replaceAll('{{ $labels.kind }}', 'postback')
+            .replaceAll('{{ $labels.rule }}', 'withdrawals-usd')
+            .replaceAll('{{ $labels.window }}', '1h')
             .replaceAll('{{ $value | humanize }}', value)
             .replaceAll('{{ $value | humanizePercentage }}', value)
             .replaceAll('{{ $value | humanizeDuration }}', value),
@@ -404,6 +407,49 @@ describe('PrometheusRule', () => {
         interval: '1m',
         input_series: replicas('signing_sidecar_postback_dead_letters', '0x5 1x2 0x8'),
         alert_rule_test: [quiet('SigningSidecarPostbackDeadLetters')],
+      },
+      {
+        // One payment refused by an enforced limit, on one of two replicas: one alert per rule, at once.
+        interval: '1m',
+        input_series: ['p-1', 'p-2'].map((name, i) => ({
+          series: `signing_sidecar_limit_refusals_total{namespace="payments", pod="${name}", rule="withdrawals-usd", mode="enforce"}`,
+          values: i === 0 ? '0x5 1x10' : '0x15',
+        })),
+        alert_rule_test: [
+          {
+            eval_time: '7m',
+            alertname: 'SigningSidecarLimitRefusing',
+            exp_alerts: [
+              {
+                exp_labels: { severity: 'critical', namespace: 'payments', rule: 'withdrawals-usd' },
+                exp_annotations: annotations('SigningSidecarLimitRefusing', '1'),
+              },
+            ],
+          },
+          { eval_time: '14m', alertname: 'SigningSidecarLimitRefusing', exp_alerts: [] },
+          { eval_time: '7m', alertname: 'SigningSidecarLimitWouldRefuse', exp_alerts: [] },
+        ],
+      },
+      {
+        // A window filling up: 70 % is quiet, 85 % for a minute fires, reported alike by both replicas.
+        interval: '1m',
+        input_series: ['p-1', 'p-2'].map((name) => ({
+          series: `signing_sidecar_limit_use_ratio{namespace="payments", pod="${name}", rule="withdrawals-usd", window="1h"}`,
+          values: '0.7x5 0.85x10',
+        })),
+        alert_rule_test: [
+          { eval_time: '5m', alertname: 'SigningSidecarLimitNearlyUsed', exp_alerts: [] },
+          {
+            eval_time: '8m',
+            alertname: 'SigningSidecarLimitNearlyUsed',
+            exp_alerts: [
+              {
+                exp_labels: { severity: 'warning', namespace: 'payments', rule: 'withdrawals-usd', window: '1h' },
+                exp_annotations: annotations('SigningSidecarLimitNearlyUsed', '85%'),
+              },
+            ],
+          },
+        ],
       },
       {
         // Not serving (stuck draining) for more than 5 minutes.

@@ -72,7 +72,7 @@ describe('the egress listener', () => {
   before(async () => {
     gateway = await new RecordingGateway().start();
     running = await startTestSidecar(await sidecarEnv(await makeKeys(), gateway.url));
-    url = `${running.sidecar.proxyUrl}/api/v2/transaction/init`;
+    url = `${running.sidecar.egressUrl}/api/v2/transaction/init`;
   });
   after(async () => {
     await running.stop();

@@ -58,7 +58,7 @@ describe('clock skew correction (SIDECAR_CLOCK_SKEW_CORRECTION)', () => {
     it(`${what}: off, every payment fails with ${code}`, async () => {
       const { running, stop } = await world(offset, {});
       try {
-        const answers = await payments(running.sidecar.proxyUrl, 3);
+        const answers = await payments(running.sidecar.egressUrl, 3);
         assert.deepEqual(
           answers.map((a) => a.code),
           [code, code, code],
@@ -71,7 +71,7 @@ describe('clock skew correction (SIDECAR_CLOCK_SKEW_CORRECTION)', () => {
     it(`${what}: on, every payment succeeds, from the first; the correction is a gauge`, async () => {
       const { sim, running, stop } = await world(offset, ON);
       try {
-        const answers = await payments(running.sidecar.proxyUrl, 3);
+        const answers = await payments(running.sidecar.egressUrl, 3);
         assert.deepEqual(
           answers.map((a) => a.status),
           [200, 200, 200],
@@ -91,7 +91,7 @@ describe('clock skew correction (SIDECAR_CLOCK_SKEW_CORRECTION)', () => {
       SIDECAR_CLOCK_SKEW_MAX_CORRECTION_SECONDS: '30',
     });
     try {
-      const answers = await payments(running.sidecar.proxyUrl, 2);
+      const answers = await payments(running.sidecar.egressUrl, 2);
       assert.deepEqual(
         answers.map((a) => a.code),
         ['signature.timestamp.future', 'signature.timestamp.future'],
@@ -107,9 +107,9 @@ describe('clock skew correction (SIDECAR_CLOCK_SKEW_CORRECTION)', () => {
   it('the gateway clock moves while running: one refused payment re-measures at once, the next succeeds', async () => {
     const { sim, running, stop } = await world(0, ON);
     try {
-      assert.equal((await payments(running.sidecar.proxyUrl, 1))[0]?.status, 200);
+      assert.equal((await payments(running.sidecar.egressUrl, 1))[0]?.status, 200);
       sim.clock.setOffset(-20);
-      const answers = await payments(running.sidecar.proxyUrl, 2);
+      const answers = await payments(running.sidecar.egressUrl, 2);
       assert.deepEqual(
         answers.map((a) => a.status),
         [401, 200],

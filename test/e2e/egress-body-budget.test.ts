@@ -57,8 +57,8 @@ interface Trickler {
   finish(): void;
 }
 
-function startTrickling(proxyUrl: string, invoice: string): Trickler {
-  const { hostname, port } = new URL(proxyUrl);
+function startTrickling(egressUrl: string, invoice: string): Trickler {
+  const { hostname, port } = new URL(egressUrl);
   const body = Buffer.from(largeDeposit(invoice));
   const socket = connect(Number(port), hostname);
   const trickler: Trickler = { invoice, socket, raw: '', finish: () => socket.write(body.subarray(body.length / 2)) };
@@ -79,8 +79,8 @@ function invoicesAtGateway(gateway: RecordingGateway): string[] {
   });
 }
 
-async function post(proxyUrl: string, body: string): Promise<number> {
-  const res = await fetch(`${proxyUrl}${PATH}`, {
+async function post(egressUrl: string, body: string): Promise<number> {
+  const res = await fetch(`${egressUrl}${PATH}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body,
@@ -93,8 +93,8 @@ async function post(proxyUrl: string, body: string): Promise<number> {
 describe('the egress body budget', () => {
   it('large bodies past the budget: 503 budget_exhausted, unread and unsent; small ones pass; then released', async () => {
     await withReadySidecar({ SIDECAR_MEMORY_LIMIT_MB: String(MEMORY_LIMIT_MB) }, async ({ gateway, running }) => {
-      const { proxyUrl } = running.sidecar;
-      const callers = Array.from({ length: CALLERS }, (_, i) => startTrickling(proxyUrl, `inv-large-${i}`));
+      const { egressUrl } = running.sidecar;
+      const callers = Array.from({ length: CALLERS }, (_, i) => startTrickling(egressUrl, `inv-large-${i}`));
       try {
         // The callers past the budget are answered while every caller is still sending: at once, not after a read.
         await waitFor(
@@ -115,7 +115,7 @@ describe('the egress body budget', () => {
         assert.deepEqual(invoicesAtGateway(gateway), [], 'nothing reached the gateway');
 
         // A payment of ordinary size does not wait for the budget.
-        assert.equal(await post(proxyUrl, depositJson({ invoice_no: 'inv-small' })), 201);
+        assert.equal(await post(egressUrl, depositJson({ invoice_no: 'inv-small' })), 201);
 
         // The held bodies come in whole: they are sent and answered, and their share of the budget is given back.
         const held = callers.filter((c) => !refused.includes(c));
@@ -134,7 +134,7 @@ describe('the egress body budget', () => {
 
         // Released: as many large bodies as fit go through at once again.
         const later = await Promise.all(
-          Array.from({ length: FIT }, (_, i) => post(proxyUrl, largeDeposit(`inv-later-${i}`))),
+          Array.from({ length: FIT }, (_, i) => post(egressUrl, largeDeposit(`inv-later-${i}`))),
         );
         assert.deepEqual(later, Array<number>(FIT).fill(201));
         const metrics = await running.sidecar.metrics.registry.getSingleMetricAsString(

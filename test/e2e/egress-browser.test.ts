@@ -35,7 +35,7 @@ before(async () => {
   gateway = await new RecordingGateway().start();
   running = await startTestSidecar(await sidecarEnv(keys, gateway.url, { SIDECAR_LOG_LEVEL: 'warn' }));
   await waitUntilReady(running.sidecar);
-  port = new URL(running.sidecar.proxyUrl).port;
+  port = new URL(running.sidecar.egressUrl).port;
   // Chromium's sandbox needs an unprivileged user; as root (CI containers) it must be switched off to start.
   const sandbox = process.getuid?.() === 0 ? ['--no-sandbox'] : [];
   const rebinding = '--host-resolver-rules=MAP attacker.example 127.0.0.1';

@@ -30,7 +30,7 @@ describe('egress listener', () => {
     await withReadySidecar({}, async ({ gateway, running }) => {
       gateway.holdUntil = Number.MAX_SAFE_INTEGER;
       const body = depositJson({ invoice_no: 'inv-gone' });
-      const { socket } = rawClient(running.sidecar.proxyUrl);
+      const { socket } = rawClient(running.sidecar.egressUrl);
       socket.write(
         `POST ${PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
       );
@@ -48,7 +48,7 @@ describe('egress listener', () => {
 
   it('an answered caller: no delivered field in its line', async () => {
     await withReadySidecar({}, async ({ running }) => {
-      const answer = await fetch(`${running.sidecar.proxyUrl}${PATH}`, {
+      const answer = await fetch(`${running.sidecar.egressUrl}${PATH}`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: depositJson(),
@@ -62,7 +62,7 @@ describe('egress listener', () => {
   it('shutdown while a body is still arriving: 503 retryable (nothing was sent), logged and counted', async () => {
     const env = { SIDECAR_SHUTDOWN_DRAIN_DELAY_MS: '0', SIDECAR_SHUTDOWN_MAX_DELAY_MS: '300' };
     await withReadySidecar(env, async ({ gateway, running }) => {
-      const { socket, received } = rawClient(running.sidecar.proxyUrl);
+      const { socket, received } = rawClient(running.sidecar.egressUrl);
       socket.write(
         `POST ${PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"amount":`,
       );
@@ -86,7 +86,7 @@ describe('egress listener', () => {
 
   it('a caller that never finishes its headers is cut off after 10 s with 408', { timeout: 30_000 }, async () => {
     await withReadySidecar({}, async ({ running }) => {
-      const { socket, received } = rawClient(running.sidecar.proxyUrl);
+      const { socket, received } = rawClient(running.sidecar.egressUrl);
       const started = Date.now();
       socket.write(`POST ${PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\n`);
       const answer = await received;
@@ -133,14 +133,14 @@ describe('egress listener: only callers that address the sidecar by name, never 
   it('a rebinding page (Host attacker.example, Origin, Sec-Fetch-Site): 421 forbidden_host, nothing sent', async () => {
     await withReadySidecar({}, async ({ gateway, running }) => {
       const grants = gateway.grants.length;
-      const { port } = new URL(running.sidecar.proxyUrl);
-      const answer = await post(running.sidecar.proxyUrl, {
+      const { port } = new URL(running.sidecar.egressUrl);
+      const answer = await post(running.sidecar.egressUrl, {
         host: `attacker.example:${port}`,
         origin: `http://attacker.example:${port}`,
         'sec-fetch-site': 'cross-site',
       });
       assert.deepEqual(answer, { status: 421, code: 'sidecar.request.forbidden_host', retryable: true });
-      const plain = await post(running.sidecar.proxyUrl, { host: 'attacker.example' });
+      const plain = await post(running.sidecar.egressUrl, { host: 'attacker.example' });
       assert.equal(plain.code, 'sidecar.request.forbidden_host');
       assert.equal(gateway.requests.length, 0, 'nothing reached the gateway');
       assert.equal(gateway.grants.length, grants, 'no token was asked for');
@@ -154,7 +154,7 @@ describe('egress listener: only callers that address the sidecar by name, never 
 
   it('refused before the body is read: the answer comes while the body is still arriving', async () => {
     await withReadySidecar({}, async ({ gateway, running }) => {
-      const { socket } = rawClient(running.sidecar.proxyUrl);
+      const { socket } = rawClient(running.sidecar.egressUrl);
       const head = new Promise<string>((resolve, reject) => {
         setTimeout(() => reject(new Error('no answer while the body was arriving')), 5_000).unref();
         let text = '';
@@ -177,10 +177,10 @@ describe('egress listener: only callers that address the sidecar by name, never 
 
   it('Host as local callers write it: 127.0.0.1, localhost or [::1], with or without port, is signed and sent', async () => {
     await withReadySidecar({}, async ({ gateway, running }) => {
-      const { port } = new URL(running.sidecar.proxyUrl);
+      const { port } = new URL(running.sidecar.egressUrl);
       const hosts = [`127.0.0.1:${port}`, '127.0.0.1', `localhost:${port}`, 'localhost', `[::1]:${port}`, '[::1]'];
       for (const host of hosts) {
-        const answer = await post(running.sidecar.proxyUrl, { host });
+        const answer = await post(running.sidecar.egressUrl, { host });
         assert.equal(answer.status, 201, `${host}: ${answer.code}`);
       }
       assert.equal(gateway.requests.length, hosts.length);
@@ -189,7 +189,7 @@ describe('egress listener: only callers that address the sidecar by name, never 
 
   it('a browser request (Origin, or Sec-Fetch-Site but none): 403 browser_origin, nothing sent', async () => {
     await withReadySidecar({}, async ({ gateway, running }) => {
-      const host = new URL(running.sidecar.proxyUrl).host;
+      const host = new URL(running.sidecar.egressUrl).host;
       const browserMade: OutgoingHttpHeaders[] = [
         { host, origin: 'http://evil.example' },
         { host, origin: `http://${host}` },
@@ -198,7 +198,7 @@ describe('egress listener: only callers that address the sidecar by name, never 
         { host, 'sec-fetch-site': 'same-origin' },
       ];
       for (const headers of browserMade) {
-        const answer = await post(running.sidecar.proxyUrl, headers);
+        const answer = await post(running.sidecar.egressUrl, headers);
         assert.deepEqual(answer, { status: 403, code: 'sidecar.request.browser_origin', retryable: true });
       }
       assert.equal(gateway.requests.length, 0, 'nothing reached the gateway');
@@ -208,7 +208,7 @@ describe('egress listener: only callers that address the sidecar by name, never 
         { host, 'sec-fetch-site': 'none' },
         { host, 'sec-fetch-mode': 'cors' },
       ]) {
-        assert.equal((await post(running.sidecar.proxyUrl, headers)).status, 201);
+        assert.equal((await post(running.sidecar.egressUrl, headers)).status, 201);
       }
       assert.equal(gateway.requests.length, 2);
     });

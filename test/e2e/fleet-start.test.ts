@@ -72,7 +72,7 @@ describe('a fleet started together on a Redis slow to give its first answer', ()
       const connectedAtStart = pods.map((pod) => pod.sidecar.store.isAvailable());
       await Promise.all(pods.map((pod) => waitUntilReady(pod.sidecar, 60_000)));
       const answers = await Promise.all(
-        Array.from({ length: 12 }, (_, i) => postJson(pods[i % 3]!.sidecar.proxyUrl, deposit())),
+        Array.from({ length: 12 }, (_, i) => postJson(pods[i % 3]!.sidecar.egressUrl, deposit())),
       );
       assert.deepEqual(
         answers.map((a) => a.status),
@@ -105,7 +105,7 @@ describe('a fleet started together on a Redis slow to give its first answer', ()
       // Each kept as it starts: one that fails leaves the others to be stopped.
       await Promise.all([0, 1, 2].map(async () => pods.push(await startTestSidecar(env))));
       await Promise.all(pods.map((pod) => waitUntilReady(pod.sidecar, 30_000)));
-      const answers = await Promise.all(pods.map((pod) => postJson(pod.sidecar.proxyUrl, deposit())));
+      const answers = await Promise.all(pods.map((pod) => postJson(pod.sidecar.egressUrl, deposit())));
       assert.deepEqual(
         answers.map((a) => a.status),
         [200, 200, 200],

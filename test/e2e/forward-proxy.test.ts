@@ -129,7 +129,7 @@ describe('through a real Squid with Basic authentication', () => {
     const answers: Answer[] = [];
     // Bursts of three: the three pooled connections, each its own tunnel, reused from then on.
     for (let i = 0; i < payloads.length; i += 3) {
-      answers.push(...(await Promise.all(payloads.slice(i, i + 3).map((p) => postJson(running.sidecar.proxyUrl, p)))));
+      answers.push(...(await Promise.all(payloads.slice(i, i + 3).map((p) => postJson(running.sidecar.egressUrl, p)))));
     }
     for (const answer of answers) assert.equal(answer.status, 200, answer.body);
     for (const payload of payloads) assert.equal(transactionsFor(world.simulator, payload), 1);
@@ -189,7 +189,7 @@ describe('proxy failures before the tunnel: nothing sent, retried, then unreacha
   const unreachable = async (causeCode: string): Promise<void> => {
     const before = world.simulator.transactions().length;
     const payload = deposit();
-    const answer = await postJson(running.sidecar.proxyUrl, payload);
+    const answer = await postJson(running.sidecar.egressUrl, payload);
     assert.equal(answer.status, 502, answer.body);
     assert.deepEqual(
       { code: body(answer).code, retryable: body(answer).retryable },
@@ -206,7 +206,7 @@ describe('proxy failures before the tunnel: nothing sent, retried, then unreacha
     Number(/^signing_sidecar_retries_total\{reason="connect_failed"\} (\d+)$/m.exec(await metricsText(running))?.[1]);
 
   it('a wrong proxy password: 407, retried within the deadline, then 502 unreachable; the rotated file heals it', async () => {
-    assert.equal((await postJson(running.sidecar.proxyUrl, deposit())).status, 200, 'the right password works');
+    assert.equal((await postJson(running.sidecar.egressUrl, deposit())).status, 200, 'the right password works');
     const wrong = `not-${squid.password!}`;
     await replaceFile(proxyPasswordFile, `${wrong}\n`);
     const reloaded = async (n: number) =>
@@ -224,7 +224,7 @@ describe('proxy failures before the tunnel: nothing sent, retried, then unreacha
     // The right password again: no restart, the next tunnel authenticates.
     await replaceFile(proxyPasswordFile, `${squid.password!}\n`);
     await waitFor('the second password reload', () => reloaded(2), 10_000);
-    assert.equal((await postJson(running.sidecar.proxyUrl, deposit())).status, 200, 'healed without a restart');
+    assert.equal((await postJson(running.sidecar.egressUrl, deposit())).status, 200, 'healed without a restart');
     // Neither password, nor the Basic credentials built from them, in any log line, answer or metric.
     const metrics = await metricsText(running);
     for (const secret of [squid.password!, wrong]) {
@@ -246,7 +246,7 @@ describe('proxy failures before the tunnel: nothing sent, retried, then unreacha
     } finally {
       await squid.allowPort(world.simulator.port, world.simulator.port, 200);
     }
-    assert.equal((await postJson(running.sidecar.proxyUrl, deposit())).status, 200, 'allowed again');
+    assert.equal((await postJson(running.sidecar.egressUrl, deposit())).status, 200, 'allowed again');
   });
 
   it('a proxy that is down: unreachable, ERR_PROXY_UNREACHABLE, nothing sent', async () => {
@@ -315,7 +315,7 @@ describe('an https:// proxy: TLS to Squid itself, then the tunnel', () => {
     const payloads = [deposit(), deposit(), deposit()];
     await withSidecar(proxyCaFile, async (running) => {
       for (const payload of payloads) {
-        const answer = await postJson(running.sidecar.proxyUrl, payload);
+        const answer = await postJson(running.sidecar.egressUrl, payload);
         assert.equal(answer.status, 200, answer.body);
       }
     });
@@ -332,7 +332,7 @@ describe('an https:// proxy: TLS to Squid itself, then the tunnel', () => {
     const caFile = join(dir, 'proxy-ca.pem');
     await writeFile(caFile, await readFile(proxyCaFile, 'utf8'));
     await withSidecar(caFile, async (running) => {
-      assert.equal((await postJson(running.sidecar.proxyUrl, deposit())).status, 200, 'trusted: through Squid');
+      assert.equal((await postJson(running.sidecar.egressUrl, deposit())).status, 200, 'trusted: through Squid');
       // The CA file now names another CA (a proxy whose certificate changed, or a wrong file mounted): from the next
       // tunnel on, Squid's certificate does not verify.
       await replaceFile(caFile, await readFile(otherCaFile, 'utf8'));
@@ -344,7 +344,7 @@ describe('an https:// proxy: TLS to Squid itself, then the tunnel', () => {
       const connectsBefore = await settledConnects(squid);
       const transactionsBefore = world.simulator.transactions().length;
       const payload = deposit();
-      const answer = await postJson(running.sidecar.proxyUrl, payload);
+      const answer = await postJson(running.sidecar.egressUrl, payload);
       assert.equal(answer.status, 502, answer.body);
       assert.deepEqual(
         { code: body(answer).code, retryable: body(answer).retryable },
@@ -390,10 +390,10 @@ describe('a tunnel cut after the request went in', () => {
   });
 
   it('is outcome_unknown, never resent: the gateway got the payment exactly once', async () => {
-    assert.equal((await postJson(running.sidecar.proxyUrl, deposit())).status, 200, 'through the tunnel');
+    assert.equal((await postJson(running.sidecar.egressUrl, deposit())).status, 200, 'through the tunnel');
     proxy.cutNextRequest();
     const payload = deposit();
-    const answer = await postJson(running.sidecar.proxyUrl, payload);
+    const answer = await postJson(running.sidecar.egressUrl, payload);
     assert.equal(proxy.cuts, 1);
     assert.equal(answer.status, 502, answer.body);
     assert.deepEqual(
@@ -412,7 +412,7 @@ describe('a tunnel cut after the request went in', () => {
       [],
       '0 payments sent twice',
     );
-    assert.equal((await postJson(running.sidecar.proxyUrl, deposit())).status, 200, 'the next one goes through');
+    assert.equal((await postJson(running.sidecar.egressUrl, deposit())).status, 200, 'the next one goes through');
   });
 });
 
@@ -440,7 +440,7 @@ describe('SIDECAR_UPSTREAM_PROXY_FROM_ENV: HTTPS_PROXY and NO_PROXY', () => {
     );
     try {
       await waitUntilReady(running.sidecar);
-      assert.equal((await postJson(running.sidecar.proxyUrl, deposit())).status, 200);
+      assert.equal((await postJson(running.sidecar.egressUrl, deposit())).status, 200);
     } finally {
       await running.stop();
     }

@@ -31,17 +31,17 @@ describe('Idempotency-Key when something fails', () => {
         SIDECAR_UPSTREAM_RESPONSE_TIMEOUT_MS: '1500',
       },
       async ({ gateway, running }) => {
-        const { proxyUrl } = running.sidecar;
+        const { egressUrl } = running.sidecar;
         gateway.script.push({ hang: true });
-        const blocker = send(proxyUrl, undefined, freshDeposit());
+        const blocker = send(egressUrl, undefined, freshDeposit());
         await waitFor('the condition', () => gateway.requests.length === 1);
         const key = newKey();
         const payment = freshDeposit();
-        const refused = await send(proxyUrl, key, payment);
+        const refused = await send(egressUrl, key, payment);
         assert.equal(refused.code, 'sidecar.upstream.unreachable');
         assert.equal(refused.retryable, true);
         assert.equal((await blocker).code, 'sidecar.upstream.outcome_unknown');
-        const retry = await send(proxyUrl, key, payment);
+        const retry = await send(egressUrl, key, payment);
         assert.equal(retry.status, 201);
         assert.equal(retry.replayed, false);
         assert.equal(gateway.requests.length, 2);
@@ -50,13 +50,13 @@ describe('Idempotency-Key when something fails', () => {
 
   it('outcome_unknown is kept and replayed as outcome_unknown: a retry never becomes a second send', () =>
     withReadySidecar({}, async ({ gateway, running }) => {
-      const { proxyUrl } = running.sidecar;
+      const { egressUrl } = running.sidecar;
       gateway.script.push({ reset: true });
       const key = newKey();
       const payment = freshDeposit();
-      const first = await send(proxyUrl, key, payment);
+      const first = await send(egressUrl, key, payment);
       assert.equal(first.code, 'sidecar.upstream.outcome_unknown');
-      const retry = await send(proxyUrl, key, payment);
+      const retry = await send(egressUrl, key, payment);
       assertSameAnswer(retry, first);
       assert.equal(retry.retryable, false);
       assert.equal(gateway.requests.length, 1);
@@ -65,10 +65,10 @@ describe('Idempotency-Key when something fails', () => {
   it('an in_progress record past its deadline (its replica gone) is answered outcome_unknown, never resent', async () => {
     let offsetMs = 0;
     await withSidecar({}, { now: () => Date.now() + offsetMs }, async (gateway, running) => {
-      const { proxyUrl } = running.sidecar;
-      const { key, payment, first } = await sendHeld(gateway, proxyUrl);
+      const { egressUrl } = running.sidecar;
+      const { key, payment, first } = await sendHeld(gateway, egressUrl);
       offsetMs = 116_000; // past 115 s, the longest request time with the default settings
-      const late = await send(proxyUrl, key, payment);
+      const late = await send(egressUrl, key, payment);
       assert.equal(late.status, 502);
       assert.equal(late.code, 'sidecar.upstream.outcome_unknown');
       assert.equal(late.replayed, true);
@@ -76,7 +76,7 @@ describe('Idempotency-Key when something fails', () => {
       gateway.release();
       // The first caller still gets the truth; every retry keeps getting what the first retry was told.
       assert.equal((await first).status, 201);
-      assertSameAnswer(await send(proxyUrl, key, payment), late);
+      assertSameAnswer(await send(egressUrl, key, payment), late);
       assert.equal(gateway.requests.length, 1);
       const abandoned = running.logs.lines().find((l) => l.event === 'idempotency.abandoned');
       assert.equal(abandoned?.abandonedRequestId, (await first).headers.get('x-request-id'));
@@ -89,24 +89,24 @@ describe('Idempotency-Key when something fails', () => {
     withReadySidecar(
       { SIDECAR_STATE_MEMORY_MAX_ENTRIES: '2', SIDECAR_UPSTREAM_RESPONSE_TIMEOUT_MS: '5000' },
       async ({ gateway, running }) => {
-        const { proxyUrl } = running.sidecar;
-        const { key, payment, first } = await sendHeld(gateway, proxyUrl);
-        const other = send(proxyUrl, newKey(), freshDeposit());
+        const { egressUrl } = running.sidecar;
+        const { key, payment, first } = await sendHeld(gateway, egressUrl);
+        const other = send(egressUrl, newKey(), freshDeposit());
         await waitFor('both at the gateway', () => gateway.requests.length === 2);
         const thirdKey = newKey();
         const third = freshDeposit();
-        const refused = await send(proxyUrl, thirdKey, third);
+        const refused = await send(egressUrl, thirdKey, third);
         assert.equal(refused.status, 503);
         assert.equal(refused.code, 'sidecar.idempotency.unavailable');
         assert.equal(refused.retryable, true);
         assert.match((await running.sidecar.store.get(`idempotency:${sha256(key)}`)) ?? '', /"in_progress"/);
-        assert.equal((await send(proxyUrl, key, payment)).code, 'sidecar.idempotency.in_progress');
+        assert.equal((await send(egressUrl, key, payment)).code, 'sidecar.idempotency.in_progress');
         assert.equal(gateway.requests.length, 2, 'neither the refused payment nor the retry was sent');
         gateway.holdUntil = 0;
         gateway.release();
         assert.equal((await first).status, 201, 'the first caller gets the gateway answer');
         assert.equal((await other).status, 201);
-        const later = await send(proxyUrl, thirdKey, third);
+        const later = await send(egressUrl, thirdKey, third);
         assert.equal(later.status, 201, 'the refused payment goes once there is room');
         assert.equal(later.replayed, false);
         const copies = gateway.requests.filter((r) => r.body === gateway.requests[0]!.body);
@@ -120,7 +120,7 @@ describe('Idempotency-Key when something fails', () => {
     const wrapStore: SidecarDeps['wrapStore'] = (inner) => (store = new SwitchableStore(inner));
     await withSidecar({}, { wrapStore }, async (gateway, running) => {
       store!.down = true;
-      await assertKeyedRefusedUnkeyedSent(running.sidecar.proxyUrl, gateway);
+      await assertKeyedRefusedUnkeyedSent(running.sidecar.egressUrl, gateway);
       const metrics = await (await fetch(`${running.sidecar.adminUrl}/metrics`)).text();
       assert.equal(seriesValue(metrics, 'signing_sidecar_idempotency_total{outcome="unavailable"}'), 1);
     });
@@ -128,7 +128,7 @@ describe('Idempotency-Key when something fails', () => {
 
   it('a request cut off by shutdown after it was sent keeps its key as outcome_unknown, never released', () =>
     withReadySidecar({ SIDECAR_SHUTDOWN_MAX_DELAY_MS: '200' }, async ({ gateway, running }) => {
-      const { key, first: pending } = await sendHeld(gateway, running.sidecar.proxyUrl);
+      const { key, first: pending } = await sendHeld(gateway, running.sidecar.egressUrl);
       await running.stop();
       const cut = await pending;
       assert.equal(cut.status, 504);

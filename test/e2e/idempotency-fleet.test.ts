@@ -55,9 +55,9 @@ describe('Idempotency-Key across replicas sharing one Redis (real simulator)', (
     const before = simulator.transactions().length;
     const key = newKey();
     const payment = freshDeposit();
-    const first = await send(one.sidecar.proxyUrl, key, payment);
+    const first = await send(one.sidecar.egressUrl, key, payment);
     assert.ok(first.status < 300, first.body.toString());
-    const retry = await send(two.sidecar.proxyUrl, key, payment);
+    const retry = await send(two.sidecar.egressUrl, key, payment);
     assert.equal(retry.status, first.status);
     assert.equal(retry.replayed, true);
     assert.ok(retry.body.equals(first.body), 'byte for byte');
@@ -69,7 +69,7 @@ describe('Idempotency-Key across replicas sharing one Redis (real simulator)', (
     const key = newKey();
     const payment = freshDeposit();
     const replies = await Promise.all(
-      Array.from({ length: 50 }, (_, i) => send((i % 2 ? one : two).sidecar.proxyUrl, key, payment)),
+      Array.from({ length: 50 }, (_, i) => send((i % 2 ? one : two).sidecar.egressUrl, key, payment)),
     );
     const summary = [...new Set(replies.map((r) => `${r.status} ${r.code ?? ''} ${r.body.toString().slice(0, 200)}`))];
     assert.equal(simulator.transactions().length, before + 1, summary.join('\n'));
@@ -101,17 +101,17 @@ describe('a replica killed between send and answer', () => {
 
       let offsetMs = 0;
       survivor = await replica(gateway.url, () => Date.now() + offsetMs);
-      const early = await send(survivor.sidecar.proxyUrl, key, payment);
+      const early = await send(survivor.sidecar.egressUrl, key, payment);
       assert.equal(early.status, 409);
       assert.equal(early.code, 'sidecar.idempotency.in_progress');
       // Past 119 s, the longest request time here: 115 s with the default settings + 2 x the 2 s command timeout.
       offsetMs = 120_000;
-      const late = await send(survivor.sidecar.proxyUrl, key, payment);
+      const late = await send(survivor.sidecar.egressUrl, key, payment);
       assert.equal(late.status, 502);
       assert.equal(late.code, 'sidecar.upstream.outcome_unknown');
       assert.equal(late.retryable, false);
       assert.equal(late.replayed, true);
-      const again = await send(survivor.sidecar.proxyUrl, key, payment);
+      const again = await send(survivor.sidecar.egressUrl, key, payment);
       assert.ok(again.body.equals(late.body) && again.replayed);
       const copies = gateway.requests.filter((r) => r.body === gateway.requests[0]!.body);
       assert.equal(copies.length, 1, 'never resent');
@@ -129,7 +129,7 @@ describe('Redis down', () => {
     const running = await replica(gateway.url);
     try {
       await redis.stop();
-      await assertKeyedRefusedUnkeyedSent(running.sidecar.proxyUrl, gateway);
+      await assertKeyedRefusedUnkeyedSent(running.sidecar.egressUrl, gateway);
     } finally {
       await redis.start();
       await running.stop();
@@ -151,14 +151,14 @@ describe('shutdown with the Redis store', () => {
       other = await replica(gateway.url);
       const key = newKey();
       const payment = freshDeposit();
-      const pending = send(stopping.sidecar.proxyUrl, key, payment);
+      const pending = send(stopping.sidecar.egressUrl, key, payment);
       await waitFor('the condition', () => gateway.requests.length === 1);
       await stopping.stop();
       const cut = await pending;
       assert.equal(cut.status, 504);
       assert.equal(cut.code, 'sidecar.upstream.outcome_unknown');
       // Kept before the store closed: not 409 until the deadline (119 s here), but the caller's own answer, replayed.
-      const retry = await send(other.sidecar.proxyUrl, key, payment);
+      const retry = await send(other.sidecar.egressUrl, key, payment);
       assert.equal(retry.status, 504, `${retry.status} ${retry.code ?? ''}`);
       assert.equal(retry.code, 'sidecar.upstream.outcome_unknown');
       assert.equal(retry.replayed, true);
@@ -186,7 +186,7 @@ describe('shutdown with the Redis store', () => {
       // A Redis that answers nothing: the claim waits (within the 2 s command timeout) while shutdown's maximum
       // delay passes and the caller is answered draining.
       redis.freeze();
-      const pending = send(stopping.sidecar.proxyUrl, key, payment);
+      const pending = send(stopping.sidecar.egressUrl, key, payment);
       await untilInFlight(stopping, 1); // the request reaches the handler
       const stopped = stopping.stop();
       const cut = await pending;
@@ -197,7 +197,7 @@ describe('shutdown with the Redis store', () => {
       assert.equal(cut.retryable, true);
       assert.equal(gateway.requests.length, 0, 'never sent');
       other = await replica(gateway.url);
-      const retry = await send(other.sidecar.proxyUrl, key, payment);
+      const retry = await send(other.sidecar.egressUrl, key, payment);
       assert.equal(retry.status, 201, `${retry.status} ${retry.code ?? ''}`);
       assert.equal(retry.replayed, false);
       assert.equal(gateway.requests.length, 1, 'sent once, by the retry');

@@ -92,7 +92,7 @@ describe('idempotency records signed with SIDECAR_STATE_MAC_KEY_FILE, on a real 
       [`mac1.${randomBytes(32).toString('base64url')}.${forged}`, 'mismatch'],
     ] as const) {
       await redis.cli('SET', storedKeyOf(key), value, 'PX', '600000');
-      const refused = await send(guarded.sidecar.proxyUrl, key, payment);
+      const refused = await send(guarded.sidecar.egressUrl, key, payment);
       assert.equal(refused.status, 500, refused.body.toString());
       assert.equal(refused.code, 'sidecar.idempotency.record_unverified');
       assert.equal(refused.retryable, false);
@@ -104,7 +104,7 @@ describe('idempotency records signed with SIDECAR_STATE_MAC_KEY_FILE, on a real 
         { kind: 'idempotency', reason, key: `idempotency:${idempotencyKey(key)!.sha256}`, level: 50 },
       );
       // The control: without the MAC, the same record is replayed as the gateway's answer.
-      const replayed = await send(unguarded.sidecar.proxyUrl, key, payment);
+      const replayed = await send(unguarded.sidecar.egressUrl, key, payment);
       assert.equal(replayed.replayed, true);
       assert.match(replayed.body.toString(), /f0rg3d/);
     }
@@ -117,17 +117,17 @@ describe('idempotency records signed with SIDECAR_STATE_MAC_KEY_FILE, on a real 
   it('a genuine answer copied under another Idempotency-Key is refused there, and still replayed under its own', async () => {
     const payment = freshDeposit();
     const [original, other] = [newKey(), newKey()];
-    const first = await send(guarded.sidecar.proxyUrl, original, payment);
+    const first = await send(guarded.sidecar.egressUrl, original, payment);
     assert.ok(first.status < 300, first.body.toString());
     const transactions = simulator.transactions().length;
     const [stored] = await redis.cli('GET', storedKeyOf(original));
     assert.match(stored ?? '', /^mac1\./);
     await redis.cli('SET', storedKeyOf(other), stored!, 'PX', '600000');
-    const moved = await send(guarded.sidecar.proxyUrl, other, payment);
+    const moved = await send(guarded.sidecar.egressUrl, other, payment);
     assert.equal(moved.code, 'sidecar.idempotency.record_unverified');
     // The control: without the MAC the copy answers the other key's caller with the first payment's answer.
-    assert.equal((await send(unguarded.sidecar.proxyUrl, other, payment)).replayed, true);
-    const retry = await send(guarded.sidecar.proxyUrl, original, payment);
+    assert.equal((await send(unguarded.sidecar.egressUrl, other, payment)).replayed, true);
+    const retry = await send(guarded.sidecar.egressUrl, original, payment);
     assert.equal(retry.replayed, true);
     assert.ok(retry.body.equals(first.body));
     assert.equal(simulator.transactions().length, transactions, 'no second payment');
@@ -136,22 +136,22 @@ describe('idempotency records signed with SIDECAR_STATE_MAC_KEY_FILE, on a real 
   it('a key rotation keeps the answers recorded before it while the old key stays in the file', async () => {
     const [before, during] = [newKey(), newKey()];
     const [paymentBefore, paymentDuring] = [freshDeposit(), freshDeposit()];
-    const first = await send(guarded.sidecar.proxyUrl, before, paymentBefore);
+    const first = await send(guarded.sidecar.egressUrl, before, paymentBefore);
     assert.ok(first.status < 300, first.body.toString());
 
     // The new key first (it signs), the old one kept (it still verifies).
     await writeFile(macKeyFile, `${KEY_B}\n${KEY_A}\n`);
     await guarded.sidecar.reload();
-    assert.equal((await send(guarded.sidecar.proxyUrl, before, paymentBefore)).replayed, true);
-    const second = await send(guarded.sidecar.proxyUrl, during, paymentDuring);
+    assert.equal((await send(guarded.sidecar.egressUrl, before, paymentBefore)).replayed, true);
+    const second = await send(guarded.sidecar.egressUrl, during, paymentDuring);
     assert.ok(second.status < 300 && !second.replayed, second.body.toString());
 
     // The old key removed: what it signed is refused, what the new key signed is still replayed.
     await writeFile(macKeyFile, `${KEY_B}\n`);
     await guarded.sidecar.reload();
-    assert.equal((await send(guarded.sidecar.proxyUrl, during, paymentDuring)).replayed, true);
+    assert.equal((await send(guarded.sidecar.egressUrl, during, paymentDuring)).replayed, true);
     assert.equal(
-      (await send(guarded.sidecar.proxyUrl, before, paymentBefore)).code,
+      (await send(guarded.sidecar.egressUrl, before, paymentBefore)).code,
       'sidecar.idempotency.record_unverified',
     );
     await waitFor(

@@ -20,7 +20,7 @@ import { waitFor } from '../support/wait-for.js';
 describe('Idempotency-Key: one payment per key', () => {
   it('a retry after the answer gets it again, byte for byte, with Idempotent-Replayed; nothing is sent', () =>
     withReadySidecar({}, async ({ gateway, running }) => {
-      const { proxyUrl } = running.sidecar;
+      const { egressUrl } = running.sidecar;
       gateway.script.push({
         status: 201,
         body: { transaction_link: 'https://pay/t/9', status: 'PENDING' },
@@ -28,9 +28,9 @@ describe('Idempotency-Key: one payment per key', () => {
       });
       const key = newKey();
       const payment = freshDeposit();
-      const first = await send(proxyUrl, key, payment);
+      const first = await send(egressUrl, key, payment);
       // A retry from another client library: other headers, none of which is part of the request's fingerprint.
-      const retry = await send(proxyUrl, key, payment, DEPOSIT_PATH, { 'user-agent': 'retrier/2', accept: '*/*' });
+      const retry = await send(egressUrl, key, payment, DEPOSIT_PATH, { 'user-agent': 'retrier/2', accept: '*/*' });
       assert.equal(first.status, 201);
       assert.equal(first.replayed, false);
       assertSameAnswer(retry, first);
@@ -42,27 +42,27 @@ describe('Idempotency-Key: one payment per key', () => {
 
   it('gateway errors (4xx, 5xx) are kept and replayed like any answer', () =>
     withReadySidecar({}, async ({ gateway, running }) => {
-      const { proxyUrl } = running.sidecar;
+      const { egressUrl } = running.sidecar;
       for (const status of [400, 500]) {
         gateway.script.push({ status, body: { code: 'FAILED', message: `gateway said ${status}` } });
         const key = newKey();
         const payment = freshDeposit();
-        const first = await send(proxyUrl, key, payment);
+        const first = await send(egressUrl, key, payment);
         assert.equal(first.status, status);
-        assertSameAnswer(await send(proxyUrl, key, payment), first);
+        assertSameAnswer(await send(egressUrl, key, payment), first);
       }
       assert.equal(gateway.requests.length, 2);
     }));
 
   it('two callers racing one key: one is sent, the other gets 409 in_progress with Retry-After: 1, then the replay', () =>
     withReadySidecar({}, async ({ gateway, running }) => {
-      const { proxyUrl } = running.sidecar;
+      const { egressUrl } = running.sidecar;
       gateway.holdUntil = Number.POSITIVE_INFINITY;
       const key = newKey();
       const payment = freshDeposit();
-      const first = send(proxyUrl, key, payment);
+      const first = send(egressUrl, key, payment);
       await waitFor('the condition', () => gateway.requests.length === 1);
-      const second = await send(proxyUrl, key, payment);
+      const second = await send(egressUrl, key, payment);
       assert.equal(second.status, 409);
       assert.equal(second.code, 'sidecar.idempotency.in_progress');
       assert.equal(second.retryable, true);
@@ -71,16 +71,16 @@ describe('Idempotency-Key: one payment per key', () => {
       gateway.release();
       const answered = await first;
       assert.equal(answered.status, 201);
-      assertSameAnswer(await send(proxyUrl, key, payment), answered);
+      assertSameAnswer(await send(egressUrl, key, payment), answered);
       assert.equal(gateway.requests.length, 1);
     }));
 
   it('fifty concurrent retries of one key reach the gateway exactly once; the others get 409 or the replay', () =>
     withReadySidecar({}, async ({ gateway, running }) => {
-      const { proxyUrl } = running.sidecar;
+      const { egressUrl } = running.sidecar;
       const key = newKey();
       const payment = freshDeposit();
-      const replies = await Promise.all(Array.from({ length: 50 }, () => send(proxyUrl, key, payment)));
+      const replies = await Promise.all(Array.from({ length: 50 }, () => send(egressUrl, key, payment)));
       assert.equal(gateway.requests.length, 1);
       const answers = replies.filter((r) => r.status === 201);
       assert.equal(answers.length + replies.filter((r) => r.code === 'sidecar.idempotency.in_progress').length, 50);
@@ -90,15 +90,15 @@ describe('Idempotency-Key: one payment per key', () => {
 
   it('a key reused for another body, route or query: 422 key_reused, not retryable, nothing sent', () =>
     withReadySidecar({}, async ({ gateway, running }) => {
-      const { proxyUrl } = running.sidecar;
+      const { egressUrl } = running.sidecar;
       const key = newKey();
-      assert.equal((await send(proxyUrl, key, freshDeposit())).status, 201);
+      assert.equal((await send(egressUrl, key, freshDeposit())).status, 201);
       for (const [body, path] of [
         [freshDeposit(), undefined],
         [gateway.requests[0]!.body, '/api/v2/transfer-out/init'],
         [freshDeposit(), '/api/v2/transaction/init?again=1'],
       ] as const) {
-        const reused = await send(proxyUrl, key, body, path);
+        const reused = await send(egressUrl, key, body, path);
         assert.equal(reused.status, 422, path);
         assert.equal(reused.code, 'sidecar.idempotency.key_reused');
         assert.equal(reused.retryable, false);
@@ -109,32 +109,32 @@ describe('Idempotency-Key: one payment per key', () => {
   it('a malformed key: 400 key_invalid, nothing sent', () =>
     withReadySidecar({}, async ({ gateway, running }) => {
       for (const key of ['', 'has space', 'k'.repeat(256), 'caf\u00e9']) {
-        const reply = await send(running.sidecar.proxyUrl, key, freshDeposit());
+        const reply = await send(running.sidecar.egressUrl, key, freshDeposit());
         assert.equal(reply.status, 400, JSON.stringify(key));
         assert.equal(reply.code, 'sidecar.idempotency.key_invalid');
       }
       // Two Idempotency-Key lines (fetch would fold them into one): which one would the caller's retry send?
-      assert.equal(await postWithRepeatedKey(running.sidecar.proxyUrl, 'same-key', freshDeposit()), 400);
+      assert.equal(await postWithRepeatedKey(running.sidecar.egressUrl, 'same-key', freshDeposit()), 400);
       assert.equal(gateway.requests.length, 0);
     }));
 
   it('SIDECAR_IDEMPOTENCY_REQUIRED=true: 428 key_required without a key; with one it is sent', () =>
     withReadySidecar({ SIDECAR_IDEMPOTENCY_REQUIRED: 'true' }, async ({ gateway, running }) => {
-      const missing = await send(running.sidecar.proxyUrl, undefined, freshDeposit());
+      const missing = await send(running.sidecar.egressUrl, undefined, freshDeposit());
       assert.equal(missing.status, 428);
       assert.equal(missing.code, 'sidecar.idempotency.key_required');
       assert.equal(gateway.requests.length, 0);
-      assert.equal((await send(running.sidecar.proxyUrl, newKey(), freshDeposit())).status, 201);
+      assert.equal((await send(running.sidecar.egressUrl, newKey(), freshDeposit())).status, 201);
     }));
 
   it('the key appears nowhere (logs, metrics); the request line names its digest and whether it was replayed', () =>
     withReadySidecar({}, async ({ running }) => {
-      const { proxyUrl, adminUrl } = running.sidecar;
+      const { egressUrl, adminUrl } = running.sidecar;
       const key = newKey();
       const payment = freshDeposit();
-      await send(proxyUrl, key, payment);
-      await send(proxyUrl, key, payment);
-      await send(proxyUrl, key, freshDeposit());
+      await send(egressUrl, key, payment);
+      await send(egressUrl, key, payment);
+      await send(egressUrl, key, freshDeposit());
       const metrics = await (await fetch(`${adminUrl}/metrics`)).text();
       assert.equal(running.logs.text.includes(key), false, 'key in logs');
       assert.equal(metrics.includes(key), false, 'key in metrics');
@@ -159,10 +159,10 @@ describe('Idempotency-Key: one payment per key', () => {
 });
 
 /** POSTs a deposit with the Idempotency-Key header line sent twice; resolves with the status. */
-function postWithRepeatedKey(proxyUrl: string, key: string, body: string): Promise<number> {
+function postWithRepeatedKey(egressUrl: string, key: string, body: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const headers = { 'content-type': 'application/json', 'idempotency-key': [key, key] };
-    const req = request(`${proxyUrl}${DEPOSIT_PATH}`, { method: 'POST', headers }, (res) => {
+    const req = request(`${egressUrl}${DEPOSIT_PATH}`, { method: 'POST', headers }, (res) => {
       res.resume();
       res.on('end', () => resolve(res.statusCode ?? 0));
     });
@@ -175,12 +175,12 @@ describe('Idempotency-Key with the real simulator', () => {
   it('a deposit retried with its key is one transaction at the gateway', async () => {
     const world = await startSimWorld();
     try {
-      const { proxyUrl } = world.running.sidecar;
+      const { egressUrl } = world.running.sidecar;
       const key = newKey();
       const payment = freshDeposit();
-      const first = await send(proxyUrl, key, payment);
+      const first = await send(egressUrl, key, payment);
       assert.ok(first.status < 300, first.body.toString());
-      assertSameAnswer(await send(proxyUrl, key, payment), first);
+      assertSameAnswer(await send(egressUrl, key, payment), first);
       assert.equal(world.simulator.transactions().length, 1);
     } finally {
       await world.stop();

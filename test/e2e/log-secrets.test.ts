@@ -47,8 +47,8 @@ async function until(what: string, ms: number, done: () => boolean): Promise<voi
 }
 
 /** Declares 100 bytes, sends 10, hangs up: the body never completes. */
-async function abandonBody(proxyUrl: string): Promise<void> {
-  const { hostname, port } = new URL(proxyUrl);
+async function abandonBody(egressUrl: string): Promise<void> {
+  const { hostname, port } = new URL(egressUrl);
   const socket = connect(Number(port), hostname);
   await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
   socket.write(
@@ -70,45 +70,45 @@ describe('logs of a run through every path', () => {
       SIDECAR_UPSTREAM_CONNECT_RETRY_DEADLINE_MS: '300',
       SIDECAR_TOKEN_LOGIN_BACKOFF_MAX_MS: '200',
     });
-    const { proxyUrl } = world.running.sidecar;
+    const { egressUrl } = world.running.sidecar;
     const { faults } = world.simulator;
     const logs = world.running.logs;
     await provokeGatewayErrors(world);
     // Every refusal the sidecar makes by itself.
     const refused: Array<[string, Promise<{ code: string | undefined }>]> = [
-      ['sidecar.route.not_found', postJson(proxyUrl, '{}', '/api/v2/other')],
-      ['sidecar.body.invalid_json', postJson(proxyUrl, '{"amount":')],
-      ['sidecar.body.not_object', postJson(proxyUrl, '[1]')],
-      ['sidecar.body.too_large', postJson(proxyUrl, JSON.stringify({ pad: 'x'.repeat(5000) }))],
-      ['sidecar.body.unsupported_media_type', postJson(proxyUrl, '{}', undefined, { 'content-type': 'text/plain' })],
+      ['sidecar.route.not_found', postJson(egressUrl, '{}', '/api/v2/other')],
+      ['sidecar.body.invalid_json', postJson(egressUrl, '{"amount":')],
+      ['sidecar.body.not_object', postJson(egressUrl, '[1]')],
+      ['sidecar.body.too_large', postJson(egressUrl, JSON.stringify({ pad: 'x'.repeat(5000) }))],
+      ['sidecar.body.unsupported_media_type', postJson(egressUrl, '{}', undefined, { 'content-type': 'text/plain' })],
       [
         'sidecar.method.not_allowed',
-        fetch(`${proxyUrl}/api/v2/transaction/init`).then(async (r) => ({
+        fetch(`${egressUrl}/api/v2/transaction/init`).then(async (r) => ({
           code: ((await r.json()) as { code?: string }).code,
         })),
       ],
     ];
     for (const [code, answer] of refused) assert.equal((await answer).code, code);
-    await abandonBody(proxyUrl);
+    await abandonBody(egressUrl);
     await until('the abandoned body is logged', 3_000, () => logs.text.includes('sidecar.body.incomplete'));
     // Refresh rejected -> password login (fallback) -> the retried request succeeds.
     faults.inject({ kind: '401', target: 'signed' });
     faults.inject({ kind: '401', target: 'token' });
-    assert.equal((await postJson(proxyUrl, deposit())).status, 200);
+    assert.equal((await postJson(egressUrl, deposit())).status, 200);
     // Refresh and login both rejected: the gateway's own 401 FAILED goes back; during the backoff that follows,
     // the next client is told at once that no token is available; the backoff retry then gets one.
     faults.inject({ kind: '401', target: 'signed' });
     faults.inject({ kind: '401', target: 'token', count: 2 });
-    const noFreshToken = await postJson(proxyUrl, deposit());
+    const noFreshToken = await postJson(egressUrl, deposit());
     assert.deepEqual([noFreshToken.status, noFreshToken.code], [401, 'FAILED']);
-    assert.equal((await postJson(proxyUrl, deposit())).code, 'sidecar.token.unavailable');
+    assert.equal((await postJson(egressUrl, deposit())).code, 'sidecar.token.unavailable');
     await waitUntilReady(world.running.sidecar);
     faults.inject({ kind: 'reset' });
-    assert.equal((await postJson(proxyUrl, deposit())).code, 'sidecar.upstream.outcome_unknown');
-    const tagged = await postJson(proxyUrl, deposit(), undefined, { 'x-request-id': 'trace-me-42' });
+    assert.equal((await postJson(egressUrl, deposit())).code, 'sidecar.upstream.outcome_unknown');
+    const tagged = await postJson(egressUrl, deposit(), undefined, { 'x-request-id': 'trace-me-42' });
     assert.equal(tagged.requestId, 'trace-me-42');
     await world.relay.stop();
-    assert.equal((await postJson(proxyUrl, deposit())).code, 'sidecar.upstream.unreachable');
+    assert.equal((await postJson(egressUrl, deposit())).code, 'sidecar.upstream.unreachable');
     await world.running.stop();
     text = logs.text;
     lines = logs.lines();

@@ -194,7 +194,7 @@ describe('keys made inside the token', { skip }, () => {
         [WITHDRAWAL, 2],
         [DEPOSIT, 3],
       ] as const) {
-        const answer = await post(running.sidecar.proxyUrl, path, { invoice_no: `INV-${n}`, amount: 100 * n });
+        const answer = await post(running.sidecar.egressUrl, path, { invoice_no: `INV-${n}`, amount: 100 * n });
         assert.equal(answer.status, 201, answer.body);
       }
       assert.equal(gateway.requests.length, 3);
@@ -443,7 +443,7 @@ describe('while serving', { skip }, () => {
     // Requests flow one after another for the whole test, as a caller's would.
     const flow = (async () => {
       for (let n = 0; flowing; n++) {
-        answers.push(await post(sidecar.proxyUrl, DEPOSIT, { invoice_no: `FLOW-${n}`, amount: 1 }));
+        answers.push(await post(sidecar.egressUrl, DEPOSIT, { invoice_no: `FLOW-${n}`, amount: 1 }));
         await sleep(20);
       }
     })();
@@ -590,7 +590,7 @@ describe('while serving', { skip }, () => {
     const { sidecar } = running;
     const newPin = '135791';
     try {
-      assert.equal((await post(sidecar.proxyUrl, DEPOSIT, { invoice_no: 'PIN-1' })).status, 201);
+      assert.equal((await post(sidecar.egressUrl, DEPOSIT, { invoice_no: 'PIN-1' })).status, 201);
       // The token officer changes the PIN, then the Secret holding the PIN file is updated.
       changePin(hsm, TOKEN, newPin);
       writeFileSync(`${pinFile}.new`, `${newPin}\n`, { mode: 0o600 });
@@ -602,10 +602,10 @@ describe('while serving', { skip }, () => {
       // The sessions open now keep working; the next ones must log in with the new PIN: take the token away so
       // that every session is opened again.
       const restore = removeTokens(hsm);
-      assert.equal((await post(sidecar.proxyUrl, DEPOSIT, { invoice_no: 'PIN-2' })).status, 503);
+      assert.equal((await post(sidecar.egressUrl, DEPOSIT, { invoice_no: 'PIN-2' })).status, 503);
       restore();
       await waitFor('ready again with the new PIN', () => sidecar.isReady(), 20_000);
-      assert.equal((await post(sidecar.proxyUrl, DEPOSIT, { invoice_no: 'PIN-3' })).status, 201);
+      assert.equal((await post(sidecar.egressUrl, DEPOSIT, { invoice_no: 'PIN-3' })).status, 201);
       assert.ok(!running.logs.text.includes(newPin) && !running.logs.text.includes(TOKEN.pin), 'no PIN in the logs');
     } finally {
       await running.stop();

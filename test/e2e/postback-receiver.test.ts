@@ -61,7 +61,7 @@ after(async () => {
 
 async function depositAndComplete(status: 'SUCCESS' | 'FAILED'): Promise<{ id: string; invoice: string }> {
   const payload = deposit();
-  const answer = await postJson(running.sidecar.proxyUrl, payload);
+  const answer = await postJson(running.sidecar.egressUrl, payload);
   assert.equal(answer.status, 200, answer.body);
   const id = (JSON.parse(answer.body) as { transaction_id: string }).transaction_id;
   await sim.complete(id, status);
@@ -130,7 +130,7 @@ describe('a hostile sender', () => {
       }
       await new Promise((r) => setTimeout(r, 200));
       const started = Date.now();
-      const answer = await postJson(running.sidecar.proxyUrl, deposit());
+      const answer = await postJson(running.sidecar.egressUrl, deposit());
       assert.equal(answer.status, 200, answer.body);
       assert.ok(Date.now() - started < 2_000);
       const refused = sockets.filter((s) => s.destroyed).length;

@@ -50,7 +50,7 @@ describe('signing proxy core, end to end over real sockets', () => {
       body: { transaction_link: 'https://pay.example/t/42', id: 'tx-42' },
       headers: { 'x-trace': 'abc' },
     });
-    const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
+    const answer = await curl(`${running.sidecar.egressUrl}/api/v2/transaction/init`, [
       '-H',
       'Content-Type: application/json',
       '--data-binary',
@@ -89,7 +89,7 @@ describe('signing proxy core, end to end over real sockets', () => {
   });
 
   it('keeps the query byte for byte in the posted and signed URL', async () => {
-    const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transfer-out/init?b=2&a=%2F+x`, [
+    const answer = await curl(`${running.sidecar.egressUrl}/api/v2/transfer-out/init?b=2&a=%2F+x`, [
       '-H',
       'Content-Type: application/json',
       '--data-binary',
@@ -100,7 +100,7 @@ describe('signing proxy core, end to end over real sockets', () => {
   });
 
   it('forwards only the allowed client headers: never credentials, signing, hop-by-hop or client addresses', async () => {
-    const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
+    const answer = await curl(`${running.sidecar.egressUrl}/api/v2/transaction/init`, [
       '-H',
       'Content-Type: application/json',
       '-H',
@@ -270,7 +270,7 @@ describe('signing proxy core, end to end over real sockets', () => {
   ]) {
     it(`accepts Content-Type: ${contentType}`, async () => {
       gateway.script.push({ status: 201, body: { ok: true } });
-      const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
+      const answer = await curl(`${running.sidecar.egressUrl}/api/v2/transaction/init`, [
         '-H',
         `Content-Type: ${contentType}`,
         '--data-binary',
@@ -286,11 +286,11 @@ describe('signing proxy core, end to end over real sockets', () => {
       const answer: { status: number; body: string; headers?: string } =
         name === 'invalid UTF-8'
           ? await rawPost(
-              running.sidecar.proxyUrl,
+              running.sidecar.egressUrl,
               path,
               Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d]),
             )
-          : await curl(`${running.sidecar.proxyUrl}${path}`, args);
+          : await curl(`${running.sidecar.egressUrl}${path}`, args);
       assert.equal(answer.status, status);
       const body = JSON.parse(answer.body) as { code: string; retryable: boolean; message: string };
       assert.equal(body.code, code);
@@ -309,7 +309,7 @@ describe('signing proxy core, end to end over real sockets', () => {
   it('refuses a body over the limit with 413 and forwards nothing', async () => {
     const before = gateway.requests.length;
     const big = JSON.stringify({ pad: 'x'.repeat(1_048_576) });
-    const answer = await rawPost(running.sidecar.proxyUrl, '/api/v2/transaction/init', Buffer.from(big));
+    const answer = await rawPost(running.sidecar.egressUrl, '/api/v2/transaction/init', Buffer.from(big));
     assert.equal(answer.status, 413);
     assert.equal((JSON.parse(answer.body) as { code: string }).code, 'sidecar.body.too_large');
     assert.equal(gateway.requests.length, before);
@@ -318,7 +318,7 @@ describe('signing proxy core, end to end over real sockets', () => {
   it('ignores an absolute-form request line and the Host header: the configured gateway is the only destination', async () => {
     const decoy = await new RecordingGateway().start();
     try {
-      const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
+      const answer = await curl(`${running.sidecar.egressUrl}/api/v2/transaction/init`, [
         '--request-target',
         `${decoy.url}/api/v2/transaction/init`,
         '-H',
@@ -352,7 +352,7 @@ describe('upstream failures map to the error contract', () => {
     await withReadySidecar({ SIDECAR_UPSTREAM_CONNECT_RETRY_DEADLINE_MS: '600' }, async ({ gateway, running }) => {
       await gateway.stop(); // the token is held; now nothing listens at the gateway's address
       const started = Date.now();
-      const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
+      const answer = await curl(`${running.sidecar.egressUrl}/api/v2/transaction/init`, [
         '-H',
         'Content-Type: application/json',
         '--data-binary',
@@ -373,7 +373,7 @@ describe('upstream failures map to the error contract', () => {
   it('reset after the request was sent: 502 sidecar.upstream.outcome_unknown, not retryable, sent exactly once', async () => {
     await withReadySidecar({}, async ({ gateway, running }) => {
       gateway.script.push({ reset: true });
-      const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
+      const answer = await curl(`${running.sidecar.egressUrl}/api/v2/transaction/init`, [
         '-H',
         'Content-Type: application/json',
         '--data-binary',
@@ -392,7 +392,7 @@ describe('upstream failures map to the error contract', () => {
   it('no answer within the response timeout: 504 outcome_unknown, sent exactly once', async () => {
     await withReadySidecar({ SIDECAR_UPSTREAM_RESPONSE_TIMEOUT_MS: '300' }, async ({ gateway, running }) => {
       gateway.script.push({ hang: true });
-      const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
+      const answer = await curl(`${running.sidecar.egressUrl}/api/v2/transaction/init`, [
         '-H',
         'Content-Type: application/json',
         '--data-binary',
@@ -409,7 +409,7 @@ describe('upstream failures map to the error contract', () => {
   it('shutdown with a request still waiting for the gateway: the client gets 504 outcome_unknown, never silence', async () => {
     await withReadySidecar({ SIDECAR_SHUTDOWN_MAX_DELAY_MS: '300' }, async ({ gateway, running }) => {
       gateway.script.push({ hang: true });
-      const pending = curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
+      const pending = curl(`${running.sidecar.egressUrl}/api/v2/transaction/init`, [
         '-H',
         'Content-Type: application/json',
         '--data-binary',
@@ -445,7 +445,7 @@ describe('upstream failures map to the error contract', () => {
         Buffer.from('"}'),
       ]);
       gateway.script.push({ status: 201, raw });
-      const response = await fetch(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, {
+      const response = await fetch(`${running.sidecar.egressUrl}/api/v2/transaction/init`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: DEPOSIT,
@@ -459,7 +459,7 @@ describe('upstream failures map to the error contract', () => {
   it('a 5xx from the gateway is passed through unchanged and not retried', async () => {
     await withReadySidecar({}, async ({ gateway, running }) => {
       gateway.script.push({ status: 503, body: { code: 'busy', message: 'try later' } });
-      const answer = await curl(`${running.sidecar.proxyUrl}/api/v2/transaction/init`, [
+      const answer = await curl(`${running.sidecar.egressUrl}/api/v2/transaction/init`, [
         '-H',
         'Content-Type: application/json',
         '--data-binary',

@@ -51,23 +51,27 @@ describe('Redis Sentinel: a failover under keyed traffic', () => {
     // acknowledgement past the 500 ms of the suite's 1 s.
     const running = await replica({ SIDECAR_REDIS_MIN_REPLICAS_ACKED: '1', SIDECAR_REDIS_COMMAND_TIMEOUT_MS: '2000' });
     try {
-      assert.equal((await send(running.sidecar.proxyUrl, newKey(), freshDeposit())).status, 200, 'with the replica up');
+      assert.equal(
+        (await send(running.sidecar.egressUrl, newKey(), freshDeposit())).status,
+        200,
+        'with the replica up',
+      );
       await set.replica.stop();
       try {
         // The primary drops a replica whose connection closed at once; WAIT then counts 0.
-        await eventuallyRefused(() => send(running.sidecar.proxyUrl, newKey(), freshDeposit()));
+        await eventuallyRefused(() => send(running.sidecar.egressUrl, newKey(), freshDeposit()));
         const sentBefore = simulator.transactions().length;
-        const reply = await send(running.sidecar.proxyUrl, newKey(), freshDeposit());
+        const reply = await send(running.sidecar.egressUrl, newKey(), freshDeposit());
         assert.equal(reply.status, 503);
         assert.equal(reply.code, 'sidecar.idempotency.unavailable');
         assert.equal(reply.retryable, true);
         assert.equal(simulator.transactions().length, sentBefore, 'nothing reached the gateway');
-        const unkeyed = await send(running.sidecar.proxyUrl, undefined, freshDeposit());
+        const unkeyed = await send(running.sidecar.egressUrl, undefined, freshDeposit());
         assert.equal(unkeyed.status, 200, 'a request without a key does not depend on the replicas');
       } finally {
         await set.replica.start();
       }
-      await untilOk(() => send(running.sidecar.proxyUrl, newKey(), freshDeposit()));
+      await untilOk(() => send(running.sidecar.egressUrl, newKey(), freshDeposit()));
     } finally {
       await running.stop();
     }
@@ -83,8 +87,8 @@ describe('Redis Sentinel: a failover under keyed traffic', () => {
         const body = freshDeposit();
         const key = newKey();
         const [a, b] = index % 2 === 0 ? [one, two] : [two, one];
-        const first = await send(a.sidecar.proxyUrl, key, body);
-        const second = await send(b.sidecar.proxyUrl, key, body);
+        const first = await send(a.sidecar.egressUrl, key, body);
+        const second = await send(b.sidecar.egressUrl, key, body);
         payments.push({ first, second });
       };
       let healed: Promise<string> | undefined;
@@ -128,9 +132,9 @@ describe('Redis Sentinel: a failover under keyed traffic', () => {
       // Once the old primary is back as a replica, both sidecars work on the new primary by themselves.
       const key = newKey();
       const body = freshDeposit();
-      const fresh = await untilOk(() => send(one.sidecar.proxyUrl, key, body));
+      const fresh = await untilOk(() => send(one.sidecar.egressUrl, key, body));
       assert.equal(fresh.status, 200, 'keyed payments go through again after the failover');
-      const again = await send(two.sidecar.proxyUrl, key, body);
+      const again = await send(two.sidecar.egressUrl, key, body);
       assert.equal(again.replayed, true, 'a key written after the failover is shared by both replicas');
       assert.equal(simulator.tokenGrants().password, grantsBefore, 'the token survived: no new password login');
     } finally {
@@ -143,7 +147,7 @@ describe('Redis Sentinel: the Sentinels restarted', () => {
   it('after a restart of every Sentinel, a second failover is still followed by a running sidecar', async (t) => {
     const running = await replica();
     try {
-      assert.equal((await untilOk(() => send(running.sidecar.proxyUrl, newKey(), freshDeposit()))).status, 200);
+      assert.equal((await untilOk(() => send(running.sidecar.egressUrl, newKey(), freshDeposit()))).status, 200);
       await set.restartSentinels();
       const before = await set.currentPrimary();
       const [primary] = [set.primary, set.replica].filter((node) => before.endsWith(`:${node.port}`));
@@ -152,7 +156,7 @@ describe('Redis Sentinel: the Sentinels restarted', () => {
       const after = await set.failedOver(before, 30_000);
       await primary.start();
       assert.equal(await set.settled(30_000), after, 'the old primary came back as a replica');
-      const reply = await untilOk(() => send(running.sidecar.proxyUrl, newKey(), freshDeposit()));
+      const reply = await untilOk(() => send(running.sidecar.egressUrl, newKey(), freshDeposit()));
       t.diagnostic(`${before} -> ${after} after the Sentinels' restart`);
       assert.equal(reply.status, 200, 'the sidecar found the new primary through the restarted Sentinels');
       const { store } = running.sidecar;

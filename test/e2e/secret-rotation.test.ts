@@ -119,7 +119,7 @@ async function startKeyWorld(configure?: (oldKeys: TestKeys) => Promise<NodeJS.P
 async function rotateUnderTraffic(world: KeyWorld, swap: () => Promise<void>): Promise<number> {
   const { simulator, running, oldKeys, newKeys } = world;
   simulator.setPublicKeys(TEST_USERNAME, [oldKeys.publicKeyPem, newKeys.publicKeyPem]);
-  const load = traffic(running.sidecar.proxyUrl);
+  const load = traffic(running.sidecar.egressUrl);
   await sleep(200);
   await swap();
   const took = await waitFor('the new key fingerprint on build_info', async () => {
@@ -134,7 +134,7 @@ async function rotateUnderTraffic(world: KeyWorld, swap: () => Promise<void>): P
   simulator.setPublicKeys(TEST_USERNAME, [newKeys.publicKeyPem]);
   await sleep(300);
   assertAllSucceeded(await load.stop(), 'during and after the rotation');
-  assertAllSucceeded([await postJson(running.sidecar.proxyUrl, deposit())], 'verified with the new public key only');
+  assertAllSucceeded([await postJson(running.sidecar.egressUrl, deposit())], 'verified with the new public key only');
   return took;
 }
 
@@ -190,7 +190,7 @@ describe('secret rotation without a restart', () => {
       async () => reloads(await metricsText(running), 'private_key', 'error') === 1,
     );
     // The old key stays in use: the simulator, which knows only the old public key, accepts every request.
-    const load = traffic(running.sidecar.proxyUrl, 2);
+    const load = traffic(running.sidecar.egressUrl, 2);
     await sleep(4 * POLL_MS);
     assertAllSucceeded(await load.stop(), 'with the half-written file in place');
     const text = await metricsText(running);
@@ -263,7 +263,7 @@ describe('secret rotation without a restart', () => {
     // which this gateway does not know (it accepts only the first): the login is refused, so it was the new one.
     gateway.revokeRefreshTokens();
     gateway.revokeAccessToken(gateway.issuedAccessTokens.at(-1)!);
-    await postJson(running.sidecar.proxyUrl, deposit());
+    await postJson(running.sidecar.egressUrl, deposit());
     await waitFor('the refused login', () => gateway.grants.at(-1)?.grant === 'password');
     await waitFor('the login counted', async () =>
       /token_requests_total\{grant="password",outcome="rejected"\} 1/.test(await metricsText(running)),
@@ -296,7 +296,7 @@ describe('secret rotation without a restart', () => {
       ],
     );
     assert.equal(reloads(await metricsText(running), 'private_key', 'error'), 1);
-    assert.equal(postJsonOk(await postJson(running.sidecar.proxyUrl, deposit())), true, 'the old key stays in use');
+    assert.equal(postJsonOk(await postJson(running.sidecar.egressUrl, deposit())), true, 'the old key stays in use');
   });
 
   it('SIGHUP to the serve process reloads the files by hand (polling slowed to an hour) and does not stop it', async () => {
@@ -345,7 +345,7 @@ describe('secret rotation without a restart', () => {
     });
     await waitUntilReady(running.sidecar);
     // A bundle with the current and the next CA, as a CA rotation starts: traffic never notices.
-    const load = traffic(running.sidecar.proxyUrl);
+    const load = traffic(running.sidecar.egressUrl);
     await sleep(200);
     await replaceFile(caFile, `${simulator.caPem!}\n${other.caPem}`);
     await waitFor('the CA reload', async () => reloads(await metricsText(running), 'upstream_ca', 'success') === 1);
@@ -357,7 +357,7 @@ describe('secret rotation without a restart', () => {
       'the second CA reload',
       async () => reloads(await metricsText(running), 'upstream_ca', 'success') === 2,
     );
-    const refused = await postJson(running.sidecar.proxyUrl, deposit());
+    const refused = await postJson(running.sidecar.egressUrl, deposit());
     assert.equal(refused.status >= 500, true, `a gateway certificate the CA did not sign: ${refused.body}`);
     // Back to the right CA: it works again without a restart.
     await replaceFile(caFile, simulator.caPem!);
@@ -365,11 +365,11 @@ describe('secret rotation without a restart', () => {
       'the third CA reload',
       async () => reloads(await metricsText(running), 'upstream_ca', 'success') === 3,
     );
-    assertAllSucceeded([await postJson(running.sidecar.proxyUrl, deposit())], 'after the way back');
+    assertAllSucceeded([await postJson(running.sidecar.egressUrl, deposit())], 'after the way back');
     // Not a certificate: refused and counted, the CA in use stays.
     await replaceFile(caFile, 'not a certificate\n');
     await waitFor('the refusal', async () => reloads(await metricsText(running), 'upstream_ca', 'error') === 1);
-    assertAllSucceeded([await postJson(running.sidecar.proxyUrl, deposit())], 'with the refused CA file in place');
+    assertAllSucceeded([await postJson(running.sidecar.egressUrl, deposit())], 'with the refused CA file in place');
   });
 });
 

@@ -76,7 +76,7 @@ describe('sidecar + simulator, end to end', () => {
     const { sim, sidecar, stop } = await pair(keys, keys);
     try {
       await waitUntilReady(sidecar.sidecar);
-      const answer = await deposit(sidecar.sidecar.proxyUrl);
+      const answer = await deposit(sidecar.sidecar.egressUrl);
       assert.equal(answer.status, 200);
       assert.match(String(answer.body.transaction_link), /^https:\/\/127\.0\.0\.1:\d+\//);
       assert.equal(answer.body.status, 'PENDING');
@@ -98,7 +98,7 @@ describe('sidecar + simulator, end to end', () => {
       try {
         await waitUntilReady(sidecar.sidecar);
         sim.clock.shift(shift);
-        const answer = await deposit(sidecar.sidecar.proxyUrl);
+        const answer = await deposit(sidecar.sidecar.egressUrl);
         assert.equal(answer.status, 401);
         assert.equal(answer.body.code, code);
         assert.equal(sim.transactions().length, 0);
@@ -114,7 +114,7 @@ describe('sidecar + simulator, end to end', () => {
     // The simulator's public address is the relay's, so the signature made for the relay URL verifies there.
     const world = await startSimWorld();
     try {
-      const first = await deposit(world.running.sidecar.proxyUrl);
+      const first = await deposit(world.running.sidecar.egressUrl);
       assert.equal(first.status, 200);
       const captured = world.relay.captured.find((c) => c.url === DEPOSIT_PATH)!;
       const replay = await sendCaptured(world.simulator.listenUrl, captured);
@@ -131,7 +131,7 @@ describe('sidecar + simulator, end to end', () => {
     const { sim, sidecar, stop } = await pair(uploaded, other);
     try {
       await waitUntilReady(sidecar.sidecar);
-      const answer = await deposit(sidecar.sidecar.proxyUrl);
+      const answer = await deposit(sidecar.sidecar.egressUrl);
       assert.equal(answer.status, 401);
       assert.equal(answer.body.code, 'signature.verify.failed');
       assert.equal(sim.transactions().length, 0);
@@ -158,7 +158,7 @@ describe('sidecar + simulator, end to end', () => {
     const sidecar = await startTestSidecar(await sidecarEnv(keys, stagingRelay.url));
     try {
       await waitUntilReady(sidecar.sidecar);
-      assert.equal((await deposit(sidecar.sidecar.proxyUrl)).status, 200);
+      assert.equal((await deposit(sidecar.sidecar.egressUrl)).status, 200);
       const captured = stagingRelay.captured.find((c) => c.url === '/api/v2/transaction/init')!;
       // Same account, same key, a valid production token: only the signed base address differs.
       const login = await fetch(`${production.baseUrl}/api/v2/auth/token`, {
@@ -188,7 +188,7 @@ describe('sidecar + simulator, end to end', () => {
     try {
       await new Promise((r) => setTimeout(r, 300));
       assert.equal(sidecar.sidecar.tokens.hasValidToken(), false);
-      const answer = await deposit(sidecar.sidecar.proxyUrl);
+      const answer = await deposit(sidecar.sidecar.egressUrl);
       assert.equal(answer.status, 503);
       assert.equal(answer.body.code, 'sidecar.token.unavailable');
       assert.equal(answer.body.retryable, true);
@@ -208,7 +208,7 @@ describe('sidecar + simulator, end to end', () => {
     try {
       await waitUntilReady(sidecar.sidecar);
       await sideLogin(sim);
-      const answer = await deposit(sidecar.sidecar.proxyUrl);
+      const answer = await deposit(sidecar.sidecar.egressUrl);
       assert.equal(answer.status, 200);
       assert.equal(sim.transactions().length, 1, 'exactly one payment');
       assert.equal(await metric(sidecar, 'signing_sidecar_retries_total{reason="token_rejected"}'), 1);

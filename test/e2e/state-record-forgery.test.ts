@@ -113,7 +113,7 @@ async function paysWithin(sidecar: TestSidecar, ms: number): Promise<void> {
   await waitFor(
     'a payment answered by the gateway',
     async () => {
-      const reply = await send(sidecar.sidecar.proxyUrl, undefined, freshDeposit());
+      const reply = await send(sidecar.sidecar.egressUrl, undefined, freshDeposit());
       last = `${reply.status} ${reply.code ?? ''}`;
       return reply.status >= 200 && reply.status < 300;
     },

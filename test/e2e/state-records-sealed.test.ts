@@ -52,6 +52,7 @@ const KINDS = [
   { documented: 'postback:retry', pattern: /^postback:retry$/, form: 'index' },
   { documented: 'postback:dead', pattern: /^postback:dead$/, form: 'index' },
   { documented: 'postback:order:<transaction>', pattern: /^postback:order:.+$/, form: 'index' },
+  { documented: 'limit:<rule>', pattern: /^limit:[a-z0-9_.-]+$/, form: 'sealed' },
   { documented: 'store:epoch', pattern: /^store:epoch$/, form: 'sealed' },
   { documented: 'store:generation', pattern: /^store:generation$/, form: 'counter' },
 ] as const;
@@ -138,7 +139,14 @@ describe('every record the sidecar writes to Redis, watched with MONITOR', { tim
       await waitFor('MONITOR attached', () => lines.some((line) => line.startsWith('OK')), 5_000);
       const macKeyFile = join(keys.dir, 'state-mac-key');
       await writeFile(macKeyFile, `${MAC_KEY.toString('base64')}\n`, { mode: 0o600 });
+      // A money limit on deposits, far above the two payments: its record is written (and given back on a refusal).
+      const limitsFile = join(keys.dir, 'limits.yaml');
+      await writeFile(
+        limitsFile,
+        'rules: [{ name: sealed-deposits, route: /api/v2/transaction/init, windows: [{ period: 1h, maxTotal: "1000000" }] }]\n',
+      );
       const env = await sidecarEnv(keys, simulator.baseUrl, {
+        SIDECAR_LIMITS_FILE: limitsFile,
         SIDECAR_STATE_STORE: 'redis',
         SIDECAR_REDIS_URL: redis.url,
         SIDECAR_REDIS_COMMAND_TIMEOUT_MS: '2000',
@@ -155,8 +163,8 @@ describe('every record the sidecar writes to Redis, watched with MONITOR', { tim
       await waitUntilReady(sidecar.sidecar, 10_000);
       // A keyed payment (claim, lease, answer), an unkeyed one, and two postbacks: one delivered at once, one refused
       // by the application once and delivered on its retry.
-      assert.ok((await send(sidecar.sidecar.proxyUrl, newKey(), freshDeposit())).status < 300);
-      assert.ok((await send(sidecar.sidecar.proxyUrl, undefined, freshDeposit())).status < 300);
+      assert.ok((await send(sidecar.sidecar.egressUrl, newKey(), freshDeposit())).status < 300);
+      assert.ok((await send(sidecar.sidecar.egressUrl, undefined, freshDeposit())).status < 300);
       const postbackUrl = sidecar.sidecar.postbackUrl ?? '';
       const failOnce = payloadJson('tx-sealed-retry');
       let refusedOnce = false;

@@ -23,7 +23,7 @@ describe('token lifecycle through the proxy', () => {
       const grantsBefore = gateway.grants.length;
       // The first answers wait until all 50 requests have arrived with the superseded token.
       gateway.holdUntil = 50;
-      const answers = await Promise.all(Array.from({ length: 50 }, () => post(running.sidecar.proxyUrl)));
+      const answers = await Promise.all(Array.from({ length: 50 }, () => post(running.sidecar.egressUrl)));
       assert.ok(
         answers.every((a) => a.status === 201),
         'every client got the gateway success',
@@ -44,7 +44,7 @@ describe('token lifecycle through the proxy', () => {
   it('a second 401 FAILED goes back to the client unchanged, after exactly two sends', async () => {
     await withReadySidecar({}, async ({ gateway, running }) => {
       gateway.rejectAllTokens = true;
-      const answer = await post(running.sidecar.proxyUrl);
+      const answer = await post(running.sidecar.egressUrl);
       assert.equal(answer.status, 401);
       assert.deepEqual(JSON.parse(answer.body), {
         code: 'FAILED',
@@ -59,7 +59,7 @@ describe('token lifecycle through the proxy', () => {
       gateway.rejectAllTokens = true;
       gateway.revokeRefreshTokens();
       gateway.refusePasswordLogins = true;
-      const answer = await post(running.sidecar.proxyUrl);
+      const answer = await post(running.sidecar.egressUrl);
       assert.equal(answer.status, 401);
       assert.deepEqual(JSON.parse(answer.body), {
         code: 'FAILED',
@@ -83,7 +83,7 @@ describe('token lifecycle through the proxy', () => {
         await Promise.all(
           Array.from({ length: 4 }, async () => {
             while (Date.now() < until) {
-              statuses.push((await post(running.sidecar.proxyUrl)).status);
+              statuses.push((await post(running.sidecar.egressUrl)).status);
               await new Promise((r) => setTimeout(r, 20));
             }
           }),

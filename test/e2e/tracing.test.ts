@@ -105,7 +105,7 @@ describe('OpenTelemetry traces of the egress path (tracing on, propagation to th
 
   it("continues the caller's trace: server span, attempt span, ids on the log line; nothing sent to the gateway", async () => {
     const caller = callerContext();
-    const answer = await post(ready.running.sidecar.proxyUrl, {
+    const answer = await post(ready.running.sidecar.egressUrl, {
       traceparent: caller.traceparent,
       tracestate: 'caller=opaque',
       'idempotency-key': idempotencyKey,
@@ -140,7 +140,7 @@ describe('OpenTelemetry traces of the egress path (tracing on, propagation to th
   });
 
   it('a request without a traceparent starts a trace at the sidecar', async () => {
-    const answer = await post(ready.running.sidecar.proxyUrl);
+    const answer = await post(ready.running.sidecar.egressUrl);
     assert.equal(answer.status, 201);
     await receiver.until('the server span', (spans) =>
       spans.some((s) => s.kind === SPAN_KIND.server && s.attributes['sidecar.request_id'] === answer.requestId),
@@ -155,7 +155,7 @@ describe('OpenTelemetry traces of the egress path (tracing on, propagation to th
   it('401 FAILED, then a fresh token: two attempt spans, the wait and the grant in the same trace', async () => {
     ready.gateway.revokeAccessToken(ready.gateway.issuedAccessTokens.at(-1)!);
     const caller = callerContext();
-    const answer = await post(ready.running.sidecar.proxyUrl, { traceparent: caller.traceparent });
+    const answer = await post(ready.running.sidecar.egressUrl, { traceparent: caller.traceparent });
     assert.equal(answer.status, 201);
     await receiver.until('the grant span', (spans) =>
       spans.some((s) => s.traceId === caller.traceId && s.name === 'token grant'),
@@ -184,7 +184,7 @@ describe('OpenTelemetry traces of the egress path (tracing on, propagation to th
   it('outcome_unknown: the server span and the attempt span are errors with the cause code', async () => {
     ready.gateway.script.push({ reset: true });
     const caller = callerContext();
-    const answer = await post(ready.running.sidecar.proxyUrl, { traceparent: caller.traceparent });
+    const answer = await post(ready.running.sidecar.egressUrl, { traceparent: caller.traceparent });
     assert.equal(answer.status, 502);
     const trace = await traceOf(receiver, caller.traceId, 1);
     const server = serverSpan(trace, caller.traceId)!;
@@ -232,7 +232,7 @@ describe('SIDECAR_TRACE_PROPAGATE_UPSTREAM=true', () => {
       const env = otelEnv(receiver, { SIDECAR_TRACE_PROPAGATE_UPSTREAM: 'true' });
       await withReadySidecar(env, async ({ gateway, running }) => {
         const caller = callerContext();
-        const answer = await post(running.sidecar.proxyUrl, { traceparent: caller.traceparent });
+        const answer = await post(running.sidecar.egressUrl, { traceparent: caller.traceparent });
         assert.equal(answer.status, 201);
         const [attempt] = attemptSpans(await traceOf(receiver, caller.traceId, 1), caller.traceId);
         const sent = gateway.requests.at(-1)!.headers.traceparent;
@@ -249,7 +249,7 @@ describe('tracing off', () => {
   it("nothing of the caller's trace context reaches the gateway, and the log line has no trace ids", async () => {
     await withReadySidecar({}, async ({ gateway, running }) => {
       const caller = callerContext();
-      const answer = await post(running.sidecar.proxyUrl, { traceparent: caller.traceparent, tracestate: 'a=1' });
+      const answer = await post(running.sidecar.egressUrl, { traceparent: caller.traceparent, tracestate: 'a=1' });
       assert.equal(answer.status, 201);
       const sent = gateway.requests.at(-1)!.headers;
       assert.equal(sent.traceparent, undefined);
@@ -264,7 +264,7 @@ describe('tracing off', () => {
   it("with SIDECAR_TRACE_PROPAGATE_UPSTREAM=true the sidecar is no hop of the trace: the caller's context passes as is", async () => {
     await withReadySidecar({ SIDECAR_TRACE_PROPAGATE_UPSTREAM: 'true' }, async ({ gateway, running }) => {
       const caller = callerContext();
-      const answer = await post(running.sidecar.proxyUrl, { traceparent: caller.traceparent, tracestate: 'a=1' });
+      const answer = await post(running.sidecar.egressUrl, { traceparent: caller.traceparent, tracestate: 'a=1' });
       assert.equal(answer.status, 201);
       const sent = gateway.requests.at(-1)!.headers;
       assert.equal(sent.traceparent, caller.traceparent);

@@ -10,7 +10,7 @@ import type { KeptAnswer } from '../../src/idempotency/record.js';
 import { InFlightRequests } from '../../src/inbound/in-flight.js';
 import { createLogger } from '../../src/observability/log.js';
 import { requestId } from '../../src/inbound/request-id.js';
-import { DeadlineList } from '../../src/deadline-list.js';
+import { DeadlineList } from '../../src/time/deadline-list.js';
 import type { RequestOutcome } from '../../src/egress/request-log.js';
 import { errorSettlement, EgressRequest, type Settlement } from '../../src/egress/request.js';
 

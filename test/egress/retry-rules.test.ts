@@ -8,8 +8,14 @@ import { exchange, type ExchangeDeps, type ExchangeResult } from '../../src/egre
 import { requestSigning, type SignedCopy, type SignedRequest } from '../../src/egress/request-signing.js';
 import type { TokenSet } from '../../src/token/token-set.js';
 import { NO_TRACING, type TraceContext, type Tracing } from '../../src/observability/tracing.js';
-import { UpstreamError, type SendOutcome, type UpstreamRequest } from '../../src/upstream/gateway-client.js';
-import { endOf, notSent, sentNoAnswer } from '../../src/upstream/gateway-send.js';
+import {
+  endOf,
+  notSent,
+  sentNoAnswer,
+  type SendOutcome,
+  type UpstreamRequest,
+} from '../../src/upstream/gateway-send.js';
+import { UpstreamError } from '../../src/upstream/upstream-errors.js';
 import { RecordingTracing } from '../support/recording-tracing.js';
 
 // The retry contract (README) as a table: each send outcome, times token state, times attempt. A fake gateway client

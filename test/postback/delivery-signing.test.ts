@@ -8,8 +8,7 @@ import { rename, writeFile } from 'node:fs/promises';
 import { after, before, describe, test } from 'node:test';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import { postbacks } from '../../src/cli/postbacks.js';
-import { FORWARD_SECRET_GRACE_MS } from '../../src/config/postback-settings.js';
-import { createDeliverySigner } from '../../src/postback/delivery-signing.js';
+import { DeliverySigner, FORWARD_SECRET_GRACE_MS } from '../../src/postback/delivery-signing.js';
 import type { TestKeys } from '../support/keys.js';
 import { startRedis } from '../support/redis-server.js';
 import { waitFor } from '../support/wait-for.js';
@@ -247,7 +246,7 @@ describe('the signer', () => {
     const key = (secret: string) => createSecretKey(Buffer.from(secret.slice('whsec_'.length), 'base64'));
     // A clock an hour in the past, so that the signed timestamps stay within the library's 5-minute tolerance.
     let now = Date.now() - FORWARD_SECRET_GRACE_MS - 2_000;
-    const signer = createDeliverySigner(key(old), () => now);
+    const signer = new DeliverySigner(key(old), () => now);
     signer.replaceSecret(key(next));
     const rotatedAt = now;
     const body = payloadJson();

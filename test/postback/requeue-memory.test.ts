@@ -6,7 +6,7 @@ import { after, describe, test } from 'node:test';
 import { Registry } from 'prom-client';
 import { createLogger } from '../../src/observability/log.js';
 import { InboxMetrics } from '../../src/observability/postback-metrics.js';
-import { createRedisInbox, type NewPostback, type PostbackInbox } from '../../src/postback/inbox.js';
+import { RedisInbox, type NewPostback, type PostbackInbox } from '../../src/postback/inbox.js';
 import { RequeueMemory } from '../../src/postback/requeue-memory.js';
 import { accountTag } from '../../src/state/redis-keys.js';
 import { RedisStateStore } from '../../src/state/redis-store.js';
@@ -55,7 +55,7 @@ async function replica(redis: TestRedis, options: ReplicaOptions = {}): Promise<
   const epoch = new StoreEpoch(store, { log, onWiped: () => undefined, intervalMs: 600_000 });
   epoch.start();
   await waitFor('the epoch known', () => epoch.current() !== undefined, 5_000);
-  const memory = new RequeueMemory(createRedisInbox(store), store, epoch, {
+  const memory = new RequeueMemory(new RedisInbox(store), store, epoch, {
     maxBytes,
     metrics: new InboxMetrics(registry),
     log,

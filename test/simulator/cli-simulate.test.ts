@@ -7,7 +7,7 @@ import { PassThrough } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { simulate } from '../../packages/simulator/src/cli.js';
 import { PASSWORD, USERNAME, makeKeys, send } from './support.js';
-import type { CommandIo } from '../../src/cli/command.js';
+import type { CommandIo } from '../../src/tools/command.js';
 import type { TestKeys } from './support.js';
 import { waitFor } from '../support/wait-for.js';
 

@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { PASSWORD, USERNAME, codeOf, login, makeKeys, send, signedPost, startWithAccount } from './support.js';
 import type { RawResponse, TestKeys } from './support.js';
 import type { RunningSimulator } from '@signing-sidecar/simulator';
-import type { CommandIo } from '../../src/cli/command.js';
+import type { CommandIo } from '../../src/tools/command.js';
 import { simulate } from '../../packages/simulator/src/cli.js';
 import { scratchDir } from '../support/scratch.js';
 

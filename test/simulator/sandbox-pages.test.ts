@@ -106,7 +106,7 @@ async function newPage(viewport = { width: 1000, height: 700 }): Promise<Page> {
 /** A deposit through the sidecar, as an internal service makes it; returns its id and transaction_link. */
 async function depositThroughSidecar(): Promise<{ id: string; link: string; invoice: string }> {
   const payload = deposit();
-  const answer = await postJson(running.sidecar.proxyUrl, payload);
+  const answer = await postJson(running.sidecar.egressUrl, payload);
   assert.equal(answer.status, 200, answer.body);
   const body = JSON.parse(answer.body) as { transaction_id: string; transaction_link: string };
   return { id: body.transaction_id, link: body.transaction_link, invoice: (JSON.parse(payload) as Payload).invoice_no };

@@ -28,8 +28,8 @@ describe('a failover inside a Redis Cluster shard', () => {
       let healed: Promise<number> | undefined;
       for (let i = 0; i < 150; i++) {
         const [key, body] = [newKey(), freshDeposit()];
-        const first = await send(pod.sidecar.proxyUrl, key, body);
-        answers.push({ first, second: await send(pod.sidecar.proxyUrl, key, body) });
+        const first = await send(pod.sidecar.egressUrl, key, body);
+        answers.push({ first, second: await send(pod.sidecar.egressUrl, key, body) });
         if (i === 30) {
           await ha.nodes[owner]!.crash();
           // The replica is promoted once the others agree the primary failed; the old one, restarted, rejoins as a
@@ -42,7 +42,7 @@ describe('a failover inside a Redis Cluster shard', () => {
       }
       const now = await (healed ?? Promise.reject(new Error('the primary was never killed')));
       assert.notEqual(now, owner, 'a replica serves the slot');
-      const fresh = await untilOk(() => send(pod.sidecar.proxyUrl, newKey(), freshDeposit()));
+      const fresh = await untilOk(() => send(pod.sidecar.egressUrl, newKey(), freshDeposit()));
       assert.equal(fresh.status, 200, 'keyed payments go through again after the failover');
       const invoices = simulator.transactions().map((txn) => txn.invoice_no);
       assert.equal(new Set(invoices).size, invoices.length, 'no payment reached the gateway twice');

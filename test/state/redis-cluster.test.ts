@@ -67,8 +67,8 @@ describe('a fleet on a Redis Cluster', () => {
 
   it('a key answered through one sidecar is replayed by another, nothing sent twice', async () => {
     const [key, body] = [newKey(), freshDeposit()];
-    const first = await send(pods[0]!.sidecar.proxyUrl, key, body);
-    const second = await send(pods[1]!.sidecar.proxyUrl, key, body);
+    const first = await send(pods[0]!.sidecar.egressUrl, key, body);
+    const second = await send(pods[1]!.sidecar.egressUrl, key, body);
     assert.equal(first.status, 200);
     assert.equal(second.replayed, true);
     assert.deepEqual(second.body, first.body);
@@ -85,8 +85,8 @@ describe('a fleet on a Redis Cluster', () => {
     const traffic = (async () => {
       while (moving || answers.length < 60) {
         const [key, body] = [newKey(), freshDeposit()];
-        const first = await send(pods[answers.length % 3]!.sidecar.proxyUrl, key, body);
-        const second = await send(pods[(answers.length + 1) % 3]!.sidecar.proxyUrl, key, body);
+        const first = await send(pods[answers.length % 3]!.sidecar.egressUrl, key, body);
+        const second = await send(pods[(answers.length + 1) % 3]!.sidecar.egressUrl, key, body);
         answers.push({ first, second });
       }
     })();

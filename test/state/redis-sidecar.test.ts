@@ -17,8 +17,8 @@ async function waitForMetric(adminUrl: string, pattern: RegExp, timeoutMs = 10_0
   }
 }
 
-async function pay(proxyUrl: string): Promise<number> {
-  const response = await fetch(`${proxyUrl}/api/v2/transaction/init`, {
+async function pay(egressUrl: string): Promise<number> {
+  const response = await fetch(`${egressUrl}/api/v2/transaction/init`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: depositJson({ amount: '10.00' }),
@@ -47,13 +47,13 @@ describe('the sidecar with SIDECAR_STATE_STORE=redis', () => {
         async ({ running }) => {
           const readyAfter = performance.now() - startedAt;
           assert.ok(readyAfter >= 5_000, `its own token after ${readyAfter.toFixed(0)} ms, not before 5 s`);
-          const { proxyUrl, adminUrl } = running.sidecar;
-          assert.equal(await pay(proxyUrl), 201);
+          const { egressUrl, adminUrl } = running.sidecar;
+          assert.equal(await pay(egressUrl), 201);
           assert.match(await metrics(adminUrl), /^signing_sidecar_state_store_up 0$/m);
           assert.equal(running.sidecar.store.isAvailable(), false);
           await redis.start();
           await waitForMetric(adminUrl, /^signing_sidecar_state_store_up 1$/m);
-          assert.equal(await pay(proxyUrl), 201);
+          assert.equal(await pay(egressUrl), 201);
           const text = await metrics(adminUrl);
           assert.match(
             text,

@@ -119,12 +119,12 @@ describe('SIDECAR_REDIS_MIN_REPLICAS_ACKED', () => {
       const running = await startTestSidecar(await sidecarEnv(keys, gateway.url, env));
       try {
         await waitUntilReady(running.sidecar);
-        const sent = await send(running.sidecar.proxyUrl, newKey(), freshDeposit());
+        const sent = await send(running.sidecar.egressUrl, newKey(), freshDeposit());
         assert.equal(sent.status, 201, 'with the replica up a keyed request goes through');
         gateway.requests.length = 0;
         await replica.stop();
         await replicasConnected(0);
-        await assertKeyedRefusedUnkeyedSent(running.sidecar.proxyUrl, gateway);
+        await assertKeyedRefusedUnkeyedSent(running.sidecar.egressUrl, gateway);
       } finally {
         await running.stop();
         await replica.start();

@@ -8,7 +8,7 @@ import { createSecretKey, randomBytes, type KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import { createLogger } from '../../src/observability/log.js';
-import { createRedisInbox } from '../../src/postback/inbox.js';
+import { RedisInbox } from '../../src/postback/inbox.js';
 import type { RecordRejected } from '../../src/state/record-mac.js';
 import { accountTag } from '../../src/state/redis-keys.js';
 import { RedisStateStore } from '../../src/state/redis-store.js';
@@ -172,7 +172,7 @@ describe('the Redis store seals every record, on a real Redis', () => {
   it('a held postback appended again: a genuine settled mark stops it, a forged one does not', async () => {
     const store = await openStore([newKey()]);
     try {
-      const inbox = createRedisInbox(store);
+      const inbox = new RedisInbox(store);
       await inbox.prepare();
       for (const [mark, appended] of [
         [(id: string) => store.mac.seal(`postback:settled:${id}`, 'delivered'), false],

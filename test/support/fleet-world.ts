@@ -127,7 +127,7 @@ export class Traffic {
       if (pod !== undefined) {
         const payment = { sentAt: performance.now() };
         this.pending.add(payment);
-        const answer = await postJson(pod.sidecar.proxyUrl, deposit()).catch(() => undefined);
+        const answer = await postJson(pod.sidecar.egressUrl, deposit()).catch(() => undefined);
         this.pending.delete(payment);
         const atMs = performance.now();
         this.answers.push({ status: answer?.status ?? 0, code: answer?.code, atMs, ms: atMs - payment.sentAt });

@@ -51,12 +51,12 @@ export interface Answer {
 }
 
 export async function postJson(
-  proxyUrl: string,
+  egressUrl: string,
   body: string,
   path = DEPOSIT_PATH,
   headers: Record<string, string> = {},
 ): Promise<Answer> {
-  const res = await fetch(`${proxyUrl}${path}`, {
+  const res = await fetch(`${egressUrl}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },
     body,
@@ -107,13 +107,13 @@ export const PROVOKED_CODES = [
  * superseding login (FAILED) comes last because it changes the token.
  */
 export async function provokeGatewayErrors(world: SimWorld): Promise<void> {
-  const { proxyUrl } = world.running.sidecar;
+  const { egressUrl } = world.running.sidecar;
   const expect = async (code: string, status: number): Promise<void> => {
-    const answer = await postJson(proxyUrl, deposit());
+    const answer = await postJson(egressUrl, deposit());
     assert.equal(answer.status, status, `${code}: ${answer.body}`);
     if (code !== 'ip.forbidden' && code !== 'other') assert.equal(answer.code, code, answer.body);
   };
-  assert.equal((await postJson(proxyUrl, deposit())).status, 200, 'a plain deposit succeeds first');
+  assert.equal((await postJson(egressUrl, deposit())).status, 200, 'a plain deposit succeeds first');
   world.relay.mode = 'replay';
   await expect('signature.nonce.replayed', 401);
   world.relay.mode = 'tamper';
@@ -130,7 +130,7 @@ export async function provokeGatewayErrors(world: SimWorld): Promise<void> {
   // Another password login for the same account supersedes the sidecar's access token (spec 4.1 rule 3): the
   // gateway answers 401 FAILED, the sidecar refreshes and retries once, and the client sees the success.
   world.otherTokens.push(...(await passwordLogin(world.simulator.listenUrl)));
-  assert.equal((await postJson(proxyUrl, deposit())).status, 200, 'retried after FAILED with a fresh token');
+  assert.equal((await postJson(egressUrl, deposit())).status, 200, 'retried after FAILED with a fresh token');
 }
 
 /** A password login straight to the simulator, as a second backend with the same account would do. */

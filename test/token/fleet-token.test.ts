@@ -75,7 +75,12 @@ describe('fleet token: one token for every replica', () => {
     assert.equal(r.store.calls, before, 'not one store command');
     assert.equal(new Set(tokens.map((t) => t.generation)).size, 1);
     const clock = { timestampMs: (ms: number) => ms };
-    const upstream = { connectTimeoutMs: 5_000, responseTimeoutMs: 30_000, now: Date.now };
+    const upstream = {
+      connectTimeoutMs: 5_000,
+      responseTimeoutMs: 30_000,
+      now: Date.now,
+      recordRefused: () => undefined,
+    };
     assert.equal(fleetTokenFor(shared, clock, r.metrics, createLogger('silent'), upstream), undefined);
   });
 

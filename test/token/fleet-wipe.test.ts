@@ -23,7 +23,7 @@ import { waitFor } from '../support/wait-for.js';
 
 const running: Replica[] = [];
 const quiet = createLogger('silent', new CapturedOutput());
-const reporter = { tokenLockWait: () => undefined, tokenAdopted: () => undefined, tokenRecordRefused: () => undefined };
+const reporter = { tokenLockWait: () => undefined, tokenAdopted: () => undefined };
 
 /** When the chain of the records below began: one login, an hour before the tests. */
 const LOGIN_AT_MS = Date.now() - 3_600_000;
@@ -146,7 +146,7 @@ describe('fleet token: a Redis that comes back empty', () => {
 
   it('a grant that was at the gateway when the record went: written over an older token shared meanwhile', async () => {
     const shared = new MemoryStateStore();
-    const records = new FleetRecords(shared, new FleetLock(shared, 2_000, 20), reporter, quiet, Date.now);
+    const records = new FleetRecords(shared, new FleetLock(shared, 2_000, 20), reporter, () => undefined, Date.now);
     const claim = encodeRecord({ ...fleetRecord(1, 5, 60_000), refreshSpent: true, fence: 'holder' });
     // The wipe took the holder's claim; another replica then shared access-1, whose refresh token the holder spent.
     await shared.compareAndSet(TOKEN_RECORD_KEY, undefined, encodeRecord(fleetRecord(1, 6, 60_000)), 60_000);

@@ -179,6 +179,24 @@ describe('check against the simulator', () => {
     }
   });
 
+  it('reads the money limits file as serve does: its rules counted, the memory store warned, a bad file failed', async () => {
+    const good = join(dir, 'limits.yaml');
+    await writeFile(
+      good,
+      'rules:\n  - { name: w, route: /api/v2/transfer-out/init, maxPerMinute: 5 }\n' +
+        '  - { name: d, route: /api/v2/transaction/init, maxAmount: "10.00", mode: report }\n',
+    );
+    const run = await runCommand(check, [], { ...env, SIDECAR_LIMITS_FILE: good });
+    assert.equal(run.code, 0, run.stdout);
+    assert.match(run.stdout, /^✔ limits: 1 enforced and 1 report-mode rules in .*limits\.yaml$/m);
+    assert.match(run.stdout, /^! limits: the memory store counts each replica alone/m);
+    const bad = join(dir, 'bad-limits.yaml');
+    await writeFile(bad, 'rules:\n  - { name: w, route: /api/v2/transfer-out/init, maxAmount: 10.5 }\n');
+    const refused = await runCommand(check, [], { ...env, SIDECAR_LIMITS_FILE: bad });
+    assert.equal(refused.code, 1, refused.stdout);
+    assert.match(refused.stdout, /^✘ limits: SIDECAR_LIMITS_FILE.*rule "w": maxAmount: a decimal in quotes/m);
+  });
+
   it('warns when the key file is group/world readable', async () => {
     const loose = join(dir, 'loose.pem');
     await writeFile(loose, vectorPrivateKeyPem);

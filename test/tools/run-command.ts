@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
-import type { Command, CommandIo, ExitCode } from '../../src/cli/command.js';
+import type { Command, CommandIo, ExitCode } from '../../src/tools/command.js';
 
 export interface CommandRun {
   readonly code: ExitCode;

@@ -6,13 +6,12 @@ import { parseBaseAddress } from '../../src/config/base-url.js';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
 import { answerCorrelation } from '../../src/upstream/gateway-answer.js';
 import {
-  createGatewayClient,
-  endOf,
-  errorCode,
-  upstreamErrors,
+  UndiciGatewayClient,
   type GatewayClient,
   type GatewayClientOptions,
 } from '../../src/upstream/gateway-client.js';
+import { endOf } from '../../src/upstream/gateway-send.js';
+import { errorCode, upstreamErrors } from '../../src/upstream/upstream-errors.js';
 import { makeKeys } from '../support/keys.js';
 import { RecordingTracing } from '../support/recording-tracing.js';
 
@@ -50,7 +49,7 @@ async function tcpServer(t: TestContext, onSocket: (socket: Socket) => void): Pr
 
 /** A gateway client destroyed when the test ends, pass or fail. */
 function forwarderFor(t: TestContext, url: string, options: Partial<GatewayClientOptions> = {}): GatewayClient {
-  const gatewayClient = createGatewayClient(parseBaseAddress(url), { ...BASE_OPTIONS, ...options });
+  const gatewayClient = new UndiciGatewayClient(parseBaseAddress(url), { ...BASE_OPTIONS, ...options });
   t.after(() => gatewayClient.destroy());
   return gatewayClient;
 }
@@ -252,7 +251,7 @@ describe('gatewayClient: did any byte leave?', () => {
     const gateway = await tcpServer(t, (socket) => socket.on('data', () => socket.write(head + answer)));
     const seen: Array<string | string[] | undefined> = [];
     const failures: string[] = [];
-    const gatewayClient = createGatewayClient(parseBaseAddress(gateway.url), BASE_OPTIONS, {
+    const gatewayClient = new UndiciGatewayClient(parseBaseAddress(gateway.url), BASE_OPTIONS, {
       onAnswer: (answer) => seen.push(answer.headers.date),
       onFailure: (failure) => failures.push(failure.kind),
     });
@@ -394,6 +393,8 @@ describe('gatewayClient: answers undici must read as the hand-written client did
     ['a bad chunk size', 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n', undefined],
     ['a malformed status code', 'HTTP/1.1 2OO OK\r\ncontent-length: 2\r\n\r\n{}', undefined],
     ['a status below 100', 'HTTP/1.1 099 Odd\r\ncontent-length: 2\r\n\r\n{}', 'ERR_GATEWAY_MALFORMED_ANSWER'],
+    ['a status above 599', 'HTTP/1.1 600 Odd\r\ncontent-length: 2\r\n\r\n{}', 'ERR_GATEWAY_MALFORMED_ANSWER'],
+    ['status 999', 'HTTP/1.1 999 Odd\r\ncontent-length: 2\r\n\r\n{}', 'ERR_GATEWAY_MALFORMED_ANSWER'],
   ] as const) {
     it(`${what}: refused at once as sent, no answer, with a cause code`, QUICK, async (t) => {
       const gateway = await tcpServer(t, answering(answer));
@@ -476,7 +477,7 @@ describe('gatewayClient: a wait for a free connection is a span', () => {
   }
 
   function tracedGatewayClient(t: TestContext, url: string, tracing: RecordingTracing, connectTimeoutMs = 2_000) {
-    const gatewayClient = createGatewayClient(
+    const gatewayClient = new UndiciGatewayClient(
       parseBaseAddress(url),
       { ...BASE_OPTIONS, connections: 1, connectTimeoutMs },
       {

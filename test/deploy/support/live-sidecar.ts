@@ -1,7 +1,8 @@
 // Starts the real sidecar (startSidecar) against the gateway simulator, on a Redis store (as a fleet runs, and the
 // only store that exports the Redis command series the alerts and the dashboard read), sends one signed deposit
 // through it and scrapes its admin listener: what the alerts and the dashboard are checked against.
-import { rm } from 'node:fs/promises';
+import { rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { startSimulator } from '@signing-sidecar/simulator';
 import { makeKeys } from '../../support/keys.js';
 import { startRedis } from '../../support/redis-server.js';
@@ -73,13 +74,24 @@ async function scrapeOnStore(store: NodeJS.ProcessEnv): Promise<Scrape> {
       { username: placeholder.username, password: placeholder.password, publicKeyPem: placeholder.publicKeyPem },
     ],
   });
-  const vendor = { ...placeholder, env: { ...placeholder.env, SIDECAR_BASE_URL: simulator.baseUrl, ...store } };
+  // Money limits on the deposit route, one rule per mode, far above the one deposit: their series are exported.
+  const limitsFile = join(placeholder.dir, 'limits.yaml');
+  await writeFile(
+    limitsFile,
+    `rules:
+  - { name: deposits-watch, route: /api/v2/transaction/init, currency: USD, mode: report,
+      windows: [{ period: 1h, maxTotal: "1000000.00" }] }
+  - { name: deposits-cap, route: /api/v2/transaction/init, maxPerMinute: 1000 }
+`,
+  );
+  const env = { ...placeholder.env, SIDECAR_BASE_URL: simulator.baseUrl, SIDECAR_LIMITS_FILE: limitsFile, ...store };
+  const vendor = { ...placeholder, env };
   try {
     const { sidecar } = await startTestSidecar(vendor.env);
     try {
       // Ready means serving; the token is reported on its own endpoint, and the deposit needs one.
       await waitFor(`${sidecar.adminUrl}/healthz/token`, 10_000);
-      const deposit = await postDeposit(sidecar.proxyUrl);
+      const deposit = await postDeposit(sidecar.egressUrl);
       const probes: Record<string, number> = {};
       for (const path of ['/livez', '/readyz', '/startupz', '/healthz/token']) {
         const res = await fetch(`${sidecar.adminUrl}${path}`);

@@ -1,8 +1,11 @@
 import { readFileSync } from 'node:fs';
 
-/** The package version, found by walking up from this file (src/ under tsx, dist/src/ built, dist/image/ bundled). */
+/**
+ * The package version, found by walking up from this file (src/observability/ under tsx, dist/src/observability/
+ * built, dist/image/ bundled).
+ */
 export function packageVersion(): string {
-  for (const up of ['../package.json', '../../package.json']) {
+  for (const up of ['../../package.json', '../../../package.json']) {
     try {
       const pkg = JSON.parse(readFileSync(new URL(up, import.meta.url), 'utf8')) as { name?: string; version?: string };
       if (pkg.name === 'signing-sidecar' && pkg.version) return pkg.version;

@@ -2,7 +2,7 @@
 // timeouts of the gateway's sends (upstream/send-handler.ts). A timer per request was a Timeout object and a closure
 // each, 0.2-0.4 KB of heap a request (docs/performance.md); a list entry is one small object.
 
-import { LinkedList, type Link } from './linked-list.js';
+import { LinkedList, type Link } from '../memory/linked-list.js';
 
 /** What a deadline ends: expire() is called when its time is up. */
 export interface Expiring {

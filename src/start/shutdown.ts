@@ -1,15 +1,15 @@
 import type { Server } from 'node:http';
-import { sidecarErrors } from './errors.js';
-import type { InFlightRequests } from './inbound/in-flight.js';
-import { closeServer } from './inbound/listener.js';
-import type { Logger } from './observability/log.js';
-import type { Tracing } from './observability/tracing.js';
-import { errorSettlement, type EgressRequest } from './egress/request.js';
-import type { Postbacks } from './start/postbacks.js';
-import type { StateStore } from './state/state-store.js';
-import { sleep } from './token/backoff.js';
-import type { TokenManager } from './token/token-manager.js';
-import type { GatewayClient } from './upstream/gateway-client.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { sidecarErrors } from '../errors.js';
+import type { InFlightRequests } from '../inbound/in-flight.js';
+import { closeServer } from '../inbound/listener.js';
+import type { Logger } from '../observability/log.js';
+import type { Tracing } from '../observability/tracing.js';
+import { errorSettlement, type EgressRequest } from '../egress/request.js';
+import type { Postbacks } from './postbacks.js';
+import type { StateStore } from '../state/state-store.js';
+import type { TokenManager } from '../token/token-manager.js';
+import type { GatewayClient } from '../upstream/gateway-client.js';
 
 /**
  * How long shutdown waits, once the gateway connections are given up, for the requests it cut off to write their

@@ -3,25 +3,27 @@
 // password, the gateway client's trusted CAs, the forward proxy's password and CA, the postback keys and the MAC keys of
 // the records in Redis.
 import type { KeyObject } from 'node:crypto';
-import type { Config } from './config/config.js';
-import { FORWARD_SECRET_GRACE_MS, forwardSecretFromFile, postbackKeysFromFile } from './config/postback-settings.js';
-import { settingName } from './config/schema.js';
-import type { Secret } from './config/secret.js';
-import { caFromFile, macKeysFromFile, passwordFromFile, privateKeyFromFile } from './config/secret-files.js';
-import { pinFromFile } from './config/signer-settings.js';
+import type { Config } from '../config/config.js';
+import { forwardSecretFromFile, postbackKeysFromFile } from '../config/postback-settings.js';
+import { settingName } from '../config/schema.js';
+import type { Secret } from '../config/secret.js';
+import { caFromFile, macKeysFromFile, passwordFromFile, privateKeyFromFile } from '../config/secret-files.js';
+import { pinFromFile } from '../config/signer-settings.js';
 import {
   SecretWatcher,
   type ReloadReport,
   type ReloadTrigger,
   type WatchedFile,
   type WatchedSetting,
-} from './config/secret-watch.js';
-import type { Logger } from './observability/log.js';
-import type { SidecarMetrics } from './observability/metrics.js';
-import { publicKeyFingerprint } from './signing/keys.js';
-import type { Pkcs11Signer } from './signing/pkcs11-signer.js';
-import type { SwappableSigner } from './signing/signer.js';
-import type { RotatableGatewayClient } from './upstream/gateway-client.js';
+} from '../config/secret-watch.js';
+import { limitRulesFromFile, type LimitRules } from '../limits/rules.js';
+import type { Logger } from '../observability/log.js';
+import type { SidecarMetrics } from '../observability/metrics.js';
+import { FORWARD_SECRET_GRACE_MS } from '../postback/delivery-signing.js';
+import { publicKeyFingerprint } from '../signing/keys.js';
+import type { Pkcs11Signer } from '../signing/pkcs11-signer.js';
+import type { SwappableSigner } from '../signing/signer.js';
+import type { RotatableGatewayClient } from '../upstream/gateway-client.js';
 
 /** The password the next login uses: read by the token client at each password grant, never sooner. */
 export class PasswordHolder {
@@ -46,6 +48,8 @@ export interface RotationTargets {
     { replaceKeys(keys: readonly KeyObject[]): void; replaceForwardSecret(secret: KeyObject): void } | undefined;
   /** The MACs of idempotency records and queued postbacks, when SIDECAR_STATE_MAC_KEY_FILE is set (docs/fleet.md). */
   readonly recordMac?: { replaceKeys(keys: readonly KeyObject[]): void } | undefined;
+  /** The money limits, when SIDECAR_LIMITS_FILE is set (docs/limits.md): a valid new file is in use at once. */
+  readonly limits?: { use(rules: LimitRules): void } | undefined;
 }
 
 const MESSAGES: Readonly<Record<WatchedSetting, string>> = {
@@ -59,12 +63,14 @@ const MESSAGES: Readonly<Record<WatchedSetting, string>> = {
   postback_forward_secret: `postback forward secret rotated: the next delivery to the application is signed with it, and for ${FORWARD_SECRET_GRACE_MS / 60_000} minutes with the previous one too`,
   state_mac_keys:
     'state MAC keys rotated: records are signed with the first key now and read under any key in the file',
+  limits: 'money limits reloaded: the next payment is checked against the rules now in the file',
 };
 
 /** The files this configuration watches: the private key always, the password and the CA when set as files. */
 function watchedFiles(config: Config, targets: RotationTargets, onKey: (fingerprint: string) => void): WatchedFile[] {
   const files: WatchedFile[] = [signerFile(config, targets.signer, onKey)];
-  const { password, upstreamCa } = config.secretFiles;
+  const { password } = config.secretFiles;
+  const upstreamCa = config.upstream.caFile;
   if (password !== undefined) {
     files.push(
       watched(config, {
@@ -104,6 +110,19 @@ function watchedFiles(config: Config, targets: RotationTargets, onKey: (fingerpr
         file: macKeys,
         parse: macKeysFromFile,
         install: (keys) => recordMac.replaceKeys(keys),
+      }),
+    );
+  }
+  const { limitsFile } = config;
+  const { limits } = targets;
+  if (limitsFile !== undefined && limits !== undefined) {
+    files.push(
+      watched(config, {
+        name: 'limits',
+        key: 'limitsFile',
+        file: limitsFile,
+        parse: limitRulesFromFile(config.signedRoutes),
+        install: (rules) => limits.use(rules),
       }),
     );
   }

@@ -1,60 +1,16 @@
 // The egress listener's contract as an OpenAPI 3.1 document (docs/clients.md), built from the code's own
-// declarations: the signed routes configured, the error catalogue (src/errors.ts: code, status, retryable, message)
-// and the headers the listener reads and writes. Never written by hand: `npm run docs:openapi` writes docs/openapi.json from the
-// defaults (a test fails when it is stale), and the admin listener serves GET /openapi.json for the routes this
-// sidecar was configured with. Internal services generate clients from it (docs/clients.md).
+// declarations: the signed routes configured and their payloads (signed-routes.ts), the error catalogue
+// (error-catalogue.ts), the headers the listener reads and writes, what the sidecar does toward the gateway, and the
+// postback it delivers to the application (postback-webhook.ts). Never written by hand: `npm run docs:openapi` writes
+// docs/openapi.json from the defaults (a test fails when it is stale), and the admin listener serves GET
+// /openapi.json for the settings this sidecar runs with. Internal services generate clients from it.
 import type { Config } from '../config/config.js';
 import { SETTINGS } from '../config/schema.js';
-import { packageVersion } from '../version.js';
-import { sidecarErrors, type SidecarError, type SidecarErrorCode } from '../errors.js';
-
-type Factories = typeof sidecarErrors;
-type FactoryName = keyof Factories;
-
-/**
- * Factories whose arguments shape the answer (its status or message): each needs its sample arguments below, one set
- * per answer it can make. A factory taking nothing, or only a cause (never sent to the caller), is called bare, so a
- * code added to the catalogue appears in the document by itself; one taking anything else fails the typecheck here
- * until it is given its samples.
- */
-type ShapedByArguments = {
-  [K in FactoryName]: CalledBare<Parameters<Factories[K]>> extends true ? never : K;
-}[FactoryName];
-type CalledBare<P> = P extends [] ? true : P extends [(infer Only)?] ? (unknown extends Only ? true : false) : false;
-
-/** The answers of the factories of ShapedByArguments. */
-function shapedAnswers(maxBodyBytes: number): { readonly [K in ShapedByArguments]: readonly SidecarError[] } {
-  return {
-    methodNotAllowed: [sidecarErrors.methodNotAllowed('POST')],
-    tooLarge: [sidecarErrors.tooLarge(maxBodyBytes)],
-    outcomeUnknown: [sidecarErrors.outcomeUnknown(502, undefined), sidecarErrors.outcomeUnknown(504, undefined)],
-  };
-}
-
-/** One code of the catalogue as the caller sees it: every status it comes with. */
-export interface CatalogueEntry {
-  readonly code: SidecarErrorCode;
-  readonly statuses: readonly number[];
-  readonly retryable: boolean;
-  /** The message it is sent with (with this sidecar's values, where the message carries one). */
-  readonly message: string;
-}
-
-/** Every code the sidecar can answer with, from its factories (src/errors.ts), in catalogue order. */
-export function errorCatalogue(maxBodyBytes: number = SETTINGS.maxBodyBytes.default): readonly CatalogueEntry[] {
-  const shaped: Partial<Record<FactoryName, readonly SidecarError[]>> = shapedAnswers(maxBodyBytes);
-  const byCode = new Map<SidecarErrorCode, CatalogueEntry>();
-  for (const name of Object.keys(sidecarErrors) as FactoryName[]) {
-    const answers = shaped[name] ?? [(sidecarErrors[name] as (cause?: unknown) => SidecarError)(undefined)];
-    for (const { code, status, retryable, message } of answers) {
-      const known = byCode.get(code);
-      if (known && known.retryable !== retryable) throw new Error(`${code}: retryable both ways in the catalogue`);
-      const statuses = [...(known?.statuses ?? []), status].filter((s, i, all) => all.indexOf(s) === i);
-      byCode.set(code, { code, statuses, retryable, message: known?.message ?? message });
-    }
-  }
-  return [...byCode.values()];
-}
+import type { SidecarErrorCode, SidecarErrorDetails } from '../errors.js';
+import { packageVersion } from '../observability/package-version.js';
+import { errorCatalogue, type CatalogueEntry } from './error-catalogue.js';
+import { POSTBACK_PAYLOAD_SCHEMA, postbackWebhook } from './postback-webhook.js';
+import { SIGNED_ROUTES, unknownRoute, type SignedRouteContract } from './signed-routes.js';
 
 /**
  * Answered before the path is matched (any path, any method), or for requests to no signed route: never from the
@@ -66,21 +22,6 @@ const BEFORE_ROUTING: readonly SidecarErrorCode[] = [
   'sidecar.request.expectation_failed',
 ];
 const OUTSIDE_SIGNED_ROUTES: readonly SidecarErrorCode[] = ['sidecar.route.not_found', 'sidecar.method.not_allowed'];
-
-/** What each signed route is, for the routes the schema ships; another configured route gets a generic text. */
-export const ROUTE_DESCRIPTIONS: Readonly<Record<string, { readonly summary: string; readonly description: string }>> =
-  {
-    '/api/v2/transaction/init': {
-      summary: 'Initiate a deposit',
-      description:
-        "The gateway's deposit init (spec 4.2). The body is the deposit payload (spec 2.3: `amount`, `currency`, `gateway`, `user_id`, `invoice_no`, all strings); the sidecar wraps, signs and sends it. The gateway's answer contains `transaction_link`, the address the customer is sent to.",
-    },
-    '/api/v2/transfer-out/init': {
-      summary: 'Initiate a withdrawal',
-      description:
-        "The gateway's withdrawal init (spec 4.3). The body is the withdrawal payload, whose fields the spec does not show; the sidecar wraps, signs and sends it.",
-    },
-  };
 
 /** The gateway's error codes the spec names (section 7): its bodies are passed through, never rewritten. */
 export const GATEWAY_CODES = [
@@ -98,6 +39,12 @@ export interface OpenApiInputs {
   readonly maxBodyBytes: number;
   /** SIDECAR_IDEMPOTENCY_REQUIRED: Idempotency-Key is then a required header. */
   readonly idempotencyRequired: boolean;
+  /** SIDECAR_UPSTREAM_CONNECT_RETRY_DEADLINE_MS: how long connection failures are retried. */
+  readonly connectRetryDeadlineMs: number;
+  /** SIDECAR_ANSWER_CORRELATION_FIELDS: fields an answer must echo; empty: not checked. */
+  readonly answerCorrelationFields: readonly string[];
+  /** Whether deliveries to the application are signed (the webhook's Standard Webhooks headers then required). */
+  readonly deliveriesSigned: boolean;
   /** The egress listener's address, `http://host:port`. */
   readonly serverUrl: string;
   readonly version: string;
@@ -109,18 +56,25 @@ export function openApiInputs(config: Config, serverUrl: string): OpenApiInputs 
     signedRoutes: config.signedRoutes,
     maxBodyBytes: config.maxBodyBytes,
     idempotencyRequired: config.idempotency.required,
+    connectRetryDeadlineMs: config.upstream.connectRetryDeadlineMs,
+    answerCorrelationFields: config.upstream.answerCorrelationFields,
+    // With the receiver off, as production runs it: signed.
+    deliveriesSigned: config.postback === undefined || config.postback.forwardSecret !== undefined,
     serverUrl,
     version: packageVersion(),
   };
 }
 
-/** The inputs of the document in docs/openapi.json: the schema's defaults. */
+/** The inputs of the document in docs/openapi.json: the schema's defaults (and production's signed deliveries). */
 export function defaultOpenApiInputs(version: string): OpenApiInputs {
   const { host, port } = SETTINGS.listen;
   return {
     signedRoutes: SETTINGS.signedRoutes.default,
     maxBodyBytes: SETTINGS.maxBodyBytes.default,
     idempotencyRequired: SETTINGS.idempotency.required.default,
+    connectRetryDeadlineMs: SETTINGS.upstream.connectRetryDeadlineMs.default,
+    answerCorrelationFields: SETTINGS.upstream.answerCorrelationFields.default,
+    deliveriesSigned: true,
     serverUrl: `http://${host.default}:${port.default}`,
     version,
   };
@@ -133,8 +87,8 @@ const ref = (kind: 'schemas' | 'headers' | 'parameters' | 'responses', name: str
 const SIDECAR_CODE_PATTERN = '^sidecar\\.';
 
 /**
- * The document. `strictRoutes`: a signed route without an entry in ROUTE_DESCRIPTIONS is an error (the committed
- * document, made from the schema's defaults); served for a configured route, it gets a generic description instead.
+ * The document. `strictRoutes`: a signed route not in SIGNED_ROUTES is an error (the committed document, made from
+ * the schema's defaults); served for a configured route, it gets a generic description and payload instead.
  */
 export function openApiDocument(inputs: OpenApiInputs, strictRoutes = false): Record<string, unknown> {
   const catalogue = errorCatalogue(inputs.maxBodyBytes);
@@ -142,9 +96,11 @@ export function openApiDocument(inputs: OpenApiInputs, strictRoutes = false): Re
   const offRoutes = catalogue.filter(
     (entry) => OUTSIDE_SIGNED_ROUTES.includes(entry.code) || BEFORE_ROUTING.includes(entry.code),
   );
+  const routes = inputs.signedRoutes.map((route) => ({ route, contract: routeContract(route, strictRoutes) }));
   const paths = Object.fromEntries(
-    inputs.signedRoutes.map((route) => [route, { post: operation(route, inputs, onRoutes, strictRoutes) }]),
+    routes.map(({ route, contract }) => [route, { post: operation(route, contract, inputs, onRoutes) }]),
   );
+  const payloads = Object.fromEntries(routes.map(({ contract: { payload } }) => [payload.name, payload.schema]));
   return {
     openapi: '3.1.0',
     info: {
@@ -158,8 +114,8 @@ export function openApiDocument(inputs: OpenApiInputs, strictRoutes = false): Re
         '`retryable` is true only when the gateway certainly did not receive the request. Every answer carries',
         '`X-Request-Id`. A request to any other path is answered `404 sidecar.route.not_found`, another method on a',
         'signed route `405 sidecar.method.not_allowed`, and a request with a foreign `Host` or made by a browser',
-        '`421`/`403` on every path: these are `components.responses.unrouted-<status>`. How to call and retry:',
-        'docs/clients.md.',
+        '`421`/`403` on every path: these are `components.responses.unrouted-<status>`. The postback the sidecar',
+        'delivers to the application is `webhooks.postback`. How to call and retry: docs/clients.md.',
       ].join(' '),
       license: { name: 'UNLICENSED', identifier: 'UNLICENSED' },
     },
@@ -172,24 +128,27 @@ export function openApiDocument(inputs: OpenApiInputs, strictRoutes = false): Re
     // No authentication: the listener trusts where it listens (loopback) and who addresses it (Host, no Origin).
     security: [],
     paths,
+    webhooks: { postback: postbackWebhook(inputs.deliveriesSigned) },
     components: {
       schemas: {
         ...Object.fromEntries(catalogue.map((entry) => [entry.code, errorSchema(entry)])),
         GatewayAnswer: gatewayAnswerSchema(),
-        Payload: {
-          type: 'object',
-          description:
-            "The gateway's payload as plain JSON: a JSON object, sent as its exact bytes (base64 in `data`, signed).",
-          additionalProperties: true,
-        },
+        ...payloads,
+        PostbackPayload: POSTBACK_PAYLOAD_SCHEMA,
       },
       parameters: {
         'Idempotency-Key': {
           name: 'Idempotency-Key',
           in: 'header',
           required: inputs.idempotencyRequired,
-          description:
-            'One key per payment, stored before the first attempt: a retry with it is answered from the record, never sent twice (docs/idempotency.md). Never forwarded.',
+          description: [
+            'One key per payment, made and stored before the first attempt, so that every retry sends it. The first',
+            "request with it claims it; a retry with the same route, query and body is answered from the key's record",
+            '(`Idempotent-Replayed: true`), or `409 sidecar.idempotency.in_progress` while the first is under way:',
+            'never sent twice. The key with another request: `422 sidecar.idempotency.key_reused`. The record keeps',
+            `the gateway's answers and \`outcome_unknown\` for \`${SETTINGS.idempotency.ttlSeconds.env}\`; an answer`,
+            'with `retryable: true` (nothing sent) releases the key. Never forwarded (docs/idempotency.md).',
+          ].join(' '),
           schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$' },
         },
         'X-Request-Id': {
@@ -230,25 +189,26 @@ export function openApiDocument(inputs: OpenApiInputs, strictRoutes = false): Re
   };
 }
 
+/** The route's contract; a route the schema does not ship gets a generic one, unless `strict`. */
+function routeContract(route: string, strict: boolean): SignedRouteContract {
+  const known = SIGNED_ROUTES[route];
+  if (known !== undefined) return known;
+  if (strict) throw new Error(`signed route ${route} has no description in src/contract/signed-routes.ts`);
+  return unknownRoute(route);
+}
+
 function operation(
   route: string,
+  contract: SignedRouteContract,
   inputs: OpenApiInputs,
   catalogue: readonly CatalogueEntry[],
-  strictRoutes: boolean,
 ): Record<string, unknown> {
-  const described = ROUTE_DESCRIPTIONS[route];
-  if (described === undefined && strictRoutes)
-    throw new Error(`signed route ${route} has no description in src/observability/openapi.ts (ROUTE_DESCRIPTIONS)`);
-  const { summary, description } = described ?? {
-    summary: `Signed POST ${route}`,
-    description: `Signed and sent to the gateway's ${route}; its answer comes back unchanged.`,
-  };
   const responses: Record<string, unknown> = {
     '2XX': {
       description:
-        "The gateway's answer, unchanged (hop-by-hop headers removed). The spec shows no success status; the deposit's answer contains `transaction_link`.",
+        "The gateway's answer, unchanged (hop-by-hop headers removed). The spec shows no success status or fields but those named here.",
       headers: answerHeaders(),
-      content: { 'application/json': { schema: successSchema(route) } },
+      content: { 'application/json': { schema: successSchema(contract) } },
     },
   };
   for (const [status, entries] of groupByStatus(catalogue))
@@ -260,16 +220,46 @@ function operation(
   };
   return {
     operationId: operationIdOf(route),
-    summary,
-    description,
+    summary: contract.summary,
+    description: `${contract.description}\n\n${gatewayRetries(inputs)}`,
     parameters: [ref('parameters', 'Idempotency-Key'), ref('parameters', 'X-Request-Id')],
     requestBody: {
       required: true,
-      description: `A JSON object of at most ${inputs.maxBodyBytes} bytes, \`Content-Type: application/json\` (UTF-8).`,
-      content: { 'application/json': { schema: ref('schemas', 'Payload') } },
+      description: `A JSON object of at most ${inputs.maxBodyBytes} bytes, \`Content-Type: application/json\` (UTF-8), sent as its exact bytes (base64 in \`data\`, signed).`,
+      content: {
+        'application/json': {
+          schema: ref('schemas', contract.payload.name),
+          ...(contract.examples === undefined ? {} : { examples: contract.examples }),
+        },
+      },
     },
     responses,
   };
+}
+
+/**
+ * What the sidecar does toward the gateway with one request (README, "Retry contract"; egress/gateway-exchange.ts):
+ * the caller's own retries are safe only because of it.
+ */
+function gatewayRetries(inputs: OpenApiInputs): string {
+  const { upstream } = SETTINGS;
+  const fields = inputs.answerCorrelationFields.map((field) => `\`${field}\``).join(', ');
+  const correlation =
+    fields === ''
+      ? ''
+      : ` So is an answer whose ${fields} differs from the request's (\`${upstream.answerCorrelationFields.env}\`): it may be another request's.`;
+  return [
+    'Toward the gateway, the sidecar signs every copy it sends afresh (new `X-Timestamp` and `X-Nonce`) and:',
+    '(1) after a `401` with `code` `FAILED` (the token refused, nothing done) gets a fresh token and sends once more;',
+    'in fleet mode (Redis state store) at most twice more, each token newer; the last refusal comes back as the',
+    'answer. (2) Retries a connection that fails before the first byte of the request is written (refused, DNS,',
+    'connect timeout, no free connection) with capped, jittered backoff for up to',
+    `${inputs.connectRetryDeadlineMs} ms (\`${upstream.connectRetryDeadlineMs.env}\`), then answers`,
+    '`502 sidecar.upstream.unreachable` (an untrusted certificate: at once). (3) Never sends it again once a byte',
+    'was written: a reset, a timeout or a malformed answer is `502`/`504 sidecar.upstream.outcome_unknown`.' +
+      correlation,
+    '(4) Retries no other gateway answer (`signature.nonce.replayed`, a `5xx`): it comes back unchanged.',
+  ].join(' ');
 }
 
 /** `/api/v2/transaction/init` -> `postApiV2TransactionInit`. */
@@ -278,13 +268,9 @@ function operationIdOf(route: string): string {
   return `post${words.map((word) => word[0]!.toUpperCase() + word.slice(1)).join('')}`;
 }
 
-function successSchema(route: string): Record<string, unknown> {
-  if (route !== '/api/v2/transaction/init') return ref('schemas', 'GatewayAnswer');
-  return {
-    allOf: [ref('schemas', 'GatewayAnswer')],
-    type: 'object',
-    properties: { transaction_link: { type: 'string', description: 'Where the customer completes the payment.' } },
-  };
+function successSchema({ answerProperties }: SignedRouteContract): Record<string, unknown> {
+  if (answerProperties === undefined) return ref('schemas', 'GatewayAnswer');
+  return { allOf: [ref('schemas', 'GatewayAnswer')], type: 'object', properties: answerProperties };
 }
 
 function groupByStatus(entries: readonly CatalogueEntry[]): [number, CatalogueEntry[]][] {
@@ -329,15 +315,26 @@ function errorSchema(entry: CatalogueEntry): Record<string, unknown> {
   return {
     type: 'object',
     description: `${entry.message}. Status ${entry.statuses.join(' or ')}. ${sent}`,
-    required: ['code', 'message', 'retryable'],
+    required: ['code', 'message', 'retryable', ...entry.details],
     additionalProperties: false,
     properties: {
       code: { const: entry.code },
       message: { type: 'string' },
       retryable: { const: entry.retryable },
+      ...Object.fromEntries(entry.details.map((field) => [field, ERROR_DETAILS[field]])),
     },
   };
 }
+
+/** The fields some errors carry besides code, message and retryable. */
+const ERROR_DETAILS: Readonly<Record<keyof SidecarErrorDetails, Record<string, unknown>>> = {
+  rule: { type: 'string', description: 'The money limit that refused the payment (docs/limits.md).' },
+  window: {
+    type: 'string',
+    description: 'Its window: a period as the rules file writes it (`1h`), `per_minute`, or `payment` (maxAmount).',
+    examples: ['24h', 'per_minute', 'payment'],
+  },
+};
 
 function gatewayAnswerSchema(): Record<string, unknown> {
   return {

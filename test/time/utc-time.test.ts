@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { request as httpRequest } from 'node:http';
-import { httpDate, isoTimestamp } from '../../src/utc-time.js';
+import { httpDate, isoTimestamp } from '../../src/time/utc-time.js';
 import type { RunningSidecar } from '../../src/app.js';
 import { makeKeys } from '../support/keys.js';
 import { withReadySidecar } from '../support/sidecar.js';
 
-// Date's own methods are the oracle here: the sidecar only avoids calling them (src/utc-time.ts says why).
+// Date's own methods are the oracle here: the sidecar only avoids calling them (src/time/utc-time.ts says why).
 const YEAR_MS = 365.2425 * 24 * 3600 * 1000;
 const EDGES = [
   0,
@@ -52,13 +52,13 @@ describe('httpDate', () => {
 describe('the Date header of every answer', () => {
   /** The answers of the three listeners: a payment, refusals, probes, a scrape, and Node's case, an unmet Expect. */
   async function answers(sidecar: RunningSidecar): Promise<Array<{ what: string; status: number; date: unknown }>> {
-    const { proxyUrl, adminUrl, postbackUrl } = sidecar;
+    const { egressUrl, adminUrl, postbackUrl } = sidecar;
     assert.ok(postbackUrl !== undefined, 'the postback receiver listens');
     const payment = { 'content-type': 'application/json' };
     const asked: Array<[string, string, string, Record<string, string>]> = [
-      ['payment', 'POST', `${proxyUrl}/api/v2/transaction/init`, payment],
-      ['egress refusal', 'POST', `${proxyUrl}/api/v2/no-such-route`, payment],
-      ['egress, Expect: foo', 'POST', `${proxyUrl}/api/v2/transaction/init`, { ...payment, expect: 'foo' }],
+      ['payment', 'POST', `${egressUrl}/api/v2/transaction/init`, payment],
+      ['egress refusal', 'POST', `${egressUrl}/api/v2/no-such-route`, payment],
+      ['egress, Expect: foo', 'POST', `${egressUrl}/api/v2/transaction/init`, { ...payment, expect: 'foo' }],
       ['readiness', 'GET', `${adminUrl}/healthz/ready`, {}],
       ['metrics', 'GET', `${adminUrl}/metrics`, {}],
       ['admin, Expect: foo', 'GET', `${adminUrl}/healthz/ready`, { expect: 'foo' }],

@@ -1,0 +1,34 @@
+// The money limits at start (docs/limits.md): SIDECAR_LIMITS_FILE read and checked whole, or no limits at all. A
+// refused file stops the start naming the setting; later changes are read by the secret rotation's watcher.
+import type { Config } from '../config/config.js';
+import { readSecretFile } from '../config/load.js';
+import { settingName } from '../config/schema.js';
+import { LimitGuard } from '../limits/guard.js';
+import { limitRulesFromFile } from '../limits/rules.js';
+import type { Logger } from '../observability/log.js';
+import type { SidecarMetrics } from '../observability/metrics.js';
+import type { StateStore } from '../state/state-store.js';
+
+export function openLimits(
+  config: Config,
+  deps: {
+    readonly store: StateStore;
+    readonly metrics: SidecarMetrics;
+    readonly log: Logger;
+    readonly now: () => number;
+  },
+): LimitGuard | undefined {
+  const file = config.limitsFile;
+  if (file === undefined) return undefined;
+  const setting = settingName('limitsFile');
+  const rules = limitRulesFromFile(config.signedRoutes)(setting, file, readSecretFile(setting, file));
+  const guard = new LimitGuard({ store: deps.store, now: deps.now, log: deps.log, metrics: deps.metrics.limits });
+  guard.use(rules);
+  if (deps.store.kind === 'memory' && rules.rules.length > 0) {
+    deps.log.warn(
+      { event: 'config.warning', setting },
+      'money limits on the memory store: each replica counts alone, so a fleet of N lets N times each limit through (SIDECAR_STATE_STORE=redis shares them)',
+    );
+  }
+  return guard;
+}
