@@ -39,7 +39,9 @@ export async function pay(
   invoiceNo: string,
   finalRound = false,
 ): Promise<boolean> {
-  const op: PaymentKind = caller.random() < 0.7 ? 'deposit' : 'withdrawal';
+  // The final round pays deposits, which no enforced money limit of the world covers (world.ts): it shows payments
+  // go through once the faults healed, not what a limit refuses.
+  const op: PaymentKind = finalRound || caller.random() < 0.7 ? 'deposit' : 'withdrawal';
   const key = randomUUID();
   const body = JSON.stringify({
     amount: `${1 + Math.floor(caller.random() * 500)}.${String(Math.floor(caller.random() * 100)).padStart(2, '0')}`,

@@ -230,18 +230,22 @@ async function populate(
     SIDECAR_POSTBACK_RETRY_SCHEDULE: '0s,1s,2s,3s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s,5s',
     SIDECAR_POSTBACK_FORWARD_TIMEOUT_MS: '3000',
     SIDECAR_POSTBACK_VISIBILITY_TIMEOUT_MS: '10000',
-    // Money limits on the fleet's record in Redis, under every fault: above 450.00 refused (about a tenth of the
-    // workload's amounts), a minute's total that binds while traffic is calm, and a report-mode rule. The checker
-    // holds a refused payment to its promise: never in the gateway's ledger.
+    // Money limits on the fleet's records in Redis, under every fault: withdrawals above 450.00 refused (about a tenth
+    // of them) and a minute's total that binds while traffic is calm; deposits watched in report mode. The checker
+    // holds each refusal to its promise (nothing sent: never in the gateway's ledger).
     SIDECAR_LIMITS_FILE: file(
       'limits.yaml',
       `rules:
-  - name: chaos-deposits
-    route: /api/v2/transaction/init
+  - name: chaos-withdrawals
+    route: /api/v2/transfer-out/init
     currency: EUR
     maxAmount: "450.00"
+    windows: [{ period: 1m, maxTotal: "20000.00" }]
+  - name: chaos-deposits
+    route: /api/v2/transaction/init
     windows: [{ period: 1m, maxTotal: "100000.00" }]
-  - { name: chaos-rate, route: /api/v2/transaction/init, maxPerMinute: 300, mode: report }
+    maxPerMinute: 300
+    mode: report
 `,
     ),
   };

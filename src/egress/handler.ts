@@ -14,8 +14,8 @@ import { errorCode } from '../upstream/upstream-errors.js';
 import { isJsonContentType, readBody, wrapEnvelope, type Envelope } from './body.js';
 import type { CallerCheck } from './caller-check.js';
 import type { BodyBudget } from '../inbound/body-budget.js';
-import { requestId } from '../inbound/request-id.js';
-import { exchange, type ExchangeDeps } from './gateway-exchange.js';
+import { requestId, type RequestId } from '../inbound/request-id.js';
+import { exchange, type ExchangeDeps, type ExchangeResult } from './gateway-exchange.js';
 import { forwardableRequestHeaders, forwardableResponseHeaders } from './headers.js';
 import { logVerifyFailure } from './request-log.js';
 import { errorSettlement, EgressRequest, type RequestParts, type Settlement } from './request.js';
@@ -150,7 +150,23 @@ async function handle(
     : undefined;
   let sent: Sent | undefined;
   try {
-    sent = await send(deps, req, request, match, { payload, envelope, beforeWrite });
+    const headers = forwardableRequestHeaders(req.headers, deps.forwardedRequestHeaders);
+    headers['x-request-id'] = request.id;
+    const checkAnswer = answerCorrelation(deps.answerCorrelationFields, envelope.payload);
+    // Shutdown may have answered while the body was arriving, telling the client nothing was sent: keep it so.
+    if (!request.beginSending()) throw sidecarErrors.shuttingDown();
+    const result = await exchange(deps.gateway, {
+      route: match.route,
+      target: match.target,
+      envelope,
+      headers,
+      callerHeaders: req.headers,
+      checkAnswer,
+      end: request,
+      trace: request.span?.context,
+      beforeWrite,
+    });
+    sent = answerOf(deps, request.id, result, envelope, payload);
     return sent.settlement;
   } finally {
     // Given back when the gateway cannot have made the payment: nothing reached it, or it refused it. An outcome
@@ -166,31 +182,17 @@ interface Sent {
   readonly nothingMade: boolean;
 }
 
-/** Signs and sends the request (its key claimed, its limits reserved) and turns what came back into its answer. */
-async function send(
+/**
+ * What the exchange came back with, as the client's answer. Not async: an async step more is a KB or so of heap on
+ * every request (docs/performance.md#allocations-per-request).
+ */
+function answerOf(
   deps: HandlerDeps,
-  req: IncomingMessage,
-  request: EgressRequest,
-  match: Extract<RouteMatch, { kind: 'signed' }>,
-  prepared: { payload: Buffer; envelope: Envelope; beforeWrite: (() => Promise<void>) | undefined },
-): Promise<Sent> {
-  const { payload, envelope, beforeWrite } = prepared;
-  const headers = forwardableRequestHeaders(req.headers, deps.forwardedRequestHeaders);
-  headers['x-request-id'] = request.id;
-  const checkAnswer = answerCorrelation(deps.answerCorrelationFields, envelope.payload);
-  // Shutdown may have answered while the body was arriving, telling the client nothing was sent: keep it so.
-  if (!request.beginSending()) throw sidecarErrors.shuttingDown();
-  const result = await exchange(deps.gateway, {
-    route: match.route,
-    target: match.target,
-    envelope,
-    headers,
-    callerHeaders: req.headers,
-    checkAnswer,
-    end: request,
-    trace: request.span?.context,
-    beforeWrite,
-  });
+  requestId: RequestId,
+  result: ExchangeResult<SignedCopy>,
+  envelope: Envelope,
+  payload: Buffer,
+): Sent {
   if (result.kind === 'failed') {
     const { error, attempts, hop } = result;
     const claimLost = error.code === 'sidecar.idempotency.claim_lost';
@@ -202,7 +204,7 @@ async function send(
     return { settlement: errorSettlement(error, outcome, retryAfter), nothingMade: error.retryable };
   }
   const { response, gatewayCode, label, attempts } = result;
-  if (gatewayCode === 'signature.verify.failed') logVerifyFailure(deps.log, request.id, result.copy, envelope.data);
+  if (gatewayCode === 'signature.verify.failed') logVerifyFailure(deps.log, requestId, result.copy, envelope.data);
   const code = label ?? 'ok';
   const { status, body } = response;
   const answerHeaders = forwardableResponseHeaders(response.headers);
