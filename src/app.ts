@@ -94,11 +94,12 @@ export async function startSidecar(config: Config, deps: SidecarDeps = {}): Prom
         postbacks.stop();
       });
     }
-    const limits = openLimits(config, { store, metrics, log, now });
+    const opened = openLimits(config, { store, metrics, log, now });
+    const limits = opened?.guard;
     const secrets = createSecretRotation(
       config,
       signing.fingerprint,
-      { signer, password: tokens.password, gatewayClient, postbacks, recordMac: state.recordMac, limits },
+      { signer, password: tokens.password, gatewayClient, postbacks, recordMac: state.recordMac, limits: opened },
       metrics,
       log,
     );

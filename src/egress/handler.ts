@@ -146,7 +146,7 @@ async function handle(
   }
   // After the claim: a replay answers from its record and never counts against a limit twice.
   const reservation = deps.limits?.covers(match.route)
-    ? await deps.limits.reserve(match.route, payload, request.id)
+    ? await deps.limits.reserve(match.route, payload, request.id, request)
     : undefined;
   let sent: Sent | undefined;
   try {
@@ -170,9 +170,10 @@ async function handle(
     return sent.settlement;
   } finally {
     // Given back when the gateway cannot have made the payment: nothing reached it, or it refused it. An outcome
-    // unknown keeps it: the payment may exist, and counts as sent.
+    // unknown keeps it: the payment may exist, and counts as sent. Not waited for: the answer goes out at once; the
+    // release is queued before any later payment of this replica on the rule.
     const nothingMade = sent === undefined ? !request.sendStarted : sent.nothingMade;
-    if (reservation !== undefined && nothingMade) await deps.limits?.release(reservation, request.id);
+    if (reservation !== undefined && nothingMade) void deps.limits?.release(reservation, request.id);
   }
 }
 
@@ -217,9 +218,17 @@ function answerOf(
       keep: { kind: 'store', answer: { status, headers: answerHeaders, body, code } },
       outcome: { gatewayCode: gatewayCode?.slice(0, 100), attempts, payload },
     },
-    // A 4xx: the gateway refused the request and made nothing of it.
-    nothingMade: status >= 400 && status < 500,
+    nothingMade: refusedByGateway(status, gatewayCode),
   };
+}
+
+/**
+ * A 4xx: the gateway refused the request and made nothing of it. But a 409 (a conflict: a duplicate may be the
+ * payment itself) and `signature.nonce.replayed` (a copy of this request may have been accepted before, DESIGN.md):
+ * the payment may exist.
+ */
+function refusedByGateway(status: number, gatewayCode: string | undefined): boolean {
+  return status >= 400 && status < 500 && status !== 409 && gatewayCode !== 'signature.nonce.replayed';
 }
 
 /**

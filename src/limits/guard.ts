@@ -49,7 +49,12 @@ export interface WindowFigures {
  * A reservation is counted only once the configured replicas hold it: a failover must not forget what left. Pinned:
  * the memory store never evicts a rule's record to make room.
  */
-const WRITE: WriteOptions = { acknowledged: true, pinned: true };
+const WRITE: WriteOptions = { acknowledged: true, pinned: true, refusedBlocks: true };
+/**
+ * Payments of one rule waiting for this replica's earlier writes of its record: past this many (a store slowed down),
+ * a payment is refused `unavailable` at once rather than queued for longer than a caller waits.
+ */
+const MAX_QUEUED = 256;
 /** Compare-and-set rounds lost to other replicas' writes before the payment is refused as `unavailable`. */
 const ROUNDS = 16;
 /** The most a lost round waits before the next: replicas racing for one rule spread out. */
@@ -67,8 +72,10 @@ export const limitKeyOf = (rule: string): string => `limit:${rule}`;
  */
 export class LimitGuard {
   private limits: LimitRules = NO_LIMITS;
-  /** Per rule: the tail of this replica's writes of its record. */
-  private readonly queues = new Map<string, Promise<unknown>>();
+  /** Per rule: the unreadable record last logged. */
+  private readonly unreadable = new Map<string, string>();
+  /** Per rule: the tail of this replica's writes of its record, and how many wait in it. */
+  private readonly queues = new Map<string, { tail: Promise<unknown>; waiting: number }>();
 
   constructor(private readonly options: LimitGuardOptions) {
     options.metrics.readUseFrom(async () => busiest(await this.figures()));
@@ -92,8 +99,14 @@ export class LimitGuard {
   /**
    * Checks and reserves a payment on `route` against every rule covering it. Throws sidecar.limit.exceeded (403),
    * amount_invalid (400) or unavailable (503), having reserved nothing; undefined when no window reserved anything.
+   * `end`: the request's; once it has ended (its deadline, shutdown), a write still queued is not made.
    */
-  async reserve(route: string, payload: Buffer, requestId: string): Promise<Reservation | undefined> {
+  async reserve(
+    route: string,
+    payload: Buffer,
+    requestId: string,
+    end: { readonly ended: boolean } = { ended: false },
+  ): Promise<Reservation | undefined> {
     const { rules, exponentOf } = this.limits;
     const covering = rules.filter((rule) => rule.route === route);
     if (covering.length === 0) return undefined;
@@ -101,12 +114,21 @@ export class LimitGuard {
     const held: { rule: LimitRule; reserved: readonly Reserved[] }[] = [];
     try {
       for (const rule of covering) {
-        const payment = paymentOf(rule, fields, exponentOf);
+        const payment = this.paymentFor(rule, fields, exponentOf, requestId);
         if (payment === undefined) continue;
         if (rule.maxAmount !== undefined && payment.amount > limitInMinorUnits(rule.maxAmount, payment.exponent))
           this.breach(rule, 'payment', requestId);
         if (rule.windows.length === 0) continue;
-        const reserved = await this.serially(rule.name, () => this.reserveWindows(rule, payment, requestId));
+        // A store slowed down: payments are refused at once (enforce) rather than queued past what callers wait.
+        if ((this.queues.get(rule.name)?.waiting ?? 0) >= MAX_QUEUED) {
+          this.unchecked(rule, requestId, new Error('too many payments waiting for the store'));
+          continue;
+        }
+        const reserved = await this.serially(rule.name, async () =>
+          end.ended
+            ? this.unchecked(rule, requestId, new Error('the request ended'))
+            : this.reserveWindows(rule, payment, requestId),
+        );
         if (reserved !== undefined) held.push({ rule, reserved });
       }
     } catch (err) {
@@ -164,15 +186,19 @@ export class LimitGuard {
     for (let round = 0; round < ROUNDS; round++) {
       const read = await this.tryStore(rule, requestId, () => this.options.store.read(key));
       if (read === undefined) return undefined;
+      // A record its MAC refuses (forged, or a replica under another MAC key): never taken for no use, which would
+      // reset the fleet's count. Refused like an unreachable store until it is deleted (the store counted it).
+      if (read.found === 'refused') return this.unchecked(rule, requestId, new Error('the limit record was refused'));
       const current = read.found === 'value' ? read.value : undefined;
       const usage = current === undefined ? NO_USAGE : this.decode(rule, current);
+      if (usage === undefined) return this.unchecked(rule, requestId, new Error('the limit record is unreadable'));
       const nowMs = this.options.now();
       const over = rule.windows.filter((window) => !fits(usage, window, payment, nowMs));
       // Enforced: refused before anything is written. Reported: reserved all the same, and told once written.
       if (over.length > 0 && rule.mode === 'enforce') this.breach(rule, over[0]?.label ?? '', requestId);
       const next = withPayment(usage, rule, payment.currency, payment.amount, nowMs);
       const written = await this.tryStore(rule, requestId, () =>
-        this.options.store.compareAndSet(key, current, encodeUsage(next.usage), usageTtlMs(rule), WRITE),
+        this.options.store.compareAndSet(key, current, encodeUsage(next.usage), usageTtlMs(next.usage), WRITE),
       );
       if (written === undefined) return undefined;
       if (written) {
@@ -189,8 +215,10 @@ export class LimitGuard {
     for (let round = 0; round < ROUNDS; round++) {
       const read = await this.options.store.read(key);
       if (read.found !== 'value') return;
-      const next = encodeUsage(withoutPayment(this.decode(rule, read.value), reserved));
-      if (await this.options.store.compareAndSet(key, read.value, next, usageTtlMs(rule), WRITE)) return;
+      const usage = this.decode(rule, read.value);
+      if (usage === undefined) throw new Error('the limit record is unreadable');
+      const next = withoutPayment(usage, reserved);
+      if (await this.options.store.compareAndSet(key, read.value, encodeUsage(next), usageTtlMs(next), WRITE)) return;
       await delay(Math.random() * ROUND_JITTER_MS);
     }
     throw new Error('the record changed under every round');
@@ -225,31 +253,60 @@ export class LimitGuard {
     if (enforced) throw sidecarErrors.limitExceeded(rule.name, window) satisfies SidecarError;
   }
 
-  private decode(rule: LimitRule, text: string): Usage {
-    try {
-      return decodeUsage(text);
-    } catch {
-      // Sealed by a sidecar (the store's MAC), yet not a record of this version: counted afresh, and said.
-      this.options.log.error({ event: 'limit.record_unreadable', rule: rule.name }, 'a limit record was unreadable');
-      return NO_USAGE;
+  /** The record's use; undefined, and logged, for a record this version cannot read. */
+  private decode(rule: LimitRule, text: string): Usage | undefined {
+    const usage = decodeUsage(text);
+    // Said once per value: every payment of the rule reads it until it is deleted.
+    if (usage === undefined && this.unreadable.get(rule.name) !== text) {
+      this.unreadable.set(rule.name, text);
+      this.options.log.error(
+        { event: 'limit.record_unreadable', rule: rule.name },
+        'a limit record is unreadable: its payments are refused (enforce) until the key is deleted (docs/limits.md)',
+      );
     }
+    return usage;
   }
 
+  /** The record's use now; throws when it cannot be read, refused by its MAC or unreadable. */
   private async usageOf(rule: LimitRule): Promise<Usage> {
     const read = await this.options.store.read(limitKeyOf(rule.name));
-    return read.found === 'value' ? this.decode(rule, read.value) : NO_USAGE;
+    if (read.found === 'none') return NO_USAGE;
+    const usage = read.found === 'value' ? this.decode(rule, read.value) : undefined;
+    if (usage === undefined) throw new Error(`the record of limit rule ${rule.name} is refused or unreadable`);
+    return usage;
+  }
+
+  /**
+   * The payment as `rule` counts it, or undefined when the rule does not count this one. A rule that counts payments
+   * only needs no amount. Report mode never refuses: an amount it cannot count is sent uncounted, and said.
+   */
+  private paymentFor(
+    rule: LimitRule,
+    fields: unknown,
+    exponentOf: (currency: string) => number | undefined,
+    requestId: string,
+  ): Payment | undefined {
+    try {
+      return paymentOf(rule, fields, exponentOf);
+    } catch (err) {
+      if (rule.mode === 'enforce') throw err;
+      return this.unchecked(rule, requestId, err);
+    }
   }
 
   /** Runs `work` after this replica's earlier writes of the rule's record: replicas race, requests of one do not. */
   private serially<T>(rule: string, work: () => Promise<T>): Promise<T> {
-    const run = (this.queues.get(rule) ?? Promise.resolve()).then(work, work);
-    const tail = run.then(
+    const queue = this.queues.get(rule) ?? { tail: Promise.resolve(), waiting: 0 };
+    queue.waiting += 1;
+    const run = queue.tail.then(work, work).finally(() => (queue.waiting -= 1));
+    queue.tail = run.then(
       () => undefined,
       () => undefined,
     );
-    this.queues.set(rule, tail);
+    this.queues.set(rule, queue);
+    const tail = queue.tail;
     void tail.then(() => {
-      if (this.queues.get(rule) === tail) this.queues.delete(rule);
+      if (queue.tail === tail && queue.waiting === 0) this.queues.delete(rule);
     });
     return run;
   }

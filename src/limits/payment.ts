@@ -11,7 +11,8 @@ export interface Payment {
 }
 
 /**
- * The payment as `rule` sees it; undefined when the rule covers another currency. Throws 400
+ * The payment as `rule` sees it (amount 0 for a rule that only counts payments); undefined when the rule covers
+ * another currency. Throws 400
  * sidecar.limit.amount_invalid (nothing sent) when the payload's currency or amount cannot be counted exactly: the
  * message names the field and the rule, never the value (payloads never leave the sidecar).
  */
@@ -20,10 +21,14 @@ export function paymentOf(
   payload: unknown,
   exponentOf: (currency: string) => number | undefined,
 ): Payment | undefined {
+  // A rule that only counts payments reads no amount, and a currency only to tell whether the payment is its own.
+  const countsOnly = rule.maxAmount === undefined && rule.windows.every((window) => window.maxCount !== undefined);
+  if (countsOnly && rule.currency === undefined) return { currency: '', exponent: 0, amount: 0n };
   const currency = fieldAt(payload, rule.currencyField);
   if (typeof currency !== 'string' || !CURRENCY_CODE.test(currency))
     throw invalid(rule, rule.currencyFieldText, 'is missing or not a currency code such as "USD"');
   if (rule.currency !== undefined && currency !== rule.currency) return undefined;
+  if (countsOnly) return { currency, exponent: 0, amount: 0n };
   const exponent = exponentOf(currency);
   if (exponent === undefined)
     throw invalid(rule, rule.currencyFieldText, 'names a currency outside ISO 4217 and the rules file');

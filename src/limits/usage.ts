@@ -1,16 +1,23 @@
 // What a rule has let through, as one record per rule in the state store (`limit:<rule>`): for each currency (and
 // for the count of payments) a series of buckets, one per step of time, each the sum of the payments reserved in it.
 //
-// A rolling window of period P sums the buckets of the last ceil(P / step) steps and the current one: a payment
-// stays in it for between P and P plus one step. So the sidecar may refuse up to a step early, never too late: the
-// gateway never receives more than the cap over any stretch of P. Steps come from a fixed ladder (1 s, 1 min, 1 h,
-// 1 d), the smallest with at most MAX_BUCKETS buckets in the period: a 1 h window counts in minutes, a 24 h one in
-// hours; windows of one step share their buckets, so a period changed in the rules file keeps what was counted.
+// A rolling window of period P sums the buckets of the last ceil(P / step) steps, the current one and any later one
+// (a replica whose clock runs ahead writes those): a payment stays in it for between P and P plus one step. So the
+// sidecar may refuse up to a step early, never too late: the gateway never receives more than the cap over any
+// stretch of P. Steps come from a fixed ladder (1 s, 1 min, 1 h, 1 d), the smallest with at most MAX_BUCKETS buckets
+// in the period: a 1 h window counts in minutes, a 24 h one in hours; windows of one step share their buckets, so a
+// period changed in the rules file keeps what was counted. A bucket is dropped by its age alone, past what any window
+// of its step can count (and a margin for clocks apart): replicas whose rules differ, during a rollout of the file,
+// never drop each other's counts.
 import type { LimitRule, LimitWindow } from './rules.js';
 
 const STEPS_MS = [1_000, 60_000, 3_600_000] as const;
 const LONGEST_STEP_MS = 86_400_000;
 const MAX_BUCKETS = 200;
+/** How far apart the replicas' clocks may be: buckets are kept this much longer than a window can count. */
+const CLOCK_MARGIN_MS = 5_000;
+/** The longest period a rules file may give (rules.ts): the 1 d series keeps this much. */
+const LONGEST_PERIOD_MS = 31 * 86_400_000;
 
 /** The bucket width of a window's period. */
 export function stepOf(periodMs: number): number {
@@ -42,18 +49,27 @@ export function encodeUsage(usage: Usage): string {
   return JSON.stringify({ v: 1, series });
 }
 
-/** A record as written by encodeUsage; anything else reads as no usage (the store's MAC vouches for its writer). */
-export function decodeUsage(text: string): Usage {
-  const parsed = JSON.parse(text) as { v?: unknown; series?: unknown };
-  if (parsed.v !== 1 || typeof parsed.series !== 'object' || parsed.series === null) return NO_USAGE;
+/**
+ * A record as written by encodeUsage; undefined for anything else (a sealed record of another version, or with the MAC
+ * off, one written by anyone): never taken for no use, which would reset the fleet's count.
+ */
+export function decodeUsage(text: string): Usage | undefined {
+  let parsed: { v?: unknown; series?: unknown };
+  try {
+    parsed = JSON.parse(text) as { v?: unknown; series?: unknown };
+  } catch {
+    return undefined;
+  }
+  if (typeof parsed !== 'object' || parsed === null) return undefined;
+  if (parsed.v !== 1 || typeof parsed.series !== 'object' || parsed.series === null) return undefined;
   const usage = new Map<string, Map<number, bigint>>();
   for (const [name, rows] of Object.entries(parsed.series as Record<string, unknown>)) {
-    if (!Array.isArray(rows)) continue;
+    if (!Array.isArray(rows) || !/^(amount:[A-Z][A-Z0-9]{2,9}|count)\/[1-9][0-9]*$/.test(name)) return undefined;
     const buckets = new Map<number, bigint>();
     for (const row of rows as unknown[]) {
-      if (!Array.isArray(row) || typeof row[0] !== 'number' || typeof row[1] !== 'string') continue;
-      if (!/^-?[0-9]{1,40}$/.test(row[1])) continue;
-      buckets.set(row[0], BigInt(row[1]));
+      if (!Array.isArray(row) || !Number.isSafeInteger(row[0]) || typeof row[1] !== 'string') return undefined;
+      if (!/^[0-9]{1,40}$/.test(row[1])) return undefined;
+      buckets.set(row[0] as number, BigInt(row[1]));
     }
     usage.set(name, buckets);
   }
@@ -68,7 +84,8 @@ export function useOf(usage: Usage, window: LimitWindow, currency: string, nowMs
   const current = Math.floor(nowMs / step);
   const first = current - Math.ceil(window.periodMs / step);
   let sum = 0n;
-  for (const [index, value] of buckets) if (index >= first && index <= current) sum += value;
+  // Later buckets too: written by a replica whose clock is ahead of this one's.
+  for (const [index, value] of buckets) if (index >= first) sum += value;
   return sum;
 }
 
@@ -83,7 +100,7 @@ export function withPayment(
   amount: bigint,
   nowMs: number,
 ): { readonly usage: Usage; readonly reserved: readonly Reserved[] } {
-  const next = pruned(usage, rule, nowMs);
+  const next = pruned(usage, nowMs);
   const reserved: Reserved[] = [];
   for (const window of rule.windows) {
     const series = seriesOf(window, currency);
@@ -113,28 +130,25 @@ export function withoutPayment(usage: Usage, reserved: readonly Reserved[]): Usa
   return next;
 }
 
-/** How long the record must outlive its last write: its longest window and a step. */
-export function usageTtlMs(rule: LimitRule): number {
-  return Math.max(60_000, ...rule.windows.map((w) => w.periodMs + stepOf(w.periodMs)));
+/** How long a record must outlive its last write: as long as its oldest-kept series keeps a bucket. */
+export function usageTtlMs(usage: Usage): number {
+  return Math.max(60_000, ...[...usage.keys()].map((name) => keptMsOf(stepOfSeries(name))));
 }
 
-/** A copy without the buckets that no window of the rule counts any longer (and series of no window). */
-function pruned(usage: Usage, rule: LimitRule, nowMs: number): Map<string, ReadonlyMap<number, bigint>> {
-  const oldestKept = new Map<string, number>();
-  for (const window of rule.windows) {
-    const step = stepOf(window.periodMs);
-    const first = Math.floor(nowMs / step) - Math.ceil(window.periodMs / step);
-    const suffix = `/${step}`;
-    for (const name of usage.keys()) {
-      const counts = window.maxCount !== undefined;
-      if (!name.endsWith(suffix) || name.startsWith('count') !== counts) continue;
-      oldestKept.set(name, Math.min(oldestKept.get(name) ?? first, first));
-    }
-  }
+/** How long a series of `step` keeps a bucket: the longest window of that step, a step, the clocks' margin. */
+function keptMsOf(step: number): number {
+  return Math.min(MAX_BUCKETS * step, LONGEST_PERIOD_MS) + step + CLOCK_MARGIN_MS;
+}
+
+const stepOfSeries = (name: string): number => Number(name.slice(name.lastIndexOf('/') + 1));
+
+/** A copy without the buckets too old for any window of their step to count, whatever the rules. */
+function pruned(usage: Usage, nowMs: number): Map<string, ReadonlyMap<number, bigint>> {
   const next = new Map<string, ReadonlyMap<number, bigint>>();
   for (const [name, buckets] of usage) {
-    const first = oldestKept.get(name);
-    if (first === undefined) continue;
+    const step = stepOfSeries(name);
+    if (!(step > 0)) continue;
+    const first = Math.floor((nowMs - keptMsOf(step)) / step);
     const kept = new Map([...buckets].filter(([index]) => index >= first));
     if (kept.size > 0) next.set(name, kept);
   }

@@ -143,8 +143,10 @@ export function startPkcs11Signer(
   const goDown = (down: Opened, err: unknown): void => {
     if (state !== down) return;
     state = undefined;
-    events.onDown(describePkcs11Error(err));
     for (const waiter of waiters.splice(0)) waiter.reject(sidecarErrors.signerUnavailable(err));
+    // Stopped: the token is closed once idle, as stop() asked, not reopened (and no outage is reported).
+    if (stopped) return idle();
+    events.onDown(describePkcs11Error(err));
     onIdle = () => void reopen();
     idle();
   };

@@ -3,11 +3,18 @@
 import type { Config } from '../config/config.js';
 import { readSecretFile } from '../config/load.js';
 import { settingName } from '../config/schema.js';
+import { contentDigest } from '../config/secret-files.js';
 import { LimitGuard } from '../limits/guard.js';
 import { limitRulesFromFile } from '../limits/rules.js';
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
 import type { StateStore } from '../state/state-store.js';
+
+/** The money limits in use, and the digest of the file's content they were read from (the watcher's baseline). */
+export interface OpenedLimits {
+  readonly guard: LimitGuard;
+  readonly loadedDigest: string;
+}
 
 export function openLimits(
   config: Config,
@@ -17,11 +24,12 @@ export function openLimits(
     readonly log: Logger;
     readonly now: () => number;
   },
-): LimitGuard | undefined {
+): OpenedLimits | undefined {
   const file = config.limitsFile;
   if (file === undefined) return undefined;
   const setting = settingName('limitsFile');
-  const rules = limitRulesFromFile(config.signedRoutes)(setting, file, readSecretFile(setting, file));
+  const text = readSecretFile(setting, file);
+  const rules = limitRulesFromFile(config.signedRoutes)(setting, file, text);
   const guard = new LimitGuard({ store: deps.store, now: deps.now, log: deps.log, metrics: deps.metrics.limits });
   guard.use(rules);
   if (deps.store.kind === 'memory' && rules.rules.length > 0) {
@@ -30,5 +38,5 @@ export function openLimits(
       'money limits on the memory store: each replica counts alone, so a fleet of N lets N times each limit through (SIDECAR_STATE_STORE=redis shares them)',
     );
   }
-  return guard;
+  return { guard, loadedDigest: contentDigest(text) };
 }

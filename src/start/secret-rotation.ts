@@ -48,8 +48,11 @@ export interface RotationTargets {
     { replaceKeys(keys: readonly KeyObject[]): void; replaceForwardSecret(secret: KeyObject): void } | undefined;
   /** The MACs of idempotency records and queued postbacks, when SIDECAR_STATE_MAC_KEY_FILE is set (docs/fleet.md). */
   readonly recordMac?: { replaceKeys(keys: readonly KeyObject[]): void } | undefined;
-  /** The money limits, when SIDECAR_LIMITS_FILE is set (docs/limits.md): a valid new file is in use at once. */
-  readonly limits?: { use(rules: LimitRules): void } | undefined;
+  /**
+   * The money limits, when SIDECAR_LIMITS_FILE is set (docs/limits.md): a valid new file is in use at once. Watched
+   * from the content they were read from at start, so a change made since is not missed.
+   */
+  readonly limits?: { readonly guard: { use(rules: LimitRules): void }; readonly loadedDigest: string } | undefined;
 }
 
 const MESSAGES: Readonly<Record<WatchedSetting, string>> = {
@@ -116,15 +119,16 @@ function watchedFiles(config: Config, targets: RotationTargets, onKey: (fingerpr
   const { limitsFile } = config;
   const { limits } = targets;
   if (limitsFile !== undefined && limits !== undefined) {
-    files.push(
-      watched(config, {
+    files.push({
+      ...watched(config, {
         name: 'limits',
         key: 'limitsFile',
         file: limitsFile,
         parse: limitRulesFromFile(config.signedRoutes),
-        install: (rules) => limits.use(rules),
+        install: (rules) => limits.guard.use(rules),
       }),
-    );
+      loadedDigest: limits.loadedDigest,
+    });
   }
   return files;
 }

@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
 import { limits } from '../../src/cli/limits.js';
 import { makeKeys } from '../support/keys.js';
-import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
+import { RecordingGateway, TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
 import { scratchDir } from '../support/scratch.js';
 import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
 import { postJson, type Answer } from '../support/sim-world.js';
@@ -184,6 +184,33 @@ describe('money limits, one sidecar', () => {
       assert.equal(world.gatewayCents(), 70_000, 'never more than the cap, with the 5xx counted as if made');
     } finally {
       await world.close();
+    }
+  });
+
+  it('a 409 or signature.nonce.replayed from the gateway keeps the share: the payment may exist', async () => {
+    const keys = await makeKeys();
+    const gateway = await new RecordingGateway().start();
+    const rulesFile = join(scratchDir('limits-kept-'), 'limits.yaml');
+    await writeFile(rulesFile, rulesYaml('1000.00'));
+    const pod = await startTestSidecar(
+      await sidecarEnv(keys, gateway.url, { SIDECAR_LIMITS_FILE: rulesFile, SIDECAR_LOG_LEVEL: 'warn' }),
+    );
+    try {
+      await waitUntilReady(pod.sidecar);
+      const withdraw = (amount: string) =>
+        postJson(pod.sidecar.egressUrl, JSON.stringify({ amount, currency: 'USD', invoice_no: amount }), WITHDRAWAL);
+      gateway.script.push({ status: 409, body: { code: 'duplicate', message: 'seen before' } });
+      assert.equal((await withdraw('400.00')).status, 409);
+      gateway.script.push({ status: 401, body: { code: 'signature.nonce.replayed', message: 'replayed' } });
+      assert.equal((await withdraw('400.00')).status, 401);
+      gateway.script.push({ status: 400, body: { code: 'payload.field.invalid', message: 'no' } });
+      assert.equal((await withdraw('150.00')).status, 400);
+      // 800 kept, the 400's 150 given back: 200 fits, 200.01 does not.
+      assert.equal((await withdraw('200.01')).status, 403);
+      assert.equal((await withdraw('200.00')).status, 201);
+    } finally {
+      await pod.stop();
+      await gateway.stop();
     }
   });
 

@@ -13,19 +13,19 @@ import { CapturedOutput } from '../support/sidecar.js';
 const ROUTE = '/api/v2/transfer-out/init';
 const START = Date.UTC(2026, 10, 29, 12, 0, 0);
 
-function world(rulesYaml: string) {
-  let now = START;
+function world(rulesYaml: string, shared?: { store: MemoryStateStore; offsetMs: number }) {
+  let now = START + (shared?.offsetMs ?? 0);
   const logs = new CapturedOutput();
   const metrics = new SidecarMetrics({ version: 't', environment: 'staging' });
-  const store = new MemoryStateStore({ now: () => now });
+  const store = shared?.store ?? new MemoryStateStore({ now: () => now });
   const guard = new LimitGuard({ store, now: () => now, log: createLogger('info', logs), metrics: metrics.limits });
   guard.use(parseLimitRules(rulesYaml, [ROUTE]));
   let id = 0;
-  const pay = (amount: string, currency = 'USD') =>
-    guard.reserve(ROUTE, Buffer.from(JSON.stringify({ amount, currency, user_id: 'u' })), `req-${++id}`);
-  const refusal = async (amount: string, currency = 'USD'): Promise<string | undefined> => {
+  const pay = (amount: string | undefined, currency = 'USD', end = { ended: false }) =>
+    guard.reserve(ROUTE, Buffer.from(JSON.stringify({ amount, currency, user_id: 'u' })), `req-${++id}`, end);
+  const refusal = async (amount: string | undefined, currency = 'USD', end = { ended: false }) => {
     try {
-      await pay(amount, currency);
+      await pay(amount, currency, end);
       return undefined;
     } catch (err) {
       assert.ok(err instanceof SidecarError);
@@ -166,6 +166,84 @@ describe('the limit guard', () => {
       const outcomes = await Promise.all(Array.from({ length: 40 }, () => w.refusal('250.00')));
       assert.equal(outcomes.filter((o) => o === undefined).length, 20);
       assert.equal((await w.guard.figures())[0]?.used, '5000.00');
+    } finally {
+      await w.close();
+    }
+  });
+
+  it('report mode never refuses: an amount it cannot count is sent uncounted, and said', async () => {
+    const w = world(HOURLY.replace('maxAmount', 'mode: report\n    maxAmount'));
+    try {
+      assert.equal(await w.refusal('1.005'), undefined);
+      assert.equal(await w.refusal(undefined), undefined);
+      assert.equal((await w.guard.figures())[0]?.used, '0.00');
+      assert.equal(w.logs.lines().filter((l) => l.event === 'limit.unchecked').length, 2);
+    } finally {
+      await w.close();
+    }
+  });
+
+  it('a rule that only counts payments reads no amount', async () => {
+    const w = world(`rules: [{ name: rate, route: ${ROUTE}, maxPerMinute: 2 }]`);
+    try {
+      assert.equal(await w.refusal(undefined, 'not a code'), undefined);
+      assert.equal(await w.refusal('-1'), undefined);
+      assert.equal(await w.refusal('1.00'), '403 sidecar.limit.exceeded rate per_minute');
+    } finally {
+      await w.close();
+    }
+  });
+
+  it('replicas with clocks apart, or with different rules during a rollout, count what the others wrote', async () => {
+    const store = new MemoryStateStore();
+    const perMinute = `rules: [{ name: rate, route: ${ROUTE}, maxPerMinute: 3 }]`;
+    // Two replicas 4 s apart: the one behind counts the payments of the one ahead, written "in its future".
+    const ahead = world(perMinute, { store, offsetMs: 4_000 });
+    const behind = world(perMinute, { store, offsetMs: 0 });
+    const hourly = world(HOURLY, { store, offsetMs: 0 });
+    const fourHours = world(HOURLY.replace('period: 1h', 'period: 4h'), { store, offsetMs: 0 });
+    try {
+      await ahead.pay('1.00');
+      await ahead.pay('1.00');
+      await behind.pay('1.00');
+      assert.equal(await behind.refusal('1.00'), '403 sidecar.limit.exceeded rate per_minute');
+      // The 1h window counts in minutes, the 4h one in hours: each keeps the other's buckets.
+      await hourly.pay('1000.00');
+      await fourHours.pay('1000.00');
+      await hourly.pay('1000.00');
+      assert.deepEqual(
+        (await hourly.guard.figures()).map((f) => f.used),
+        ['2000.00'],
+        'the 1 h series kept across the 4 h replica’s writes',
+      );
+      assert.deepEqual(
+        (await fourHours.guard.figures()).map((f) => f.used),
+        ['1000.00'],
+      );
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a record it cannot read is refused as an unavailable store (enforce), never taken for no use', async () => {
+    const w = world(HOURLY);
+    try {
+      await w.store.compareAndSet('limit:withdrawals-usd', undefined, '{"v":1,"series":"forged"}', 60_000);
+      assert.equal(await w.refusal('1.00'), '503 sidecar.limit.unavailable');
+      assert.equal(await w.refusal('1.00'), '503 sidecar.limit.unavailable');
+      assert.equal(w.logs.lines().filter((l) => l.event === 'limit.record_unreadable').length, 1, 'said once');
+      await w.store.compareAndDelete('limit:withdrawals-usd', '{"v":1,"series":"forged"}');
+      assert.equal(await w.refusal('1.00'), undefined, 'deleted: counted afresh');
+    } finally {
+      await w.close();
+    }
+  });
+
+  it('a request that ended while it waited for its turn writes nothing', async () => {
+    const w = world(HOURLY);
+    try {
+      assert.equal(await w.refusal('1.00', 'USD', { ended: true }), '503 sidecar.limit.unavailable');
+      assert.equal((await w.guard.figures())[0]?.used, '0.00');
     } finally {
       await w.close();
     }
