@@ -46,16 +46,22 @@ export type SidecarErrorDetails = Pick<SidecarErrorBody, 'rule' | 'window'>;
 export class SidecarError extends Error {
   override readonly name = 'SidecarError';
   readonly details: SidecarErrorDetails | undefined;
+  /**
+   * The gateway certainly did not receive the request: every retryable error, and refusals that sending again cannot
+   * cure (a money limit's). Such an error frees the request's Idempotency-Key and its limit reservation.
+   */
+  readonly nothingSent: boolean;
 
   constructor(
     readonly code: SidecarErrorCode,
     readonly status: number,
     message: string,
     readonly retryable: boolean,
-    options?: { cause?: unknown; details?: SidecarErrorDetails },
+    options?: { cause?: unknown; details?: SidecarErrorDetails; nothingSent?: true },
   ) {
     super(message, options);
     this.details = options?.details;
+    this.nothingSent = retryable || options?.nothingSent === true;
   }
 
   toBody(): SidecarErrorBody {
@@ -210,7 +216,7 @@ export const sidecarErrors = {
         ? `the payment is larger than limit rule "${rule}" allows for one payment; nothing was sent`
         : `the payment would take limit rule "${rule}" past its ${window} window; nothing was sent`,
       false,
-      { details: { rule, window } },
+      { details: { rule, window }, nothingSent: true },
     ),
   limitAmountInvalid: (message: string) =>
     new SidecarError('sidecar.limit.amount_invalid', 400, `${message}; nothing was sent`, true),

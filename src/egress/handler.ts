@@ -45,7 +45,7 @@ export interface HandlerDeps {
   readonly metrics: SidecarMetrics;
   readonly idempotency: IdempotencyDeps;
   /** The money limits (docs/limits.md), when SIDECAR_LIMITS_FILE is set. */
-  readonly limits?: Pick<LimitGuard, 'covers' | 'reserve' | 'release'> | undefined;
+  readonly limits?: Pick<LimitGuard, 'reserve' | 'release'> | undefined;
   /** How long a request may take from its arrival: its deadline (docs/architecture.md). */
   readonly requestDeadlineMs: number;
   /** True once shutdown began: answers then carry Connection: close. */
@@ -145,9 +145,7 @@ async function handle(
     beforeWrite = () => deps.idempotency.keeper.markSending(ticket);
   }
   // After the claim: a replay answers from its record and never counts against a limit twice.
-  const reservation = deps.limits?.covers(match.route)
-    ? await deps.limits.reserve(match.route, payload, request.id, request)
-    : undefined;
+  const reservation = await deps.limits?.reserve(match.route, envelope.payload, request.id, request);
   let sent: Sent | undefined;
   try {
     const headers = forwardableRequestHeaders(req.headers, deps.forwardedRequestHeaders);
@@ -201,8 +199,7 @@ function answerOf(
     if (claimLost) deps.metrics.idempotency('claim_lost');
     const retryAfter = claimLost ? { 'retry-after': '1' } : {};
     const outcome = { attempts, causeCode: errorCode(error.cause), causeFamily: hop, payload };
-    // A sidecar error promises nothing was sent exactly when it is retryable.
-    return { settlement: errorSettlement(error, outcome, retryAfter), nothingMade: error.retryable };
+    return { settlement: errorSettlement(error, outcome, retryAfter), nothingMade: error.nothingSent };
   }
   const { response, gatewayCode, label, attempts } = result;
   if (gatewayCode === 'signature.verify.failed') logVerifyFailure(deps.log, requestId, result.copy, envelope.data);
@@ -224,8 +221,8 @@ function answerOf(
 
 /**
  * A 4xx: the gateway refused the request and made nothing of it. But a 409 (a conflict: a duplicate may be the
- * payment itself) and `signature.nonce.replayed` (a copy of this request may have been accepted before, DESIGN.md):
- * the payment may exist.
+ * payment itself) and `signature.nonce.replayed` (the gateway saw this nonce before: an earlier copy of this very
+ * request, resent on the way by a network hop, may have been accepted): the payment may exist.
  */
 function refusedByGateway(status: number, gatewayCode: string | undefined): boolean {
   return status >= 400 && status < 500 && status !== 409 && gatewayCode !== 'signature.nonce.replayed';

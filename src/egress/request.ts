@@ -44,12 +44,9 @@ export function errorSettlement(
     code: error.code,
     headers: { ...headers, 'content-type': 'application/json' },
     body: JSON.stringify(error.toBody()),
-    // An error that promises nothing was sent (retryable) frees the key, as does a limit's refusal (nothing sent: the
-    // same key may pay once the window has room); any other is the key's answer.
-    keep:
-      error.retryable || error.code === 'sidecar.limit.exceeded'
-        ? { kind: 'release' }
-        : { kind: 'store', answer: errorAnswer(error) },
+    // An error that promises nothing was sent frees the key (a limit's refusal too: the same key may pay once the
+    // window has room); any other is the key's answer.
+    keep: error.nothingSent ? { kind: 'release' } : { kind: 'store', answer: errorAnswer(error) },
     outcome,
   };
 }

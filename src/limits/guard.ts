@@ -1,5 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { sidecarErrors, type SidecarError } from '../errors.js';
+import { errorName, sidecarErrors, type SidecarError } from '../errors.js';
 import type { LimitMetrics, WindowUse } from '../observability/limit-metrics.js';
 import type { Logger } from '../observability/log.js';
 import type { StateStore, WriteOptions } from '../state/state-store.js';
@@ -61,7 +61,7 @@ const ROUNDS = 16;
 const ROUND_JITTER_MS = 5;
 
 /** The store key of a rule's record. */
-export const limitKeyOf = (rule: string): string => `limit:${rule}`;
+const limitKeyOf = (rule: string): string => `limit:${rule}`;
 
 /**
  * The money guardrails (docs/limits.md): before a payment on a covered route is signed, each rule covering it
@@ -87,15 +87,6 @@ export class LimitGuard {
     this.options.metrics.rulesInUse(limits.rules);
   }
 
-  get rules(): readonly LimitRule[] {
-    return this.limits.rules;
-  }
-
-  /** Whether any rule covers `route`: the payload is parsed only then. */
-  covers(route: string): boolean {
-    return this.limits.rules.some((rule) => rule.route === route);
-  }
-
   /**
    * Checks and reserves a payment on `route` against every rule covering it. Throws sidecar.limit.exceeded (403),
    * amount_invalid (400) or unavailable (503), having reserved nothing; undefined when no window reserved anything.
@@ -103,18 +94,17 @@ export class LimitGuard {
    */
   async reserve(
     route: string,
-    payload: Buffer,
+    payload: unknown,
     requestId: string,
     end: { readonly ended: boolean } = { ended: false },
   ): Promise<Reservation | undefined> {
     const { rules, exponentOf } = this.limits;
     const covering = rules.filter((rule) => rule.route === route);
     if (covering.length === 0) return undefined;
-    const fields: unknown = JSON.parse(payload.toString('utf8'));
     const held: { rule: LimitRule; reserved: readonly Reserved[] }[] = [];
     try {
       for (const rule of covering) {
-        const payment = this.paymentFor(rule, fields, exponentOf, requestId);
+        const payment = this.paymentFor(rule, payload, exponentOf, requestId);
         if (payment === undefined) continue;
         if (rule.maxAmount !== undefined && payment.amount > limitInMinorUnits(rule.maxAmount, payment.exponent))
           this.breach(rule, 'payment', requestId);
@@ -146,7 +136,7 @@ export class LimitGuard {
       } catch (err) {
         // Kept as if sent: the window is fuller than it should be until the payment ages out of it, never emptier.
         this.options.log.warn(
-          { event: 'limit.release_failed', rule: rule.name, requestId, error: (err as Error).name },
+          { event: 'limit.release_failed', rule: rule.name, requestId, error: errorName(err) },
           'a payment that was not sent still counts against its limit until it leaves the window',
         );
       }
@@ -236,7 +226,7 @@ export class LimitGuard {
   private unchecked(rule: LimitRule, requestId: string, cause: unknown): undefined {
     if (rule.mode === 'enforce') throw sidecarErrors.limitUnavailable(cause);
     this.options.log.warn(
-      { event: 'limit.unchecked', rule: rule.name, requestId, error: (cause as Error).name },
+      { event: 'limit.unchecked', rule: rule.name, requestId, error: errorName(cause) },
       'a report-mode limit could not be checked (state store away or busy); the payment was sent uncounted',
     );
     return undefined;

@@ -42,6 +42,10 @@ export interface LimitRules {
   readonly exponentOf: (currency: string) => number | undefined;
 }
 
+/** Said by `serve` and `check` when rules meet the memory store. */
+export const MEMORY_STORE_WARNING =
+  'the memory store counts each replica alone: a fleet of N lets N times each limit through (SIDECAR_STATE_STORE=redis shares them)';
+
 export const NO_LIMITS: LimitRules = { rules: [], exponentOf: () => undefined };
 
 /** Rule names are metric labels and log fields: short, plain. */
@@ -51,9 +55,9 @@ export const CURRENCY_CODE = /^[A-Z][A-Z0-9]{2,9}$/;
 const PERIOD = /^([1-9][0-9]{0,4})(s|m|h|d)$/;
 const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 const MIN_PERIOD_MS = 60_000;
-const MAX_PERIOD_MS = 31 * 86_400_000;
+export const MAX_PERIOD_MS = 31 * 86_400_000;
 /** The count window of maxPerMinute. */
-export const PER_MINUTE = { label: 'per_minute', periodMs: 60_000 } as const;
+const PER_MINUTE = { label: 'per_minute', periodMs: 60_000 } as const;
 
 const RULE_FIELDS = new Set([
   'name',

@@ -9,23 +9,24 @@
 // period changed in the rules file keeps what was counted. A bucket is dropped by its age alone, past what any window
 // of its step can count (and a margin for clocks apart): replicas whose rules differ, during a rollout of the file,
 // never drop each other's counts.
-import type { LimitRule, LimitWindow } from './rules.js';
+import { CURRENCY_CODE, MAX_PERIOD_MS, type LimitRule, type LimitWindow } from './rules.js';
+
+/** `amount:<currency>/<step>` or `count/<step>` (seriesOf). */
+const SERIES_NAME = new RegExp(`^(amount:${CURRENCY_CODE.source.slice(1, -1)}|count)/[1-9][0-9]*$`);
 
 const STEPS_MS = [1_000, 60_000, 3_600_000] as const;
 const LONGEST_STEP_MS = 86_400_000;
 const MAX_BUCKETS = 200;
 /** How far apart the replicas' clocks may be: buckets are kept this much longer than a window can count. */
 const CLOCK_MARGIN_MS = 5_000;
-/** The longest period a rules file may give (rules.ts): the 1 d series keeps this much. */
-const LONGEST_PERIOD_MS = 31 * 86_400_000;
 
 /** The bucket width of a window's period. */
-export function stepOf(periodMs: number): number {
+function stepOf(periodMs: number): number {
   return STEPS_MS.find((step) => periodMs / step <= MAX_BUCKETS) ?? LONGEST_STEP_MS;
 }
 
 /** A series' name: the payments' count, or one currency's amounts; and its step. */
-export function seriesOf(window: LimitWindow, currency: string): string {
+function seriesOf(window: LimitWindow, currency: string): string {
   return `${window.maxCount === undefined ? `amount:${currency}` : 'count'}/${stepOf(window.periodMs)}`;
 }
 
@@ -64,7 +65,7 @@ export function decodeUsage(text: string): Usage | undefined {
   if (parsed.v !== 1 || typeof parsed.series !== 'object' || parsed.series === null) return undefined;
   const usage = new Map<string, Map<number, bigint>>();
   for (const [name, rows] of Object.entries(parsed.series as Record<string, unknown>)) {
-    if (!Array.isArray(rows) || !/^(amount:[A-Z][A-Z0-9]{2,9}|count)\/[1-9][0-9]*$/.test(name)) return undefined;
+    if (!Array.isArray(rows) || !SERIES_NAME.test(name)) return undefined;
     const buckets = new Map<number, bigint>();
     for (const row of rows as unknown[]) {
       if (!Array.isArray(row) || !Number.isSafeInteger(row[0]) || typeof row[1] !== 'string') return undefined;
@@ -137,7 +138,7 @@ export function usageTtlMs(usage: Usage): number {
 
 /** How long a series of `step` keeps a bucket: the longest window of that step, a step, the clocks' margin. */
 function keptMsOf(step: number): number {
-  return Math.min(MAX_BUCKETS * step, LONGEST_PERIOD_MS) + step + CLOCK_MARGIN_MS;
+  return Math.min(MAX_BUCKETS * step, MAX_PERIOD_MS) + step + CLOCK_MARGIN_MS;
 }
 
 const stepOfSeries = (name: string): number => Number(name.slice(name.lastIndexOf('/') + 1));

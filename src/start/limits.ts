@@ -5,13 +5,13 @@ import { readSecretFile } from '../config/load.js';
 import { settingName } from '../config/schema.js';
 import { contentDigest } from '../config/secret-files.js';
 import { LimitGuard } from '../limits/guard.js';
-import { limitRulesFromFile } from '../limits/rules.js';
+import { limitRulesFromFile, MEMORY_STORE_WARNING } from '../limits/rules.js';
 import type { Logger } from '../observability/log.js';
 import type { SidecarMetrics } from '../observability/metrics.js';
 import type { StateStore } from '../state/state-store.js';
 
 /** The money limits in use, and the digest of the file's content they were read from (the watcher's baseline). */
-export interface OpenedLimits {
+interface OpenedLimits {
   readonly guard: LimitGuard;
   readonly loadedDigest: string;
 }
@@ -33,10 +33,7 @@ export function openLimits(
   const guard = new LimitGuard({ store: deps.store, now: deps.now, log: deps.log, metrics: deps.metrics.limits });
   guard.use(rules);
   if (deps.store.kind === 'memory' && rules.rules.length > 0) {
-    deps.log.warn(
-      { event: 'config.warning', setting },
-      'money limits on the memory store: each replica counts alone, so a fleet of N lets N times each limit through (SIDECAR_STATE_STORE=redis shares them)',
-    );
+    deps.log.warn({ event: 'config.warning', setting }, MEMORY_STORE_WARNING);
   }
   return { guard, loadedDigest: contentDigest(text) };
 }

@@ -2,7 +2,7 @@ import type { Config } from '../config/config.js';
 import { readSecretFile } from '../config/load.js';
 import { settingName } from '../config/schema.js';
 import { ConfigError } from '../errors.js';
-import { limitRulesFromFile } from '../limits/rules.js';
+import { limitRulesFromFile, MEMORY_STORE_WARNING } from '../limits/rules.js';
 import type { CheckReport } from './check-report.js';
 
 /**
@@ -27,9 +27,5 @@ export function checkLimits(config: Config, report: CheckReport): void {
   }
   report.line('✔', 'limits', `${count.enforce} enforced and ${count.report} report-mode rules in ${file}`);
   if (config.state.store === 'memory' && count.enforce + count.report > 0)
-    report.line(
-      '!',
-      'limits',
-      'the memory store counts each replica alone: a fleet of N lets N times each limit through (SIDECAR_STATE_STORE=redis shares them)',
-    );
+    report.line('!', 'limits', MEMORY_STORE_WARNING);
 }
