@@ -1,12 +1,13 @@
-// npm run bench:stalls -- [--program PATH] [--seconds 90] [--seed N] [--down-after-ms 1000] [--no-pauses]
+// npm run bench:stalls -- [--program PATH] [--seconds 90] [--seed N] [--down-after-ms 1000] [--no-pauses] [--rate N]
 //
 // Keyed payments through a fleet while its Redis primary stalls: three `serve` replicas on Redis with Sentinel (a
 // primary, two replicas, writes acknowledged by both), 16 callers each paying with a fresh Idempotency-Key and
 // retrying the same key on a retryable answer (409 in_progress, 503) as a client should, and a seeded schedule of
-// primary pauses (SIGSTOP, 0.5-2.5 s, every 2-5 s). Prints what the callers got: payments completed, every answer by
-// status and code, and the outcome_unknown answers (each a payment its caller cannot know). `--program` runs another
-// build (`dist/src/main.js` of another checkout, its node_modules beside it) under the same schedule: comparing two
-// versions is two runs with one seed.
+// primary pauses (SIGSTOP, 0.5-2.5 s, every 2-5 s). Prints what the callers got: payments completed and how long each
+// took (retries included), every answer by status and code, and the outcome_unknown answers (each a payment its
+// caller cannot know) with how many of them the gateway holds. `--program` runs another build (`dist/src/main.js` of
+// another checkout, its node_modules beside it) under the same schedule: comparing two versions is two runs with one
+// seed.
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
@@ -35,6 +36,10 @@ const { values } = parseArgs({
     'down-after-ms': { type: 'string', default: '1000' },
     // The same workload without a pause: the baseline a stall's cost is read against.
     'no-pauses': { type: 'boolean', default: false },
+    // Payments started per second by all callers together (each caller on its own beat); 0: each starts its next
+    // payment as soon as the last one ended, which saturates this machine, so CPU per payment counts as much as the
+    // stalls. A paced load below saturation measures what the stalls alone cost.
+    rate: { type: 'string', default: '0' },
   },
 });
 const runMs = Number(values.seconds) * 1_000;
@@ -81,19 +86,31 @@ try {
   })();
   const answers = new Map<string, number>();
   let completed = 0;
-  let outcomeUnknown = 0;
+  // Each an outcome_unknown answer's payment: whether the gateway holds it is read at the end.
+  const unknownPayments: string[] = [];
+  // From a payment's first attempt to its 2xx, retries included: what a stall costs a caller that waits it out.
+  const completionMs: number[] = [];
+  const beatMs = Number(values.rate) > 0 ? (CALLERS * 1_000) / Number(values.rate) : 0;
   const retryable = (reply: Reply): boolean => reply.status === 409 || reply.status === 503;
   const callers = Array.from({ length: CALLERS }, async (_, caller) => {
+    const firstAt = Date.now() + (beatMs * caller) / CALLERS;
     for (let n = 0; Date.now() < until; n++) {
+      const startAt = firstAt + n * beatMs;
+      if (startAt > Date.now()) await sleep(startAt - Date.now());
+      if (Date.now() >= until) break;
       const key = newKey();
       const payment = freshDeposit();
+      const started = performance.now();
       for (let attempt = 0; Date.now() < until; attempt++) {
         const target = replicas[(caller + n + attempt) % REPLICAS]!;
         const reply = await send(target.proxyUrl, key, payment).catch(() => undefined);
         const label = reply === undefined ? 'no answer' : `${reply.status} ${reply.code ?? ''}`.trim();
         answers.set(label, (answers.get(label) ?? 0) + 1);
-        if (reply?.code === 'sidecar.upstream.outcome_unknown') outcomeUnknown++;
-        if (reply !== undefined && reply.status < 300) completed++;
+        if (reply?.code === 'sidecar.upstream.outcome_unknown') unknownPayments.push(payment);
+        if (reply !== undefined && reply.status < 300) {
+          completed++;
+          completionMs.push(performance.now() - started);
+        }
         if (reply === undefined || !retryable(reply)) break;
         await sleep(RETRY_PAUSE_MS);
       }
@@ -102,6 +119,9 @@ try {
   await Promise.all([nemesis, ...callers]);
   const transactions = simulator.transactions();
   const invoices = new Set(transactions.map((tx) => tx.invoice_no));
+  const invoiceOf = (payment: string): string => (JSON.parse(payment) as { invoice_no: string }).invoice_no;
+  completionMs.sort((a, b) => a - b);
+  const quantile = (q: number): number => Math.round(completionMs[Math.floor(q * (completionMs.length - 1))] ?? 0);
   console.log(
     JSON.stringify(
       {
@@ -110,8 +130,11 @@ try {
         seconds: runMs / 1_000,
         pauses: pauses.length,
         pausedMs: pauses.reduce((sum, ms) => sum + ms, 0),
+        rate: Number(values.rate),
         completed,
-        outcomeUnknown,
+        completionMs: { p50: quantile(0.5), p99: quantile(0.99), p999: quantile(0.999), max: quantile(1) },
+        outcomeUnknown: unknownPayments.length,
+        outcomeUnknownMade: unknownPayments.filter((payment) => invoices.has(invoiceOf(payment))).length,
         gatewayTransactions: transactions.length,
         sentTwice: transactions.length - invoices.size,
         answers: Object.fromEntries([...answers].sort((a, b) => b[1] - a[1])),

@@ -312,7 +312,8 @@ export class IdempotencyKeeper {
     } catch (err) {
       const deleteOwn = () => this.deleteOwn(storeKey, [value]);
       await deleteOwn().catch(() => this.releaseLater(storeKey, deleteOwn));
-      if (this.leased) await store.compareAndDelete(leaseKeyOf(storeKey, record.claim), LEASE_VALUE).catch(() => false);
+      // Not waited for: a lease alone holds nothing (it names this claim, which no record holds now) and expires.
+      if (this.leased) void store.compareAndDelete(leaseKeyOf(storeKey, record.claim), LEASE_VALUE).catch(() => false);
       throw err;
     }
   }

@@ -55,8 +55,21 @@ export interface HeldConnection extends WriteTarget {
    * the primary a client of its own). A WAIT answered then may not have counted the write.
    */
   readonly replaced: boolean;
-  /** WAIT on this connection: how many replicas hold the writes it made so far. */
+  /**
+   * WAIT on this connection: how many replicas hold the writes it made before this call. Queued right behind a write,
+   * before that write's reply, it counts the write and both take one round trip.
+   */
   wait(replicas: number, timeoutMs: number): Promise<number>;
+  /**
+   * A command went out after the last WAIT was queued, or on another node's connection (a redirected write): that
+   * WAIT does not count it. A script's EVAL after NOSCRIPT, or a retry after TRYAGAIN, goes after a pipelined WAIT.
+   */
+  readonly sentSinceWait: boolean;
+  /**
+   * This connection's Redis answered an EVALSHA of `sha1` since it connected: the script's next EVALSHA there will
+   * not come back NOSCRIPT (short of a SCRIPT FLUSH), so a WAIT may be queued behind it.
+   */
+  hasScript(sha1: string): boolean;
 }
 
 /**
@@ -168,6 +181,20 @@ interface NodeClient {
 type Redirect = (err: unknown) => Promise<{ readonly client: NodeClient; readonly asking: boolean } | undefined>;
 
 /**
+ * Scripts each client's Redis ran by EVALSHA, as of one connection: Redis keeps its script cache while it runs, so a
+ * new connection (a restart, a failover) starts knowing none.
+ */
+const loadedScripts = new WeakMap<NodeClient, { readonly epoch: number; readonly sha1s: Set<string> }>();
+
+function scriptsOf(client: NodeClient): Set<string> {
+  const known = loadedScripts.get(client);
+  if (known?.epoch === client.socketEpoch) return known.sha1s;
+  const fresh = { epoch: client.socketEpoch, sha1s: new Set<string>() };
+  loadedScripts.set(client, fresh);
+  return fresh.sha1s;
+}
+
+/**
  * `client`'s current connection, held. Raw commands (replies as Redis sends them, as the link's own). A command
  * queued on a connection that drops is rejected, never sent again on the next one (no offline queue): a reply that
  * came while the epoch is still the one held came on the held connection. In a cluster, a write redirected (MOVED,
@@ -177,7 +204,10 @@ type Redirect = (err: unknown) => Promise<{ readonly client: NodeClient; readonl
 function heldConnection(client: NodeClient, redirect?: Redirect): HeldConnection {
   let held = { client, epoch: client.socketEpoch, asking: false };
   let redirected = false;
+  let sent = 0;
+  let waited: { readonly client: NodeClient; readonly sent: number } | undefined;
   const sendOnHeld = async (args: string[]): Promise<unknown> => {
+    sent++;
     if (!held.asking) return held.client.sendCommand(args);
     // Queued together, so that no other command of the client comes between ASKING and the one it is for.
     const [, reply] = await Promise.all([held.client.sendCommand(['ASKING']), held.client.sendCommand(args)]);
@@ -201,10 +231,22 @@ function heldConnection(client: NodeClient, redirect?: Redirect): HeldConnection
       return !held.client.isReady || held.client.socketEpoch !== held.epoch;
     },
     setIfAbsent: async (key, value, ttlMs) => (await write(['SET', key, value, 'NX', 'PX', String(ttlMs)])) === 'OK',
-    evalSha: (sha1, keys, args) => script('EVALSHA', sha1, keys, args),
+    evalSha: (sha1, keys, args) => {
+      const on = held.client;
+      const reply = script('EVALSHA', sha1, keys, args);
+      // Beside the reply, not in its chain: a caller's fallback to EVAL is queued as soon as it would be without.
+      reply.then(() => on === held.client && scriptsOf(on).add(sha1)).catch(() => undefined);
+      return reply;
+    },
     eval: (source, keys, args) => script('EVAL', source, keys, args),
-    wait: async (replicas, timeoutMs) =>
-      Number(await held.client.sendCommand(['WAIT', String(replicas), String(timeoutMs)])),
+    hasScript: (sha1) => scriptsOf(held.client).has(sha1),
+    get sentSinceWait() {
+      return waited === undefined || waited.client !== held.client || waited.sent !== sent;
+    },
+    wait: async (replicas, timeoutMs) => {
+      waited = { client: held.client, sent };
+      return Number(await held.client.sendCommand(['WAIT', String(replicas), String(timeoutMs)]));
+    },
   };
 }
 

@@ -316,7 +316,7 @@ export class RedisStateStore implements StateStore {
   ): Promise<Reply> {
     const call = script.call(input);
     const send = async (target: WriteTarget) => script.reply(await this.evaluate(script, call, target));
-    return this.write(script.command, call.keys, options, send, (reply) => script.wrote(reply));
+    return this.write(script.command, call.keys, options, send, (reply) => script.wrote(reply), script.sha1);
   }
 
   /** The stored name of a short key name: what a script builds other keys of the account from. */
@@ -392,8 +392,9 @@ export class RedisStateStore implements StateStore {
 
   /**
    * One write; acknowledged (`options.acknowledged` and replicas configured), it and its WAIT go on one connection
-   * held on one of the acknowledged writes' links, and the WAIT follows only when `written` says the reply wrote
-   * something (a key already held was written, and waited for, by someone else).
+   * held on one of the acknowledged writes' links, and the WAIT counts only when `written` says the reply wrote
+   * something (a key already held was written, and waited for, by someone else). `script`: the sha1 of the script the
+   * write runs.
    */
   private async write<T>(
     command: StateStoreCommand,
@@ -401,6 +402,7 @@ export class RedisStateStore implements StateStore {
     options: WriteOptions,
     send: (target: WriteTarget) => Promise<T>,
     written: (reply: T) => boolean,
+    script?: string,
   ): Promise<T> {
     const pool = this.acknowledging;
     if (options.acknowledged !== true || pool === undefined) return this.run(command, () => send(this.client));
@@ -413,10 +415,16 @@ export class RedisStateStore implements StateStore {
           if (wanted === 0) return await this.run(command, () => send(link), link);
           const made = async () => {
             const connection = await link.hold(this.keys.key(keys[0] ?? ''));
-            return { connection, reply: await send(connection) };
+            // Queued behind the write, before its reply: one round trip for both (waited for only when it wrote).
+            // Not behind a script this Redis may not have: its EVAL would then wait behind that WAIT.
+            const pipelined = script === undefined || connection.hasScript(script);
+            const sent = send(connection);
+            const waiting = pipelined ? connection.wait(wanted, this.waitMs) : undefined;
+            waiting?.catch(() => undefined);
+            return { connection, waiting, reply: await sent };
           };
-          const { connection, reply } = await this.run(command, made, link);
-          if (written(reply)) await this.replicated(link, connection, wanted);
+          const { connection, waiting, reply } = await this.run(command, made, link);
+          if (written(reply)) await this.replicated(link, connection, wanted, waiting);
           return reply;
         } catch (err) {
           this.rememberUncertain(keys, link);
@@ -444,25 +452,37 @@ export class RedisStateStore implements StateStore {
   }
 
   /**
-   * WAIT: blocks until the writes this connection made so far are held by the configured number of replicas, or
-   * its timeout passes, and answers how many replicas have them. The number is checked: fewer is a write a failover
-   * could take back, so the caller must act as for a store that did not answer. So is a connection replaced between
-   * the write and the WAIT's answer: the WAIT then ran on a connection that never made the write. WAIT's own timeout
-   * is kept inside the command timeout so that Redis answers with its count before the store gives up on the command.
+   * WAIT's answer for a write: how many replicas hold the writes its connection made before it, once they do or its
+   * timeout passed. The number is checked: fewer is a write a failover could take back, so the caller must act as for
+   * a store that did not answer. So is a connection replaced between the write and the WAIT's answer: the WAIT then
+   * ran on a connection that never made the write. `waiting`, when queued behind the write, may answer for it;
+   * when the write went after it after all (its script sent again, its command redirected), a WAIT of its own follows.
    */
-  private async replicated(link: RedisLink, connection: HeldConnection, wanted: number): Promise<void> {
-    // Half the command timeout: room for the reply to travel and be read on a busy event loop before our own deadline.
-    const waitMs = Math.max(1, Math.floor(this.timeoutMs / 2));
+  private async replicated(
+    link: RedisLink,
+    connection: HeldConnection,
+    wanted: number,
+    waiting: Promise<number> | undefined,
+  ): Promise<void> {
     await this.run(
       'wait',
       async () => {
-        if (connection.replaced) throw new ConnectionReplaced();
-        const acknowledged = await connection.wait(wanted, waitMs);
+        let acknowledged = await waiting;
+        if (acknowledged === undefined || connection.sentSinceWait)
+          acknowledged = await connection.wait(wanted, this.waitMs);
         if (connection.replaced) throw new ConnectionReplaced();
         if (acknowledged < wanted) throw new ReplicasBehind(acknowledged, wanted);
       },
       link,
     );
+  }
+
+  /**
+   * WAIT's own timeout, half the command timeout: Redis answers with its count, and the reply has room to travel and
+   * be read on a busy event loop, before the store gives up on the command.
+   */
+  private get waitMs(): number {
+    return Math.max(1, Math.floor(this.timeoutMs / 2));
   }
 
   /** The replica count to wait for; `auto` asks the cluster's view at the moment of the write (before it is sent). */

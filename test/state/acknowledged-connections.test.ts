@@ -2,6 +2,8 @@
 // other commands nor another caller's acknowledged write. A primary and one replica, real redis-server processes on
 // 127.0.0.1; the replica is frozen (SIGSTOP), so every WAIT for it runs to its own timeout.
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { ACKNOWLEDGED_WRITE_CONNECTIONS } from '../../src/state/link-pool.js';
 import { createRedisLink, type RedisLink } from '../../src/state/redis-client.js';
@@ -27,10 +29,10 @@ after(async () => {
   await Promise.all([replica.close(), primary.close()]);
 });
 
-async function openStore(minReplicasAcked: number): Promise<RedisStateStore> {
+async function openStore(minReplicasAcked: number, url = primary.url): Promise<RedisStateStore> {
   const links: RedisLink[] = [];
   const store = new RedisStateStore({
-    topology: { mode: 'standalone', url: primary.url },
+    topology: { mode: 'standalone', url },
     accountTag: accountTag('https://gateway.test', 'merchant@example.test'),
     commandTimeoutMs: COMMAND_TIMEOUT_MS,
     minReplicasAcked,
@@ -70,6 +72,61 @@ async function waitIsBlocking(): Promise<void> {
 }
 
 const unique = () => `ack-test:${Math.random().toString(36).slice(2)}`;
+
+/** The command names in a chunk a client sent (RESP arrays of bulk strings; the tests' values hold no CRLF). */
+const commandNames = (text: string): string[] =>
+  [...text.matchAll(/\*\d+\r\n\$\d+\r\n([A-Za-z]+)\r\n/g)].map((match) => (match[1] ?? '').toUpperCase());
+
+/**
+ * A relay to the primary that records the commands each connection sends, in order, and that, once told a key, holds
+ * back Redis' replies on each connection that sent a command naming it until that connection has sent a WAIT too.
+ * A write whose WAIT is sent only after the write's reply never gets that reply: only one sent with its WAIT, in one
+ * round trip, goes through.
+ */
+async function startRelay(): Promise<{
+  url: string;
+  readonly connections: string[][];
+  holdFor(key: string): void;
+  close(): Promise<void>;
+}> {
+  let key: string | undefined;
+  const connections: string[][] = [];
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const redis = connect(primary.port, '127.0.0.1');
+    for (const socket of [client, redis]) {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+      socket.once('close', () => (client.destroy(), redis.destroy()));
+    }
+    const sent: string[] = [];
+    connections.push(sent);
+    let held: Buffer[] | undefined;
+    client.on('data', (chunk) => {
+      const text = chunk.toString('latin1');
+      sent.push(...commandNames(text));
+      if (key !== undefined && text.includes(key)) held ??= [];
+      if (held !== undefined && text.includes('\r\nWAIT\r\n')) {
+        for (const reply of held) client.write(reply);
+        held = undefined;
+      }
+      redis.write(chunk);
+    });
+    redis.on('data', (chunk) => (held === undefined ? client.write(chunk) : held.push(chunk)));
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    connections,
+    holdFor: (name) => (key = name),
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
 
 describe('acknowledged writes on connections of their own', () => {
   it('a WAIT held up by a frozen replica delays neither reads, plain writes nor refused acknowledged writes', async () => {
@@ -114,6 +171,42 @@ describe('acknowledged writes on connections of their own', () => {
     } finally {
       replica.thaw();
       await store.close();
+    }
+  });
+
+  it('a write and its WAIT take one round trip: the WAIT leaves before the write is answered', async () => {
+    const relay = await startRelay();
+    const store = await openStore(1, relay.url);
+    try {
+      const write = (key: string) =>
+        store.writeIf([{ key, holds: undefined }], [{ key, value: 'v', ttlMs: TTL_MS }], { acknowledged: true });
+      // On every connection: a script this Redis has not run there yet is not pipelined (its NOSCRIPT would put the
+      // EVAL behind the WAIT).
+      for (let i = 0; i < ACKNOWLEDGED_WRITE_CONNECTIONS * 2; i++) assert.equal(await write(unique()), true);
+      const key = unique();
+      relay.holdFor(key);
+      assert.equal(await write(key), true, 'acknowledged, its reply held back until its WAIT was sent');
+    } finally {
+      await store.close();
+      await relay.close();
+    }
+  });
+
+  it('a script sent again after a SCRIPT FLUSH gets a WAIT of its own: the one queued before it cannot count it', async () => {
+    const relay = await startRelay();
+    const store = await openStore(1, relay.url);
+    const write = (key: string) =>
+      store.writeIf([{ key, holds: undefined }], [{ key, value: 'v', ttlMs: TTL_MS }], { acknowledged: true });
+    try {
+      for (let i = 0; i < ACKNOWLEDGED_WRITE_CONNECTIONS * 2; i++) assert.equal(await write(unique()), true);
+      await primary.cli('SCRIPT', 'FLUSH');
+      assert.equal(await write(unique()), true);
+      // The WAIT queued behind the EVALSHA (refused NOSCRIPT) went before the EVAL that wrote.
+      const lastSent = relay.connections.map((sent) => sent.slice(-4).join(' '));
+      assert.ok(lastSent.includes('EVALSHA WAIT EVAL WAIT'), `each connection's last commands: ${lastSent.join('; ')}`);
+    } finally {
+      await store.close();
+      await relay.close();
     }
   });
 

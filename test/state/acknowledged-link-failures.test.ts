@@ -109,6 +109,10 @@ describe('a failed acknowledged write that lands late', () => {
           get replaced() {
             return held.replaced;
           },
+          hasScript: (sha1) => held.hasScript(sha1),
+          get sentSinceWait() {
+            return held.sentSinceWait;
+          },
           setIfAbsent: (...args) => (blockFirst(), held.setIfAbsent(...args)),
           evalSha: (...args) => (blockFirst(), held.evalSha(...args)),
           eval: (...args) => held.eval(...args),

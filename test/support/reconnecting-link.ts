@@ -111,6 +111,10 @@ export class Reconnects {
         get replaced() {
           return held.replaced;
         },
+        hasScript: (sha1) => held.hasScript(sha1),
+        get sentSinceWait() {
+          return held.sentSinceWait;
+        },
         setIfAbsent: async (...args) => {
           const written = await held.setIfAbsent(...args);
           await step('after the write');
