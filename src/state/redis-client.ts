@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { createClient, createCluster, createSentinel, ErrorReply } from '@redis/client';
 import type { RedisNode, RedisTopology } from '../config/state-settings.js';
 import { trustedCas } from '../upstream/trusted-cas.js';
@@ -66,8 +67,8 @@ export interface HeldConnection extends WriteTarget {
    */
   readonly sentSinceWait: boolean;
   /**
-   * This connection's Redis answered an EVALSHA of `sha1` since it connected: the script's next EVALSHA there will
-   * not come back NOSCRIPT (short of a SCRIPT FLUSH), so a WAIT may be queued behind it.
+   * This connection's Redis ran the script `sha1` since it connected: its next EVALSHA there will not come back
+   * NOSCRIPT (short of a SCRIPT FLUSH), so a WAIT may be queued behind it.
    */
   hasScript(sha1: string): boolean;
 }
@@ -181,8 +182,8 @@ interface NodeClient {
 type Redirect = (err: unknown) => Promise<{ readonly client: NodeClient; readonly asking: boolean } | undefined>;
 
 /**
- * Scripts each client's Redis ran by EVALSHA, as of one connection: Redis keeps its script cache while it runs, so a
- * new connection (a restart, a failover) starts knowing none.
+ * Scripts each client's Redis ran (EVALSHA or EVAL), as of one connection: Redis keeps its script cache while it runs,
+ * so a new connection (a restart, a failover) starts knowing none.
  */
 const loadedScripts = new WeakMap<NodeClient, { readonly epoch: number; readonly sha1s: Set<string> }>();
 
@@ -199,7 +200,7 @@ function scriptsOf(client: NodeClient): Set<string> {
  * queued on a connection that drops is rejected, never sent again on the next one (no offline queue): a reply that
  * came while the epoch is still the one held came on the held connection. In a cluster, a write redirected (MOVED,
  * ASK) was not made where it was sent: the connection held becomes the one of the node named, once, before anything
- * was written, so the write and its WAIT still go on one connection.
+ * was written, and the write's WAIT goes there too (`sentSinceWait`: one queued on the first node counts nothing).
  */
 function heldConnection(client: NodeClient, redirect?: Redirect): HeldConnection {
   let held = { client, epoch: client.socketEpoch, asking: false };
@@ -226,19 +227,23 @@ function heldConnection(client: NodeClient, redirect?: Redirect): HeldConnection
   };
   const script = (command: string, body: string, keys: string[], args: string[]) =>
     write([command, body, String(keys.length), ...keys, ...args]);
+  /**
+   * `reply`, unchanged; once it comes, the script is known to the node it ran on. Beside the reply, not in its chain:
+   * a caller's fallback to EVAL after NOSCRIPT is queued as soon as it would be without.
+   */
+  const ran = (sha1: string, reply: Promise<unknown>): Promise<unknown> => {
+    const on = held.client;
+    reply.then(() => on === held.client && scriptsOf(on).add(sha1)).catch(() => undefined);
+    return reply;
+  };
   return {
     get replaced() {
       return !held.client.isReady || held.client.socketEpoch !== held.epoch;
     },
     setIfAbsent: async (key, value, ttlMs) => (await write(['SET', key, value, 'NX', 'PX', String(ttlMs)])) === 'OK',
-    evalSha: (sha1, keys, args) => {
-      const on = held.client;
-      const reply = script('EVALSHA', sha1, keys, args);
-      // Beside the reply, not in its chain: a caller's fallback to EVAL is queued as soon as it would be without.
-      reply.then(() => on === held.client && scriptsOf(on).add(sha1)).catch(() => undefined);
-      return reply;
-    },
-    eval: (source, keys, args) => script('EVAL', source, keys, args),
+    evalSha: (sha1, keys, args) => ran(sha1, script('EVALSHA', sha1, keys, args)),
+    eval: (source, keys, args) =>
+      ran(createHash('sha1').update(source).digest('hex'), script('EVAL', source, keys, args)),
     hasScript: (sha1) => scriptsOf(held.client).has(sha1),
     get sentSinceWait() {
       return waited === undefined || waited.client !== held.client || waited.sent !== sent;

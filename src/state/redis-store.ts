@@ -455,8 +455,8 @@ export class RedisStateStore implements StateStore {
    * WAIT's answer for a write: how many replicas hold the writes its connection made before it, once they do or its
    * timeout passed. The number is checked: fewer is a write a failover could take back, so the caller must act as for
    * a store that did not answer. So is a connection replaced between the write and the WAIT's answer: the WAIT then
-   * ran on a connection that never made the write. `waiting`, when queued behind the write, may answer for it;
-   * when the write went after it after all (its script sent again, its command redirected), a WAIT of its own follows.
+   * ran on a connection that never made the write. `waiting`, when queued behind the write, answers for it unless
+   * the write went after it after all (its script sent again, its command redirected): a WAIT of its own then does.
    */
   private async replicated(
     link: RedisLink,
@@ -467,9 +467,12 @@ export class RedisStateStore implements StateStore {
     await this.run(
       'wait',
       async () => {
-        let acknowledged = await waiting;
-        if (acknowledged === undefined || connection.sentSinceWait)
-          acknowledged = await connection.wait(wanted, this.waitMs);
+        // The pipelined WAIT only when it counts the write: not waited for otherwise (on a node a redirect left, it
+        // may fail or block, and the write is made elsewhere).
+        const acknowledged =
+          waiting !== undefined && !connection.sentSinceWait
+            ? await waiting
+            : await connection.wait(wanted, this.waitMs);
         if (connection.replaced) throw new ConnectionReplaced();
         if (acknowledged < wanted) throw new ReplicasBehind(acknowledged, wanted);
       },

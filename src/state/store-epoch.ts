@@ -31,8 +31,8 @@ type Raised = { readonly found: 'other' } | { readonly found: 'raised' | 'rolled
 
 /**
  * Raises the generation under the epoch known: {0} when the epoch is not the one known; else the generation raised by
- * one, and {1, it}, or {2, it} when it is no higher than `seen`: the dataset went back to an older copy of itself
- * (read as Raised). Both keys are pushed out by `ttlMs`. GET and SET only: the commands
+ * one, and {1, it}; or, when that would be no higher than `seen`, {2, it} with nothing written: the dataset went back
+ * to an older copy of itself (read as Raised). A raise pushes both keys out by `ttlMs`. GET and SET only: the commands
  * docs/fleet.md's ACL already allows. The epoch is sealed like every record (compared here by its content, written
  * back as found); the generation is a bare counter, the one record not sealed: earlier versions raise it with their
  * own copy of this script during a rolling upgrade, and a forged one (anything but a number reads as 0) can only make
@@ -43,9 +43,9 @@ const RAISE_GENERATION = new RedisScript({
   source: `${LUA_CONTENT}local found = redis.call('GET', KEYS[1])
 if content(found) ~= ARGV[1] then return {0} end
 local generation = (tonumber(redis.call('GET', KEYS[2]) or '0') or 0) + 1
+if generation <= tonumber(ARGV[2]) then return {2, tostring(generation)} end
 redis.call('SET', KEYS[1], found, 'PX', ARGV[3])
 redis.call('SET', KEYS[2], tostring(generation), 'PX', ARGV[3])
-if generation <= tonumber(ARGV[2]) then return {2, tostring(generation)} end
 return {1, tostring(generation)}`,
   keys: (k: { readonly epoch: string; readonly generation: string }) => [k.epoch, k.generation],
   args: (a: { readonly known: string; readonly seen: number; readonly ttlMs: number }) => [a.known, a.seen, a.ttlMs],
@@ -54,8 +54,9 @@ return {1, tostring(generation)}`,
     if (status === '0' || value === undefined) return { found: 'other' };
     return { found: status === '2' ? 'rolled_back' : 'raised', generation: Number(value) };
   },
-  // Another epoch found: nothing was written, nothing to wait for.
-  wrote: (raised) => raised.found !== 'other',
+  // Only a raise writes. A rollback found writes nothing and is not waited for: right after one the replicas are
+  // still resynchronising, a WAIT would fail, and every refused raise would lift the counter back past what was seen.
+  wrote: (raised) => raised.found === 'raised',
 });
 
 /** Why the dataset this replica wrote to is gone: it came back empty (or another replica found it so), or older. */
@@ -74,9 +75,9 @@ type Loss = 'replaced' | 'rolled_back';
  *
  * A dataset that goes back to an older copy of itself keeps the epoch: a node restarted from an older snapshot (RDB,
  * Redis's default persistence) and promoted once every node with the newer writes is gone. Each check also raises a
- * generation counter beside the epoch, acknowledged like a money write; one that comes back no higher than this
- * replica has already seen acknowledged means acknowledged writes since were lost: the replica replaces the epoch
- * with a new one (the others then notice a wipe) and acts as on a wipe. A copy taken after this replica's last check is no lower than what it saw, and passes; the requeue
+ * generation counter beside the epoch, acknowledged like a money write; one that would come back no higher than this
+ * replica has already seen acknowledged means acknowledged writes since were lost: it is not written (nor waited
+ * for), and the replica replaces the epoch with a new one (the others then notice a wipe) and acts as on a wipe. A copy taken after this replica's last check is no lower than what it saw, and passes; the requeue
  * memory then still finds its postbacks missing (requeue-memory.ts), and only idempotency keys written since that
  * check are lost, as in a failover (docs/fleet.md).
  */

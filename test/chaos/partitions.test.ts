@@ -30,9 +30,12 @@ const skip = namespacesUnavailable();
 const SEED = 41;
 /** Fewer callers than a campaign's 16: the whole fleet shares this machine with the test runner. */
 const CALLERS = 6;
-/** Each cut's length: long enough to be seen (and, for the primary, past the Sentinels' 1 s down-after). */
+/**
+ * Each cut's length: long enough to be seen; for the primary, past the Sentinels' 1 s down-after and one election
+ * that fails on a loaded machine (the next comes after twice the 5 s failover-timeout).
+ */
 const HOLD_MS: Record<PartitionKind, number> = {
-  'partition-primary': 6_000,
+  'partition-primary': 14_000,
   'partition-sidecar': 6_000,
   'partition-sentinels': 5_000,
   'one-way-loss': 4_000,

@@ -8,7 +8,7 @@ import { createLogger } from '../../src/observability/log.js';
 import { accountTag } from '../../src/state/redis-keys.js';
 import { RedisStateStore } from '../../src/state/redis-store.js';
 import { STORE_EPOCH_KEY, StoreEpoch } from '../../src/state/store-epoch.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { startRedis, startReplica, type TestRedis } from '../support/redis-server.js';
 import { CapturedOutput } from '../support/sidecar.js';
 import { waitFor } from '../support/wait-for.js';
 
@@ -27,12 +27,16 @@ interface Replica {
   wipes: number;
 }
 
-/** One replica's store and epoch; `intervalMs` long shows that a check came from a reconnect, not the timer. */
-async function replica(redis: TestRedis, intervalMs = 200): Promise<Replica> {
+/**
+ * One replica's store and epoch; `intervalMs` long shows that a check came from a reconnect, not the timer.
+ * `minReplicasAcked`: its writes wait for that many Redis replicas, the generation's raise included.
+ */
+async function replica(redis: TestRedis, intervalMs = 200, minReplicasAcked = 0): Promise<Replica> {
   const store = new RedisStateStore({
     topology: { mode: 'standalone', url: redis.url },
     accountTag: TAG,
     commandTimeoutMs: 2_000,
+    minReplicasAcked,
   });
   const logs = new CapturedOutput();
   const made: Replica = {
@@ -137,5 +141,33 @@ describe('the store epoch', { timeout: 60_000 }, () => {
     // The first to check finds the generation no higher than it saw; the other finds the epoch it replaced.
     assert.ok(losses.includes('rolled_back'), `one replica tells the rollback: ${losses.join(', ')}`);
     assert.match(a.logs.text, /runbook-state-store-wiped/);
+  });
+
+  it('a rollback is noticed while the Redis replicas cannot acknowledge yet (resynchronising), not raised past', async () => {
+    const redis = await startRedis();
+    const follower = await startReplica(redis);
+    cleanups.push(
+      () => redis.close(),
+      async () => {
+        follower.thaw();
+        await follower.close();
+      },
+    );
+    const [a, b] = [await replica(redis, 200, 1), await replica(redis, 200, 1)];
+    const first = a.epoch.current();
+    assert.deepEqual(await redis.cli('SAVE'), ['OK']);
+    await sleep(1_000); // raises the replicas saw acknowledged, after the snapshot
+    // Right after the restart from the snapshot no replica acknowledges: every raise's WAIT would fail. Raised
+    // anyway, checks every 200 ms would lift the counter past what the replicas saw before the replica came back.
+    follower.freeze();
+    await redis.crash();
+    await redis.start();
+    await waitFor('both replicas to notice, the follower still frozen', () => a.wipes === 1 && b.wipes === 1, 10_000);
+    follower.thaw();
+    assert.notEqual(a.epoch.current(), first);
+    assert.ok(
+      [a, b].some((r) => wipedLines(r)[0]?.loss === 'rolled_back'),
+      'one replica tells the rollback',
+    );
   });
 });

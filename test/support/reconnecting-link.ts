@@ -87,7 +87,11 @@ export async function reconnect(link: RedisLink, key: string, node: KillingNode)
   );
 }
 
-/** When, in an acknowledged write, the connection is dropped and connected again: not at all, or at that step. */
+/**
+ * When, in an acknowledged write, the connection is dropped and connected again: not at all, or at that step. The
+ * step before the WAIT holds the WAIT back until the new connection is up: it then goes there, as a WAIT that is not
+ * pipelined with its write (a script's first run on a connection) would after a reconnect.
+ */
 export type ReconnectAt = 'never' | 'after the write' | 'before the WAIT';
 
 /** Links whose held connections are dropped and connected again at the step `at` names, when a test sets it. */
@@ -102,10 +106,12 @@ export class Reconnects {
   readonly wrap = (link: RedisLink): RedisLink => {
     const hold = async (key: string): Promise<HeldConnection> => {
       const held = await link.hold(key);
-      const step = async (when: ReconnectAt) => {
-        if (this.at !== when) return;
-        await reconnect(link, key, this.node);
-        this.done.push(when);
+      // One drop per held connection: every command of it at or after the step waits for the new connection.
+      let reconnected: Promise<void> | undefined;
+      const step = (when: ReconnectAt): Promise<void> => {
+        if (reconnected === undefined && this.at === when)
+          reconnected = reconnect(link, key, this.node).then(() => void this.done.push(when));
+        return reconnected ?? Promise.resolve();
       };
       return {
         get replaced() {
