@@ -12,6 +12,7 @@ import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { startSimulator } from '@signing-sidecar/simulator';
+import { percentile } from './load.js';
 import { freshDeposit, newKey, send, type Reply } from '../test/support/idempotent-calls.js';
 import { makeKeys } from '../test/support/keys.js';
 import { mulberry32 } from '../test/support/random.js';
@@ -120,8 +121,7 @@ try {
   const transactions = simulator.transactions();
   const invoices = new Set(transactions.map((tx) => tx.invoice_no));
   const invoiceOf = (payment: string): string => (JSON.parse(payment) as { invoice_no: string }).invoice_no;
-  completionMs.sort((a, b) => a - b);
-  const quantile = (q: number): number => Math.round(completionMs[Math.floor(q * (completionMs.length - 1))] ?? 0);
+  const quantile = (q: number): number => Math.round(percentile(completionMs, q));
   console.log(
     JSON.stringify(
       {

@@ -141,6 +141,7 @@ function keptMsOf(step: number): number {
   return Math.min(MAX_BUCKETS * step, MAX_PERIOD_MS) + step + CLOCK_MARGIN_MS;
 }
 
+/** A series' step, from its name (made by seriesOf, or checked against SERIES_NAME by decodeUsage). */
 const stepOfSeries = (name: string): number => Number(name.slice(name.lastIndexOf('/') + 1));
 
 /** A copy without the buckets too old for any window of their step to count, whatever the rules. */
@@ -148,7 +149,6 @@ function pruned(usage: Usage, nowMs: number): Map<string, ReadonlyMap<number, bi
   const next = new Map<string, ReadonlyMap<number, bigint>>();
   for (const [name, buckets] of usage) {
     const step = stepOfSeries(name);
-    if (!(step > 0)) continue;
     const first = Math.floor((nowMs - keptMsOf(step)) / step);
     const kept = new Map([...buckets].filter(([index]) => index >= first));
     if (kept.size > 0) next.set(name, kept);

@@ -7,7 +7,8 @@ import { describe, it } from 'node:test';
 import { startSimulator, type RunningSimulator } from '@signing-sidecar/simulator';
 import { limits } from '../../src/cli/limits.js';
 import { makeKeys } from '../support/keys.js';
-import { RecordingGateway, TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
+import { withSidecar } from '../support/idempotent-calls.js';
+import { TEST_PASSWORD, TEST_USERNAME } from '../support/recording-gateway.js';
 import { scratchDir } from '../support/scratch.js';
 import { sidecarEnv, startTestSidecar, waitUntilReady, type TestSidecar } from '../support/sidecar.js';
 import { postJson, type Answer } from '../support/sim-world.js';
@@ -188,17 +189,15 @@ describe('money limits, one sidecar', () => {
   });
 
   it('a 409 or signature.nonce.replayed from the gateway keeps the share: the payment may exist', async () => {
-    const keys = await makeKeys();
-    const gateway = await new RecordingGateway().start();
     const rulesFile = join(scratchDir('limits-kept-'), 'limits.yaml');
     await writeFile(rulesFile, rulesYaml('1000.00'));
-    const pod = await startTestSidecar(
-      await sidecarEnv(keys, gateway.url, { SIDECAR_LIMITS_FILE: rulesFile, SIDECAR_LOG_LEVEL: 'warn' }),
-    );
-    try {
-      await waitUntilReady(pod.sidecar);
+    await withSidecar({ SIDECAR_LIMITS_FILE: rulesFile, SIDECAR_LOG_LEVEL: 'warn' }, {}, async (gateway, running) => {
       const withdraw = (amount: string) =>
-        postJson(pod.sidecar.egressUrl, JSON.stringify({ amount, currency: 'USD', invoice_no: amount }), WITHDRAWAL);
+        postJson(
+          running.sidecar.egressUrl,
+          JSON.stringify({ amount, currency: 'USD', invoice_no: amount }),
+          WITHDRAWAL,
+        );
       gateway.script.push({ status: 409, body: { code: 'duplicate', message: 'seen before' } });
       assert.equal((await withdraw('400.00')).status, 409);
       gateway.script.push({ status: 401, body: { code: 'signature.nonce.replayed', message: 'replayed' } });
@@ -208,10 +207,7 @@ describe('money limits, one sidecar', () => {
       // 800 kept, the 400's 150 given back: 200 fits, 200.01 does not.
       assert.equal((await withdraw('200.01')).status, 403);
       assert.equal((await withdraw('200.00')).status, 201);
-    } finally {
-      await pod.stop();
-      await gateway.stop();
-    }
+    });
   });
 
   it('a refused key is free again: after the rule is raised on disk, the same key pays, with no restart', async () => {

@@ -239,7 +239,7 @@ describe('the limit guard', () => {
     }
   });
 
-  it('a request that ended while it waited for its turn writes nothing', async () => {
+  it('a request already ended when its turn comes writes nothing', async () => {
     const w = world(HOURLY);
     try {
       assert.equal(await w.refusal('1.00', 'USD', { ended: true }), '503 sidecar.limit.unavailable');

@@ -16,6 +16,8 @@ import {
   acknowledgingWrapped,
   assertReplacedConnectionRefused,
   connectionId,
+  heldWith,
+  holdingWith,
   Reconnects,
 } from '../support/reconnecting-link.js';
 import { SIDECAR_ACL_RULES, startRedis, startReplica, type TestRedis } from '../support/redis-server.js';
@@ -105,24 +107,12 @@ describe('a failed acknowledged write that lands late', () => {
           armed = false;
           void held.wait(5, blockMs).catch(() => undefined);
         };
-        return {
-          get replaced() {
-            return held.replaced;
-          },
-          hasScript: (sha1) => held.hasScript(sha1),
-          get sentSinceWait() {
-            return held.sentSinceWait;
-          },
+        return heldWith(held, {
           setIfAbsent: (...args) => (blockFirst(), held.setIfAbsent(...args)),
           evalSha: (...args) => (blockFirst(), held.evalSha(...args)),
-          eval: (...args) => held.eval(...args),
-          wait: (...args) => held.wait(...args),
-        };
+        });
       };
-      return new Proxy(link, {
-        get: (target, property, receiver): unknown =>
-          property === 'hold' ? hold : (Reflect.get(target, property, receiver) as unknown),
-      });
+      return holdingWith(link, hold);
     };
     const { store } = await openStore(congested);
     try {

@@ -113,32 +113,48 @@ export class Reconnects {
           reconnected = reconnect(link, key, this.node).then(() => void this.done.push(when));
         return reconnected ?? Promise.resolve();
       };
-      return {
-        get replaced() {
-          return held.replaced;
-        },
-        hasScript: (sha1) => held.hasScript(sha1),
-        get sentSinceWait() {
-          return held.sentSinceWait;
-        },
+      return heldWith(held, {
         setIfAbsent: async (...args) => {
           const written = await held.setIfAbsent(...args);
           await step('after the write');
           return written;
         },
-        evalSha: (...args) => held.evalSha(...args),
-        eval: (...args) => held.eval(...args),
         wait: async (...args) => {
           await step('before the WAIT');
           return held.wait(...args);
         },
-      };
+      });
     };
-    return new Proxy(link, {
-      get: (target, property, receiver): unknown =>
-        property === 'hold' ? hold : (Reflect.get(target, property, receiver) as unknown),
-    });
+    return holdingWith(link, hold);
   };
+}
+
+/** `held`, some of its commands replaced by `own`; the rest, and its state, are `held`'s. */
+export function heldWith(
+  held: HeldConnection,
+  own: Partial<Pick<HeldConnection, 'setIfAbsent' | 'evalSha' | 'eval' | 'wait'>>,
+): HeldConnection {
+  return {
+    get replaced() {
+      return held.replaced;
+    },
+    get sentSinceWait() {
+      return held.sentSinceWait;
+    },
+    hasScript: (sha1) => held.hasScript(sha1),
+    setIfAbsent: own.setIfAbsent ?? ((...args) => held.setIfAbsent(...args)),
+    evalSha: own.evalSha ?? ((...args) => held.evalSha(...args)),
+    eval: own.eval ?? ((...args) => held.eval(...args)),
+    wait: own.wait ?? ((...args) => held.wait(...args)),
+  };
+}
+
+/** `link`, its held connections made by `hold` instead. */
+export function holdingWith(link: RedisLink, hold: (key: string) => Promise<HeldConnection>): RedisLink {
+  return new Proxy(link, {
+    get: (target, property, receiver): unknown =>
+      property === 'hold' ? hold : (Reflect.get(target, property, receiver) as unknown),
+  });
 }
 
 /**
